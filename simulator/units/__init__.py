@@ -10,24 +10,24 @@ unit other than the bit, and brings a registry of thousands of units where we ac
 
 from simulator.units.constants import (
     EXA,
+    GB,
     GIBI,
     GIGA,
     KIBI,
     KILO,
+    MB,
     MEBI,
     MEGA,
     MICRO,
     MILLI,
     NANO,
     PETA,
+    TB,
     TEBI,
     TERA,
-    GB,
     GiB,
     KiB,
-    MB,
     MiB,
-    TB,
     TiB,
 )
 from simulator.units.parse import DIMENSIONS, format_quantity, parse_quantity

@@ -1,0 +1,1 @@
+"""Rendering of results for people and machines: text tables, plots, traces, JSON/CSV."""

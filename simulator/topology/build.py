@@ -1,0 +1,156 @@
+"""Build the networkx topology graph of a cluster from its hardware spec.
+
+Vertices are typed (``kind``: gpu, nvswitch, pcie_switch, cpu, nic, leaf, spine) and named ``n<node>.<part>``
+(``n0.gpu3``, ``n1.nvsw0``, ``n0.pcie2.g``, ``n0.cpu3``, ``n1.nic7``) or ``leaf<j>`` / ``spine<k>``. Every physical
+link is a pair of directed edges, each carrying ``bandwidth_Bps`` (per direction), ``latency_s`` and ``link``
+(nvlink, pcie, cpu, upi, xgmi, ib, eth). Bandwidths are datasheet figures; achievable efficiency is the collective
+model's business.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from simulator.hardware import ClusterSpec, FabricSpec, NodeSpec, pcie_bandwidth_Bps
+
+UPSTREAM_LANES = 16  # PCIe switch uplinks and CPU root ports are x16 on every shipped platform
+
+
+def build_graph(cluster: ClusterSpec) -> nx.DiGraph:
+    """The whole cluster as a directed graph (see module docstring for names and attributes)."""
+    graph = nx.DiGraph(name=f"{cluster.nodes}x {cluster.node.name}")
+    for node in range(cluster.nodes):
+        _add_node(graph, cluster.node, node)
+    if cluster.nodes > 1:
+        _add_fabric(graph, cluster.node, cluster.nodes, cluster.effective_fabric)
+    return graph
+
+
+def _link(graph: nx.DiGraph, a: str, b: str, bandwidth_Bps: float, latency_s: float, link: str) -> None:
+    for u, v in ((a, b), (b, a)):
+        graph.add_edge(u, v, bandwidth_Bps=float(bandwidth_Bps), latency_s=float(latency_s), link=link)
+
+
+def _add_node(graph: nx.DiGraph, spec: NodeSpec, node: int) -> None:
+    p = f"n{node}."
+    for i in range(spec.gpus):
+        graph.add_node(f"{p}gpu{i}", kind="gpu", node=node, index=i)
+    _add_nvlink(graph, spec, p)
+    _add_cpus(graph, spec, node)
+    _add_pcie(graph, spec, node)
+
+
+def _add_nvlink(graph: nx.DiGraph, spec: NodeSpec, p: str) -> None:
+    nvlink = spec.gpu.nvlink
+    if spec.nvswitch is not None and nvlink is not None:
+        for s, links in enumerate(spec.nvswitch.links_per_gpu):
+            name = f"{p}nvsw{s}"
+            graph.add_node(name, kind="nvswitch", node=int(p[1:-1]), index=s, nvls=spec.nvswitch.nvls,
+                           generation=spec.nvswitch.generation)
+            for i in range(spec.gpus):
+                _link(graph, f"{p}gpu{i}", name, links * nvlink.bandwidth_per_link, spec.latency.nvlink_hop,
+                      "nvlink")
+    for bridge in spec.nvlink_bridges:
+        a, b = bridge.gpus
+        _link(graph, f"{p}gpu{a}", f"{p}gpu{b}", bridge.links * nvlink.bandwidth_per_link,
+              spec.latency.nvlink_hop, "nvlink")
+
+
+def _add_cpus(graph: nx.DiGraph, spec: NodeSpec, node: int) -> None:
+    cpu = spec.cpu
+    p = f"n{node}."
+    for d in range(cpu.numa_domains):
+        graph.add_node(f"{p}cpu{d}", kind="cpu", node=node, index=d, socket=d // cpu.numa_per_socket)
+    for socket in range(cpu.sockets):
+        domains = range(socket * cpu.numa_per_socket, (socket + 1) * cpu.numa_per_socket)
+        for a in domains:
+            for b in domains:
+                if a < b:
+                    _link(graph, f"{p}cpu{a}", f"{p}cpu{b}", cpu.numa_link_bandwidth, spec.latency.cpu_hop, "cpu")
+    firsts = [s * cpu.numa_per_socket for s in range(cpu.sockets)]
+    for i, a in enumerate(firsts):
+        for b in firsts[i + 1:]:
+            _link(graph, f"{p}cpu{a}", f"{p}cpu{b}", cpu.socket_link_bandwidth, spec.latency.cpu_hop,
+                  cpu.socket_link)
+
+
+def _add_pcie(graph: nx.DiGraph, spec: NodeSpec, node: int) -> None:
+    """PCIe complexes: 0 levels = root ports; 1 = one switch; 2 = an upstream switch over a GPU-side and a
+    NIC-side switch (DGX A100, where nvidia-smi reports GPU-NIC as PXB)."""
+    p = f"n{node}."
+    pcie = spec.pcie
+    hop = spec.latency.pcie_hop
+    gpu_bw = pcie_bandwidth_Bps(min(pcie.generation, spec.gpu.pcie.generation), spec.gpu.pcie.lanes)
+    up_bw = pcie_bandwidth_Bps(pcie.generation, UPSTREAM_LANES)
+    for c, complex_ in enumerate(pcie.complexes):
+        cpu = f"{p}cpu{complex_.numa}"
+        if pcie.switch_levels == 0:
+            gpu_parent = nic_parent = cpu
+        else:
+            top = f"{p}pcie{c}"
+            graph.add_node(top, kind="pcie_switch", node=node, index=c, level=1)
+            _link(graph, top, cpu, up_bw, spec.latency.cpu_hop, "pcie")
+            gpu_parent = nic_parent = top
+            if pcie.switch_levels == 2:
+                gpu_parent, nic_parent = f"{top}.g", f"{top}.n"
+                for side, below in ((gpu_parent, len(complex_.gpus)), (nic_parent, len(complex_.nics))):
+                    graph.add_node(side, kind="pcie_switch", node=node, index=c, level=2)
+                    # switch-to-switch uplinks assumed non-blocking (as wide as the devices below): DGX A100 runs
+                    # all 8 GPU-NIC pairs at HDR line rate at once (nccl-tests 16-rank all_reduce ~192 GB/s busbw)
+                    _link(graph, side, top, up_bw * max(below, 1), hop, "pcie")
+        for g in complex_.gpus:
+            _link(graph, f"{p}gpu{g}", gpu_parent, gpu_bw, hop, "pcie")
+            graph.nodes[f"{p}gpu{g}"]["numa"] = complex_.numa
+        for n in complex_.nics:
+            name = f"{p}nic{n}"
+            graph.add_node(name, kind="nic", node=node, index=n, numa=complex_.numa)
+            nic_bw = pcie_bandwidth_Bps(pcie.generation, spec.nics.pcie_lanes)
+            _link(graph, name, nic_parent, nic_bw, hop, "pcie")
+
+
+def fabric_layout(spec: NodeSpec, nodes: int, fabric: FabricSpec) -> tuple[int, int, int]:
+    """(nodes per leaf group, leaves, spines) of the two-level Clos.
+
+    A leaf gives ``leaf_ports * r / (r + 1)`` ports to NICs and the rest up, for oversubscription r. fat_tree puts all
+    NICs of a node on one leaf; rail_optimized gives each rail (NIC index) its own leaf in every group of nodes.
+    Spines are logical: one per leaf up-link, each standing for a core tier if the real fabric has three levels.
+    """
+    r = fabric.oversubscription
+    down = max(1, int(fabric.leaf_ports * r / (r + 1)))
+    nics = spec.nics.count
+    if fabric.kind == "fat_tree":
+        per_leaf = max(1, down // nics)
+        leaves = math.ceil(nodes / per_leaf)
+        used_down = min(per_leaf, nodes) * nics
+    else:
+        per_leaf = down
+        leaves = math.ceil(nodes / per_leaf) * nics
+        used_down = min(per_leaf, nodes)
+    spines = 0 if leaves == 1 else max(1, math.ceil(used_down / r))
+    return per_leaf, leaves, spines
+
+
+def _add_fabric(graph: nx.DiGraph, spec: NodeSpec, nodes: int, fabric: FabricSpec) -> None:
+    nic = spec.nics
+    link = nic.kind
+    per_leaf, leaves, spines = fabric_layout(spec, nodes, fabric)
+    for j in range(leaves):
+        graph.add_node(f"leaf{j}", kind="leaf", index=j)
+    for k in range(spines):
+        graph.add_node(f"spine{k}", kind="spine", index=k)
+    for node in range(nodes):
+        for i in range(nic.count):
+            leaf = leaf_of(fabric.kind, node, i, per_leaf, nic.count)
+            _link(graph, f"n{node}.nic{i}", f"leaf{leaf}", nic.bandwidth, spec.latency.nic + fabric.switch_latency,
+                  link)
+    for j in range(leaves):
+        for k in range(spines):
+            _link(graph, f"leaf{j}", f"spine{k}", nic.bandwidth, fabric.switch_latency, link)
+
+
+def leaf_of(kind: str, node: int, nic: int, per_leaf: int, nics_per_node: int) -> int:
+    """Leaf switch index that NIC ``nic`` of ``node`` plugs into."""
+    group = node // per_leaf
+    return group if kind == "fat_tree" else group * nics_per_node + nic

@@ -1,0 +1,238 @@
+"""The :class:`Topology`: a cluster's graph and the questions the rest of the simulator asks of it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import networkx as nx
+
+from simulator.errors import UserError
+from simulator.hardware import ClusterSpec
+from simulator.topology.build import build_graph
+
+#: link types that count as each transport
+NVLINK = frozenset({"nvlink"})
+NETWORK = frozenset({"ib", "eth"})
+
+
+@dataclass(frozen=True)
+class Path:
+    """One route between two vertices.
+
+    Attributes:
+        hops: vertex names from source to destination.
+        links: link type of each edge (len(hops) - 1).
+        bottleneck_Bps: smallest per-direction bandwidth on the route, B/s.
+        latency_s: sum of the edges' latencies, s.
+        transport: how a GPU pair would move data on it: ``nvlink`` (P2P over NVLink), ``pcie_p2p``, ``shm``
+            (staged through host memory: the GPUs cannot do P2P over PCIe), or ``network`` (GPUDirect RDMA).
+    """
+
+    hops: tuple[str, ...]
+    links: tuple[str, ...]
+    bottleneck_Bps: float
+    latency_s: float
+    transport: str
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return list(zip(self.hops, self.hops[1:], strict=False))
+
+
+class Topology:
+    """A cluster as a networkx graph, with path, bandwidth and link-sharing queries.
+
+    GPUs are addressed by vertex name (``n1.gpu3``) or global rank index (node-major: rank 11 is ``n1.gpu3`` on
+    8-GPU nodes).
+    """
+
+    def __init__(self, cluster: ClusterSpec) -> None:
+        self.cluster = cluster
+        self.graph: nx.DiGraph = build_graph(cluster)
+        self._path_cache: dict[tuple[str, str], list[Path]] = {}
+
+    # ---- naming -------------------------------------------------------------------------------------------------
+    @cached_property
+    def gpus(self) -> list[str]:
+        """All GPU vertices in global rank order."""
+        return [f"n{n}.gpu{i}" for n in range(self.cluster.nodes) for i in range(self.cluster.node.gpus)]
+
+    def gpu(self, ref: int | str) -> str:
+        """Vertex name of a GPU given as a global index, ``gpu9`` (global) or ``n1.gpu1``."""
+        if isinstance(ref, str) and ref in self.graph and self.graph.nodes[ref]["kind"] == "gpu":
+            return ref
+        text = str(ref)
+        index = text.removeprefix("gpu")
+        if index.isdigit() and int(index) < len(self.gpus):
+            return self.gpus[int(index)]
+        raise UserError(f"unknown GPU {ref!r}: this system has {len(self.gpus)} GPUs "
+                        f"(gpu0..gpu{len(self.gpus) - 1}, or n<node>.gpu<i>)")
+
+    def node_of(self, vertex: str) -> int | None:
+        """Node index of a vertex (None for fabric switches)."""
+        return self.graph.nodes[vertex].get("node")
+
+    def gpus_of_node(self, node: int) -> list[str]:
+        return [f"n{node}.gpu{i}" for i in range(self.cluster.node.gpus)]
+
+    def nics_of_node(self, node: int) -> list[str]:
+        count = self.cluster.node.nics.count if self.cluster.node.nics else 0
+        return [f"n{node}.nic{i}" for i in range(count)]
+
+    def vertices_of_kind(self, kind: str) -> list[str]:
+        return [v for v, k in self.graph.nodes(data="kind") if k == kind]
+
+    # ---- paths --------------------------------------------------------------------------------------------------
+    def paths(self, a: int | str, b: int | str) -> list[Path]:
+        """All equally good routes from GPU ``a`` to GPU ``b``: the widest (largest bottleneck) routes, and among
+        those the lowest-latency ones. Inside a node this finds, e.g., the six parallel NVSwitch planes of a DGX A100
+        pair; across nodes the GPUDirect RDMA route through each GPU's nearest NIC (same index as the GPU where
+        counts match, as NCCL pairs them)."""
+        a, b = self.gpu(a), self.gpu(b)
+        if a == b:
+            raise UserError(f"a path needs two different GPUs, got {a} twice")
+        na, nb = self.node_of(a), self.node_of(b)
+        if na == nb:
+            local = self._intra_paths(a.split(".", 1)[1], b.split(".", 1)[1])
+            return [self._relabel(p, na) for p in local]
+        return self._inter_paths(a, b)
+
+    def path(self, a: int | str, b: int | str) -> Path:
+        """The preferred route (first of :meth:`paths`)."""
+        return self.paths(a, b)[0]
+
+    def _intra_paths(self, a_local: str, b_local: str) -> list[Path]:
+        key = (a_local, b_local)
+        if key not in self._path_cache:
+            view = self._node0_view
+            self._path_cache[key] = _widest_then_fastest(view, f"n0.{a_local}", f"n0.{b_local}",
+                                                         self._transport_of)
+        return self._path_cache[key]
+
+    @cached_property
+    def _node0_view(self) -> nx.DiGraph:
+        return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == 0])
+
+    def _relabel(self, path: Path, node: int) -> Path:
+        if node == 0:
+            return path
+        hops = tuple(f"n{node}.{h.split('.', 1)[1]}" for h in path.hops)
+        return Path(hops, path.links, path.bottleneck_Bps, path.latency_s, path.transport)
+
+    def home_nic(self, gpu: str) -> str:
+        """The NIC a GPU uses for network traffic: same local index when NIC and GPU counts match, else the first NIC
+        of the GPU's PCIe complex (closest by PCIe hops)."""
+        node, local = self.node_of(gpu), self.graph.nodes[gpu]["index"]
+        spec = self.cluster.node
+        if spec.nics is None:
+            raise UserError(f"node profile {spec.name} has no NICs: GPUs in different nodes cannot communicate")
+        if spec.nics.count == spec.gpus:
+            return f"n{node}.nic{local}"
+        for complex_ in spec.pcie.complexes:
+            if local in complex_.gpus and complex_.nics:
+                return f"n{node}.nic{complex_.nics[0]}"
+        return f"n{node}.nic{local % spec.nics.count}"
+
+    def _inter_paths(self, a: str, b: str) -> list[Path]:
+        nic_a, nic_b = self.home_nic(a), self.home_nic(b)
+        first = self._intra_route(a, nic_a)
+        last = self._intra_route(nic_b, b)
+        middle = self._fabric_route(nic_a, nic_b)
+        hops = first[:-1] + middle[:-1] + last
+        return [self._make_path(hops)]
+
+    def _intra_route(self, a: str, b: str) -> list[str]:
+        node = self.node_of(a)
+        local_a, local_b = a.split(".", 1)[1], b.split(".", 1)[1]
+        key = ("route", local_a, local_b)
+        if key not in self._path_cache:
+            view = self._node0_view.edge_subgraph(
+                [(u, v) for u, v, link in self._node0_view.edges(data="link") if link not in NVLINK])
+            self._path_cache[key] = nx.shortest_path(view, f"n0.{local_a}", f"n0.{local_b}", weight="latency_s")
+        return [f"n{node}.{h.split('.', 1)[1]}" for h in self._path_cache[key]]
+
+    def _fabric_route(self, nic_a: str, nic_b: str) -> list[str]:
+        """NIC to NIC through the leaves and, when they differ, one spine chosen by a deterministic ECMP hash."""
+        leaf_a = next(v for v in self.graph.successors(nic_a) if self.graph.nodes[v]["kind"] == "leaf")
+        leaf_b = next(v for v in self.graph.successors(nic_b) if self.graph.nodes[v]["kind"] == "leaf")
+        if leaf_a == leaf_b:
+            return [nic_a, leaf_a, nic_b]
+        spines = self._spines
+        ia = self.node_of(nic_a) * 1009 + self.graph.nodes[nic_a]["index"]
+        ib = self.node_of(nic_b) * 1009 + self.graph.nodes[nic_b]["index"]
+        return [nic_a, leaf_a, spines[(ia + ib) % len(spines)], leaf_b, nic_b]
+
+    @cached_property
+    def _spines(self) -> list[str]:
+        return sorted(self.vertices_of_kind("spine"), key=lambda v: self.graph.nodes[v]["index"])
+
+    def _make_path(self, hops: list[str]) -> Path:
+        return _path_from_hops(self.graph, hops, self._transport_of)
+
+    def _transport_of(self, links: Iterable[str]) -> str:
+        links = set(links)
+        if links & NETWORK:
+            return "network"
+        if links <= NVLINK:
+            return "nvlink"
+        return "pcie_p2p" if self.cluster.node.pcie.gpu_p2p else "shm"
+
+    # ---- bandwidth ----------------------------------------------------------------------------------------------
+    def pair_bandwidth(self, a: int | str, b: int | str) -> float:
+        """Per-direction bandwidth from GPU ``a`` to GPU ``b`` over all parallel routes of the preferred transport
+        (max-flow), B/s: over NVLink only when the pair talks over NVLink (a DGX A100 pair uses all six switch
+        planes: 300 GB/s), else over PCIe/CPU/network links."""
+        a, b = self.gpu(a), self.gpu(b)
+        transport = self.path(a, b).transport
+        if transport == "nvlink":
+            view = self.graph.edge_subgraph([(u, v) for u, v, k in self.graph.edges(data="link") if k in NVLINK])
+        else:
+            view = self.graph.edge_subgraph([(u, v) for u, v, k in self.graph.edges(data="link") if k not in NVLINK])
+        return float(nx.maximum_flow_value(view, a, b, capacity="bandwidth_Bps"))
+
+    def nvlink_domain(self, gpu: int | str) -> list[str]:
+        """GPUs reachable from ``gpu`` over NVLink alone (itself included), in rank order."""
+        gpu = self.gpu(gpu)
+        view = self.graph.edge_subgraph([(u, v) for u, v, k in self.graph.edges(data="link") if k in NVLINK])
+        if gpu not in view:
+            return [gpu]
+        reachable = nx.descendants(view, gpu) | {gpu}
+        return [g for g in self.gpus if g in reachable]
+
+    # ---- link sharing -------------------------------------------------------------------------------------------
+    def edge_flow_counts(self, flows: Iterable[tuple[int | str, int | str]]) -> Counter:
+        """How many of a set of concurrent GPU-to-GPU transfers cross each directed edge (preferred routes)."""
+        counts: Counter = Counter()
+        for a, b in flows:
+            counts.update(self.path(a, b).edges)
+        return counts
+
+    def flow_bandwidths(self, flows: list[tuple[int | str, int | str]]) -> list[float]:
+        """Per-flow bandwidth when the flows run at once: each edge's bandwidth split evenly among the flows
+        crossing it, and each flow limited by its most-shared edge, B/s."""
+        counts = self.edge_flow_counts(flows)
+        result = []
+        for a, b in flows:
+            result.append(min(self.graph.edges[e]["bandwidth_Bps"] / counts[e] for e in self.path(a, b).edges))
+        return result
+
+
+def _path_from_hops(graph: nx.DiGraph, hops: list[str], transport_of) -> Path:
+    edges = [graph.edges[u, v] for u, v in zip(hops, hops[1:], strict=False)]
+    links = tuple(e["link"] for e in edges)
+    return Path(tuple(hops), links, min(e["bandwidth_Bps"] for e in edges), sum(e["latency_s"] for e in edges),
+                transport_of(links))
+
+
+def _widest_then_fastest(graph: nx.DiGraph, a: str, b: str, transport_of) -> list[Path]:
+    """All routes whose bottleneck is the largest possible, and among those the lowest-latency ones."""
+    widths = sorted({w for _, _, w in graph.edges(data="bandwidth_Bps")}, reverse=True)
+    for width in widths:
+        view = nx.subgraph_view(graph, filter_edge=lambda u, v, w=width: graph.edges[u, v]["bandwidth_Bps"] >= w)
+        if nx.has_path(view, a, b):
+            routes = nx.all_shortest_paths(view, a, b, weight="latency_s")
+            return [_path_from_hops(graph, list(r), transport_of) for r in routes]
+    raise UserError(f"no route from {a} to {b}")

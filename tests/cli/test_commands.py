@@ -1,0 +1,39 @@
+"""The foundation's commands print real numbers and write real files."""
+
+import networkx as nx
+
+from simulator.cli import main
+
+
+def test_hardware_list_and_show(capsys):
+    assert main(["hardware", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "dgx_a100_80gb" in out and "rtx3090" in out
+    assert main(["hardware", "show", "a100_sxm4_80gb"]) == 0
+    out = capsys.readouterr().out
+    assert "108 of 128" in out and "311.9" in out and "bf16" in out
+    assert main(["hardware", "show", "dgx_a100_80gb"]) == 0
+    out = capsys.readouterr().out
+    assert "6x gen 2" in out and "NUMA 3: GPUs [0, 1] NICs [0, 1]" in out
+
+
+def test_topology_summary_path_draw_and_graphml(tmp_path, capsys):
+    png, graphml = tmp_path / "t.png", tmp_path / "t.graphml"
+    assert main(["topology", "dgx_a100_80gb", "--nodes", "2", "--path", "gpu0", "gpu9", "--draw", str(png),
+                 "--graphml", str(graphml)]) == 0
+    out = capsys.readouterr().out
+    assert "16 GPUs" in out and "bottleneck 25.00 GB/s" in out and "n0.nic0" in out
+    assert png.stat().st_size > 10_000
+    graph = nx.read_graphml(graphml)
+    assert graph.number_of_nodes() == 85 and graph.nodes["n1.gpu3"]["kind"] == "gpu"
+
+
+def test_topology_path_reports_parallel_routes(capsys):
+    assert main(["topology", "dgx_a100_80gb", "--path", "gpu0", "gpu1"]) == 0
+    out = capsys.readouterr().out
+    assert "6 equally good routes; max-flow over all of them 300.0 GB/s" in out
+
+
+def test_run_without_argument_uses_the_quickstart(capsys):
+    assert main(["run"]) == 0
+    assert "quickstart" in capsys.readouterr().out
