@@ -1,0 +1,193 @@
+"""Activation bytes of one transformer layer, item by item: the tensors each op keeps for backward.
+
+``framework: megatron`` follows Korthikanti et al., MLSys'23, Sec. 4 and Table 2 (fused kernels; per layer
+34*s*b*h + 5*a*s^2*b bytes with 16-bit activations and 1-byte dropout masks, and its TP/SP/selective/full variants).
+``framework: pytorch`` counts what plain PyTorch modules save: nn.Linear its input, GeLU/SiLU their input, a mul
+both operands, norms their input plus fp32 statistics, SDPA (flash) q, k, v, output and the fp32 logsumexp; a
+transpose+reshape before o_proj is a new tensor; K/V are expanded to all heads (repeat_kv) before SDPA; no dropout
+tensors when p = 0.
+
+Symbols: s sequence, b micro-batch, h hidden, a heads, t tp, T = b*s/(cp*ulysses) tokens per rank, r = T*h/t with
+sp else T*h (the "replicated region" of Megatron: norms, dropout, the input of column-parallel GEMMs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.model.spec import ModelSpec
+
+LSE_BYTES = 4   # flash attention keeps an fp32 logsumexp per query row and head
+MASK_BYTES = 1  # a dropout mask is one byte per element
+PROB_BYTES = 4  # router probabilities are kept in fp32
+
+
+@dataclass(frozen=True, slots=True)
+class ActContext:
+    """Everything the per-layer accounting needs besides the model."""
+
+    seq_len: int
+    micro_batch: int
+    tp: int = 1
+    cp: int = 1
+    ulysses: int = 1
+    sp: bool = False
+    recompute: str = "none"
+    attention: str = "unfused"
+    framework: str = "megatron"
+    ep: int = 1
+    etp: int = 1
+    dtype_bytes: int = 2
+    moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
+
+    @property
+    def tokens(self) -> float:
+        """T: tokens each rank holds outside attention."""
+        return self.micro_batch * self.seq_len / (self.cp * self.ulysses)
+
+    @property
+    def rep(self) -> float:
+        """Elements of one full-width tensor in the non-TP region: T*h/t with sp, else T*h (per unit h)."""
+        return self.tokens / (self.tp if self.sp else 1)
+
+
+Item = tuple[str, float, str]
+
+
+def _heads_per_rank(m: ModelSpec, c: ActContext) -> tuple[float, float]:
+    """Query heads and K/V heads one rank holds inside attention (after TP and the Ulysses all-to-all).
+
+    K/V heads are replicated when tp > kv_heads or kv_heads/tp < ulysses (Megatron-Core GQA; DeepSpeed-Ulysses).
+    """
+    q = m.heads / (c.tp * c.ulysses)
+    kv_tp = max(1.0, m.kv / c.tp)
+    kv = kv_tp / c.ulysses if kv_tp >= c.ulysses else 1.0
+    if c.framework == "pytorch":
+        kv = q                                   # repeat_kv expands K/V to every query head before SDPA
+    return q, kv
+
+
+def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
+    """Q, K, V kept for Q K^T and P V, and the s x s tensors (unfused) or the logsumexp (flash)."""
+    d, dv, by = m.dhead, m.dhead_v, c.dtype_bytes
+    q_heads, kv_heads = _heads_per_rank(m, c)
+    rows = c.micro_batch * c.seq_len / c.cp                # query rows per head on this rank (full over ulysses)
+    items: list[Item] = [
+        ("attn.q", by * rows * q_heads * d, f"{by}*b*s/cp*(a/(t*u))*d_head  [Q for QK^T]"),
+        ("attn.k", by * rows * kv_heads * d, f"{by}*b*s/cp*kv_heads_per_rank*d_head  [K for QK^T]"),
+        ("attn.v", by * rows * kv_heads * dv, f"{by}*b*s/cp*kv_heads_per_rank*d_v  [V for PV]"),
+    ]
+    if c.framework == "pytorch":
+        items.append(("attn.sdpa_out", by * rows * q_heads * dv, f"{by}*T*a*d_v/t  [SDPA output]"))
+    if c.attention == "flash" or c.recompute == "selective":
+        if c.attention == "flash":
+            items.append(("attn.lse", LSE_BYTES * rows * q_heads, f"{LSE_BYTES}*b*s/cp*a/(t*u)  [flash logsumexp]"))
+        return items
+    s2 = rows * q_heads * c.seq_len                       # b * (a/t) * (s/cp) * s score elements
+    items.append(("attn.softmax_out", by * s2, f"{by}*a*s^2*b/t  [softmax output]"))
+    if m.dropout > 0:
+        items.append(("attn.softmax_dropout_mask", MASK_BYTES * s2, f"{MASK_BYTES}*a*s^2*b/t  [dropout mask]"))
+        items.append(("attn.softmax_dropout_out", by * s2, f"{by}*a*s^2*b/t  [dropout output, PV input]"))
+    return items
+
+
+def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
+    by, h, r, tok = c.dtype_bytes, m.hidden, c.rep, c.tokens
+    gathered = tok if c.framework == "pytorch" else r    # Megatron keeps the SP shard and re-gathers in backward
+    items: list[Item] = [("attn.norm_in", by * r * h, f"{by}*r*h  [norm input]"),
+                         ("attn.qkv_in", by * gathered * h, f"{by}*r*h  [QKV GEMM input]")]
+    if m.mla is not None:
+        ml = m.mla
+        if ml.q_lora_rank:
+            items.append(("attn.q_latent", by * tok * ml.q_lora_rank, f"{by}*T*q_lora_rank  [q_b input]"))
+        items.append(("attn.kv_latent", by * tok * ml.kv_lora_rank, f"{by}*T*kv_lora_rank  [kv_b input]"))
+    items += _attention_core(m, c)
+    items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.tp, f"{by}*T*a*d_v/t  [output projection input]"))
+    if m.dropout > 0:
+        items.append(("attn.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
+    if c.framework == "pytorch":
+        items += _norm_stats(m, c, "attn")
+    return items
+
+
+def _norm_stats(m: ModelSpec, c: ActContext, where: str) -> list[Item]:
+    n = 2 if m.norm == "layernorm" else 1
+    return [(f"{where}.norm_stats", 4 * n * c.rep, f"{4 * n}*T  [fp32 {'mean and rstd' if n == 2 else 'rstd'}]")]
+
+
+def _mlp_core(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width_div: int, prefix: str) -> list[Item]:
+    """Activation input and fc2 input of an MLP of width ``ffn`` over ``tokens`` rows (sharded by ``width_div``)."""
+    by, f = c.dtype_bytes, ffn / width_div
+    if not m.glu:
+        return [(f"{prefix}.act_in", by * tokens * f, f"{by}*T*f/t  [GeLU input]"),
+                (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
+    if c.framework == "megatron":
+        return [(f"{prefix}.act_in", by * tokens * 2 * f, f"{by}*T*2f/t  [SwiGLU input: gate and up]"),
+                (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
+    return [(f"{prefix}.silu_in", by * tokens * f, f"{by}*T*f/t  [SiLU input (gate)]"),
+            (f"{prefix}.silu_out", by * tokens * f, f"{by}*T*f/t  [mul operand]"),
+            (f"{prefix}.up_out", by * tokens * f, f"{by}*T*f/t  [mul operand]"),
+            (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [down input]")]
+
+
+def _routed_tokens(m: ModelSpec, c: ActContext) -> tuple[float, str]:
+    """Tokens this rank's experts process: expected T_in*k*etp (balanced), worst case (dropless: every token of
+    the EP x ETP group picks this rank's experts) or padded to the capacity factor."""
+    moe = m.moe
+    assert moe is not None  # internal
+    t_in = c.tokens / (c.tp if c.sp else 1)
+    if moe.capacity_factor is not None:
+        return moe.capacity_factor * t_in * moe.top_k * c.etp, "capacity_factor*T_in*k*etp (padded)"
+    if c.moe_load == "worst":
+        return t_in * c.etp * c.ep * min(moe.top_k, moe.experts / c.ep), "T_in*etp*ep*min(k, E/ep) (worst case)"
+    return t_in * moe.top_k * c.etp, "T_in*k*etp (expected, balanced)"
+
+
+def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
+    moe = m.moe
+    assert moe is not None  # internal
+    by, h = c.dtype_bytes, m.hidden
+    t_in = c.tokens / (c.tp if c.sp else 1)
+    routed, how = _routed_tokens(m, c)
+    items: list[Item] = [
+        ("moe.router_in", by * c.rep * h, f"{by}*r*h  [router and shared-expert input]"),
+        ("moe.router_probs", PROB_BYTES * t_in * moe.experts, f"{PROB_BYTES}*T_in*E  [fp32 router probabilities]"),
+        ("moe.experts.fc1_in", by * routed * h, f"{by}*R*h, R = {how}  [permuted tokens]"),
+    ]
+    items += _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.etp, "moe.experts")
+    items.append(("moe.experts.out", by * routed * h, f"{by}*R*h  [expert output kept for the probability gradient]"))
+    if moe.shared_ffn:
+        items += _mlp_core(m, c, c.tokens, moe.shared_ffn, c.tp, "moe.shared")
+    return items
+
+
+def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
+    by, h, r = c.dtype_bytes, m.hidden, c.rep
+    items: list[Item] = [("mlp.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
+    if moe_layer:
+        items += _moe_block(m, c)
+    else:
+        fc1_in = c.tokens if c.framework == "pytorch" else r
+        items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
+        items += _mlp_core(m, c, c.tokens, m.ffn, c.tp, "mlp")
+    if m.dropout > 0:
+        items.append(("mlp.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
+    if c.framework == "pytorch":
+        items += _norm_stats(m, c, "mlp")
+    return items
+
+
+def layer_activation_items(m: ModelSpec, c: ActContext, *, moe_layer: bool = False) -> list[Item]:
+    """(name, bytes, formula) of every tensor one layer keeps for backward, for one micro-batch on one GPU.
+
+    Full recompute keeps only the layer input (2*s*b*h, /t with sp: Megatron checkpoints the SP shard).
+    """
+    if c.recompute == "full":
+        by = c.dtype_bytes
+        return [("layer_input", by * c.rep * m.hidden, f"{by}*r*h  [checkpointed layer input, full recompute]")]
+    return _attention_block(m, c) + _mlp_block(m, c, moe_layer)
+
+
+def layer_activation_bytes(m: ModelSpec, c: ActContext, *, moe_layer: bool = False) -> float:
+    """Sum of :func:`layer_activation_items`: bytes one layer keeps for one micro-batch on one GPU."""
+    return sum(b for _, b, _ in layer_activation_items(m, c, moe_layer=moe_layer))

@@ -1,0 +1,94 @@
+"""Memory outside the per-layer activations and model states: first/last-stage activations, logits, framework
+and communication buffers, and transient buffers that raise only the peak.
+
+Sources: Korthikanti et al. 2023 Sec. 4.3 (embedding dropout mask s*b*h*p/t on the first stage; final layernorm
+and output-layer input 2*s*b*h/t each, and fp32 logits 4*s*b*v/t for the cross entropy on the last stage);
+PyTorch DDP gradient buckets (a second copy of the gradients, ``bucket_cap_mb`` buckets covering all of them);
+FSDP/ZeRO-3 prefetch (the current and the next layer gathered); Megatron MoE all-to-all dispatch buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from simulator.memory.activations import MASK_BYTES, ActContext, layer_activation_items
+from simulator.memory.items import MemoryItem
+from simulator.memory.states import FP32, RecipeBytes, compute_dtype_bytes
+
+if TYPE_CHECKING:
+    from simulator.memory.estimate import StageParams
+    from simulator.plan.resolved import ResolvedPlan
+
+GATHERED_LAYERS = 2
+"""ZeRO-3 / FSDP keep the layer in compute and the prefetched next one gathered (FSDP2 default prefetch)."""
+
+
+def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -> list[MemoryItem]:
+    """Embedding dropout mask on the first stage; final norm and output-layer inputs on the last stage."""
+    m, by, items = rp.model, c.dtype_bytes, []
+    if stage == 0 and m.dropout > 0:
+        items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
+                                f"{MASK_BYTES}*r*h x {flight:g} in flight"))
+    if stage == rp.parallel.pp - 1:
+        out_in = c.tokens if c.framework == "pytorch" else c.rep
+        items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight"))
+        items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
+                                f"{by}*r*h x 1 in flight"))
+    return items
+
+
+def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
+    v = rp.model.vocab / c.tp
+    n = c.tokens * v
+    return [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
+            MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
+                       f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
+
+
+def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
+    moe = rp.model.moe
+    t_in = c.tokens / (c.tp if c.sp else 1)
+    routed = t_in * moe.top_k * c.etp * (moe.capacity_factor or 1.0)
+    b = 2 * c.dtype_bytes * routed * rp.model.hidden
+    return [MemoryItem("other", "moe.dispatch_buffers", b, "2 x 2 B x R x h  [all-to-all send and receive of the "
+                       "permuted tokens of one layer]")]
+
+
+def _sharding_items(rp: ResolvedPlan, rb: RecipeBytes, sp: StageParams) -> list[MemoryItem]:
+    items = []
+    if rb.bucket:
+        n = sp.dense + sp.expert
+        items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
+                                f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]"))
+    if rb.stage >= 3:
+        cb = compute_dtype_bytes(rp.training)
+        items.append(MemoryItem("transient", "zero3.gathered_layers", GATHERED_LAYERS * sp.largest_layer * cb,
+                                f"{GATHERED_LAYERS} layers x {sp.largest_layer:.4g} params x {cb} B  [gathered]"))
+    if rb.stage >= 2:
+        items.append(MemoryItem("transient", "zero2.unsharded_layer_grads", sp.largest_layer * rb.grad,
+                                f"{sp.largest_layer:.4g} params x {rb.grad:g} B  [one layer before reduce-scatter]"))
+    return items
+
+
+def buffer_items(rp: ResolvedPlan, c: ActContext, rb: RecipeBytes, sp: StageParams, stage: int,
+                 per_layer: dict[bool, list]) -> list[MemoryItem]:
+    """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
+    unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
+    m, p = rp.model, rp.parallel
+    items = _sharding_items(rp, rb, sp)
+    if stage == p.pp - 1:
+        items += _logit_items(rp, c)
+    layers = rp.stage_layers[stage]
+    has_moe = any(m.is_moe_layer(i) for i in layers)
+    if has_moe:
+        items += _moe_items(rp, c)
+    if p.recompute == "full" and layers:
+        full = replace(c, recompute="none")
+        b = sum(x[1] for x in layer_activation_items(m, full, moe_layer=has_moe))
+        items.append(MemoryItem("transient", "recompute.layer", b, "one layer's activations rebuilt in backward"))
+    if p.cp > 1 and p.cp_comm == "all_gather":
+        kv = max(1.0, m.kv / p.tp)
+        b = 2 * c.dtype_bytes * c.micro_batch * rp.training.seq_len * kv * m.dhead
+        items.append(MemoryItem("transient", "cp.gathered_kv", b, "2 x 2 B x b*s*kv_heads/t*d_head  [all-gathered K, V]"))
+    return items

@@ -1,0 +1,140 @@
+"""Per-GPU memory of every pipeline stage: model states by sharding rule, activations by schedule, buffers.
+
+Entry point :func:`estimate_memory`. Every number is a :class:`MemoryItem` with its formula; buckets follow
+CONTRACT.md (weights, gradients, main_params, optimizer, activations, other) plus transient buffers for the peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.memory.activations import ActContext, layer_activation_items
+from simulator.memory.buffers import buffer_items, stage_extra_activations
+from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.schedule import in_flight
+from simulator.memory.states import RecipeBytes, activation_dtype_bytes, recipe_bytes
+from simulator.model.params import embedding_params, head_params, layer_params, local_numel
+from simulator.plan.resolved import ResolvedPlan
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    """Parameters one GPU of a stage holds after TP/EP sharding (before DP sharding), dense and expert."""
+
+    dense: float
+    expert: float
+    largest_layer: float
+
+
+def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]:
+    p, dense, expert = rp.parallel, 0.0, 0.0
+    for t in tensors:
+        n = local_numel(t, tp=p.tp, kv_heads=rp.model.kv, ep=p.ep, etp=p.etp)
+        if t.name in ("word_embeddings", "output_layer"):
+            n *= vocab_scale
+        if t.shard.startswith("expert"):
+            expert += n
+        else:
+            dense += n
+    return dense, expert
+
+
+def padded_vocab(vocab: int, tp: int, framework: str) -> int:
+    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``)."""
+    if framework != "megatron":
+        return vocab
+    unit = 128 * tp
+    return -(-vocab // unit) * unit
+
+
+def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
+    """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
+    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
+    m, p = rp.model, rp.parallel
+    scale = padded_vocab(m.vocab, p.tp, rp.training.framework) / m.vocab
+    per_kind: dict[bool, tuple[float, float]] = {}
+    dense = expert = largest = 0.0
+    for i in rp.stage_layers[stage]:
+        kind = m.is_moe_layer(i)
+        if kind not in per_kind:
+            per_kind[kind] = _local(layer_params(m, i), rp, scale)
+        d, e = per_kind[kind]
+        dense, expert, largest = dense + d, expert + e, max(largest, d + e)
+    extra = []
+    if stage == 0:
+        extra += embedding_params(m)
+    if stage == p.pp - 1:
+        extra += head_params(m)
+        if m.tied_embeddings and p.pp > 1:
+            extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
+    d, e = _local(extra, rp, scale)
+    return StageParams(dense + d, expert + e, largest)
+
+
+def _state_items(sp: StageParams, rb: RecipeBytes, rp: ResolvedPlan) -> list[MemoryItem]:
+    """weights, gradients, main_params, optimizer: dense states sharded over d = dp*cp*ulysses, expert states over
+    expert-dp, per the sharding stage (sharding_and_comm.md)."""
+    d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
+    rows = [("weights", rb.param, 3), ("gradients", rb.grad, 2), ("main_params", rb.main, 1),
+            ("optimizer", rb.moments, 1)]
+    items = []
+    for bucket, per, min_stage in rows:
+        if per == 0:
+            continue
+        for label, n, d in (("dense", sp.dense, d_dense), ("expert", sp.expert, d_exp)):
+            if n == 0:
+                continue
+            shard = d if rb.stage >= min_stage else 1
+            items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard,
+                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})"))
+    return items
+
+
+def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
+    p, t = rp.parallel, rp.training
+    return ActContext(seq_len=t.seq_len, micro_batch=t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses, sp=p.sp,
+                      recompute=p.recompute, attention=t.attention, framework=t.framework, ep=p.ep, etp=p.etp,
+                      dtype_bytes=activation_dtype_bytes(t), moe_load=moe_load)
+
+
+def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list], flight: float) -> list[MemoryItem]:
+    """Per-layer items x layers of that kind on the stage x micro-batches in flight."""
+    counts: dict[bool, int] = {}
+    for i in rp.stage_layers[stage]:
+        kind = rp.model.is_moe_layer(i)
+        counts[kind] = counts.get(kind, 0) + 1
+    items = []
+    for kind, n in counts.items():
+        for name, b, formula in per_layer[kind]:
+            items.append(MemoryItem("activations", name, b * n * flight,
+                                    f"{formula} x {n} layers x {flight:g} in flight"))
+    return items
+
+
+def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -> MemoryReport:
+    """Memory per GPU of every pipeline stage of ``rp``.
+
+    Args:
+        rp: a plan from :func:`simulator.plan.resolve_plan`.
+        hbm_capacity_bytes: GPU memory; when given the report flags OOM and the margin.
+    """
+    p = rp.parallel
+    rb = recipe_bytes(p, rp.training)
+    ctx = _context(rp)
+    kinds = {rp.model.is_moe_layer(i) for layers in rp.stage_layers for i in layers}
+    per_layer = {k: layer_activation_items(rp.model, ctx, moe_layer=k) for k in kinds}
+    worst = None
+    if True in kinds and rp.model.moe.capacity_factor is None:
+        worst = {k: layer_activation_items(rp.model, _context(rp, "worst"), moe_layer=k) for k in kinds}
+    stages = []
+    for s in range(p.pp):
+        flight = in_flight(p.schedule, p.pp, p.vpp, s, rp.num_microbatches)
+        sp_ = stage_params(rp, s)
+        items = _state_items(sp_, rb, rp) + _activation_items(rp, s, per_layer, flight)
+        items += stage_extra_activations(rp, ctx, s, flight)
+        items += buffer_items(rp, ctx, rb, sp_, s, per_layer)
+        worst_bytes = None
+        if worst is not None:
+            worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
+        stages.append(StageMemory(s, tuple(items), worst_bytes))
+    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)

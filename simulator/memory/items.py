@@ -1,0 +1,79 @@
+"""Result types of the memory model: one explained item, one pipeline stage, the whole report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Bucket = Literal["weights", "gradients", "main_params", "optimizer", "activations", "other", "transient"]
+BUCKETS: tuple[str, ...] = ("weights", "gradients", "main_params", "optimizer", "activations", "other")
+"""CONTRACT.md ``memory.stages`` keys (``total`` is their sum); ``transient`` items only raise the peak."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One number of the breakdown: ``bytes`` in ``bucket``, with the formula that produced it."""
+
+    bucket: Bucket
+    name: str
+    bytes: float
+    formula: str
+
+
+@dataclass(frozen=True, slots=True)
+class StageMemory:
+    """Bytes per GPU of one pipeline stage, by CONTRACT.md bucket, with the items they sum."""
+
+    stage: int
+    items: tuple[MemoryItem, ...]
+    moe_worst_case_activations: float | None = None
+
+    def bucket(self, name: str) -> float:
+        return sum(i.bytes for i in self.items if i.bucket == name)
+
+    @property
+    def total(self) -> float:
+        """weights + gradients + main_params + optimizer + activations + other (steady state)."""
+        return sum(i.bytes for i in self.items if i.bucket != "transient")
+
+    @property
+    def peak(self) -> float:
+        """total + transient buffers (assumed live together: conservative)."""
+        return sum(i.bytes for i in self.items)
+
+    def to_dict(self) -> dict[str, float | int]:
+        """CONTRACT.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total."""
+        out: dict[str, float | int] = {"stage": self.stage}
+        for b in BUCKETS:
+            out[b] = self.bucket(b)
+        out["total"] = self.total
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryReport:
+    """Per-GPU memory of every pipeline stage; OOM flag against ``hbm_capacity_bytes`` when given."""
+
+    stages: tuple[StageMemory, ...]
+    hbm_capacity_bytes: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def peak_bytes(self) -> float:
+        """Largest stage peak (steady parts plus transient buffers)."""
+        return max(s.peak for s in self.stages)
+
+    @property
+    def margin_bytes(self) -> float | None:
+        """HBM capacity minus the peak (negative = out of memory); None without a capacity."""
+        return None if self.hbm_capacity_bytes is None else self.hbm_capacity_bytes - self.peak_bytes
+
+    @property
+    def oom(self) -> bool:
+        """True when the peak exceeds the HBM capacity."""
+        margin = self.margin_bytes
+        return margin is not None and margin < 0
+
+    def to_dict(self) -> dict[str, object]:
+        """CONTRACT.md ``memory`` object: ``peak_bytes`` and ``stages``."""
+        return {"peak_bytes": self.peak_bytes, "stages": [s.to_dict() for s in self.stages]}

@@ -1,0 +1,213 @@
+"""Matmul FLOPs of one transformer layer, op by op with GEMM shapes, and whole-model FLOP counts.
+
+The step-time engine times each GEMM, so :func:`layer_flops` returns named ops with their (m, k, n) shapes on one
+GPU (after TP/CP/Ulysses/EP sharding), for forward and for backward (data gradient and weight gradient GEMMs),
+not only totals. A GEMM C[m, n] = A[m, k] @ B[k, n] costs 2*m*k*n FLOPs (one multiply and one add).
+
+Backward of Y = X W (X: [m, k], W: [k, n]) is two GEMMs: dX = dY W^T with shape (m, n, k) and dW = X^T dY with
+shape (k, m, n); so backward is twice forward (Narayanan et al., SC'21, Sec. 5.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from simulator.model.spec import ModelSpec
+
+Phase = Literal["fwd", "bwd_dgrad", "bwd_wgrad", "bwd_recompute"]
+CAUSAL_FRACTION = 0.5
+"""Share of the s x s score matrix a causal kernel computes (flash attention skips masked tiles; the diagonal
+blocks make it (s + block)/(2s), which we round to 1/2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GemmOp:
+    """One (batched) GEMM on one GPU: ``batch`` products of [m, k] x [k, n]; ``density`` < 1 for causal masks."""
+
+    name: str
+    phase: Phase
+    m: int | float
+    k: int | float
+    n: int | float
+    batch: int | float = 1
+    density: float = 1.0
+
+    @property
+    def flops(self) -> float:
+        """2 * m * k * n * batch * density FLOPs."""
+        return 2.0 * self.m * self.k * self.n * self.batch * self.density
+
+
+@dataclass(frozen=True, slots=True)
+class LayerFlops:
+    """Ops of one layer on one GPU; totals by phase."""
+
+    ops: tuple[GemmOp, ...]
+
+    @property
+    def forward_flops(self) -> float:
+        return sum(o.flops for o in self.ops if o.phase == "fwd")
+
+    @property
+    def backward_flops(self) -> float:
+        """Model backward FLOPs (data + weight gradients), excluding flash attention's recomputation."""
+        return sum(o.flops for o in self.ops if o.phase in ("bwd_dgrad", "bwd_wgrad"))
+
+    @property
+    def recompute_flops(self) -> float:
+        """FLOPs the kernel re-executes in backward (flash attention recomputes the scores)."""
+        return sum(o.flops for o in self.ops if o.phase == "bwd_recompute")
+
+
+def _linear(name: str, m: float, k: float, n: float, batch: float = 1) -> list[GemmOp]:
+    """Forward GEMM of a linear layer and its two backward GEMMs."""
+    return [GemmOp(name, "fwd", m, k, n, batch), GemmOp(f"{name}.dgrad", "bwd_dgrad", m, n, k, batch),
+            GemmOp(f"{name}.wgrad", "bwd_wgrad", k, m, n, batch)]
+
+
+def _core_attention(model: ModelSpec, b: int, s_q: float, s_k: float, heads: float, causal: bool,
+                    attention: str) -> list[GemmOp]:
+    """S = Q K^T and O = P V per head, and their backward (dQ, dK, dP, dV); flash recomputes S in backward.
+
+    Source: 4*b*s^2*h forward FLOPs of attention (Korthikanti et al. 2023, App. A; Narayanan et al. 2021 Eq. 3).
+    """
+    d, dv, rho = model.dhead, model.dhead_v, CAUSAL_FRACTION if causal else 1.0
+    bh = b * heads
+    ops = [GemmOp("attn.qk", "fwd", s_q, d, s_k, bh, rho), GemmOp("attn.pv", "fwd", s_q, s_k, dv, bh, rho),
+           GemmOp("attn.qk.dq", "bwd_dgrad", s_q, s_k, d, bh, rho),
+           GemmOp("attn.qk.dk", "bwd_dgrad", s_k, s_q, d, bh, rho),
+           GemmOp("attn.pv.dp", "bwd_dgrad", s_q, dv, s_k, bh, rho),
+           GemmOp("attn.pv.dv", "bwd_dgrad", s_k, s_q, dv, bh, rho)]
+    if attention == "flash":
+        ops.append(GemmOp("attn.qk.recompute", "bwd_recompute", s_q, d, s_k, bh, rho))
+    return ops
+
+
+def _attention_projections(model: ModelSpec, t: float, tp: int) -> list[GemmOp]:
+    h, a = model.hidden, model.heads
+    if model.mla is not None:
+        m = model.mla
+        ops: list[GemmOp] = []
+        if m.q_lora_rank is None:
+            ops += _linear("q_proj", t, h, a * m.qk_head_dim / tp)
+        else:
+            ops += _linear("q_a_proj", t, h, m.q_lora_rank)
+            ops += _linear("q_b_proj", t, m.q_lora_rank, a * m.qk_head_dim / tp)
+        ops += _linear("kv_a_proj", t, h, m.kv_lora_rank + m.qk_rope_head_dim)
+        ops += _linear("kv_b_proj", t, m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim) / tp)
+        return ops + _linear("o_proj", t, a * m.v_head_dim / tp, h)
+    d, kv_local = model.dhead, model.kv / min(tp, model.kv)
+    return (_linear("q_proj", t, h, a * d / tp) + _linear("k_proj", t, h, kv_local * d)
+            + _linear("v_proj", t, h, kv_local * d) + _linear("o_proj", t, a * d / tp, h))
+
+
+def _mlp(model: ModelSpec, t: float, ffn: float, tp: int, prefix: str = "mlp", batch: float = 1) -> list[GemmOp]:
+    fc1_out = 2 * ffn if model.glu else ffn
+    return _linear(f"{prefix}.fc1", t, model.hidden, fc1_out / tp, batch) + _linear(
+        f"{prefix}.fc2", t, ffn / tp, model.hidden, batch)
+
+
+def _moe(model: ModelSpec, t: float, tp: int, ep: int, etp: int, sp: bool) -> list[GemmOp]:
+    """Router on this rank's tokens; routed experts as a grouped GEMM over the local experts (expected load)."""
+    assert model.moe is not None  # internal
+    moe = model.moe
+    t_in = t / tp if sp else t
+    routed = t_in * moe.top_k * etp                     # tokens this rank's experts receive (expected, balanced)
+    local_experts = moe.experts / ep
+    ops = _linear("router", t_in, model.hidden, moe.experts)
+    ops += _mlp(model, routed / local_experts, moe.expert_ffn_hidden, etp, prefix="experts", batch=local_experts)
+    if moe.shared_ffn:
+        ops += _mlp(model, t, moe.shared_ffn, tp, prefix="shared_experts")
+    return ops
+
+
+def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, *, layer_index: int = 0, tp: int = 1,
+                cp: int = 1, ulysses: int = 1, ep: int = 1, etp: int = 1, sp: bool = False, causal: bool = True,
+                attention: Literal["flash", "unfused"] = "flash") -> LayerFlops:
+    """GEMMs of layer ``layer_index`` on one GPU for one micro-batch, forward and backward.
+
+    Args:
+        model: the architecture.
+        seq_len: full sequence length s (before CP/Ulysses sharding).
+        micro_batch: sequences per micro-batch b.
+        layer_index: which layer (decides dense vs MoE FFN).
+        tp, cp, ulysses, ep, etp: parallel degrees; GEMM shapes are those one rank executes.
+        sp: Megatron sequence parallelism (only changes the router's token count; projections see the gathered
+            sequence either way).
+        causal: causal mask halves the score GEMMs (``CAUSAL_FRACTION``).
+        attention: ``flash`` recomputes Q K^T in backward (an extra ``bwd_recompute`` op).
+
+    Returns:
+        LayerFlops; ``forward_flops`` for tp=cp=1, non-causal, GPT-style model equals 24*b*s*h^2 + 4*b*s^2*h
+        (Korthikanti et al. 2023, App. A).
+    """
+    t = micro_batch * seq_len / (cp * ulysses)            # tokens each rank projects
+    heads_local = model.heads / (tp * ulysses)
+    ops = _attention_projections(model, t, tp)
+    ops += _core_attention(model, micro_batch, seq_len / cp, seq_len, heads_local, causal, attention)
+    if model.is_moe_layer(layer_index):
+        ops += _moe(model, t, tp, ep, etp, sp)
+    else:
+        ops += _mlp(model, t, model.ffn, tp)
+    return LayerFlops(tuple(ops))
+
+
+def logits_flops(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1,
+                 ulysses: int = 1) -> LayerFlops:
+    """Output layer GEMM (tokens x hidden x vocab/tp), forward and backward: 2*b*s*h*v forward."""
+    t = micro_batch * seq_len / (cp * ulysses)
+    return LayerFlops(tuple(_linear("output_layer", t, model.hidden, model.vocab / tp)))
+
+
+def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = False,
+                attention: Literal["flash", "unfused"] = "flash") -> float:
+    """Model FLOPs of one iteration over ``batch`` sequences (forward + backward, no recomputation).
+
+    With ``causal=False`` and a GPT model without MoE this equals 72*B*L*s*h^2*(1 + s/(6h) + v/(12hL))
+    (Korthikanti et al. 2023, App. A), the convention MFU is quoted in.
+    """
+    total = 0.0
+    for i in range(model.layers):
+        f = layer_flops(model, seq_len, batch, layer_index=i, causal=causal, attention=attention)
+        total += f.forward_flops + f.backward_flops
+    lg = logits_flops(model, seq_len, batch)
+    return total + lg.forward_flops + lg.backward_flops
+
+
+def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str = "none", causal: bool = False,
+                   attention: Literal["flash", "unfused"] = "unfused") -> float:
+    """FLOPs executed in one iteration, including recomputation.
+
+    ``full`` adds one forward of every layer (not the output layer): 96*B*s*L*h^2*(1 + s/(6h) + v/(16Lh)) for GPT
+    (Narayanan et al., SC'21, Eq. 3). ``selective`` adds the forward of the core attention (Q K^T and P V).
+    ``attention='flash'`` adds the kernel's recomputation of Q K^T in backward.
+    """
+    total = model_flops(model, seq_len, batch, causal=causal, attention=attention)
+    for i in range(model.layers):
+        f = layer_flops(model, seq_len, batch, layer_index=i, causal=causal, attention=attention)
+        total += f.recompute_flops
+        if recompute == "full":
+            total += f.forward_flops
+        elif recompute == "selective":
+            total += sum(o.flops for o in f.ops if o.phase == "fwd" and o.name.startswith("attn."))
+    return total
+
+
+def korthikanti_model_flops(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:
+    """72*B*L*s*h^2*(1 + s/(6h) + v/(12hL)): GPT model FLOPs per iteration (Korthikanti et al. 2023, App. A)."""
+    return 72.0 * batch * layers * seq_len * hidden**2 * (
+        1 + seq_len / (6 * hidden) + vocab / (12 * hidden * layers))
+
+
+def korthikanti_hardware_flops_selective(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:
+    """72*B*L*s*h^2*(1 + s/(3h) + v/(12hL)): hardware FLOPs with selective recompute, as published
+    (Korthikanti et al. 2023, App. A)."""
+    return 72.0 * batch * layers * seq_len * hidden**2 * (
+        1 + seq_len / (3 * hidden) + vocab / (12 * hidden * layers))
+
+
+def narayanan_full_recompute_flops(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:
+    """96*B*s*L*h^2*(1 + s/(6h) + v/(16Lh)): FLOPs with full recompute (Narayanan et al., SC'21, Eq. 3)."""
+    return 96.0 * batch * seq_len * layers * hidden**2 * (
+        1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))

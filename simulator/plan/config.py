@@ -1,0 +1,61 @@
+"""The ``parallel:`` and ``training:`` sections of a scenario (CONTRACT.md), as strict frozen pydantic models.
+
+Field names are exactly CONTRACT.md's so the scenario loader passes the YAML dicts straight in. Cross-field rules
+live in :mod:`simulator.plan.resolve`, in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
+
+
+class ParallelPlan(BaseModel):
+    """How ranks split the model and the data (CONTRACT.md ``parallel:``)."""
+
+    model_config = _STRICT
+
+    tp: int = Field(1, ge=1, description="tensor parallel size")
+    pp: int = Field(1, ge=1, description="pipeline parallel size (stages)")
+    dp: int | None = Field(None, ge=1, description="data parallel size; null = derived from the GPU count")
+    cp: int = Field(1, ge=1, description="context parallel size (ring attention, head-tail chunks)")
+    ep: int = Field(1, ge=1, description="expert parallel size")
+    vpp: int = Field(1, ge=1, description="virtual pipeline stages per rank (interleaved 1F1B when > 1)")
+    sp: bool = Field(False, description="Megatron sequence parallelism (needs tp > 1)")
+    ulysses: int = Field(1, ge=1, description="DeepSpeed-Ulysses all-to-all sequence parallel size")
+    zero: Literal[0, 1, 2, 3] = Field(0, description="ZeRO / FSDP stage, sharding over dp*cp*ulysses")
+    distributed_optimizer: bool = Field(False, description="Megatron distributed optimizer")
+    megatron_fsdp: Literal["optim", "optim_grads", "optim_grads_params"] | None = Field(
+        None, description="Megatron-FSDP sharding strategy (needs distributed_optimizer)")
+    etp: int = Field(1, ge=1, description="expert tensor parallel size; expert data parallel is derived")
+    order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
+    schedule: Literal["1f1b", "gpipe"] = Field("1f1b", description="pipeline schedule (interleaved when vpp > 1)")
+    recompute: Recompute = Field("none", description="activation recomputation")
+    overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
+    overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
+    tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")
+    pipeline_layers: tuple[int, ...] | None = Field(
+        None, description="explicit layers per virtual stage (pp*vpp entries, Megatron chunk order); "
+                          "null = layers / (pp*vpp) each")
+    cp_comm: Literal["p2p", "all_gather"] = Field("p2p", description="CP K/V exchange: ring P2P or all-gather")
+
+
+class TrainingConfig(BaseModel):
+    """Batch, precision recipe, optimizer and framework (CONTRACT.md ``training:``)."""
+
+    model_config = _STRICT
+
+    seq_len: int = Field(2048, ge=1, description="tokens per sequence")
+    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch per DP rank")
+    global_batch: int = Field(64, ge=1, description="sequences per optimizer step")
+    precision: Precision = Field("bf16", description="precision recipe (docs/memory.md lists bytes per parameter)")
+    optimizer: Literal["adam", "sgd", "adafactor"] = Field("adam", description="optimizer (sets state bytes)")
+    framework: Literal["megatron", "pytorch"] = Field("megatron", description="activation accounting and buffers")
+    attention: Literal["flash", "unfused"] = Field(
+        "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")

@@ -1,0 +1,37 @@
+"""Rank groups of every parallel dimension from one reshaped rank grid (Megatron ``RankGenerator``).
+
+The rank order lists dimensions fastest-varying first: with ``tp-cp-ep-dp-pp`` consecutive ranks form a TP group.
+Dense layers use the grid (tp, cp, ulysses, dp, pp) and expert layers the grid (etp, ep, edp, pp) in the same
+order (Megatron-Core ``parallel_state.initialize_model_parallel``: expert grid has cp = 1, tp = etp, dp = edp).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DENSE_DIMS = ("tp", "cp", "ulysses", "dp", "pp")
+EXPERT_DIMS = ("etp", "ep", "edp")
+COMBINED = {"dp_cp": ("cp", "ulysses", "dp")}
+"""Named combined groups: ``dp_cp`` is the group ZeRO / the distributed optimizer shards dense states over."""
+ALL_DIMS = DENSE_DIMS + EXPERT_DIMS + tuple(COMBINED)
+
+
+def grid_groups(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """Groups of ranks that differ only along ``dims`` of a grid laid out in ``order`` (fastest first).
+
+    Args:
+        order: dimension names, fastest-varying first.
+        sizes: size of each name in ``order``.
+        dims: the dimensions spanned by one group.
+
+    Returns:
+        One ascending tuple of global ranks per group; every rank appears in exactly one group.
+    """
+    shape = [sizes[d] for d in reversed(order)]          # C order: last axis varies fastest
+    grid = np.arange(int(np.prod(shape))).reshape(shape)
+    rev = list(reversed(order))
+    inner = [rev.index(d) for d in dims]
+    outer = [i for i in range(len(rev)) if i not in inner]
+    size = int(np.prod([shape[i] for i in inner])) if inner else 1
+    groups = np.sort(grid.transpose(outer + inner).reshape(-1, size), axis=1)
+    return tuple(tuple(int(r) for r in row) for row in groups)

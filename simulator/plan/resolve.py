@@ -1,0 +1,52 @@
+"""Resolve and validate a parallel plan in one place (STYLE.md rule 4): derive dp and expert-dp, check every
+cross-field rule of CONTRACT.md / issue 4, and name the key path and every value involved when one fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.errors import UserError
+from simulator.model.spec import ModelSpec
+from simulator.model.strict import build
+from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.resolved import ResolvedPlan
+from simulator.plan.rules import (
+    check_batch,
+    check_heads,
+    check_moe,
+    check_sequence,
+    check_switches,
+    derive_dp,
+    parse_order,
+    split_layers,
+)
+
+
+def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, training: dict[str, Any] | TrainingConfig,
+                 world_size: int) -> ResolvedPlan:
+    """Validate ``parallel`` and ``training`` for ``model`` on ``world_size`` GPUs and derive what follows.
+
+    Args:
+        model: the architecture.
+        parallel: CONTRACT.md ``parallel:`` mapping (or a ParallelPlan).
+        training: CONTRACT.md ``training:`` mapping (or a TrainingConfig).
+        world_size: GPUs in the job.
+
+    Raises:
+        UserError: with key path (``parallel.tp``, ``training.global_batch``...) and every value involved.
+    """
+    if world_size < 1:
+        raise UserError(f"the GPU count must be at least 1, got {world_size}", key_path="system.gpus")
+    plan = build(ParallelPlan, parallel if parallel is not None else {}, key_prefix="parallel")
+    train = build(TrainingConfig, training if training is not None else {}, key_prefix="training")
+    check_switches(plan, train)
+    order = parse_order(plan.order)
+    dp = derive_dp(plan, world_size)
+    notes = check_heads(model, plan)
+    check_sequence(plan, train)
+    edp = check_moe(model, plan, train, dp)
+    micro = check_batch(train, dp)
+    stage_layers, chunks = split_layers(model, plan)
+    return ResolvedPlan(model=model, parallel=plan, training=train, world_size=world_size, dp=dp, edp=edp,
+                        num_microbatches=micro, order=order, stage_layers=stage_layers, stage_chunks=chunks,
+                        notes=tuple(notes))

@@ -1,0 +1,61 @@
+"""A validated plan with its derived values (dp, expert-dp, micro-batches, layers per stage) and rank groups."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.model.spec import ModelSpec
+from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups
+
+
+class ResolvedPlan(BaseModel):
+    """Output of :func:`simulator.plan.resolve_plan`; every cross-field rule has been checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ignored_types=(cached_property,))
+
+    model: ModelSpec
+    parallel: ParallelPlan
+    training: TrainingConfig
+    world_size: int = Field(ge=1, description="GPUs in the job")
+    dp: int = Field(ge=1, description="data parallel size (derived when omitted)")
+    edp: int = Field(ge=1, description="expert data parallel size = tp*cp*ulysses*dp / (ep*etp)")
+    num_microbatches: int = Field(ge=1, description="micro-batches per step per DP rank (gradient accumulation)")
+    order: tuple[str, ...] = Field(description="rank order, fastest first, ulysses included")
+    stage_layers: tuple[tuple[int, ...], ...] = Field(description="global layer indices held by each PP rank")
+    stage_chunks: tuple[tuple[int, ...], ...] = Field(description="layers of each virtual chunk of each PP rank")
+    notes: tuple[str, ...] = Field((), description="facts worth saying (replicated K/V heads, padded vocab)")
+
+    @property
+    def dense_shard_degree(self) -> int:
+        """d for dense weights: dp * cp * ulysses (sharding_and_comm.md)."""
+        return self.dp * self.parallel.cp * self.parallel.ulysses
+
+    @property
+    def expert_shard_degree(self) -> int:
+        """d for expert weights: the expert data parallel size."""
+        return self.edp
+
+    def _sizes(self, expert: bool) -> dict[str, int]:
+        p = self.parallel
+        if expert:
+            return {"tp": p.etp, "cp": 1, "ulysses": 1, "ep": p.ep, "dp": self.edp, "pp": p.pp}
+        return {"tp": p.tp, "cp": p.cp, "ulysses": p.ulysses, "ep": 1, "dp": self.dp, "pp": p.pp}
+
+    def rank_groups(self, dim: str) -> tuple[tuple[int, ...], ...]:
+        """Global ranks of every group of ``dim``: tp, cp, ulysses, dp, pp (dense grid), etp, ep, edp (expert grid),
+        or dp_cp (the dense data-parallel shard group dp x cp x ulysses)."""
+        if dim in EXPERT_DIMS:
+            real = {"etp": "tp", "ep": "ep", "edp": "dp"}[dim]
+            return grid_groups(self.order, self._sizes(True), (real,))
+        if dim in DENSE_DIMS:
+            return grid_groups(self.order, self._sizes(False), (dim,))
+        if dim in COMBINED:
+            return grid_groups(self.order, self._sizes(False), COMBINED[dim])
+        raise KeyError(f"unknown group dimension {dim!r}; known: {', '.join(ALL_DIMS)}")
+
+    def all_rank_groups(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """Every dimension's groups, keyed by name."""
+        return {d: self.rank_groups(d) for d in ALL_DIMS}

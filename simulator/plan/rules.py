@@ -1,0 +1,169 @@
+"""The individual cross-field rules :func:`simulator.plan.resolve_plan` applies, each raising a located UserError.
+
+Sources: Megatron-LM ``arguments.py`` / ``parallel_state.py`` (world size, heads % tp, sp needs tp, MoE with TP
+needs SP, layers % (pp*vpp), megatron-FSDP needs the distributed optimizer), Megatron-Core context parallelism
+(2*cp head-tail chunks), DeepSpeed-Ulysses (heads per rank % ulysses).
+"""
+
+from __future__ import annotations
+
+from simulator.errors import UserError
+from simulator.model.spec import ModelSpec
+from simulator.plan.config import ParallelPlan, TrainingConfig
+
+_ORDER_DIMS = ("tp", "cp", "ep", "dp", "pp")
+
+
+def _err(message: str, key: str) -> UserError:
+    return UserError(message, key_path=key)
+
+
+def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Switches that need another switch: sp/tp, megatron_fsdp/distributed_optimizer, zero vs Megatron sharding,
+    vpp/pp/schedule, framework-specific features."""
+    if p.sp and p.tp == 1:
+        raise _err("sp (sequence parallelism) needs tp > 1, got tp = 1", "parallel.sp")
+    if p.megatron_fsdp is not None and not p.distributed_optimizer:
+        raise _err(f"megatron_fsdp ({p.megatron_fsdp}) needs distributed_optimizer: true "
+                   "(Megatron-FSDP runs only with the distributed optimizer)", "parallel.megatron_fsdp")
+    if p.zero and (p.distributed_optimizer or p.megatron_fsdp):
+        raise _err(f"zero ({p.zero}) and distributed_optimizer ({p.distributed_optimizer}) / megatron_fsdp "
+                   f"({p.megatron_fsdp}) both shard the optimizer; choose one", "parallel.zero")
+    if t.framework == "pytorch" and p.distributed_optimizer:
+        raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
+                   "parallel.distributed_optimizer")
+    if p.vpp > 1 and p.pp == 1:
+        raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
+    if p.vpp > 1 and p.schedule != "1f1b":
+        raise _err(f"vpp ({p.vpp}) > 1 is the interleaved 1F1B schedule; schedule {p.schedule!r} cannot interleave",
+                   "parallel.schedule")
+
+
+def parse_order(order: str) -> tuple[str, ...]:
+    """Rank order as a tuple, fastest first; ``ulysses`` is inserted after ``cp`` when not named."""
+    dims = tuple(x.strip() for x in order.split("-"))
+    allowed = set(_ORDER_DIMS) | {"ulysses"}
+    if len(set(dims)) != len(dims) or not set(_ORDER_DIMS) <= set(dims) or not set(dims) <= allowed:
+        raise _err(f"order {order!r} must name each of tp, cp, ep, dp, pp once (and optionally ulysses), "
+                   "joined by '-', e.g. tp-cp-ep-dp-pp", "parallel.order")
+    if "ulysses" not in dims:
+        i = dims.index("cp") + 1
+        dims = dims[:i] + ("ulysses",) + dims[i:]
+    return dims
+
+
+def derive_dp(p: ParallelPlan, world: int) -> int:
+    """dp = world / (tp*cp*ulysses*pp); when dp is given the product must equal the world size."""
+    rest = p.tp * p.cp * p.ulysses * p.pp
+    factors = f"tp ({p.tp}) * cp ({p.cp}) * ulysses ({p.ulysses}) * pp ({p.pp})"
+    if p.dp is not None:
+        if rest * p.dp != world:
+            raise _err(f"world size = tp*cp*ulysses*pp*dp: {factors} * dp ({p.dp}) = {rest * p.dp} "
+                       f"!= {world} GPUs", "parallel.dp")
+        return p.dp
+    if world % rest:
+        raise _err(f"world size = tp*cp*ulysses*pp*dp: {world} GPUs is not divisible by {factors} = {rest}",
+                   "parallel.dp")
+    return world // rest
+
+
+def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
+    """heads % tp; K/V heads split or replicated over tp and ulysses; ffn % tp. Returns notes."""
+    notes: list[str] = []
+    if m.heads % p.tp:
+        raise _err(f"heads ({m.heads}) is not divisible by tp ({p.tp})", "parallel.tp")
+    kv = m.kv
+    if p.tp > kv:
+        if p.tp % kv:
+            raise _err(f"tp ({p.tp}) > kv_heads ({kv}) needs tp % kv_heads == 0 to replicate K/V heads", "parallel.tp")
+        notes.append(f"tp ({p.tp}) > kv_heads ({kv}): K/V heads are replicated, each of the {kv} K/V heads is held "
+                     f"by {p.tp // kv} TP ranks")
+    elif kv % p.tp:
+        raise _err(f"kv_heads ({kv}) is not divisible by tp ({p.tp})", "parallel.tp")
+    heads_tp = m.heads // p.tp
+    if heads_tp % p.ulysses:
+        raise _err(f"(heads/tp) % ulysses != 0: heads ({m.heads}) / tp ({p.tp}) = {heads_tp} is not divisible by "
+                   f"ulysses ({p.ulysses})", "parallel.ulysses")
+    kv_tp = max(1, kv // p.tp)
+    if p.ulysses > 1 and kv_tp < p.ulysses:
+        if p.ulysses % kv_tp:
+            raise _err(f"kv_heads/tp = {kv_tp} K/V heads per TP rank cannot be spread over ulysses ({p.ulysses})",
+                       "parallel.ulysses")
+        notes.append(f"kv_heads ({kv}) / tp ({p.tp}) = {kv_tp} < ulysses ({p.ulysses}): K/V heads are replicated "
+                     f"over the Ulysses group after the all-to-all")
+    elif p.ulysses > 1 and kv_tp % p.ulysses:
+        raise _err(f"kv_heads/tp = {kv_tp} is not divisible by ulysses ({p.ulysses})", "parallel.ulysses")
+    if m.ffn % p.tp and not (m.moe and m.moe.first_dense_layers == 0):
+        raise _err(f"ffn_hidden ({m.ffn}) is not divisible by tp ({p.tp})", "parallel.tp")
+    return notes
+
+
+def check_sequence(p: ParallelPlan, t: TrainingConfig) -> None:
+    """seq % (2*cp) for head-tail CP; (seq/cp) % ulysses; (seq/(cp*ulysses)) % tp with sp."""
+    s = t.seq_len
+    if p.cp > 1 and s % (2 * p.cp):
+        raise _err(f"seq_len ({s}) is not divisible by 2*cp = {2 * p.cp}: context parallelism splits the sequence "
+                   f"into 2*cp chunks (rank i holds chunks i and 2*cp-1-i)", "training.seq_len")
+    if s % p.cp == 0 and (s // p.cp) % p.ulysses:
+        raise _err(f"seq_len/cp = {s} / {p.cp} = {s // p.cp} is not divisible by ulysses ({p.ulysses})",
+                   "training.seq_len")
+    local = s // (p.cp * p.ulysses)
+    if p.sp and local % p.tp:
+        raise _err(f"with sp, (seq_len/cp) % tp must be 0: seq_len ({s}) / (cp ({p.cp}) * ulysses ({p.ulysses})) = "
+                   f"{local} is not divisible by tp ({p.tp})", "training.seq_len")
+
+
+def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
+    """experts % ep; expert grid fits (edp integral); MoE with TP needs SP in Megatron. Returns edp."""
+    if m.moe is None:
+        if p.ep > 1 or p.etp > 1:
+            raise _err(f"ep ({p.ep}) / etp ({p.etp}) > 1 needs a MoE model; {m.name} is dense", "parallel.ep")
+        return dp * p.tp * p.cp * p.ulysses
+    if m.moe.experts % p.ep:
+        raise _err(f"experts ({m.moe.experts}) is not divisible by ep ({p.ep})", "parallel.ep")
+    if m.moe.expert_ffn_hidden % p.etp:
+        raise _err(f"expert_ffn_hidden ({m.moe.expert_ffn_hidden}) is not divisible by etp ({p.etp})", "parallel.etp")
+    span = dp * p.tp * p.cp * p.ulysses
+    if span % (p.ep * p.etp):
+        raise _err(f"expert data parallel = tp*cp*ulysses*dp / (ep*etp): tp ({p.tp}) * cp ({p.cp}) * ulysses "
+                   f"({p.ulysses}) * dp ({dp}) = {span} is not divisible by ep ({p.ep}) * etp ({p.etp})",
+                   "parallel.ep")
+    if t.framework == "megatron" and p.tp > 1 and not p.sp:
+        raise _err(f"MoE with tp ({p.tp}) > 1 needs sp: true in Megatron", "parallel.sp")
+    return span // (p.ep * p.etp)
+
+
+def check_batch(t: TrainingConfig, dp: int) -> int:
+    """global_batch % (micro_batch*dp); returns the micro-batches per step."""
+    if t.global_batch % (t.micro_batch * dp):
+        raise _err(f"global_batch ({t.global_batch}) is not divisible by micro_batch ({t.micro_batch}) * dp ({dp}) "
+                   f"= {t.micro_batch * dp}", "training.global_batch")
+    return t.global_batch // (t.micro_batch * dp)
+
+
+def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving).
+
+    Returns:
+        (layers of each rank, layer counts of each rank's chunks).
+    """
+    chunks_total = p.pp * p.vpp
+    if p.pipeline_layers is None:
+        if m.layers % chunks_total:
+            raise _err(f"layers ({m.layers}) is not divisible by pp ({p.pp}) * vpp ({p.vpp}) = {chunks_total}; "
+                       "give parallel.pipeline_layers for an uneven split", "parallel.pp")
+        sizes = (m.layers // chunks_total,) * chunks_total
+    else:
+        sizes = p.pipeline_layers
+        if len(sizes) != chunks_total or sum(sizes) != m.layers or min(sizes) < 0:
+            raise _err(f"pipeline_layers {list(sizes)} must have pp*vpp = {chunks_total} non-negative entries "
+                       f"summing to layers ({m.layers}); got {len(sizes)} entries summing to {sum(sizes)}",
+                       "parallel.pipeline_layers")
+    starts = [sum(sizes[:c]) for c in range(chunks_total)]
+    ranks = []
+    chunks = []
+    for i in range(p.pp):
+        cs = [i + j * p.pp for j in range(p.vpp)]
+        ranks.append(tuple(layer for c in cs for layer in range(starts[c], starts[c] + sizes[c])))
+        chunks.append(tuple(sizes[c] for c in cs))
+    return tuple(ranks), tuple(chunks)
