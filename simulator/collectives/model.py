@@ -76,8 +76,8 @@ def _infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
         return "NVLS needs NVSwitch gen3+ with NVLink SHARP (placement.nvls is false)"
     if algo == "nvls" and ctx.nodes > 1:
         return "multi-node NVLS needs IB SHARP (CollNet), not modelled; use nvls_tree"
-    if algo == "nvls" and ctx.k < 2:
-        return "NVLS needs at least 2 ranks on the switch"
+    if algo in ("nvls", "nvls_tree") and ctx.k < 2:
+        return "NVLS needs at least 2 ranks of the group on each NVSwitch"
     if algo == "nvls_tree" and ctx.nodes < 2:
         return "nvls_tree spans nodes; this group is on one node (use nvls)"
     if algo == "pat" and (ctx.k != 1 or ctx.nodes < 2):
