@@ -6,7 +6,12 @@ Public API: :class:`GroupPlacement` (what the group sees of the hardware), :func
 :func:`ring_pass` and :func:`all_to_all_matrix_time`. No matplotlib/pandas/networkx at import time.
 """
 
-from simulator.collectives.calibration import Calibration, CalibrationEntry, calibration_to_yaml, load_calibration
+from simulator.collectives.calibration import (
+    Calibration,
+    CalibrationEntry,
+    calibration_to_yaml,
+    load_calibration,
+)
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients, format_coefficients
 from simulator.collectives.fit import FileError, calibrate, fit_errors, format_errors
 from simulator.collectives.model import (

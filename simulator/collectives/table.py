@@ -6,7 +6,7 @@ import numpy as np
 
 from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
-from simulator.collectives.model import busbw_factor, build_cost_model, evaluate, feasible_algorithms
+from simulator.collectives.model import build_cost_model, busbw_factor, evaluate, feasible_algorithms
 from simulator.collectives.placement import GroupPlacement
 from simulator.units.constants import GIGA, MICRO
 
