@@ -1,0 +1,183 @@
+"""Latency and bandwidth terms of each (algorithm, protocol) for each operation on a placed group.
+
+Each builder returns :class:`Row` objects: the four numbers of the two-regime model
+``t(S) = max(lat_small + S*inv_small, lat_big + S*inv_big, lat_small + msgs(S)/rate)`` with S in nccl-tests bytes,
+or a reason why the pair cannot run. Formulas follow NCCL src/graph/tuning.cc v2.30.7 (docs/collectives.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.collectives.coefficients import PROTOCOLS, Coefficients
+from simulator.collectives.links import LinkParams, hw_class, intra_class, nodes_index
+from simulator.collectives.placement import GroupPlacement
+from simulator.units.constants import GIGA, MICRO
+
+
+@dataclass(frozen=True)
+class Row:
+    """One (algorithm, protocol) of one operation: cost terms, or why it is infeasible."""
+
+    algorithm: str
+    protocol: str
+    lat_small_s: float = 0.0
+    inv_small: float = 0.0
+    lat_big_s: float = 0.0
+    inv_big: float = 0.0
+    msgs_fixed: float = 0.0
+    msgs_per_byte: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything a builder needs, resolved once per group."""
+
+    p: GroupPlacement
+    c: Coefficients
+    links: dict[str, dict[str, LinkParams]]
+
+    @property
+    def n(self) -> int:
+        return self.p.n_ranks
+
+    @property
+    def k(self) -> int:
+        return self.p.ranks_per_node
+
+    @property
+    def nodes(self) -> int:
+        return self.p.n_nodes
+
+    def intra(self, proto: str) -> LinkParams | None:
+        return self.links[intra_class(self.p)][proto] if self.k > 1 else None
+
+    def net(self, proto: str) -> LinkParams | None:
+        return self.links["net"][proto] if self.nodes > 1 else None
+
+    def ring_links(self, proto: str) -> list[LinkParams]:
+        return [lk for lk in (self.intra(proto), self.net(proto)) if lk is not None]
+
+    def primary(self, proto: str) -> LinkParams:
+        return self.net(proto) or self.intra(proto)
+
+    def step_latency(self, link_class: str, algo: str, proto: str) -> float:
+        """NCCL hwLat of one step on a link class (s); the network adds its switch latency (twice for Simple)."""
+        i = PROTOCOLS.index(proto)
+        lat = self.c.hw_latency_us[hw_class(link_class)][algo][i] * MICRO
+        if link_class == "net":
+            return lat + self.p.net_latency_s * (2 if proto == "simple" else 1)
+        return max(lat, self.p.intra_latency_s)
+
+    def base(self, algo: str, proto: str) -> float:
+        return self.c.base_latency_us[algo][PROTOCOLS.index(proto)] * MICRO + self.primary(proto).latency_shift_s
+
+
+def two_regime(ctx: Ctx, algo: str, proto: str, lat_s: float, wire_small: float, wire_big: float,
+               links: list[LinkParams], bw_scale: float = 1.0, cap_Bps: float = math.inf) -> Row:
+    """Row from per-rank wire bytes per nccl-tests byte over the bottleneck of ``links`` (scaled and capped)."""
+    bottleneck = min(links, key=lambda lk: lk.bandwidth_Bps)
+    bw = min(bottleneck.bandwidth_Bps * bw_scale, cap_Bps)
+    small_bw = min(min(lk.small_bw_Bps for lk in links) * bw_scale, max(cap_Bps, bw))
+    lat_b = bottleneck.fill_latency_s if bottleneck.fill_latency_s is not None else lat_s
+    return Row(algo, proto, lat_s, wire_small / small_bw, lat_b, wire_big / bw)
+
+
+def ring_latency(ctx: Ctx, op: str, proto: str, nsteps: int) -> float:
+    """NCCL tuning.cc ring latency: base + intra steps * intraLat + inter steps * interLat."""
+    lat = ctx.base("ring", proto)
+    if ctx.nodes == 1:
+        return lat + nsteps * ctx.step_latency(intra_class(ctx.p), "ring", proto)
+    overhead = ctx.c.net_overhead_us[ctx.p.cpu_vendor] * MICRO * (3 if proto == "simple" else 1)
+    intra_lat = max(ctx.step_latency(intra_class(ctx.p), "ring", proto), overhead)
+    inter_lat = ctx.step_latency("net", "tree" if ctx.k == 1 else "ring", proto)
+    n_inter = 2 * (ctx.nodes - 1) if op == "all_reduce" else ctx.nodes - 1
+    return lat + (nsteps - n_inter) * intra_lat + n_inter * inter_lat
+
+
+def ring(ctx: Ctx, op: str, proto: str) -> Row:
+    """Ring all_reduce (2(n-1) steps) or all_gather / reduce_scatter (n-1 steps) of S/n bytes each."""
+    nsteps = 2 * (ctx.n - 1) if op == "all_reduce" else ctx.n - 1
+    slack = ctx.c.ring_pipeline_slack
+    lat = ring_latency(ctx, op, proto, nsteps)
+    return two_regime(ctx, "ring", proto, lat, nsteps / ctx.n, (nsteps + slack) / ctx.n, ctx.ring_links(proto))
+
+
+def chain(ctx: Ctx, op: str, proto: str) -> Row:
+    """Pipelined broadcast / reduce along the ring (NCCL 'Ring'): every link carries S once; n-1 hops of fill."""
+    hw = "net" if ctx.nodes > 1 else intra_class(ctx.p)
+    lat = ctx.base("ring", proto) + ctx.step_latency(hw, "ring", proto)
+    row = two_regime(ctx, "ring", proto, lat, 1.0, 1.0, ctx.ring_links(proto))
+    fill = (ctx.n - 1) * ctx.step_latency(hw, "ring", proto)
+    return Row(row.algorithm, proto, row.lat_small_s, row.inv_small, row.lat_big_s + fill, row.inv_big)
+
+
+def tree(ctx: Ctx, proto: str) -> Row:
+    """All_reduce on NCCL's intra-node chain + inter-node double binary tree; algbw = busbw/2 (NCCL, nccl#457)."""
+    c, idx = ctx.c, nodes_index(ctx.nodes)
+    intra, net = ctx.intra(proto), ctx.net(proto)
+    scale = c.tree_efficiency / c.protocol_efficiency[proto]  # undo the ring protocol factor, apply NCCL's tree ones
+    if proto == "ll":
+        scale *= c.tree_ll_factor
+    elif proto == "ll128":
+        scale *= c.tree_ll128_factor[0 if ctx.nodes == 1 else 1]
+    links = [lk for lk in (intra, net) if lk is not None]
+    if net is not None and ctx.nodes == 2:  # two nodes: each NIC carries half ("tree effect", nccl-tests#196)
+        links = [lk for lk in links if lk is not net] + [LinkParams(net.link_class, 2 * net.bandwidth_Bps,
+                                                                     2 * net.small_bw_Bps, net.latency_shift_s,
+                                                                     net.fill_latency_s)]
+    channels = (c.intra_channels[intra_class(ctx.p)] // 2) if ctx.nodes == 1 else ctx.p.nics_per_node
+    cap = channels * c.per_ch_max_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
+    intra_lat = ctx.step_latency(intra_class(ctx.p), "tree", proto)
+    inter_lat = ctx.step_latency("net", "tree", proto) if ctx.nodes > 1 else 0.0
+    lat = ctx.base("tree", proto) + 2 * ((ctx.k - 1) * intra_lat + math.log2(ctx.nodes) * inter_lat)
+    return two_regime(ctx, "tree", proto, lat, 2.0, 2.0, links, bw_scale=scale, cap_Bps=cap)
+
+
+def nvls_bus_bw(ctx: Ctx, op: str) -> float:
+    """NVLS bus bandwidth (Simple): k ranks on the switch, NCCL channel accounting and efficiency.
+
+    NCCL search.cc: the head GPU of a channel uses 2 bw on its NVSwitch link, the others 1 bw, so with one head per
+    GPU the k channels share B*k/(k+1); tuning.cc then applies nvlsEfficiency * (nCh-1)/nCh and, for all_reduce,
+    x2 ("AllReduce pipelines two operations") or, otherwise, (k-1)/k.
+    """
+    k = ctx.k
+    bw = ctx.links["nvlink"]["simple"].bandwidth_Bps * k / (k + 1)
+    bw *= ctx.c.nvls_efficiency[ctx.p.gpu_arch] * (k - 1) / k
+    return bw * 2 if op == "all_reduce" else bw * (k - 1) / k
+
+
+def nvls(ctx: Ctx, op: str) -> Row:
+    """NVLink SHARP inside one node: all_reduce (busbw to algbw with the ring factor) or all_gather/reduce_scatter."""
+    nvl = ctx.links["nvlink"]["simple"]
+    lat = ctx.step_latency("nvlink", "nvls", "simple") + nvl.latency_shift_s
+    bus = nvls_bus_bw(ctx, op)
+    wire = 2 * (ctx.n - 1) / ctx.n if op == "all_reduce" else 1.0
+    link = LinkParams("nvlink", bus, bus * nvl.small_bw_Bps / nvl.bandwidth_Bps, nvl.latency_shift_s, nvl.fill_latency_s)
+    return two_regime(ctx, "nvls", "simple", lat, wire, wire, [link])
+
+
+def nvls_tree(ctx: Ctx) -> Row:
+    """NVLS inside each node + tree across nodes (all_reduce, Simple), NCCL tuning.cc NVLSTree."""
+    c, idx = ctx.c, nodes_index(ctx.nodes)
+    intra = nvls_bus_bw(ctx, "all_reduce")
+    net = ctx.net("simple")
+    inter = net.bandwidth_Bps * (2 if ctx.nodes == 2 else 1)
+    cap = c.nvls_channels * c.per_ch_max_nvls_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
+    bus = min(intra, inter, cap)
+    lat = (ctx.step_latency("nvlink", "nvls_tree", "simple")
+           + 2 * math.log2(ctx.nodes) * ctx.step_latency("net", "nvls_tree", "simple") + net.latency_shift_s)
+    link = LinkParams("net", bus, bus * net.small_bw_Bps / net.bandwidth_Bps, 0.0, net.fill_latency_s)
+    wire = 2 * (ctx.n - 1) / ctx.n
+    return two_regime(ctx, "nvls_tree", "simple", lat, wire, wire, [link])
+
+
+def pat(ctx: Ctx, op: str) -> Row:
+    """PAT all_gather / reduce_scatter (one rank per node): ring bytes at 0.75 of the ring bandwidth (NCCL 2.24+)."""
+    c = ctx.c
+    lat = (ctx.base("pat", "simple") + math.log2(ctx.nodes) * ctx.step_latency("net", "pat", "simple") / 3.5
+           + c.pat_latency_per_rank_us * MICRO * ctx.n)
+    wire = (ctx.n - 1) / ctx.n
+    return two_regime(ctx, "pat", "simple", lat, wire, wire, ctx.ring_links("simple"), bw_scale=c.pat_efficiency)

@@ -1,0 +1,79 @@
+"""Calibration: fitted link parameters that overlay the datasheet model, and their YAML form.
+
+A calibration holds, per link class (nvlink, pcie_p2p, shm, net) and protocol (ll, ll128, simple, or ``auto`` for
+all three), the fitted parameters of the two-regime ring model (see docs/collectives.md):
+``t = max(latency + nsteps*alpha + nsteps*m/small_bw, fill_latency + (nsteps+slack)*m/bandwidth)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import UserError
+
+LinkClass = Literal["nvlink", "pcie_p2p", "shm", "net"]
+
+
+class CalibrationEntry(BaseModel):
+    """Fitted parameters for one link class and protocol (SI units)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    link_class: LinkClass = Field(description="the link class the fit describes")
+    protocol: Literal["ll", "ll128", "simple", "auto"] = Field(description="protocol; auto = all protocols")
+    latency_s: float = Field(ge=0, description="ring base latency (replaces NCCL's baseLat, shifts other algorithms)")
+    small_bw_Bps: float = Field(gt=0, description="per-rank link bandwidth seen by latency-regime messages")
+    fill_latency_s: float = Field(description="intercept of the bandwidth regime (pipeline fill and drain)")
+    bandwidth_Bps: float = Field(gt=0, description="effective per-rank link bandwidth at this protocol")
+
+
+class Calibration(BaseModel):
+    """A set of fitted entries plus where they came from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str = Field(default="", description="profile or machine the fit was made on")
+    source: str = Field(default="", description="measurement files and tool versions")
+    entries: tuple[CalibrationEntry, ...] = Field(default=(), description="fitted link parameters")
+
+    def lookup(self, link_class: str, protocol: str) -> CalibrationEntry | None:
+        """The entry for a link class and protocol (an exact protocol wins over ``auto``)."""
+        exact = [e for e in self.entries if e.link_class == link_class and e.protocol == protocol]
+        if exact:
+            return exact[0]
+        auto = [e for e in self.entries if e.link_class == link_class and e.protocol == "auto"]
+        return auto[0] if auto else None
+
+
+def calibration_to_yaml(calibration: Calibration) -> str:
+    """YAML text of a calibration (SI units, keys as in :class:`CalibrationEntry`)."""
+    import yaml
+
+    data = calibration.model_dump(mode="json")
+    data["entries"] = [dict(e) for e in data["entries"]]
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def load_calibration(path_or_dict: str | Path | dict) -> Calibration:
+    """Read a calibration YAML (or an already-parsed dict); user mistakes raise :class:`UserError`."""
+    import yaml
+
+    file = None
+    data = path_or_dict
+    if not isinstance(path_or_dict, dict):
+        file = str(path_or_dict)
+        try:
+            data = yaml.safe_load(Path(path_or_dict).read_text())
+        except OSError as err:
+            raise UserError(f"cannot read calibration: {err.strerror}", file=file) from err
+        except yaml.YAMLError as err:
+            raise UserError(f"not valid YAML: {err}", file=file) from err
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{first['msg']} ({len(err.errors())} problem(s))", file=file, key_path=key) from err

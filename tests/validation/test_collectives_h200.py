@@ -1,0 +1,75 @@
+"""2x H200: calibrate on all_reduce logs only, predict all_gather on the same machine; NCCL's tuner beside.
+
+Data: data/h200x2 (nccl-tests format logs and NCCL's printed tuning tables; see SOURCE.txt / README.md).
+Gates: median |error| <= 10% for sizes >= 1 MiB and <= 25% below, for every setting NCCL forced
+(default, ll, ll128, simple) and pooled over all five settings (shm included).
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.collectives import (
+    build_cost_model,
+    calibrate,
+    evaluate,
+    nccl_tuner_time,
+    parse_nccl_tests,
+    parse_tuning_table,
+    placement_for_datasheet,
+)
+from simulator.collectives.fit import setting_context
+
+DATA = Path(__file__).parent / "data" / "h200x2"
+SETTINGS = ("default", "ll", "ll128", "simple", "shm")
+MiB = 2**20
+
+
+@pytest.fixture(scope="module")
+def errors():
+    placement = placement_for_datasheet("h200_x2", 2)
+    calibration, _ = calibrate(sorted(DATA.glob("all_reduce_perf.*.txt")), placement)
+    out = {}
+    for s in SETTINGS:
+        m = parse_nccl_tests(DATA / f"all_gather_perf.{s}.txt")
+        pl, _, proto, algo = setting_context(placement, s)
+        ours = evaluate(build_cost_model(pl, calibration=calibration), "all_gather", m.sizes_bytes, algo, proto).times_s
+        table = parse_tuning_table(DATA / ("nccl_tuning_table.shm.txt" if s == "shm" else "nccl_tuning_table.txt"))
+        protos = ("ll", "ll128", "simple") if proto == "auto" else (proto,)
+        nccl = np.array([nccl_tuner_time(table, "all_gather", x, protos) for x in m.sizes_bytes])
+        out[s] = (m.sizes_bytes, ours / m.times_s - 1, nccl / m.times_s - 1)
+    return out
+
+
+def _medians(sizes, err):
+    big = sizes >= MiB
+    return float(np.median(np.abs(err[big]))), float(np.median(np.abs(err[~big])))
+
+
+def test_print_all_gather_errors(errors):
+    lines = ["\nall_gather on 2x H200, model calibrated on all_reduce only (median |error|):",
+             f"{'setting':8s} {'ours >=1MiB':>12s} {'ours <1MiB':>11s} {'NCCL >=1MiB':>12s} {'NCCL <1MiB':>11s}"]
+    for s, (sizes, ours, nccl) in errors.items():
+        ob, osm = _medians(sizes, ours)
+        nb, nsm = _medians(sizes, nccl)
+        lines.append(f"{s:8s} {100 * ob:11.1f}% {100 * osm:10.1f}% {100 * nb:11.1f}% {100 * nsm:10.1f}%")
+    sizes, ours, nccl = errors["default"]
+    lines.append("default setting per size: bytes, ours, NCCL tuner (signed error)")
+    lines += [f"  {int(x):>10d} {100 * o:+7.1f}% {100 * n:+7.1f}%" for x, o, n in zip(sizes, ours, nccl, strict=True)]
+    print("\n".join(lines))
+
+
+@pytest.mark.parametrize("setting", ["default", "ll", "ll128", "simple"])
+def test_all_gather_from_all_reduce_fit(errors, setting):
+    big, small = _medians(*errors[setting][:2])
+    assert big <= 0.10 and small <= 0.25, f"{setting}: median error {big:.1%} (>=1MiB), {small:.1%} (<1MiB)"
+
+
+def test_all_gather_pooled_and_better_than_nccl(errors):
+    sizes = np.concatenate([errors[s][0] for s in SETTINGS])
+    ours = np.concatenate([errors[s][1] for s in SETTINGS])
+    nccl = np.concatenate([errors[s][2] for s in SETTINGS])
+    big, small = _medians(sizes, ours)
+    assert big <= 0.10 and small <= 0.25
+    assert np.median(np.abs(ours)) < np.median(np.abs(nccl))
