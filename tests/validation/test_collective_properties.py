@@ -4,11 +4,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.collectives import OPS, build_cost_model, busbw_factor, evaluate, placement_for_datasheet
+from simulator.collectives import OPS, build_cost_model, busbw_factor, evaluate, placement_for_profile
 from simulator.collectives.links import intra_bandwidth, net_node_bandwidth
 from simulator.collectives.model import row_times
 
-SYSTEMS = {"dgx_a100_80gb": 8, "dgx_h100": 8, "h200_x2": 2, "rtx3090_x4": 4, "a100_nv12_x2": 2}
+SYSTEMS = {"dgx_a100_80gb": 8, "dgx_h100": 8, "h200_x2": 2, "rtx3090_x4_pcie": 4, "a100_pcie_x2_nvlink": 2}
 
 
 @st.composite
@@ -19,7 +19,7 @@ def placements(draw):
     rpn = draw(st.integers(1, gpus)) if multi else draw(st.integers(2, gpus))
     nodes = draw(st.integers(2, 16)) if multi else 1
     issue = draw(st.sampled_from(["cpu_proxy", "ibgda"]))
-    return placement_for_datasheet(system, rpn * nodes, rpn, net_issue=issue)
+    return placement_for_profile(system, rpn * nodes, rpn, net_issue=issue)
 
 
 SIZES = np.geomspace(8, 2**32, 40)

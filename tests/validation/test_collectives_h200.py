@@ -17,7 +17,7 @@ from simulator.collectives import (
     nccl_tuner_time,
     parse_nccl_tests,
     parse_tuning_table,
-    placement_for_datasheet,
+    placement_for_profile,
 )
 from simulator.collectives.fit import setting_context
 
@@ -28,7 +28,7 @@ MiB = 2**20
 
 @pytest.fixture(scope="module")
 def errors():
-    placement = placement_for_datasheet("h200_x2", 2)
+    placement = placement_for_profile("h200_x2", 2, nvls=False)
     calibration, _ = calibrate(sorted(DATA.glob("all_reduce_perf.*.txt")), placement)
     out = {}
     for s in SETTINGS:

@@ -6,14 +6,14 @@ Data: data/nccl_published_busbw.csv (each row names its NCCL issue). Tolerance 1
 import numpy as np
 import pytest
 
-from simulator.collectives import build_cost_model, busbw_factor, evaluate, placement_for_datasheet
+from simulator.collectives import build_cost_model, busbw_factor, evaluate, placement_for_profile
 
 LARGE = np.array([4.0 * 2**30])
 
 # (label, datasheet system, ranks, ranks per node, algorithm, placement overrides, published busbw GB/s, source)
 ROWS = [
     ("DGX A100 8 ranks", "dgx_a100_80gb", 8, None, "auto", {}, 230, "nccl-tests#149/#175"),
-    ("2x A100 NV12 2 ranks", "a100_nv12_x2", 2, None, "auto", {}, 208, "nccl-tests#178"),
+    ("2x A100 NV12 2 ranks", "a100_pcie_x2_nvlink", 2, None, "auto", {}, 208, "nccl-tests#178"),
     ("DGX H100 8 ranks ring", "dgx_h100", 8, None, "ring", {}, 367, "nccl#1455"),
     ("DGX H100 8 ranks NVLS", "dgx_h100", 8, None, "auto", {}, 480, "nccl#1455, nccl-tests#212"),
     ("DGX H100 5 ranks NVLS", "dgx_h100", 5, None, "nvls", {}, 420, "nccl#1455"),
@@ -26,13 +26,13 @@ ROWS = [
 INFO = [
     ("DGX H100 2 ranks ring", "dgx_h100", 2, None, "ring", {}, 367, "nccl#1455"),
     ("DGX H100 2 nodes NVLS on", "dgx_h100", 16, 8, "auto", {}, 430, "nccl#1221"),
-    ("2x RTX 2080Ti-like SHM (3090 profile)", "rtx3090_x4", 2, None, "auto", {"intra_bw_Bps": 15.75e9}, 4.0,
+    ("2x RTX 2080Ti-like SHM (3090 profile)", "rtx3090_x4_pcie", 2, None, "auto", {"intra_bw_Bps": 15.75e9}, 4.0,
      "nccl issues (Gen3 no P2P)"),
 ]
 
 
 def predicted_busbw(system, ranks, rpn, algo, overrides):
-    model = build_cost_model(placement_for_datasheet(system, ranks, rpn, **overrides))
+    model = build_cost_model(placement_for_profile(system, ranks, rpn, **overrides))
     ev = evaluate(model, "all_reduce", LARGE, algo)
     return LARGE[0] / ev.times_s[0] * busbw_factor("all_reduce", ranks) / 1e9, ev.algorithms[0]
 
@@ -46,7 +46,7 @@ def _table(rows):
 
 
 def test_print_error_table():
-    print("\nPublished all_reduce busbw (GB/s), datasheet placements, 4 GiB:\n" + _table(ROWS))
+    print("\nPublished all_reduce busbw (GB/s), profile placements on the topology graph, 4 GiB:\n" + _table(ROWS))
     print("\nInformational (not gated):\n" + _table(INFO))
 
 

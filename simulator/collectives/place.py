@@ -1,0 +1,174 @@
+"""Place a group of ranks on the topology graph: what the group's links are, as a :class:`GroupPlacement`.
+
+This is where the collective model meets the hardware: bandwidths and latencies come from the group's GPUs on the
+graph (max-flow to its peers, the PCIe route to each GPU's NIC, the NICs the group uses per node, the switch hops
+between its nodes, NICs shared with concurrent groups), never from a per-system constant.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import networkx as nx
+
+from simulator.collectives.placement import GroupPlacement, NetIssue
+from simulator.errors import UserError
+from simulator.hardware import load_cluster
+from simulator.topology import Topology
+
+_ARCH = {"7.0": "sm70", "8.0": "sm80", "8.6": "sm86", "8.9": "sm86", "9.0": "sm90", "10.0": "sm100"}
+_TRANSPORT = {"nvlink": "nvlink", "pcie_p2p": "pcie_p2p", "shm": "shm"}
+
+
+def place_group(topology: Topology, gpus: Sequence[int | str], *, concurrent_groups: Sequence[Sequence] = (),
+                net_issue: NetIssue = "cpu_proxy", **overrides) -> GroupPlacement:
+    """Summarise how the ranks ``gpus`` (global indices or vertex names) sit on ``topology``.
+
+    Args:
+        topology: the cluster graph.
+        gpus: the group's GPUs in rank order.
+        concurrent_groups: other groups communicating at the same time (e.g. the other DP groups of a plan); the
+            number of groups whose inter-node traffic leaves through one NIC divides that NIC's bandwidth.
+        net_issue: who posts network work: ``cpu_proxy`` (IBRC) or ``ibgda`` (GPU-initiated).
+        overrides: any :class:`GroupPlacement` field, e.g. ``nvls=False`` for a run with NCCL_NVLS_ENABLE=0.
+    """
+    names = [topology.gpu(g) for g in gpus]
+    if len(set(names)) != len(names):
+        raise UserError(f"a group lists a GPU twice: {names}")
+    per_node = Counter(topology.node_of(g) for g in names)
+    counts = set(per_node.values())
+    if len(counts) != 1:
+        raise UserError(f"the group's GPUs are spread unevenly over nodes {dict(per_node)}; the collective model "
+                        "needs the same number of ranks on every node")
+    rpn = counts.pop()
+    spec = topology.cluster.node
+    first_node = [g for g in names if topology.node_of(g) == topology.node_of(names[0])]
+    pair = _local_pair(topology, first_node)
+    path = topology.path(*pair)
+    fields = dict(
+        n_ranks=len(names), ranks_per_node=rpn, gpu_arch=_arch(spec.gpu.compute_capability),
+        intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_node),
+        intra_latency_s=path.latency_s, nvswitch=spec.nvswitch is not None,
+        nvls=bool(spec.nvswitch and spec.nvswitch.nvls and spec.gpu.compute_capability >= "9.0"),
+        cpu_vendor=_vendor(spec.cpu.model), net_issue=net_issue, pcie_bw_Bps=_gpu_pcie_bandwidth(topology, names[0]),
+    )
+    if spec.nics is not None:
+        fields.update(_network_fields(topology, names, concurrent_groups))
+    fields.update(overrides)
+    return GroupPlacement(**fields)
+
+
+def _gpu_pcie_bandwidth(topology: Topology, gpu: str) -> float:
+    """The GPU's own PCIe link (the host path of SHM transport when there is no NIC)."""
+    graph = topology.graph
+    return max(graph.edges[gpu, v]["bandwidth_Bps"] for v in graph.successors(gpu) if graph.edges[gpu, v]["link"] == "pcie")
+
+
+def _local_pair(topology: Topology, local: list[str]) -> tuple[str, str]:
+    """Two GPUs of one node: two of the group's when it has them, else the node's first two (any pair of the node
+    tells the transport; a group with one GPU per node never uses it)."""
+    if len(local) >= 2:
+        return local[0], local[1]
+    node_gpus = topology.gpus_of_node(topology.node_of(local[0]))
+    other = next(g for g in node_gpus if g != local[0]) if len(node_gpus) > 1 else None
+    if other is None:
+        raise UserError(f"node profile {topology.cluster.node.name} has one GPU; nothing to place")
+    return local[0], other
+
+
+def _intra_bandwidth(topology: Topology, gpu: str, local: list[str]) -> float:
+    """Per-direction bandwidth from ``gpu`` to all other GPUs of its node at once (max-flow to a virtual sink):
+    all of its NVLinks on an NVSwitch node, the bridge on a bridged pair, its PCIe link otherwise."""
+    peers = local[1:] if len(local) > 1 else [g for g in topology.gpus_of_node(topology.node_of(gpu)) if g != gpu]
+    transport = topology.path(gpu, peers[0]).transport
+    return _flow_to_peers(topology, gpu, tuple(peers), transport)
+
+
+def _flow_to_peers(topology: Topology, gpu: str, peers: tuple[str, ...], transport: str) -> float:
+    key = (id(topology), gpu.split(".", 1)[1], tuple(p.split(".", 1)[1] for p in peers), transport)
+    if key not in _FLOW_CACHE:
+        node = topology.node_of(gpu)
+        graph = topology.graph
+        keep = [(u, v) for u, v, k in graph.edges(data="link")
+                if graph.nodes[u].get("node") == node and graph.nodes[v].get("node") == node
+                and ((k == "nvlink") == (transport == "nvlink"))]
+        view = nx.DiGraph(graph.edge_subgraph(keep))
+        for peer in peers:
+            view.add_edge(peer, "sink", bandwidth_Bps=float("inf"))
+        _FLOW_CACHE[key] = float(nx.maximum_flow_value(view, gpu, "sink", capacity="bandwidth_Bps"))
+    return _FLOW_CACHE[key]
+
+
+_FLOW_CACHE: dict[tuple, float] = {}
+
+
+def _network_fields(topology: Topology, names: list[str], concurrent: Sequence[Sequence]) -> dict:
+    spec = topology.cluster.node
+    nics = {topology.home_nic(g) for g in names}
+    first_node = topology.node_of(names[0])
+    nics_per_node = len({n for n in nics if topology.node_of(n) == first_node})
+    gpu = names[0]
+    pcie = topology._intra_route(gpu, topology.home_nic(gpu))
+    pcie_bw = min(topology.graph.edges[e]["bandwidth_Bps"] for e in zip(pcie, pcie[1:], strict=False))
+    fields = dict(pcie_bw_Bps=pcie_bw, nics_per_node=nics_per_node, nic_bw_Bps=spec.nics.bandwidth)
+    nodes = sorted({topology.node_of(g) for g in names})
+    if len(nodes) > 1:
+        route = topology._fabric_route(topology.home_nic(gpu), topology.home_nic(
+            next(g for g in names if topology.node_of(g) != first_node)))
+        switches = [v for v in route if topology.graph.nodes[v]["kind"] in ("leaf", "spine")]
+        fabric = topology.cluster.effective_fabric
+        # NCCL's network latency constant already covers one switch; each further switch adds its latency
+        fields["net_latency_s"] = (len(switches) - 1) * fabric.switch_latency
+        if "spine" in {topology.graph.nodes[v]["kind"] for v in route}:
+            fields["fabric_oversubscription"] = fabric.oversubscription
+        fields["nic_sharing"] = _nic_sharing(topology, names, concurrent)
+    return fields
+
+
+def _nic_sharing(topology: Topology, names: list[str], concurrent: Sequence[Sequence]) -> int:
+    """Largest number of multi-node groups (this one included) whose traffic leaves through one of our NICs."""
+    users: Counter = Counter()
+    for group in [names, *concurrent]:
+        members = [topology.gpu(g) for g in group]
+        if len({topology.node_of(g) for g in members}) > 1:
+            users.update({topology.home_nic(g) for g in members})
+    return max(users[topology.home_nic(g)] for g in names)
+
+
+def _arch(compute_capability: str) -> str:
+    if compute_capability not in _ARCH:
+        raise UserError(f"no NCCL constants for compute capability {compute_capability}; known: {', '.join(_ARCH)}")
+    return _ARCH[compute_capability]
+
+
+def _vendor(cpu_model: str) -> str:
+    """NCCL picks its LL bandwidth cap and network overhead by CPU vendor; unknown CPUs (VMs) count as Intel."""
+    model = cpu_model.lower()
+    if "amd" in model or "epyc" in model or "threadripper" in model:
+        return "amd"
+    if "grace" in model or "arm" in model or "neoverse" in model:
+        return "arm"
+    return "intel"
+
+
+@lru_cache(maxsize=32)
+def _topology(profile: str, nodes: int) -> Topology:
+    return Topology(load_cluster(profile, nodes))
+
+
+def placement_for_profile(profile: str, n_ranks: int, ranks_per_node: int | None = None,
+                          **overrides) -> GroupPlacement:
+    """A group of ``n_ranks`` on a cluster of node profile ``profile``: the first ``ranks_per_node`` GPUs (default:
+    as many as fit) of as many nodes as needed. ``overrides`` as in :func:`place_group`."""
+    gpus_per_node = _topology(profile, 1).cluster.node.gpus
+    rpn = ranks_per_node or min(n_ranks, gpus_per_node)
+    if rpn > gpus_per_node or n_ranks % rpn:
+        raise UserError(f"{n_ranks} ranks at {rpn} per node do not fit {profile} ({gpus_per_node} GPUs per node)",
+                        key_path="ranks")
+    nodes = n_ranks // rpn
+    topology = _topology(profile, nodes)
+    gpus = [f"n{n}.gpu{i}" for n in range(nodes) for i in range(rpn)]
+    net_issue = overrides.pop("net_issue", "cpu_proxy")
+    return place_group(topology, gpus, net_issue=net_issue, **overrides)
