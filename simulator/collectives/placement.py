@@ -11,7 +11,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.errors import UserError
-from simulator.units.constants import GIGA, MICRO
 
 GpuArch = Literal["sm70", "sm80", "sm86", "sm90", "sm100"]
 IntraTransport = Literal["nvlink", "pcie_p2p", "shm"]

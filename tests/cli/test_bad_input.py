@@ -33,7 +33,7 @@ def test_unknown_profile_lists_the_known_names(capsys):
     assert "unknown hardware profile 'dgx_a1000'" in err and "dgx_a100_80gb" in err and "h100_sxm5" in err
     assert "Traceback" not in err
     code, _, err = run_cli(["topology", "dgx_h1000"], capsys)
-    assert code == 2 and "unknown node profile 'dgx_h1000'; known: dgx_a100_40gb" in err
+    assert code == 2 and "unknown node profile 'dgx_h1000'; known: a100_pcie_x2_nvlink, dgx_a100_40gb" in err
 
 
 def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
