@@ -1,7 +1,17 @@
 """Analytical cost model for distributed LLM training: per-GPU memory per pipeline stage and step time.
 
-The package import stays light (no pandas, matplotlib or networkx at import time): heavy modules are imported
-by the functions that need them.
+``simulator.load_scenario(path_or_dict)`` validates a scenario; ``simulator.simulate(scenario)`` predicts.
+The package import stays light: those two are imported on first use, and pandas/matplotlib only by the
+functions that draw or tabulate.
 """
 
 __version__ = "0.1.0"
+__all__ = ["load_scenario", "simulate"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from simulator import scenario
+
+        return getattr(scenario, name)
+    raise AttributeError(f"module 'simulator' has no attribute {name!r}")

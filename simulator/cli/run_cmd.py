@@ -1,25 +1,58 @@
-"""``simulator run [SCENARIO]``: until the step-time engine lands, prints the scenario's system and topology."""
+"""``simulator run [SCENARIO] [--json]`` and ``simulator memory SCENARIO``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from simulator.report.hardware import topology_summary
-from simulator.scenario import load_scenario
-from simulator.topology import Topology
+from simulator.report.memory import render_items, render_memory_table
+from simulator.scenario import load_scenario, simulate
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
-    parser.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
-    parser.set_defaults(handler=_run)
+    run = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
+    run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
+    run.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
+    run.set_defaults(handler=_run)
+    memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
+    memory.add_argument("scenario", help="scenario YAML")
+    memory.add_argument("--items", action="store_true", help="list every item of every stage with its formula")
+    memory.add_argument("--json", action="store_true", help="print the memory object as JSON")
+    memory.set_defaults(handler=_memory)
+
+
+def _header(scenario) -> str:
+    p = scenario.parallel
+    return (f"scenario {scenario.name}: {scenario.model.name} on {scenario.gpus} GPUs "
+            f"({scenario.cluster.nodes} x {scenario.cluster.node.name}); tp {p.tp} pp {p.pp} dp {scenario.plan.dp} "
+            f"cp {p.cp} ep {p.ep} ulysses {p.ulysses} vpp {p.vpp}")
 
 
 def _run(args) -> int:
-    scenario = load_scenario(args.scenario)
-    name = scenario.spec.name or Path(args.scenario).stem
-    print(f"scenario {name}: {scenario.gpus} GPUs on {scenario.cluster.nodes} x {scenario.cluster.node.name}")
-    print(topology_summary(Topology(scenario.cluster)))
+    result = simulate(load_scenario(args.scenario))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(_header(result.scenario))
+    print()
+    print(render_memory_table(result.memory))
+    for note in result.scenario.plan.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def _memory(args) -> int:
+    result = simulate(load_scenario(args.scenario))
+    if args.json:
+        print(json.dumps(result.to_dict()["memory"], indent=2))
+        return 0
+    print(_header(result.scenario))
+    print()
+    print(render_memory_table(result.memory))
+    if args.items:
+        for stage in range(len(result.memory.stages)):
+            print()
+            print(render_items(result.memory, stage))
     return 0

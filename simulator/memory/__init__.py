@@ -6,7 +6,6 @@ Imports ``simulator.plan`` and ``simulator.model`` only.
 from simulator.memory.activations import ActContext, layer_activation_bytes, layer_activation_items
 from simulator.memory.estimate import estimate_memory, padded_vocab, stage_params
 from simulator.memory.items import BUCKETS, MemoryItem, MemoryReport, StageMemory
-from simulator.memory.render import render_items, render_memory_table
 from simulator.memory.schedule import in_flight
 from simulator.memory.states import RecipeBytes, recipe_bytes, sharding_stage
 from simulator.memory.validation import korthikanti_validation_rows, render_validation_table
@@ -14,6 +13,6 @@ from simulator.memory.validation import korthikanti_validation_rows, render_vali
 __all__ = [
     "BUCKETS", "ActContext", "MemoryItem", "MemoryReport", "RecipeBytes", "StageMemory", "estimate_memory",
     "in_flight", "korthikanti_validation_rows", "layer_activation_bytes", "layer_activation_items",
-    "padded_vocab", "recipe_bytes", "render_items", "render_memory_table", "render_validation_table",
+    "padded_vocab", "recipe_bytes", "render_validation_table",
     "sharding_stage", "stage_params",
 ]

@@ -1,7 +1,6 @@
-"""Load and validate a scenario (CONTRACT.md "Scenario YAML").
+"""Load and validate a scenario (CONTRACT.md "Scenario YAML", plus ``extends:`` and sweeps).
 
-The ``system`` section is validated here in full. ``model``, ``parallel`` and ``training`` are checked for unknown
-keys against the contract's key lists; their values are validated by the model and plan packages.
+Every section is validated strictly; a mistake is reported with the file, the line and the key path.
 """
 
 from __future__ import annotations
@@ -13,86 +12,140 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster
-from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
+from simulator.model import ModelSpec, load_hf_config, load_model_preset
+from simulator.model.strict import build
+from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
+from simulator.scenario.document import Document, merge, read_document
+from simulator.yamlio import validation_error_to_user_error
 
-#: keys CONTRACT.md documents for each free-form section
-SECTION_KEYS = {
-    "model": {"preset", "hf_config", "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
-              "activation", "norm", "tied_embeddings", "moe", "head_dim", "seq_len_max", "biases"},
-    "parallel": {"tp", "pp", "dp", "cp", "ep", "vpp", "sp", "ulysses", "zero", "distributed_optimizer",
-                 "megatron_fsdp", "etp", "order", "schedule", "recompute", "overlap_grad_reduce",
-                 "overlap_param_gather", "tp_comm_overlap", "stage_layers"},
-    "training": {"seq_len", "micro_batch", "global_batch", "precision", "optimizer", "framework"},
-}
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "sweep", "zip")
 
 
 class SystemSection(BaseModel):
+    """``system:``: which hardware, how much of it, and its calibration."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     profile: str = Field(description="node profile name in hardware_profiles/nodes, or a path to a node YAML")
-    nodes: int = Field(1, gt=0)
+    nodes: int = Field(1, gt=0, description="number of nodes")
     gpus: int | None = Field(None, gt=0, description="use only this many GPUs (default: all GPUs of all nodes)")
     calibration: str | None = Field(None, description="calibration YAML written by `simulator calibrate`")
     fabric: FabricSpec | None = Field(None, description="override the node profile's default fabric")
-
-
-class ScenarioFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str | None = None
-    system: SystemSection
-    model: dict[str, Any] | None = None
-    parallel: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
+    net_issue: str = Field("cpu_proxy", pattern="^(cpu_proxy|ibgda)$",
+                           description="who posts network work: cpu_proxy (IBRC) or ibgda (GPU-initiated)")
 
 
 class Scenario(BaseModel):
-    """A validated scenario: the parsed file plus the cluster it runs on."""
+    """A validated scenario: typed sections plus the cluster they run on."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    file: str | None
-    spec: ScenarioFile
+    file: str | None = None
+    name: str
+    system: SystemSection
     cluster: ClusterSpec
+    model: ModelSpec
+    parallel: ParallelPlan
+    training: TrainingConfig
+    plan: ResolvedPlan
+    calibration_path: str | None = None
 
     @property
     def gpus(self) -> int:
-        return self.spec.system.gpus or self.cluster.gpus
+        """GPUs the job uses."""
+        return self.system.gpus or self.cluster.gpus
 
 
-def load_scenario(source: str | Path | dict) -> Scenario:
-    """Validate a scenario from a YAML path or an already-parsed mapping; errors name file, line and key."""
-    if isinstance(source, dict):
-        located = LocatedYaml(source, {}, "<dict>")
-        file = None
-    else:
-        located = read_yaml(source)
-        file = str(source)
-    data = located.data
-    if not isinstance(data, dict):
-        raise UserError("a scenario must be a YAML mapping with at least a `system:` section", file=file)
+def load_scenario(source: str | Path | dict, overrides: dict | None = None) -> Scenario:
+    """Validate a scenario from a YAML path or a mapping; ``overrides`` (a nested mapping) is merged on top.
+
+    Raises:
+        UserError: with file, line and key path. A file with ``sweep:``/``zip:`` is for ``simulator sweep``.
+    """
+    document = read_document(source)
+    if overrides:
+        document = Document(merge(document.data, overrides), document.file, document.origins)
+    if document.data.get("sweep") or document.data.get("zip"):
+        key = "sweep" if document.data.get("sweep") else "zip"
+        file, line = document.where(key)
+        raise UserError("this scenario is a sweep: run it with `simulator sweep`", file=file, key_path=key, line=line)
     try:
-        spec = ScenarioFile(**data)
+        return scenario_from_document(document)
+    except UserError as exc:
+        raise document.locate(exc) from None
+
+
+def scenario_from_document(document: Document) -> Scenario:
+    """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
+    data = document.data
+    unknown = [k for k in data if k not in TOP_LEVEL_KEYS]
+    if unknown:
+        raise UserError(f"unknown key (accepted: {', '.join(TOP_LEVEL_KEYS)})", key_path=unknown[0])
+    system = _system(data.get("system"))
+    cluster = _cluster(system)
+    model = _model(data.get("model"), document)
+    parallel = build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
+    training = build(TrainingConfig, data.get("training") or {}, key_prefix="training")
+    calibration = None
+    if system.calibration:
+        calibration = _relative(system.calibration, document.where("system.calibration")[0])
+        if not Path(calibration).is_file():
+            raise UserError(f"calibration file {calibration!r} does not exist", key_path="system.calibration")
+    name = data.get("name") or (Path(document.file).stem if document.file else "scenario")
+    plan = resolve_plan(model, parallel, training, system.gpus or cluster.gpus)
+    return Scenario(file=document.file, name=str(name), system=system, cluster=cluster, model=model,
+                    parallel=parallel, training=training, plan=plan, calibration_path=calibration)
+
+
+def _system(data: Any) -> SystemSection:
+    if data is None:
+        raise UserError("required section is missing (at least `system: {profile: NAME}`)", key_path="system")
+    if not isinstance(data, dict):
+        raise UserError(f"expected a mapping, got {type(data).__name__}", key_path="system")
+    try:
+        return SystemSection(**data)
     except ValidationError as exc:
-        raise validation_error_to_user_error(exc, file=file, located=located) from None
-    _check_section_keys(spec, located, file)
-    system = spec.system
+        raise validation_error_to_user_error(exc, key_prefix="system") from None
+
+
+def _cluster(system: SystemSection) -> ClusterSpec:
     try:
         cluster = load_cluster(system.profile, system.nodes, system.fabric)
     except UserError as exc:
-        raise exc.located(file=file, key_prefix=None if exc.file else "system.profile",
-                          line=located.line_of("system.profile")) from None
+        if exc.file:  # a problem inside the profile file itself: keep its own location
+            raise
+        raise UserError(exc.message, key_path=exc.key_path or "system.profile") from None
     if system.gpus is not None and system.gpus > cluster.gpus:
         raise UserError(f"asks for {system.gpus} GPUs but {system.nodes} x {cluster.node.name} has {cluster.gpus}",
-                        file=file, key_path="system.gpus", line=located.line_of("system.gpus"))
-    return Scenario(file=file, spec=spec, cluster=cluster)
+                        key_path="system.gpus")
+    return cluster
 
 
-def _check_section_keys(spec: ScenarioFile, located: LocatedYaml, file: str | None) -> None:
-    for section, allowed in SECTION_KEYS.items():
-        values = getattr(spec, section)
-        for key in values or {}:
-            if key not in allowed:
-                path = f"{section}.{key}"
-                raise UserError(f"unknown key (check the spelling; accepted: {', '.join(sorted(allowed))})",
-                                file=file, key_path=path, line=located.line_of(path))
+def _model(data: Any, document: Document) -> ModelSpec:
+    """``model:`` is a preset, a Hugging Face config.json, or inline fields; inline fields override the other two."""
+    if data is None:
+        raise UserError("required section is missing (preset: NAME, hf_config: PATH, or inline fields)",
+                        key_path="model")
+    if not isinstance(data, dict):
+        raise UserError(f"expected a mapping, got {type(data).__name__}", key_path="model")
+    fields = dict(data)
+    preset, hf = fields.pop("preset", None), fields.pop("hf_config", None)
+    if preset is not None and hf is not None:
+        raise UserError("give either preset or hf_config, not both", key_path="model.hf_config")
+    if preset is not None:
+        base = load_model_preset(str(preset))
+    elif hf is not None:
+        base = load_hf_config(_relative(str(hf), document.where("model.hf_config")[0]))
+    else:
+        return build(ModelSpec, fields, key_prefix="model")
+    if not fields:
+        return base
+    return build(ModelSpec, {**base.model_dump(exclude_defaults=True), **fields}, key_prefix="model")
+
+
+def _relative(path: str, file: str | None) -> str:
+    """A path written in a scenario is relative to that scenario's file."""
+    candidate = Path(path)
+    if candidate.is_absolute() or file is None:
+        return str(candidate)
+    return str(Path(file).parent / candidate)

@@ -102,9 +102,10 @@ def test_scenario_mistakes(tmp_path, capsys):
     path = write(tmp_path, "s2.yaml", "system:\n  profile: dgx_h1000\n  nodes: 2\n")
     code, _, err = run_cli(["run", path], capsys)
     assert code == 2 and f"{path}:2: system.profile: unknown node profile 'dgx_h1000'" in err
-    path = write(tmp_path, "s3.yaml", "system:\n  profile: dgx_h100\nparallel:\n  tp: 8\n  tensor_parallel: 2\n")
+    path = write(tmp_path, "s3.yaml", "system:\n  profile: dgx_h100\nmodel:\n  preset: llama3-8b\nparallel:\n"
+                                      "  tp: 8\n  tensor_parallel: 2\n")
     code, _, err = run_cli(["run", path], capsys)
-    assert code == 2 and f"{path}:5: parallel.tensor_parallel: unknown key" in err
+    assert code == 2 and f"{path}:7: parallel.tensor_parallel: unknown key" in err
     code, _, err = run_cli(["run", str(tmp_path / "missing.yaml")], capsys)
     assert code == 2 and "missing.yaml: file not found" in err
     path = write(tmp_path, "s4.yaml", "system:\n  profile: rtx3090_x4_pcie\n  nodes: 2\n")

@@ -8,11 +8,10 @@ from simulator.memory import (
     in_flight,
     layer_activation_bytes,
     layer_activation_items,
-    render_items,
-    render_memory_table,
 )
 from simulator.model import ModelSpec, load_model_preset
 from simulator.plan import resolve_plan
+from simulator.report.memory import render_items, render_memory_table
 from simulator.units.constants import GiB
 
 GPT = ModelSpec(layers=4, hidden=1024, heads=16, vocab=50304)

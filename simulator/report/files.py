@@ -1,0 +1,15 @@
+"""Writing output files: the one place the simulator writes to disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.errors import UserError
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path``; a missing directory or a permission problem is the user's to fix."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write: {exc.strerror}", file=str(path)) from None
