@@ -15,13 +15,23 @@ EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from simulator.cli import collective_cmd, hardware_cmd, measure_cmd, run_cmd, topology_cmd
+    from simulator.cli import (
+        collective_cmd,
+        hardware_cmd,
+        measure_cmd,
+        regress_cmd,
+        run_cmd,
+        schema_cmd,
+        sweep_cmd,
+        topology_cmd,
+    )
 
     parser = argparse.ArgumentParser(
         prog="simulator",
         description="Analytical cost model for distributed LLM training: memory per GPU and step time.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run_cmd, collective_cmd, hardware_cmd, topology_cmd, measure_cmd):
+    for module in (run_cmd, sweep_cmd, collective_cmd, hardware_cmd, topology_cmd, measure_cmd, schema_cmd,
+                   regress_cmd):
         module.register(subparsers)
     return parser
 

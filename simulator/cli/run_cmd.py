@@ -1,4 +1,4 @@
-"""``simulator run [SCENARIO] [--json]`` and ``simulator memory SCENARIO``."""
+"""``simulator run [SCENARIO] [--json|--csv|--markdown]`` and ``simulator memory SCENARIO``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from simulator.report.memory import render_items, render_memory_table
+from simulator.report.result import header, render_result
 from simulator.scenario import load_scenario, simulate
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
@@ -14,7 +15,10 @@ DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quicksta
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
     run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
-    run.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
+    formats = run.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
+    formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
+    formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
     memory.add_argument("scenario", help="scenario YAML")
@@ -23,23 +27,14 @@ def register(subparsers) -> None:
     memory.set_defaults(handler=_memory)
 
 
-def _header(scenario) -> str:
-    p = scenario.parallel
-    return (f"scenario {scenario.name}: {scenario.model.name} on {scenario.gpus} GPUs "
-            f"({scenario.cluster.nodes} x {scenario.cluster.node.name}); tp {p.tp} pp {p.pp} dp {scenario.plan.dp} "
-            f"cp {p.cp} ep {p.ep} ulysses {p.ulysses} vpp {p.vpp}")
-
-
 def _run(args) -> int:
     result = simulate(load_scenario(args.scenario))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-        return 0
-    print(_header(result.scenario))
-    print()
-    print(render_memory_table(result.memory))
-    for note in result.scenario.plan.notes:
-        print(f"note: {note}")
+    elif args.csv:
+        print(result.to_frame().to_csv(index=False), end="")
+    else:
+        print(render_result(result, "markdown" if args.markdown else "text"))
     return 0
 
 
@@ -48,7 +43,7 @@ def _memory(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict()["memory"], indent=2))
         return 0
-    print(_header(result.scenario))
+    print(header(result))
     print()
     print(render_memory_table(result.memory))
     if args.items:

@@ -42,11 +42,13 @@ class StageMemory:
         return sum(i.bytes for i in self.items)
 
     def to_dict(self) -> dict[str, float | int]:
-        """CONTRACT.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total."""
+        """CONTRACT.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total;
+        plus ``peak`` (total and the transient buffers)."""
         out: dict[str, float | int] = {"stage": self.stage}
         for b in BUCKETS:
             out[b] = self.bucket(b)
         out["total"] = self.total
+        out["peak"] = self.peak
         return out
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
+from simulator.units import GIBI
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class Result:
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
                        "oom": self.memory.oom},
             "notes": list(s.plan.notes) + list(self.memory.notes),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The key numbers as flat ``section.name`` keys (sweep rows and regression goldens use these)."""
+        s, m = self.scenario, self.memory
+        return {
+            "gpus": s.gpus, "dp": s.plan.dp, "micro_batches": s.plan.num_microbatches,
+            "memory.peak_bytes": m.peak_bytes, "memory.peak_GiB": m.peak_bytes / GIBI,
+            "memory.margin_bytes": m.margin_bytes, "memory.oom": m.oom,
         }
 
     def to_frame(self):

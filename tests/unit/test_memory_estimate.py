@@ -88,7 +88,7 @@ def test_contract_keys_and_totals():
     d = report.to_dict()
     assert set(d) == {"peak_bytes", "stages"}
     assert set(d["stages"][0]) == {"stage", "weights", "gradients", "main_params", "optimizer", "activations",
-                                   "other", "total"}
+                                   "other", "total", "peak"}
     for s in d["stages"]:
         assert s["total"] == pytest.approx(sum(s[k] for k in ("weights", "gradients", "main_params", "optimizer",
                                                               "activations", "other")))

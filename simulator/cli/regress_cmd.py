@@ -1,0 +1,37 @@
+"""``simulator regress [--update]``: compare (or rewrite) the goldens of every shipped scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.scenario.regress import compare, read_golden, scenario_points, write_golden
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("regress", help="check predicted numbers against the golden JSON files")
+    parser.add_argument("--update", action="store_true", help="rewrite the goldens and print what moved")
+    parser.add_argument("--scenarios", default=str(ROOT / "scenarios"), help="folder of scenario YAMLs")
+    parser.add_argument("--goldens", default=str(ROOT / "tests" / "regression" / "golden"), help="golden folder")
+    parser.set_defaults(handler=_regress)
+
+
+def _regress(args) -> int:
+    scenarios = sorted(Path(args.scenarios).glob("*.yaml"))
+    goldens = Path(args.goldens)
+    moved = 0
+    for scenario in scenarios:
+        current = scenario_points(scenario)
+        golden = read_golden(goldens, scenario)
+        differences = compare(scenario.name, golden, current) if golden is not None else []
+        for difference in differences:
+            print(difference.describe())
+        moved += len(differences) + (golden is None)
+        if golden is None:
+            print(f"{scenario.name}: no golden yet")
+        if args.update and (differences or golden is None):
+            goldens.mkdir(parents=True, exist_ok=True)
+            print(f"wrote {write_golden(goldens, scenario, current)}")
+    print(f"{len(scenarios)} scenarios, {moved} differences" + (" (goldens updated)" if args.update and moved else ""))
+    return 0 if args.update or not moved else 1
