@@ -19,6 +19,7 @@ def register(subparsers) -> None:
     formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    run.add_argument("--plot", metavar="FILE", help="draw the memory per stage (and time breakdown) into FILE")
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
     memory.add_argument("scenario", help="scenario YAML")
@@ -35,6 +36,10 @@ def _run(args) -> int:
         print(result.to_frame().to_csv(index=False), end="")
     else:
         print(render_result(result, "markdown" if args.markdown else "text"))
+    if args.plot:
+        from simulator.report.plots import plot_memory
+
+        print(f"wrote {plot_memory(result, args.plot)}")
     return 0
 
 

@@ -16,6 +16,10 @@ def register(subparsers) -> None:
     sweep.add_argument("-o", "--output", required=True, help="CSV file (one row per plan)")
     sweep.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sweep.add_argument("--plot", metavar="FILE", help="heat map of --value over --x and --y")
+    sweep.add_argument("--x", help="swept key on the x axis (default: the first swept key)")
+    sweep.add_argument("--y", help="swept key on the y axis (default: the second swept key)")
+    sweep.add_argument("--value", default="memory.peak_GiB", help="column to colour by (default memory.peak_GiB)")
     sweep.set_defaults(handler=_sweep)
     compare = subparsers.add_parser("compare", help="two scenarios side by side with deltas")
     compare.add_argument("a", help="scenario A")
@@ -40,7 +44,21 @@ def _sweep(args) -> int:
     counts = frame["status"].value_counts().to_dict()
     print(f"{len(rows)} plans -> {args.output}: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in ("ok", "oom",
                                                                                                  "invalid")))
+    if args.plot:
+        _heatmap(args, plan, frame)
     return 0
+
+
+def _heatmap(args, plan, frame) -> None:
+    from simulator.errors import UserError
+    from simulator.report.plots import plot_sweep_heatmap
+
+    keys = list(plan.keys)
+    x, y = args.x or (keys[0] if keys else None), args.y or (keys[1] if len(keys) > 1 else None)
+    for flag, key in (("--x", x), ("--y", y), ("--value", args.value)):
+        if key is None or key not in frame:
+            raise UserError(f"{flag} {key!r} is not a column of the sweep; columns: {', '.join(frame.columns)}")
+    print(f"wrote {plot_sweep_heatmap(frame, x, y, args.value, args.plot)}")
 
 
 def _compare(args) -> int:

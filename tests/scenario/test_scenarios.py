@@ -169,3 +169,17 @@ def test_schema_covers_every_section(capsys):
     assert set(schema["properties"]) >= {"system", "model", "parallel", "training", "sweep", "zip", "extends"}
     assert main(["schema"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "simulator scenario"
+
+
+def test_plots_are_written(tmp_path, capsys):
+    quick = str(ROOT / "scenarios" / "quickstart.yaml")
+    assert main(["run", quick, "--plot", str(tmp_path / "m.png")]) == 0
+    assert (tmp_path / "m.png").stat().st_size > 10_000
+    text = BASE + "sweep:\n  parallel.tp: [2, 4, 8]\n  training.micro_batch: [1, 2]\n"
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(write(tmp_path, "s.yaml", text)), "-o", str(out), "--no-progress",
+                 "--plot", str(tmp_path / "h.png")]) == 0
+    assert (tmp_path / "h.png").stat().st_size > 10_000
+    assert main(["sweep", str(tmp_path / "s.yaml"), "-o", str(out), "--no-progress", "--plot", str(tmp_path / "x.png"),
+                 "--value", "nope"]) == 2
+    assert "--value 'nope' is not a column" in capsys.readouterr().err
