@@ -75,17 +75,20 @@ def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
 
 
 def validation_error_to_user_error(exc: Any, *, file: str | None = None, located: LocatedYaml | None = None,
-                                   key_prefix: str | None = None) -> UserError:
+                                   key_prefix: str | None = None, accepted: list[str] | None = None) -> UserError:
     """Turn a pydantic ``ValidationError`` into one :class:`UserError`: the first problem gives the location, and
     every further problem follows on its own ``file:line: key.path: message`` line. Unknown keys come first (a typo
-    is usually also the cause of a "required key is missing")."""
+    is usually also the cause of a "required key is missing"); ``accepted`` lists the valid top-level keys."""
     problems = []
     for error in sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden"):
         path = ".".join(str(p) for p in error["loc"] if p != "__root__")
         if key_prefix:
             path = f"{key_prefix}.{path}" if path else key_prefix
         line = located.line_of(path) if located and path else None
-        problems.append(UserError(_explain(error), file=file, key_path=path or None, line=line))
+        message = _explain(error)
+        if error["type"] == "extra_forbidden" and accepted and len(error["loc"]) == 1:
+            message = f"unknown key (accepted: {', '.join(accepted)})"
+        problems.append(UserError(message, file=file, key_path=path or None, line=line))
     first = problems[0]
     if len(problems) > 1:
         first.message += "".join(f"\n  {p}" for p in problems[1:])
@@ -102,5 +105,5 @@ def _explain(error: dict) -> str:
     for prefix in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(prefix)
     if kind in ("literal_error", "enum"):
-        return f"{message} (got {error.get('input')!r})"
+        return f"{message}, got {error.get('input')!r}"
     return message

@@ -7,12 +7,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from simulator.errors import UserError
+from simulator.yamlio import validation_error_to_user_error
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) -> M:
-    """Validate ``data`` into ``cls``; on failure raise UserError naming the first bad key and the rule.
+    """Validate ``data`` into ``cls``; on failure raise UserError naming the bad key(s) and the rule.
 
     Args:
         cls: the pydantic model class.
@@ -29,13 +30,5 @@ def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) 
     except UserError as err:
         raise err.located(file=file) from None
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        key = f"{key_prefix}.{loc}" if loc else key_prefix
-        msg = first["msg"]
-        if first["type"] == "extra_forbidden":
-            allowed = ", ".join(sorted(cls.model_fields))
-            msg = f"unknown key (accepted: {allowed})"
-        elif first["type"] == "literal_error":
-            msg = f"{msg}, got {first.get('input')!r}"
-        raise UserError(msg, file=file, key_path=key) from None
+        raise validation_error_to_user_error(err, file=file, key_prefix=key_prefix,
+                                             accepted=sorted(cls.model_fields)) from None
