@@ -2,8 +2,9 @@
 
 PP (Narayanan et al., SC'21, Sec. 2.2 and 4.1): each micro-batch crosses every virtual-stage boundary forward
 (activations) and backward (their gradients) as sendrecv of b*s*h (divided by CP and Ulysses, and by TP: the
-scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each TP rank). Interleaving multiplies
-the boundaries by vpp.
+scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each TP rank; without SP the receiver
+all-gathers the full tensor over the TP group). Interleaving multiplies the boundaries by vpp. Megatron's
+send/recv calls block the compute stream (no ``overlap_p2p_comm``), so the schedule charges them to each op.
 
 DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (4 per element with Megatron bf16 /
 fp8 and PyTorch AMP or fp32; 2 with fp16 and pure bf16), parameters gathered in 16-bit (4 bytes for fp32):
@@ -80,8 +81,12 @@ def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
         return ()
     size = (rp.training.micro_batch * rp.training.seq_len * rp.model.hidden * activation_bytes(rp.training.precision)
             / (p.cp * p.ulysses * p.tp))
-    return (CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activations"),
-            CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activation gradients"))
+    ops = (CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activations"),
+           CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activation gradients"))
+    if p.tp > 1 and not p.sp:   # the receiver re-assembles the full activation over NVLink (scatter/gather)
+        ops += (CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received activation gather"),
+                CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received gradient gather"))
+    return ops
 
 
 def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[CommOp]:
