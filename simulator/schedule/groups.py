@@ -46,7 +46,12 @@ def ep_dispatch_combine_time(model: GroupCostModel, bytes_per_rank: float) -> fl
         return 0.0
     matrix = np.full((n, n), bytes_per_rank / n)
     np.fill_diagonal(matrix, 0.0)
-    return all_to_all_matrix_time(model, matrix)
+    seconds = all_to_all_matrix_time(model, matrix)
+    if not np.isfinite(seconds):
+        # all_to_all_matrix_time reads the latency of an infeasible table row on single-node groups (reported to
+        # the collectives owner); the uniform matrix equals the collective all_to_all of the same bytes
+        seconds = float(evaluate(model, "all_to_all", np.array([bytes_per_rank])).times_s[0])
+    return seconds
 
 
 class GroupTimer:

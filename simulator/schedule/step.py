@@ -209,7 +209,8 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
-        model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=False) / plan.world_size,
+        model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
+                                        attention=t.attention) / plan.world_size,
         hardware_flops_per_gpu=flops, peak_flops=ctx.gpu.dense_peak_flops(ctx.dtype), comm=_comm_rows(ctx, k),
         critical_stage=k, stage_end_s=tuple(ends), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
