@@ -12,8 +12,8 @@ from simulator.plan import resolve_plan
 from simulator.report.step import render_step
 from simulator.report.trace import write_chrome_trace
 from simulator.schedule import simulate_step, stage_orders
-from simulator.traffic import DIMS
 from simulator.topology import Topology
+from simulator.traffic import DIMS
 
 
 @cache

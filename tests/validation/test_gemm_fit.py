@@ -6,7 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.compute import default_efficiency, fit_errors, fit_gemm_efficiency, format_fit_table, read_gemm_csv
+from simulator.compute import (
+    default_efficiency,
+    fit_errors,
+    fit_gemm_efficiency,
+    format_fit_table,
+    read_gemm_csv,
+)
 from simulator.hardware import load_gpu
 
 DATA = Path(__file__).parent / "data" / "h200x2_kit" / "gemm.csv"
