@@ -1,0 +1,85 @@
+"""Achievable-efficiency coefficients of the compute model, as data (STYLE.md rule 6).
+
+One table per GPU architecture in ``data/compute_efficiency.yaml``; every entry names its source. A table can be
+replaced wholesale (``simulate_step(..., efficiency=...)``) or produced from a measured GEMM CSV by
+:func:`simulator.compute.fit.fit_gemm_efficiency`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.errors import UserError
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class TileShape(BaseModel):
+    """One output-tile configuration a GEMM library may pick (CTA tile m x n), with its relative efficiency."""
+
+    model_config = _STRICT
+
+    m: int = Field(gt=0, description="tile rows")
+    n: int = Field(gt=0, description="tile columns")
+    efficiency: float = Field(gt=0, le=1, description="throughput of a full wave of these tiles relative to the "
+                                                       "largest tile (smaller tiles reuse less data per FLOP)")
+
+
+class ComputeEfficiency(BaseModel):
+    """Coefficients of the GEMM / memory-bound / attention time model for one GPU architecture.
+
+    GEMM time (``simulator.compute.gemm.gemm_times``):
+    ``launch_s + max(flops / (peak(dtype) * peak_fraction[dtype] * best_tile_efficiency * k/(k + k_overhead)),
+    bytes / (hbm_bandwidth * memory_efficiency))``.
+    """
+
+    model_config = _STRICT
+
+    architecture: str = Field(description="GpuSpec.architecture this table applies to")
+    source: str = Field(description="where the numbers come from")
+    peak_fraction: dict[str, float] = Field(description="fraction of the dense peak large, well-shaped GEMMs reach, "
+                                                        "per dtype")
+    tiles: tuple[TileShape, ...] = Field(description="tile shapes the library chooses from (best one wins)")
+    split_k: tuple[int, ...] = Field((1, 2, 4), description="split-K factors the library may use for small outputs")
+    split_k_efficiency: float = Field(0.85, gt=0, le=1, description="throughput factor of a split-K kernel "
+                                                                    "(extra reduction pass)")
+    k_overhead: float = Field(ge=0, description="k/(k + k_overhead): prologue/epilogue cost of short reductions")
+    launch_s: float = Field(ge=0, description="fixed time per kernel (launch and tail), s")
+    memory_efficiency: float = Field(gt=0, le=1, description="achievable fraction of the HBM bandwidth for "
+                                                             "streaming (memory-bound) kernels")
+    attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
+                                                                "of the tensor peak")
+    sources: dict[str, str] = Field(default_factory=dict, description="source of each coefficient, by field name")
+
+    def fraction(self, dtype: str) -> float:
+        """Peak fraction of ``dtype`` (fp8 falls back to bf16's when not listed)."""
+        if dtype in self.peak_fraction:
+            return self.peak_fraction[dtype]
+        if dtype == "fp8" and "bf16" in self.peak_fraction:
+            return self.peak_fraction["bf16"]
+        raise UserError(f"no GEMM peak fraction for dtype {dtype!r} on {self.architecture}; "
+                        f"known: {', '.join(self.peak_fraction)}", key_path="efficiency.peak_fraction")
+
+
+@cache
+def _tables() -> dict[str, ComputeEfficiency]:
+    text = (resources.files("simulator.compute") / "data" / "compute_efficiency.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    return {arch: ComputeEfficiency(architecture=arch, **entry) for arch, entry in raw.items()}
+
+
+def default_efficiency(architecture: str) -> ComputeEfficiency:
+    """The shipped table for a GPU architecture (``ampere``, ``hopper``, ...)."""
+    tables = _tables()
+    if architecture in tables:
+        return tables[architecture]
+    fallback = {"ada": "ampere", "turing": "ampere", "blackwell": "hopper"}.get(architecture)
+    if fallback in tables:
+        return tables[fallback].model_copy(update={"architecture": architecture,
+                                                   "source": f"{architecture}: assumed like {fallback}; "
+                                                             + tables[fallback].source})
+    raise UserError(f"no compute efficiency table for architecture {architecture!r}; known: {', '.join(tables)}")

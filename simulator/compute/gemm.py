@@ -1,0 +1,61 @@
+"""Time of (batched) GEMMs on one GPU: tensor peak x a shape-dependent achievable efficiency, under an HBM roofline.
+
+Model (coefficients in :class:`~simulator.compute.efficiency.ComputeEfficiency`):
+
+- The library tiles the m x n output into CTA tiles (one of ``tiles``), optionally splitting k (``split_k``).
+  Tiles run in waves of one tile per SM, so a GEMM with ``T`` tiles takes ``ceil(T / SMs)`` waves; the useful
+  fraction is ``(m n batch) / (padded tile area) x T / (waves x SMs)`` (wave and tile quantization; NVIDIA
+  "Matrix Multiplication Background User's Guide", sections "Tile Quantization" and "Wave Quantization").
+- Short reductions pay a fixed prologue/epilogue per tile: factor ``k / (k + k_overhead)``.
+- The best (tile, split) pair wins, as cuBLAS heuristics pick it.
+- A GEMM cannot beat streaming its operands once: ``bytes / (HBM bandwidth x memory_efficiency)`` with bytes =
+  ``(m k + k n + m n) x batch x dtype bytes`` (roofline; Williams et al., CACM 2009).
+- ``launch_s`` is added per kernel.
+
+All functions take numpy arrays, so a whole layer's ops are timed in one call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.compute.efficiency import ComputeEfficiency
+from simulator.hardware import GpuSpec
+
+#: bytes per element of each GEMM dtype
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+
+
+def gemm_efficiency(m, k, n, batch, sms: int, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
+    """Achievable fraction of the dense ``dtype`` peak for GEMMs of shape (m, k, n) x batch (arrays broadcast).
+
+    Returns ``peak_fraction[dtype] x max over (tile, split) of tile.efficiency x quantization x k-factor``.
+    """
+    m, k, n, batch = (np.asarray(x, dtype=float) for x in (m, k, n, batch))
+    m, k, n, batch = np.broadcast_arrays(np.maximum(m, 1.0), np.maximum(k, 1.0), np.maximum(n, 1.0),
+                                         np.maximum(batch, 1.0))
+    best = np.zeros(m.shape)
+    for tile in eff.tiles:
+        tm, tn = np.ceil(m / tile.m), np.ceil(n / tile.n)
+        pad = (m * n) / (tm * tile.m * tn * tile.n)
+        for split in eff.split_k:
+            tiles = tm * tn * batch * split
+            waves = np.ceil(tiles / sms)
+            kk = k / split
+            e = tile.efficiency * pad * tiles / (waves * sms) * kk / (kk + eff.k_overhead)
+            if split > 1:
+                e = np.where(kk >= 2 * eff.k_overhead, e * eff.split_k_efficiency, 0.0)
+            best = np.maximum(best, e)
+    return eff.fraction(dtype) * best
+
+
+def gemm_times(m, k, n, batch, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, density=1.0) -> np.ndarray:
+    """Seconds of each GEMM: ``launch + max(compute, memory)`` (see module docstring); ``density`` scales FLOPs
+    and the output for causal-masked score GEMMs."""
+    m, k, n, batch, density = (np.asarray(x, dtype=float) for x in (m, k, n, batch, density))
+    flops = 2.0 * m * k * n * batch * density
+    peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16")
+    compute = flops / (peak * gemm_efficiency(m, k, n, batch, gpu.sms, eff, dtype))
+    size = DTYPE_BYTES[dtype] * batch * (m * k + k * n + m * n * density)
+    memory = size / (gpu.memory.bandwidth * eff.memory_efficiency)
+    return eff.launch_s + np.maximum(compute, memory)

@@ -1,0 +1,139 @@
+"""Time of one transformer layer (and of the embedding and output head) on one GPU for one micro-batch.
+
+GEMM shapes come from :func:`simulator.model.layer_flops` (sharded by TP/CP/Ulysses/EP), timed by
+:func:`simulator.compute.gemm.gemm_times`; memory-bound kernels from :mod:`simulator.compute.memops` at the
+achievable HBM bandwidth. Attention: ``flash`` is one fused kernel whose FLOPs (causal half; backward re-computes
+Q K^T inside the kernel) run at ``attention_efficiency`` of the tensor peak; ``unfused`` runs the score GEMMs over
+the full s x s matrix (the mask is applied afterwards) plus softmax and dropout as memory-bound kernels.
+
+Recompute (Korthikanti et al. 2023, Sec. 5): ``full`` re-runs the whole layer forward inside backward;
+``selective`` re-runs the core attention forward (Q K^T, softmax, dropout, P V).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.compute.efficiency import ComputeEfficiency
+from simulator.compute.gemm import gemm_times
+from simulator.compute.memops import LayerShape, MemOp, embedding_memops, head_memops, layer_memops
+from simulator.hardware import GpuSpec
+from simulator.model import GemmOp, ModelSpec, layer_flops, logits_flops
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Seconds and FLOPs of one layer (or head/embedding) for one micro-batch on one GPU.
+
+    ``fwd_s``/``bwd_s`` are model work (backward includes flash attention's in-kernel recomputation).
+    ``attn_fwd_s``/``attn_bwd_s`` the core attention share (the window CP hides its ring steps behind, and what
+    selective recompute re-runs); ``wgrad_s``/``dgrad_s`` the backward GEMMs (windows for TP overlap);
+    ``fwd_gemm_s`` the forward GEMMs (window for ``tp_comm_overlap``); ``expert_fwd_s``/``expert_bwd_s`` the
+    routed-expert GEMMs. FLOPs: ``fwd_flops``/``bwd_flops`` executed, ``attn_fwd_flops`` the core attention's.
+    """
+
+    fwd_s: float
+    bwd_s: float
+    attn_fwd_s: float = 0.0
+    attn_bwd_s: float = 0.0
+    wgrad_s: float = 0.0
+    dgrad_s: float = 0.0
+    fwd_gemm_s: float = 0.0
+    expert_fwd_s: float = 0.0
+    expert_bwd_s: float = 0.0
+    fwd_flops: float = 0.0
+    bwd_flops: float = 0.0
+    attn_fwd_flops: float = 0.0
+
+    def recompute_s(self, mode: str) -> float:
+        """Seconds re-run in backward: the layer forward (full), the core attention forward (selective), or 0."""
+        return {"full": self.fwd_s, "selective": self.attn_fwd_s}.get(mode, 0.0)
+
+    def recompute_flops(self, mode: str) -> float:
+        return {"full": self.fwd_flops, "selective": self.attn_fwd_flops}.get(mode, 0.0)
+
+
+def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
+    if not ops:
+        return np.zeros(0)
+    arr = np.array([[o.m, o.k, o.n, o.batch, o.density] for o in ops], dtype=float)
+    return gemm_times(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], gpu, eff, dtype, arr[:, 4])
+
+
+def _mem_seconds(ops: list[MemOp], gpu: GpuSpec, eff: ComputeEfficiency, phase: str, attention: bool | None = None
+                 ) -> float:
+    sel = [o for o in ops if o.phase == phase and (attention is None or o.attention == attention)]
+    return sum(o.bytes for o in sel) / (gpu.memory.bandwidth * eff.memory_efficiency) + eff.launch_s * len(sel)
+
+
+def _is_attn(op: GemmOp) -> bool:
+    return op.name.startswith("attn.")
+
+
+def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,
+               micro_batch: int, layer_index: int, tp: int = 1, cp: int = 1, ulysses: int = 1, ep: int = 1,
+               etp: int = 1, sp: bool = False, attention: str = "flash") -> LayerTime:
+    """Time of layer ``layer_index`` for one micro-batch on one rank (see module docstring for the model)."""
+    flash = attention == "flash"
+    lf = layer_flops(model, seq_len, micro_batch, layer_index=layer_index, tp=tp, cp=cp, ulysses=ulysses, ep=ep,
+                     etp=etp, sp=sp, causal=flash, attention=attention)
+    linear = [o for o in lf.ops if not _is_attn(o)]
+    core = [o for o in lf.ops if _is_attn(o)]
+    lin_s = _gemm_seconds(linear, gpu, eff, dtype)
+    by_phase = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase == p))
+                for p in ("fwd", "bwd_dgrad", "bwd_wgrad")}
+    expert = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase in p
+                           and o.name.startswith("experts."))) for p in (("fwd",), ("bwd_dgrad", "bwd_wgrad"))}
+    attn_fwd_flops = sum(o.flops for o in core if o.phase == "fwd")
+    attn_bwd_flops = sum(o.flops for o in core if o.phase != "fwd")
+    tokens = micro_batch * seq_len / (cp * ulysses)
+    heads_local = model.heads / (tp * ulysses)
+    kv_local = model.kv / min(tp, model.kv) / ulysses
+    moe = model.is_moe_layer(layer_index)
+    shape = LayerShape(tokens=tokens, norm_tokens=tokens / tp if sp else tokens,
+                       scores=micro_batch * heads_local * seq_len / cp * seq_len,
+                       ffn_local=0.0 if moe else model.ffn / tp, qk_width=(heads_local + kv_local) * model.dhead)
+    routed = (tokens / tp if sp else tokens) * model.moe.top_k * etp if moe and model.moe else 0.0
+    mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=routed)
+    if flash:
+        peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16") * eff.attention_efficiency
+        attn_fwd, attn_bwd = attn_fwd_flops / peak + eff.launch_s, attn_bwd_flops / peak + eff.launch_s
+    else:
+        core_s = _gemm_seconds(core, gpu, eff, dtype)
+        attn_fwd = float(sum(t for o, t in zip(core, core_s, strict=True) if o.phase == "fwd"))
+        attn_bwd = float(sum(t for o, t in zip(core, core_s, strict=True) if o.phase != "fwd"))
+        attn_fwd += _mem_seconds(mem, gpu, eff, "fwd", attention=True)
+        attn_bwd += _mem_seconds(mem, gpu, eff, "bwd", attention=True)
+    other_fwd = _mem_seconds(mem, gpu, eff, "fwd", attention=False)
+    other_bwd = _mem_seconds(mem, gpu, eff, "bwd", attention=False)
+    return LayerTime(
+        fwd_s=by_phase["fwd"] + attn_fwd + other_fwd,
+        bwd_s=by_phase["bwd_dgrad"] + by_phase["bwd_wgrad"] + attn_bwd + other_bwd,
+        attn_fwd_s=attn_fwd, attn_bwd_s=attn_bwd, wgrad_s=by_phase["bwd_wgrad"], dgrad_s=by_phase["bwd_dgrad"],
+        fwd_gemm_s=by_phase["fwd"], expert_fwd_s=expert[("fwd",)], expert_bwd_s=expert[("bwd_dgrad", "bwd_wgrad")],
+        fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops)
+
+
+def head_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,
+              micro_batch: int, tp: int = 1, cp: int = 1, ulysses: int = 1, sp: bool = False) -> LayerTime:
+    """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch."""
+    lf = logits_flops(model, seq_len, micro_batch, tp=tp, cp=cp, ulysses=ulysses)
+    ops = list(lf.ops)
+    secs = _gemm_seconds(ops, gpu, eff, dtype)
+    tokens = micro_batch * seq_len / (cp * ulysses)
+    mem = head_memops(model, tokens, tokens / tp if sp else tokens, model.vocab / tp)
+    fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
+    wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
+    dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
+    return LayerTime(fwd_s=fwd + _mem_seconds(mem, gpu, eff, "fwd"), bwd_s=wgrad + dgrad + _mem_seconds(mem, gpu, eff, "bwd"),
+                     wgrad_s=wgrad, dgrad_s=dgrad, fwd_gemm_s=fwd, fwd_flops=lf.forward_flops,
+                     bwd_flops=lf.backward_flops)
+
+
+def embedding_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, *, seq_len: int, micro_batch: int,
+                   cp: int = 1, ulysses: int = 1) -> LayerTime:
+    """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound)."""
+    mem = embedding_memops(model, micro_batch * seq_len / (cp * ulysses))
+    return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

@@ -1,0 +1,85 @@
+"""Memory-bound ops of a transformer layer (norms, activations, softmax, dropout, residual adds, RoPE, MoE
+permutation), counted in bytes moved through HBM, and their time at the achievable HBM bandwidth.
+
+Bytes per element follow what each fused kernel reads and writes with 16-bit activations and 1-byte dropout masks
+(Korthikanti et al. 2023, Sec. 4.1, the same kernels whose saved tensors give Table 2's 34*s*b*h): a norm reads its
+input and writes its output (4 bytes/element) and in backward reads input and output gradient and writes the input
+gradient (6); bias-dropout-add reads input and residual and writes output and mask (7; 6 without dropout); GeLU
+reads and writes (4; backward 6); SwiGLU reads gate and up and writes one (6 per output element; backward 10);
+the fused scale-mask-softmax of unfused attention reads and writes the score matrix (4; backward 6) and attention
+dropout adds a read, a write and a mask (5). Flash attention keeps scores on chip (no entries here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class MemOp:
+    """A memory-bound kernel: ``bytes`` moved through HBM in phase ``fwd`` or ``bwd``; ``attention`` marks the
+    unfused attention core (re-run by selective recompute)."""
+
+    name: str
+    phase: str
+    bytes: float
+    attention: bool = False
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """Per-rank sizes of one layer for one micro-batch (elements)."""
+
+    tokens: float          # tokens this rank projects: b*s/(cp*ulysses)
+    norm_tokens: float     # tokens norms/dropouts see: tokens/tp with sequence parallelism
+    scores: float          # score-matrix elements of unfused attention: b * heads_local * s/cp * s
+    ffn_local: float       # FFN activation width on this rank (dense: ffn/tp)
+    qk_width: float        # (local q heads + local k heads) * head dim, for RoPE
+
+
+def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0
+                 ) -> list[MemOp]:
+    """Memory-bound kernels of one layer, forward and backward (bytes from the module docstring's table)."""
+    h, tn, drop = model.hidden, shape.norm_tokens, model.dropout > 0
+    bda_f, bda_b = (7.0, 5.0) if drop else (6.0, 4.0)
+    act_f, act_b = (6.0, 10.0) if model.glu else (4.0, 6.0)
+    ops = [MemOp("norm1", "fwd", 4 * tn * h), MemOp("norm1", "bwd", 6 * tn * h),
+           MemOp("norm2", "fwd", 4 * tn * h), MemOp("norm2", "bwd", 6 * tn * h),
+           MemOp("bias_dropout_add.attn", "fwd", bda_f * tn * h), MemOp("bias_dropout_add.attn", "bwd", bda_b * tn * h),
+           MemOp("bias_dropout_add.mlp", "fwd", bda_f * tn * h), MemOp("bias_dropout_add.mlp", "bwd", bda_b * tn * h)]
+    if shape.ffn_local:
+        ops += [MemOp("activation", "fwd", act_f * shape.tokens * shape.ffn_local),
+                MemOp("activation", "bwd", act_b * shape.tokens * shape.ffn_local)]
+    if model.position_embedding == "rope":
+        ops += [MemOp("rope", "fwd", 4 * shape.tokens * shape.qk_width),
+                MemOp("rope", "bwd", 4 * shape.tokens * shape.qk_width)]
+    if unfused_attention:
+        ops += [MemOp("softmax", "fwd", 4 * shape.scores, True), MemOp("softmax", "bwd", 6 * shape.scores, True)]
+        if drop:
+            ops += [MemOp("attn_dropout", "fwd", 5 * shape.scores, True),
+                    MemOp("attn_dropout", "bwd", 5 * shape.scores, True)]
+    if moe_routed_tokens:
+        # permute before the experts and un-permute after: each reads and writes the routed tokens (2 bytes)
+        moved = 2 * 4 * moe_routed_tokens * h
+        ops += [MemOp("moe_permute", "fwd", moved), MemOp("moe_permute", "bwd", moved)]
+        if model.moe is not None and model.moe.shared_ffn:
+            act = act_f if model.glu else 4.0
+            ops.append(MemOp("shared_activation", "fwd", act * shape.tokens * model.moe.shared_ffn))
+    return ops
+
+
+def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local: float) -> list[MemOp]:
+    """Final norm and the vocab-parallel cross entropy (Megatron upcasts logits to fp32: reads 2 and writes 4
+    bytes per logit forward, reads 4 and writes 2 backward) on the last stage."""
+    h = model.hidden
+    return [MemOp("final_norm", "fwd", 4 * norm_tokens * h), MemOp("final_norm", "bwd", 6 * norm_tokens * h),
+            MemOp("cross_entropy", "fwd", 6 * tokens * vocab_local),
+            MemOp("cross_entropy", "bwd", 6 * tokens * vocab_local)]
+
+
+def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:
+    """Embedding lookup (read rows, write activations) and its gradient scatter-add (read, read, write fp32)."""
+    h = model.hidden
+    return [MemOp("embedding", "fwd", 4 * tokens * h), MemOp("embedding", "bwd", 10 * tokens * h)]

@@ -1,0 +1,112 @@
+"""The frozen result of :func:`simulator.schedule.simulate_step` and its CONTRACT.md dictionary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.schedule.pipeline import StageTimeline
+from simulator.traffic import DIMS
+
+
+@dataclass(frozen=True)
+class CommRow:
+    """One comm op of the critical stage per step: ``count`` calls of ``bytes`` each (nccl-tests convention),
+    ``call_s`` per call, ``time_s`` = count x call_s (busy time, hidden or not)."""
+
+    dim: str
+    op: str
+    name: str
+    bytes: float
+    count: int
+    algorithm: str
+    link: str
+    call_s: float
+
+    @property
+    def time_s(self) -> float:
+        return self.count * self.call_s
+
+    def to_dict(self) -> dict:
+        return {"dim": self.dim, "op": self.op, "bytes": self.bytes, "count": self.count, "algorithm": self.algorithm,
+                "link": self.link, "time_s": self.time_s, "call_s": self.call_s, "name": self.name}
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One bar of the trace: ``stage`` (process), ``stream`` (thread), name, start and duration in seconds."""
+
+    stage: int
+    stream: str
+    name: str
+    start_s: float
+    dur_s: float
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Step time, its breakdown on the critical stage, throughput and the comm table (docs/step_time.md)."""
+
+    step_s: float
+    compute_s: float
+    recompute_s: float
+    bubble_s: float
+    optimizer_s: float
+    exposed_comm_s: dict[str, float]
+    tokens_per_s: float
+    model_flops_per_gpu: float
+    hardware_flops_per_gpu: float
+    peak_flops: float
+    comm: tuple[CommRow, ...]
+    critical_stage: int
+    stage_end_s: tuple[float, ...]
+    timelines: tuple[StageTimeline, ...]
+    chunk_comm_s: tuple[tuple[tuple[dict[str, float], dict[str, float]], ...], ...]
+    tail_events: tuple[TraceEvent, ...]
+    p2p_s: float
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self.model_flops_per_gpu / self.step_s / 1e12
+
+    @property
+    def hardware_tflops_per_gpu(self) -> float:
+        return self.hardware_flops_per_gpu / self.step_s / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.model_flops_per_gpu / self.step_s / self.peak_flops
+
+    @property
+    def hfu(self) -> float:
+        return self.hardware_flops_per_gpu / self.step_s / self.peak_flops
+
+    def to_dict(self) -> dict:
+        """CONTRACT.md ``time``, ``throughput`` and ``comm`` sections."""
+        return {
+            "time": {"step_s": self.step_s,
+                     "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,
+                                     "bubble": self.bubble_s, "optimizer": self.optimizer_s,
+                                     "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}}},
+            "throughput": {"tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu,
+                           "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu, "mfu": self.mfu,
+                           "hfu": self.hfu},
+            "comm": [r.to_dict() for r in self.comm],
+        }
+
+    def events(self) -> list[TraceEvent]:
+        """Timeline bars for the trace: compute ops per stage, the comm busy time inside each op per dimension,
+        pipeline transfers, and the step's tail (DP reduction, optimizer, parameter gather)."""
+        out: list[TraceEvent] = []
+        for stage, tl in enumerate(self.timelines):
+            for kind, mb, chunk, start, end in tl.ops:
+                label = f"{'fwd' if kind == 'F' else 'bwd'} mb{mb}" + (f" chunk{chunk}" if len(
+                    self.chunk_comm_s[stage]) > 1 else "")
+                out.append(TraceEvent(stage, "compute", label, start, end - start))
+                comm = self.chunk_comm_s[stage][chunk][0 if kind == "F" else 1]
+                for dim, t in comm.items():
+                    if t > 0:
+                        out.append(TraceEvent(stage, f"{dim} comm", f"{dim} {label}", start, t))
+                send = (kind == "F" and stage < len(self.timelines) - 1) or (kind == "B" and stage > 0)
+                if send and self.p2p_s > 0:
+                    out.append(TraceEvent(stage, "pp comm", f"send {label}", end, self.p2p_s))
+        return out + list(self.tail_events)

@@ -1,0 +1,229 @@
+"""One training step of a plan on a topology: :func:`simulate_step`.
+
+1. Compute: each distinct layer kind (dense / MoE) is timed once (:func:`simulator.compute.layer.layer_time`),
+   plus the embedding (first stage) and output head (last stage).
+2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
+   group's GPUs with the collectives model.
+3. Chunk costs: forward and backward of each model chunk per micro-batch = compute + recompute + exposed comm
+   (overlap rules in :mod:`simulator.schedule.overlap`).
+4. Pipeline: :func:`simulator.schedule.pipeline.run_timeline` of the schedule's op orders; each stage then runs
+   its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
+5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
+   recompute, exposed comm per dimension, optimizer and bubble (idle), which add up to the step time.
+"""
+
+from __future__ import annotations
+
+from simulator.compute import ComputeEfficiency, default_efficiency
+from simulator.compute.layer import embedding_time, head_time, layer_time
+from simulator.compute.optimizer import optimizer_time
+from simulator.hardware import GpuSpec
+from simulator.model import ModelSpec, model_flops
+from simulator.plan import ResolvedPlan
+from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
+from simulator.schedule.groups import GroupTimer
+from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
+from simulator.schedule.pipeline import run_timeline, stage_orders
+from simulator.schedule.result import CommRow, StepResult, TraceEvent
+from simulator.topology import Topology
+from simulator.traffic import DIMS, StepTraffic, sharding_stage, step_traffic
+
+#: GEMM dtype of each precision recipe
+_DTYPE = {"bf16": "bf16", "fp16": "fp16", "amp_bf16": "bf16", "pure_bf16": "bf16", "fp8": "fp8", "fp32": "fp32"}
+
+
+def gemm_dtype(precision: str, gpu: GpuSpec) -> str:
+    """The tensor dtype GEMMs run in (fp8 falls back to bf16 on GPUs without fp8 tensor cores)."""
+    dtype = _DTYPE[precision]
+    return dtype if dtype in gpu.dtypes else "bf16"
+
+
+class _Context:
+    """What every step of the build needs (built once per call)."""
+
+    def __init__(self, model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff) -> None:
+        self.model, self.plan = model, plan
+        self.gpu = topology.cluster.node.gpu
+        self.eff: ComputeEfficiency = eff or default_efficiency(self.gpu.architecture)
+        self.dtype = gemm_dtype(plan.training.precision, self.gpu)
+        self.timer = GroupTimer(plan, topology, calibration)
+        self.traffic: StepTraffic = step_traffic(plan)
+        p, t = plan.parallel, plan.training
+        self.kw = dict(seq_len=t.seq_len, micro_batch=t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses)
+        self._layers: dict[bool, object] = {}
+
+    def layer(self, index: int):
+        kind = self.model.is_moe_layer(index)
+        if kind not in self._layers:
+            p = self.plan.parallel
+            self._layers[kind] = layer_time(self.model, self.gpu, self.eff, self.dtype, layer_index=index, ep=p.ep,
+                                            etp=p.etp, sp=p.sp, attention=self.plan.training.attention, **self.kw)
+        return kind, self._layers[kind]
+
+
+def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
+    """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
+    p, plan = ctx.plan.parallel, ctx.plan
+    layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
+    per_kind: dict[bool, tuple[Cost, Cost]] = {}
+    out, start = [], 0
+    for c, n in enumerate(counts):
+        fwd, bwd = Cost(), Cost()
+        for index in layers[start:start + n]:
+            kind, lt = ctx.layer(index)
+            if kind not in per_kind:
+                per_kind[kind] = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", p.recompute, p.cp,
+                                             ctx.timer, stage)
+            fwd.add(per_kind[kind][0])
+            bwd.add(per_kind[kind][1])
+        start += n
+        if stage == 0 and c == 0:
+            e = embedding_time(ctx.model, ctx.gpu, ctx.eff, seq_len=ctx.kw["seq_len"],
+                               micro_batch=ctx.kw["micro_batch"], cp=p.cp, ulysses=p.ulysses)
+            fwd.compute += e.fwd_s
+            bwd.compute += e.bwd_s
+        if stage == p.pp - 1 and c == len(counts) - 1:
+            h = head_time(ctx.model, ctx.gpu, ctx.eff, ctx.dtype, sp=p.sp, **ctx.kw)
+            fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
+            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
+        _boundary_cost(ctx, stage, c, fwd, bwd)
+        share = n / max(len(layers), 1)
+        microbatch_dp_cost(ctx.traffic.stages[stage], ctx.timer, stage, share, fwd, bwd)
+        out.append((fwd, bwd))
+    return out
+
+
+def _boundary_cost(ctx: _Context, stage: int, chunk: int, fwd: Cost, bwd: Cost) -> None:
+    """Blocking pipeline transfers of one chunk: a forward sends its output unless it is the last virtual stage
+    and gathers its input unless it is the first; a backward the other way round."""
+    p = ctx.plan.parallel
+    u, last = chunk * p.pp + stage, p.pp * p.vpp - 1
+    for op in ctx.traffic.pipeline:
+        sends, gradient = op.op == "sendrecv", "gradient" in op.name
+        cost = bwd if gradient else fwd
+        applies = (u > 0 if gradient else u < last) if sends else (u < last if gradient else u > 0)
+        if applies:
+            t = ctx.timer.time(op, min(stage, p.pp - 2)).call_s
+            cost.exposed["pp"] += t
+            cost.comm["pp"] += t
+
+
+def _p2p_s(ctx: _Context) -> float:
+    """One boundary sendrecv (the slowest boundary of the pipeline)."""
+    if not ctx.traffic.pipeline:
+        return 0.0
+    op = ctx.traffic.pipeline[0]
+    return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
+
+
+def _tail(ctx: _Context, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float
+          ) -> tuple[dict[str, float], float, list[TraceEvent]]:
+    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
+    plan, p = ctx.plan, ctx.plan.parallel
+    ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
+    params = ctx.traffic.params[stage]
+    bwd_window = sum(b.compute + b.recompute for _, b in chunks)
+    fwd_window = sum(f.compute for f, _ in chunks)
+    bucket = coefficients()["grad_bucket_elements"] / max(params.dense + params.expert, 1.0)
+    out = dict.fromkeys(DIMS, 0.0)
+    events, t = [], start_s
+    gathers = []
+    for op in ops:
+        call = ctx.timer.time(op, stage).call_s
+        if op.op == "all_gather":
+            gathers.append((op, call))
+            continue
+        ex = exposed_bucketed(call, bwd_window, bucket) if op.overlap == "backward" else call
+        out[op.dim] += ex
+        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        t += ex
+    sharded = sharding_stage(plan) >= 1
+    owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if sharded
+             else params.dense + params.expert)
+    opt = optimizer_time(owned, params.dense + params.expert, plan.training.precision, plan.training.optimizer,
+                         ctx.gpu, ctx.eff)
+    events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
+    t += opt
+    for op, call in gathers:
+        ex = exposed(call - call * min(1.0, bucket), fwd_window) + call * min(1.0, bucket) \
+            if op.overlap == "forward" else call
+        out[op.dim] += ex
+        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        t += ex
+    del p
+    return out, opt, events
+
+
+def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
+    """The comm table of one stage: calls per step of every op."""
+    plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
+    kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
+    rows = []
+    for op in ctx.traffic.layer:
+        n_layers = sum(1 for k in kinds if op.layer == "any" or (op.layer == "moe") == k)
+        rows.append((op, op.count * n_layers * m))
+    rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
+             for op in ctx.traffic.pipeline]
+    rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
+    out = []
+    for op, count in rows:
+        if count == 0:
+            continue
+        timing = ctx.timer.time(op, min(stage, p.pp - 2) if op.scope == "boundary" else stage)
+        out.append(CommRow(op.dim, op.op, op.name, op.bytes, int(count), timing.algorithm, timing.link,
+                           timing.call_s))
+    return tuple(out)
+
+
+def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
+                  efficiency: ComputeEfficiency | None = None) -> StepResult:
+    """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
+
+    Args:
+        model: the architecture (normally ``plan.model``).
+        plan: a resolved plan; rank r runs on ``topology.gpus[r]``.
+        topology: the cluster graph (at least ``plan.world_size`` GPUs).
+        calibration: optional collectives :class:`~simulator.collectives.Calibration`.
+        efficiency: compute coefficients (default: the shipped table of the GPU's architecture).
+    """
+    ctx = _Context(model, plan, topology, calibration, efficiency)
+    p, m = plan.parallel, plan.num_microbatches
+    chunks = [_chunk_costs(ctx, s) for s in range(p.pp)]
+    p2p = _p2p_s(ctx)
+    orders = stage_orders(p.schedule, p.pp, p.vpp, m)
+    timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
+                             [[b.total for _, b in c] for c in chunks], 0.0)
+    tails = [_tail(ctx, s, chunks[s], timelines[s].end_s) for s in range(p.pp)]
+    ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
+    k = max(range(p.pp), key=lambda s: ends[s])
+    total = Cost()
+    for f, b in chunks[k]:
+        total.add(f, m)
+        total.add(b, m)
+    exposed_comm = {d: total.exposed[d] + tails[k][0][d] for d in DIMS}
+    exposed_comm["pp"] += timelines[k].wait_pp_s
+    step = ends[k]
+    bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
+    flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
+    t = plan.training
+    return StepResult(
+        step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
+        optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
+        model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
+                                        attention=t.attention) / plan.world_size,
+        hardware_flops_per_gpu=flops, peak_flops=ctx.gpu.dense_peak_flops(ctx.dtype), comm=_comm_rows(ctx, k),
+        critical_stage=k, stage_end_s=tuple(ends), timelines=tuple(timelines),
+        chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
+        tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p)
+
+
+def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, layer_index: int = 0,
+                     stage: int = 0, calibration=None, efficiency: ComputeEfficiency | None = None
+                     ) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer for one micro-batch, comm and recompute included, as Korthikanti
+    et al. 2023 Table 4 reports them."""
+    ctx = _Context(model, plan, topology, calibration, efficiency)
+    kind, lt = ctx.layer(layer_index)
+    fwd, bwd = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
+                           plan.parallel.cp, ctx.timer, stage)
+    return fwd.total, bwd.total

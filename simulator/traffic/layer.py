@@ -1,0 +1,120 @@
+"""Per-layer communication of tensor, sequence, context, Ulysses and expert parallelism, per micro-batch.
+
+Sources: sharding_and_comm.md "Tensor and sequence parallelism per layer"; Shoeybi et al. 2019 (TP: all-reduce
+after the attention and MLP blocks forward, two more in backward); Korthikanti et al. 2023 Sec. 4.2.2 (SP: each
+all-reduce becomes reduce-scatter + all-gather; backward re-gathers the sequence-sharded input for the weight
+gradient and overlaps it with the data-gradient GEMM); Megatron-LM ``LinearWithGradAccumulationAndAsync
+Communication`` (the backward reduction of a column-parallel input gradient overlaps the weight-gradient GEMM);
+Megatron-Core ring attention (CP: cp-1 sendrecv steps of the K/V block forward, K/V and dK/dV backward, each
+overlapped with one attention block; 2*cp head-tail chunks keep the causal work balanced); DeepSpeed-Ulysses
+(Jacobs et al. 2023: all-to-all of Q, K, V before attention and of the output after it); MoE dispatch and combine
+all-to-all per MoE layer (Lepikhin et al. 2020, GShard).
+"""
+
+from __future__ import annotations
+
+from simulator.model import ModelSpec
+from simulator.plan import ResolvedPlan
+from simulator.traffic.ops import CommOp
+
+
+def activation_bytes(precision: str) -> int:
+    """Bytes per activation element on the wire: 4 for fp32 training, else 2 (fp8 recipes keep 16-bit
+    activations between layers)."""
+    return 4 if precision == "fp32" else 2
+
+
+def _tokens(rp: ResolvedPlan) -> float:
+    p = rp.parallel
+    return rp.training.micro_batch * rp.training.seq_len / (p.cp * p.ulysses)
+
+
+def tp_ops(rp: ResolvedPlan, blocks: int, layer: str) -> list[CommOp]:
+    """TP collectives of one layer with ``blocks`` TP regions (2 for attention + dense MLP; 1 for a MoE layer,
+    whose MLP communicates over EP)."""
+    p = rp.parallel
+    if p.tp == 1:
+        return []
+    size = _tokens(rp) * rp.model.hidden * activation_bytes(rp.training.precision)
+    fwd_overlap = "gemm" if p.tp_comm_overlap else "none"
+    mk = lambda op, scope, ov, name, n=blocks: CommOp("tp", "tp", op, size, n, scope, ov, name, layer)  # noqa: E731
+    if not p.sp:
+        fwd = [mk("all_reduce", "layer_fwd", fwd_overlap, "row-parallel output")]
+        bwd = [mk("all_reduce", "layer_bwd", "wgrad", "column-parallel input gradient")]
+    else:
+        fwd = [mk("all_gather", "layer_fwd", fwd_overlap, "sequence-parallel input gather"),
+               mk("reduce_scatter", "layer_fwd", fwd_overlap, "row-parallel output reduce-scatter")]
+        bwd = [mk("all_gather", "layer_bwd", fwd_overlap, "output gradient gather"),
+               mk("all_gather", "layer_bwd", "dgrad", "input re-gather for weight gradient"),
+               mk("reduce_scatter", "layer_bwd", "wgrad", "column-parallel input gradient reduce-scatter")]
+    return fwd + bwd + _recompute(rp, fwd)
+
+
+def _recompute(rp: ResolvedPlan, fwd: list[CommOp], selective: bool = False) -> list[CommOp]:
+    """Full recompute repeats the layer's forward collectives inside backward; ``selective`` ops (core attention)
+    are repeated by selective recompute too."""
+    mode = rp.parallel.recompute
+    if mode == "full" or (mode == "selective" and selective):
+        return [CommOp(o.dim, o.group, o.op, o.bytes, o.count, "layer_recompute", o.overlap, o.name, o.layer)
+                for o in fwd]
+    return []
+
+
+def cp_ops(rp: ResolvedPlan) -> list[CommOp]:
+    """Context parallel K/V exchange of one layer (ring P2P or all-gather), per micro-batch."""
+    p, m = rp.parallel, rp.model
+    if p.cp == 1:
+        return []
+    kv_local = m.kv / min(p.tp, m.kv) / p.ulysses
+    block = 2 * _tokens(rp) * kv_local * (m.dhead + m.dhead_v) / 2 * activation_bytes(rp.training.precision)
+    if p.cp_comm == "p2p":
+        fwd = [CommOp("cp", "cp", "sendrecv", block, p.cp - 1, "layer_fwd", "attention_fwd", "K/V ring step", "any")]
+        bwd = [CommOp("cp", "cp", "sendrecv", 2 * block, p.cp - 1, "layer_bwd", "attention_bwd",
+                      "K/V and dK/dV ring step", "any")]
+    else:
+        fwd = [CommOp("cp", "cp", "all_gather", block * p.cp, 1, "layer_fwd", "none", "K/V all-gather", "any")]
+        bwd = [CommOp("cp", "cp", "all_gather", block * p.cp, 1, "layer_bwd", "none", "K/V re-gather", "any"),
+               CommOp("cp", "cp", "reduce_scatter", block * p.cp, 1, "layer_bwd", "none", "dK/dV reduce-scatter",
+                      "any")]
+    return fwd + bwd + _recompute(rp, fwd, selective=True)
+
+
+def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
+    """Ulysses all-to-all of Q, K, V (sequence- to head-sharded) and of the attention output, per layer."""
+    p, m = rp.parallel, rp.model
+    if p.ulysses == 1:
+        return []
+    ab, t = activation_bytes(rp.training.precision), _tokens(rp)
+    kv_local = m.kv / min(p.tp, m.kv)
+    qkv = t * (m.heads / p.tp * m.dhead + kv_local * (m.dhead + m.dhead_v)) * ab
+    out = t * m.heads / p.tp * m.dhead_v * ab
+    fwd = [CommOp("ulysses", "ulysses", "all_to_all", qkv, 1, "layer_fwd", "none", "Q/K/V all-to-all", "any"),
+           CommOp("ulysses", "ulysses", "all_to_all", out, 1, "layer_fwd", "none", "output all-to-all", "any")]
+    bwd = [CommOp("ulysses", "ulysses", "all_to_all", out, 1, "layer_bwd", "none", "output gradient all-to-all", "any"),
+           CommOp("ulysses", "ulysses", "all_to_all", qkv, 1, "layer_bwd", "none", "dQ/dK/dV all-to-all", "any")]
+    return fwd + bwd + _recompute(rp, fwd)
+
+
+def ep_ops(rp: ResolvedPlan) -> list[CommOp]:
+    """Expert-parallel dispatch and combine of one MoE layer: each rank sends its routed token copies (tokens x
+    top_k x hidden); backward sends the gradients the same way. Timed by the schedule's
+    ``ep_dispatch_combine_time`` (uniform routing)."""
+    p, m = rp.parallel, rp.model
+    if p.ep == 1 or m.moe is None:
+        return []
+    tokens = _tokens(rp) / (p.tp if p.sp else 1)
+    size = tokens * m.moe.top_k * m.hidden * activation_bytes(rp.training.precision)
+    fwd = [CommOp("ep", "ep", "all_to_all", size, 1, "layer_fwd", "none", "dispatch", "moe"),
+           CommOp("ep", "ep", "all_to_all", size, 1, "layer_fwd", "none", "combine", "moe")]
+    bwd = [CommOp("ep", "ep", "all_to_all", size, 1, "layer_bwd", "none", "combine gradient", "moe"),
+           CommOp("ep", "ep", "all_to_all", size, 1, "layer_bwd", "none", "dispatch gradient", "moe")]
+    return fwd + bwd + _recompute(rp, fwd)
+
+
+def layer_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
+    """Every per-layer op of the plan; ``layer`` says whether it applies to dense, MoE or any layers."""
+    model: ModelSpec = rp.model
+    ops = tp_ops(rp, 2, "dense") if model.moe_layers < model.layers else []
+    if model.moe_layers:
+        ops += tp_ops(rp, 1, "moe") + ep_ops(rp)
+    return tuple(ops + cp_ops(rp) + ulysses_ops(rp))

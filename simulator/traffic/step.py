@@ -1,0 +1,139 @@
+"""Pipeline and data-parallel communication of a plan, and the whole traffic of one step.
+
+PP (Narayanan et al., SC'21, Sec. 2.2 and 4.1): each micro-batch crosses every virtual-stage boundary forward
+(activations) and backward (their gradients) as sendrecv of b*s*h (divided by CP and Ulysses, and by TP: the
+scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each TP rank; without SP the receiver
+all-gathers the full tensor over the TP group). Interleaving multiplies the boundaries by vpp. Megatron's
+send/recv calls block the compute stream (no ``overlap_p2p_comm``), so the schedule charges them to each op.
+
+DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (4 per element with Megatron bf16 /
+fp8 and PyTorch AMP or fp32; 2 with fp16 and pure bf16), parameters gathered in 16-bit (4 bytes for fp32):
+- stage 0 (DDP): all-reduce G once per step;
+- stage 1 (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``): reduce-scatter G per step, all-gather the
+  parameters after the optimizer step (or, with ``overlap_param_gather``, under the next forward);
+- stage 2 (ZeRO-2, ``optim_grads``): reduce-scatter G every micro-batch (gradients are kept sharded), parameter
+  all-gather per step;
+- stage 3 (ZeRO-3, FSDP, ``optim_grads_params``): all-gather the parameters before each micro-batch's forward and
+  again before its backward, reduce-scatter G every micro-batch.
+Dense weights reduce over dp x cp x ulysses (``dp_cp``), expert weights over expert-dp (``edp``). A tied embedding
+on a pipeline syncs its gradient between the first and the last stage (all-reduce, charged to ``pp``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.model import embedding_params, head_params, layer_params, local_numel
+from simulator.plan import ResolvedPlan
+from simulator.traffic.layer import activation_bytes, layer_traffic
+from simulator.traffic.ops import CommOp
+
+_GRAD_BYTES = {"bf16": 4, "fp8": 4, "amp_bf16": 4, "fp32": 4, "fp16": 2, "pure_bf16": 2}
+
+
+def sharding_stage(rp: ResolvedPlan) -> int:
+    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients; 3 +
+    parameters (same rule as ``simulator.memory.sharding_stage``)."""
+    p = rp.parallel
+    if p.megatron_fsdp is not None:
+        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[p.megatron_fsdp]
+    return 1 if p.distributed_optimizer else p.zero
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters one rank of a pipeline stage holds (elements, after TP/EP sharding)."""
+
+    dense: float
+    expert: float
+    layers: int
+
+
+def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
+    """Local dense and expert parameters of PP rank ``stage`` (embedding on the first stage, final norm and output
+    layer on the last; a tied embedding is copied to the last stage when pp > 1)."""
+    m, p = rp.model, rp.parallel
+    kw = dict(tp=p.tp, kv_heads=m.kv, ep=p.ep, etp=p.etp)
+    cache: dict[bool, tuple[float, float]] = {}
+    dense = expert = 0.0
+    for i in rp.stage_layers[stage]:
+        kind = m.is_moe_layer(i)
+        if kind not in cache:
+            ts = layer_params(m, i)
+            cache[kind] = (sum(local_numel(t, **kw) for t in ts if not t.shard.startswith("expert")),
+                           sum(local_numel(t, **kw) for t in ts if t.shard.startswith("expert")))
+        dense, expert = dense + cache[kind][0], expert + cache[kind][1]
+    extra = []
+    if stage == 0:
+        extra += embedding_params(m)
+    if stage == p.pp - 1:
+        extra += head_params(m)
+        if m.tied_embeddings and p.pp > 1:
+            extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
+    dense += sum(local_numel(t, **kw) for t in extra)
+    return StageParams(dense, expert, len(rp.stage_layers[stage]))
+
+
+def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
+    """Activation (forward) and gradient (backward) sendrecv per micro-batch per virtual-stage boundary."""
+    p = rp.parallel
+    if p.pp == 1:
+        return ()
+    size = (rp.training.micro_batch * rp.training.seq_len * rp.model.hidden * activation_bytes(rp.training.precision)
+            / (p.cp * p.ulysses * p.tp))
+    ops = (CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activations"),
+           CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activation gradients"))
+    if p.tp > 1 and not p.sp:   # the receiver re-assembles the full activation over NVLink (scatter/gather)
+        ops += (CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received activation gather"),
+                CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received gradient gather"))
+    return ops
+
+
+def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[CommOp]:
+    p, t = rp.parallel, rp.training
+    d = rp.dense_shard_degree if group == "dp_cp" else rp.expert_shard_degree
+    if d == 1 or params == 0:
+        return []
+    g = params * _GRAD_BYTES[t.precision]
+    w = params * (4 if t.precision in ("fp32", "amp_bf16") and sharding_stage(rp) < 3 else
+                  4 if t.precision == "fp32" else 2)
+    grad_overlap = "backward" if (p.overlap_grad_reduce or t.framework == "pytorch") else "none"
+    gather_overlap = "forward" if p.overlap_param_gather else "none"
+    stage = sharding_stage(rp)
+    if stage == 0:
+        return [CommOp("dp", group, "all_reduce", g, 1, "step", grad_overlap, f"{label} gradients")]
+    if stage in (1, 2):
+        scope = "step" if stage == 1 else "microbatch"
+        return [CommOp("dp", group, "reduce_scatter", g, 1, scope, grad_overlap, f"{label} gradients"),
+                CommOp("dp", group, "all_gather", w, 1, "step", gather_overlap, f"{label} parameters")]
+    return [CommOp("dp", group, "all_gather", w, 1, "microbatch", "forward", f"{label} parameters (forward)"),
+            CommOp("dp", group, "all_gather", w, 1, "microbatch", "backward", f"{label} parameters (backward)"),
+            CommOp("dp", group, "reduce_scatter", g, 1, "microbatch", "backward", f"{label} gradients")]
+
+
+def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
+    """DP ops of one pipeline stage (dense over dp_cp, experts over edp), plus the tied-embedding sync."""
+    sp = stage_params(rp, stage)
+    ops = _dp_ops(rp, sp.dense, "dp_cp", "dense") + _dp_ops(rp, sp.expert, "edp", "expert")
+    m, p = rp.model, rp.parallel
+    if m.tied_embeddings and p.pp > 1 and stage in (0, p.pp - 1):
+        size = m.vocab * m.hidden / p.tp * _GRAD_BYTES[rp.training.precision]
+        ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
+    return tuple(ops)
+
+
+@dataclass(frozen=True)
+class StepTraffic:
+    """All comm ops of one step: per layer, per pipeline boundary, and per stage (DP and embedding)."""
+
+    layer: tuple[CommOp, ...]
+    pipeline: tuple[CommOp, ...]
+    stages: tuple[tuple[CommOp, ...], ...]
+    params: tuple[StageParams, ...]
+
+
+def step_traffic(rp: ResolvedPlan) -> StepTraffic:
+    """The traffic of every parallel dimension of the plan (module docstring for the rules)."""
+    params = tuple(stage_params(rp, s) for s in range(rp.parallel.pp))
+    return StepTraffic(layer_traffic(rp), pipeline_traffic(rp),
+                       tuple(data_parallel_traffic(rp, s) for s in range(rp.parallel.pp)), params)

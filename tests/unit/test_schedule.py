@@ -1,0 +1,136 @@
+"""The step-time engine on the bigger kinds of plan: runs without error, breakdowns add up and are plausible,
+CONTRACT.md keys, trace output, and the topology effects the issue names (TP leaving the NVLink domain)."""
+
+import json
+from functools import cache
+
+import pytest
+
+from simulator.hardware import load_cluster
+from simulator.model import load_model_preset
+from simulator.plan import resolve_plan
+from simulator.report.step import render_step
+from simulator.report.trace import write_chrome_trace
+from simulator.schedule import simulate_step, stage_orders
+from simulator.topology import Topology
+from simulator.traffic import DIMS
+
+
+@cache
+def topo(profile: str, nodes: int) -> Topology:
+    return Topology(load_cluster(profile, nodes=nodes))
+
+
+def run(preset, parallel, gpus, profile="dgx_h100", **training):
+    model = load_model_preset(preset)
+    train = dict(seq_len=4096, micro_batch=1, global_batch=4 * gpus) | training
+    plan = resolve_plan(model, parallel, train, gpus)
+    return simulate_step(model, plan, topo(profile, max(gpus // 8, 1)))
+
+
+def check(result):
+    d = result.to_dict()
+    b = d["time"]["breakdown_s"]
+    parts = b["compute"] + b["recompute"] + b["bubble"] + b["optimizer"] + sum(b["exposed_comm"].values())
+    assert parts == pytest.approx(d["time"]["step_s"], rel=1e-9)
+    assert all(v >= 0 for v in b["exposed_comm"].values()) and b["bubble"] >= 0
+    assert set(b["exposed_comm"]) == set(DIMS)
+    assert 0 < d["throughput"]["mfu"] <= d["throughput"]["hfu"] * 1.001 < 1
+    assert b["compute"] > 0.3 * d["time"]["step_s"]          # plausibility: compute dominates sane plans
+    for row in d["comm"]:
+        assert set(row) >= {"dim", "op", "bytes", "count", "algorithm", "link", "time_s"}
+    return d
+
+
+PLANS = {
+    "ddp_many_nodes": ("llama3-8b", dict(tp=1, zero=0, overlap_grad_reduce=True), 64),
+    "zero1": ("llama3-8b", dict(tp=2, zero=1), 64),
+    "zero2": ("llama3-8b", dict(tp=2, zero=2), 64),
+    "zero3": ("llama3-8b", dict(tp=1, zero=3), 64),
+    "distopt_overlap": ("llama3-70b", dict(tp=8, pp=2, sp=True, distributed_optimizer=True,
+                                           overlap_grad_reduce=True, overlap_param_gather=True), 128),
+    "megatron_fsdp": ("llama3-8b", dict(tp=1, distributed_optimizer=True, megatron_fsdp="optim_grads_params"), 32),
+    "interleaved": ("llama3-70b", dict(tp=8, pp=4, vpp=2, sp=True, recompute="selective"), 64),
+    "gpipe": ("llama3-8b", dict(tp=2, pp=4, schedule="gpipe"), 16),
+    "ulysses": ("llama3-8b", dict(tp=1, ulysses=4), 16),
+    "moe_ep": ("mixtral-8x7b", dict(tp=1, ep=8, distributed_optimizer=True), 64),
+    "moe_ep_tp": ("mixtral-8x7b", dict(tp=2, sp=True, ep=4, pp=2), 64),
+}
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_bigger_plans_run_with_plausible_breakdowns(name):
+    preset, parallel, gpus = PLANS[name]
+    d = check(run(preset, parallel, gpus))
+    dims = {r["dim"] for r in d["comm"]}
+    if parallel.get("zero") or parallel.get("distributed_optimizer") or gpus > parallel.get("tp", 1):
+        assert "dp" in dims or parallel.get("pp", 1) * parallel.get("tp", 1) * parallel.get("ep", 1) >= gpus
+    if parallel.get("ep", 1) > 1:
+        assert d["time"]["breakdown_s"]["exposed_comm"]["ep"] > 0
+    if parallel.get("ulysses", 1) > 1:
+        assert d["time"]["breakdown_s"]["exposed_comm"]["ulysses"] > 0
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+@pytest.mark.parametrize("sp", [False, True])
+def test_context_parallel_with_and_without_sp(cp, sp):
+    d = check(run("llama3-8b", dict(tp=2, cp=cp, sp=sp), 64, seq_len=32768))
+    assert any(r["dim"] == "cp" for r in d["comm"])
+
+
+def test_cp_all_gather_variant_exposes_more_than_ring():
+    ring = run("llama3-8b", dict(tp=1, cp=8), 16, seq_len=32768).exposed_comm_s["cp"]
+    gather = run("llama3-8b", dict(tp=1, cp=8, cp_comm="all_gather"), 16, seq_len=32768).exposed_comm_s["cp"]
+    assert gather > ring
+
+
+def test_zero3_moves_more_dp_bytes_than_zero1():
+    def dp_bytes(zero):
+        r = run("llama3-8b", dict(tp=1, zero=zero), 64, global_batch=256)
+        return sum(c.bytes * c.count for c in r.comm if c.dim == "dp")
+    assert dp_bytes(3) > 1.4 * dp_bytes(1)
+
+
+def test_exposed_tp_jumps_when_tp_leaves_the_nvlink_domain():
+    model = load_model_preset("llama3-70b")
+    topology = topo("dgx_h100", 4)
+    train = dict(seq_len=4096, micro_batch=1, global_batch=16)
+    inside = simulate_step(model, resolve_plan(model, dict(tp=8, pp=4), train, 32), topology)
+    # order pp fastest: consecutive ranks form the pipeline, so each TP group of 8 spans 2 nodes
+    across = simulate_step(model, resolve_plan(model, dict(tp=8, pp=4, order="pp-tp-cp-ep-dp"), train, 32),
+                           topology)
+    assert {r["link"] for r in inside.to_dict()["comm"] if r["dim"] == "tp"} == {"nvlink"}
+    assert {r["link"] for r in across.to_dict()["comm"] if r["dim"] == "tp"} == {"ib"}
+    assert across.exposed_comm_s["tp"] > 3 * inside.exposed_comm_s["tp"]
+
+
+def test_overlap_grad_reduce_hides_dp_time():
+    plain = run("llama3-8b", dict(tp=1), 64, global_batch=64).exposed_comm_s["dp"]
+    hidden = run("llama3-8b", dict(tp=1, overlap_grad_reduce=True), 64, global_batch=64).exposed_comm_s["dp"]
+    assert hidden < plain
+
+
+def test_full_recompute_costs_about_one_forward():
+    base = run("llama3-8b", dict(tp=8), 8, global_batch=8)
+    full = run("llama3-8b", dict(tp=8, recompute="full"), 8, global_batch=8)
+    assert full.recompute_s > 0.25 * base.compute_s
+    assert full.step_s > base.step_s
+
+
+def test_schedule_orders_hold_every_op_once():
+    for schedule, pp, vpp, m in [("1f1b", 4, 1, 8), ("1f1b", 4, 2, 8), ("gpipe", 3, 1, 5), ("1f1b", 4, 1, 2)]:
+        orders = stage_orders(schedule, pp, vpp, m)
+        for order in orders:
+            assert sorted(order) == sorted([(k, j, c) for k in "FB" for j in range(m) for c in range(vpp)])
+
+
+def test_trace_and_text_report(tmp_path):
+    result = run("llama3-8b", dict(tp=2, pp=2, cp=2, sp=True), 16)
+    path = write_chrome_trace(result, tmp_path / "step.json")
+    trace = json.loads(path.read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"pipeline stage 0", "pipeline stage 1"}
+    threads = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"compute", "tp comm", "cp comm", "pp comm"} <= threads
+    assert all(e["dur"] > 0 for e in trace["traceEvents"] if e["ph"] == "X")
+    assert "step time" in render_step(result)
