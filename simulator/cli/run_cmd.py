@@ -19,7 +19,8 @@ def register(subparsers) -> None:
     formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
-    run.add_argument("--plot", metavar="FILE", help="draw the memory per stage (and time breakdown) into FILE")
+    run.add_argument("--plot", metavar="FILE", help="draw memory per stage, time breakdown and timeline into FILE")
+    run.add_argument("--trace", metavar="FILE", help="write a Chrome trace of the step (opens in Perfetto)")
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
     memory.add_argument("scenario", help="scenario YAML")
@@ -37,9 +38,13 @@ def _run(args) -> int:
     else:
         print(render_result(result, "markdown" if args.markdown else "text"))
     if args.plot:
-        from simulator.report.plots import plot_memory
+        from simulator.report.plots import plot_result
 
-        print(f"wrote {plot_memory(result, args.plot)}")
+        print(f"wrote {plot_result(result, args.plot)}")
+    if args.trace:
+        from simulator.report.trace import write_chrome_trace
+
+        print(f"wrote {write_chrome_trace(result.step, args.trace)}")
     return 0
 
 

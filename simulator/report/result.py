@@ -6,6 +6,7 @@ from simulator.report.table import render_markdown, render_table
 from simulator.units import GIBI
 
 MEMORY_COLUMNS = ("weights", "gradients", "main_params", "optimizer", "activations", "other", "total")
+MILLI = 1e-3
 
 
 def header(result) -> str:
@@ -24,28 +25,41 @@ def memory_rows(result) -> tuple[list[str], list[list[object]]]:
     return ["stage", *MEMORY_COLUMNS, "peak"], rows
 
 
-def warnings(result) -> list[str]:
-    """What a careful engineer would flag: out of memory (with the margin), plan notes."""
-    out = []
-    memory = result.memory
-    capacity = result.scenario.cluster.node.gpu.memory.capacity
-    if memory.oom:
-        out.append(f"OUT OF MEMORY: peak {memory.peak_bytes / GIBI:.1f} GiB exceeds {capacity / GIBI:.1f} GiB HBM by "
-                   f"{-memory.margin_bytes / GIBI:.1f} GiB")
-    out += list(dict.fromkeys([*result.scenario.plan.notes, *memory.notes]))
-    return out
+def time_rows(result) -> tuple[list[str], list[list[object]]]:
+    """The step-time breakdown: each part in seconds and as a share of the step."""
+    step = result.step
+    parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
+             ("optimizer", step.optimizer_s)]
+    parts += [(f"exposed {dim} comm", v) for dim, v in step.exposed_comm_s.items() if v > 0]
+    rows = [[name, round(v, 4), f"{v / step.step_s:.1%}"] for name, v in parts]
+    rows.append(["step", round(step.step_s, 4), "100.0%"])
+    return ["part", "seconds", "share"], rows
+
+
+def comm_rows(result) -> tuple[list[str], list[list[object]]]:
+    """Every communication op per step: dimension, op, bytes per call, calls, time per call and in total."""
+    rows = [[r.dim, r.op, r.name, int(r.bytes), r.count, round(r.call_s / MILLI, 4), round(r.time_s, 4),
+             r.algorithm, r.link] for r in result.step.comm]
+    return ["dim", "op", "what", "bytes", "count", "ms/call", "total s", "algorithm", "link"], rows
 
 
 def render_result(result, fmt: str = "text") -> str:
     """The whole result as text (``text``) or Markdown (``markdown``)."""
     table = render_markdown if fmt == "markdown" else render_table
-    heads, rows = memory_rows(result)
     capacity = result.scenario.cluster.node.gpu.memory.capacity
+    step = result.step
+    throughput = (f"tokens/s {step.tokens_per_s:,.0f}; model {step.model_tflops_per_gpu:.1f} TFLOP/s per GPU "
+                  f"(MFU {step.mfu:.1%}); hardware {step.hardware_tflops_per_gpu:.1f} TFLOP/s per GPU "
+                  f"(HFU {step.hfu:.1%})")
     parts = [header(result), "",
-             table(heads, rows, title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
-                                      f"{result.memory.peak_bytes / GIBI:.2f} GiB, margin "
-                                      f"{result.memory.margin_bytes / GIBI:+.2f} GiB)")]
-    notes = warnings(result)
+             table(*memory_rows(result), title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
+                                               f"{result.memory.peak_bytes / GIBI:.2f} GiB, margin "
+                                               f"{result.memory.margin_bytes / GIBI:+.2f} GiB)"), "",
+             table(*time_rows(result), title=f"step time {step.step_s:.4f} s (critical pipeline stage "
+                                             f"{step.critical_stage})"),
+             throughput, "",
+             table(*comm_rows(result), title="communication per step (time per call and busy time, hidden or not)")]
+    notes = result.warnings()
     if notes:
         parts += ["", *(f"warning: {n}" if fmt == "text" else f"- {n}" for n in notes)]
     return "\n".join(parts)

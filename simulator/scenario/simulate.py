@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from simulator.collectives import Calibration, load_calibration
+from simulator.hardware import ClusterSpec
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
+from simulator.schedule import StepResult, simulate_step
+from simulator.topology import Topology
 from simulator.units import GIBI
+
+#: bubble share of the step above which a run is flagged
+BUBBLE_WARNING = 0.20
+#: exposed data-parallel communication share of the step above which a run is flagged
+DP_EXPOSED_WARNING = 0.05
 
 
 @dataclass(frozen=True)
@@ -16,6 +26,7 @@ class Result:
 
     scenario: Scenario
     memory: MemoryReport
+    step: StepResult
 
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
@@ -27,27 +38,56 @@ class Result:
                          "ep": s.parallel.ep, "ulysses": s.parallel.ulysses, "vpp": s.parallel.vpp},
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
                        "oom": self.memory.oom},
-            "notes": list(s.plan.notes) + list(self.memory.notes),
+            **self.step.to_dict(),
+            "warnings": self.warnings(),
         }
+
+    def warnings(self) -> list[str]:
+        """What a careful engineer would flag: OOM with its margin, TP leaving NVLink, a large bubble, exposed DP
+        communication, and the plan's own notes (replicated K/V heads...)."""
+        out = []
+        memory, capacity = self.memory, self.scenario.cluster.node.gpu.memory.capacity
+        if memory.oom:
+            out.append(f"OUT OF MEMORY: peak {memory.peak_bytes / GIBI:.1f} GiB exceeds {capacity / GIBI:.1f} GiB "
+                       f"HBM by {-memory.margin_bytes / GIBI:.1f} GiB")
+        tp_links = {r.link for r in self.step.comm if r.dim == "tp"}
+        if tp_links - {"nvlink"}:
+            out.append(f"TP group leaves the NVLink domain (tp collectives over {', '.join(sorted(tp_links))})")
+        step = self.step.step_s
+        if self.step.bubble_s > BUBBLE_WARNING * step:
+            out.append(f"pipeline bubble is {self.step.bubble_s / step:.0%} of the step (more micro-batches or "
+                       "interleaving shrink it)")
+        dp = self.step.exposed_comm_s.get("dp", 0.0)
+        if dp > DP_EXPOSED_WARNING * step:
+            out.append(f"exposed DP communication is {dp / step:.0%} of the step (overlap_grad_reduce / "
+                       "overlap_param_gather hide it)")
+        out += list(dict.fromkeys([*self.scenario.plan.notes, *memory.notes]))
+        return out
 
     def summary(self) -> dict[str, Any]:
         """The key numbers as flat ``section.name`` keys (sweep rows and regression goldens use these)."""
-        s, m = self.scenario, self.memory
-        return {
+        s, m, t = self.scenario, self.memory, self.step
+        row = {
             "gpus": s.gpus, "dp": s.plan.dp, "micro_batches": s.plan.num_microbatches,
             "memory.peak_bytes": m.peak_bytes, "memory.peak_GiB": m.peak_bytes / GIBI,
             "memory.margin_bytes": m.margin_bytes, "memory.oom": m.oom,
+            "time.step_s": t.step_s, "time.compute_s": t.compute_s, "time.recompute_s": t.recompute_s,
+            "time.bubble_s": t.bubble_s, "time.optimizer_s": t.optimizer_s,
         }
+        row.update({f"time.exposed_{d}_s": v for d, v in t.exposed_comm_s.items()})
+        row.update({"throughput.tokens_per_s": t.tokens_per_s, "throughput.model_tflops_per_gpu":
+                    t.model_tflops_per_gpu, "throughput.mfu": t.mfu, "throughput.hfu": t.hfu})
+        return row
 
     def to_frame(self):
-        """One row, columns flattened with dots (``memory.peak_bytes``); stages as ``memory.stage0.total``..."""
+        """One row, columns flattened with dots (``memory.peak_bytes``); stages as ``memory.stages.0.total``..."""
         import pandas as pd
 
         return pd.DataFrame([flatten(self.to_dict())])
 
 
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts to dotted keys; lists of stage dicts become ``stage<i>`` keys."""
+    """Nested dicts to dotted keys; lists of dicts become ``name.<i>.key`` columns."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
@@ -63,7 +103,25 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+@lru_cache(maxsize=16)
+def _topology(cluster_json: str) -> Topology:
+    """One graph per distinct cluster: sweeps over plans on one cluster build it once."""
+    return Topology(ClusterSpec.model_validate_json(cluster_json))
+
+
+@lru_cache(maxsize=16)
+def _calibration(path: str) -> Calibration:
+    return load_calibration(path)
+
+
+def topology_of(cluster: ClusterSpec) -> Topology:
+    """The (cached) topology graph of a cluster."""
+    return _topology(cluster.model_dump_json())
+
+
 def simulate(scenario: Scenario) -> Result:
-    """Predict memory per GPU per stage (and, once the step-time engine is wired, the step time)."""
+    """Predict memory per GPU per stage and the step time with its breakdown."""
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=scenario.cluster.node.gpu.memory.capacity)
-    return Result(scenario=scenario, memory=memory)
+    calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
+    step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration)
+    return Result(scenario=scenario, memory=memory, step=step)
