@@ -30,9 +30,10 @@ class Row:
     msgs_fixed: float = 0.0
     msgs_per_byte: float = 0.0
     reason: str = ""
-    curve: Curve | None = None  # measured exchange time: replaces the two lines for S*curve_wire <= curve_max_bytes
+    curve: Curve | None = None  # measured exchange time of curve_wire*S bytes: replaces the two lines
     curve_wire: float = 0.0
-    curve_max_bytes: float = math.inf
+    curve_max_bytes: float = math.inf  # beyond it the protocol adds curve_over_inv seconds per byte
+    curve_over_inv: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,8 @@ def _with_curve(row: Row, link: LinkParams, wire: float) -> Row:
     """A one-node p2p row on a link with a measured curve: one exchange of ``wire * S`` bytes per rank."""
     if link.curve is None:
         return row
-    return replace(row, curve=link.curve, curve_wire=wire, curve_max_bytes=link.curve_max_bytes)
+    return replace(row, curve=link.curve, curve_wire=wire, curve_max_bytes=link.curve_max_bytes,
+                   curve_over_inv=link.curve_over_inv)
 
 
 def all_to_all_hierarchical(ctx: Ctx, proto: str) -> Row:

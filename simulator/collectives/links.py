@@ -30,6 +30,7 @@ class LinkParams:
     latency_s: float | None = None  # p2p, calibrated: the whole latency of one exchange (replaces NCCL's terms)
     curve: Curve | None = None  # p2p, calibrated with measured points: time of one exchange vs bytes
     curve_max_bytes: float = math.inf  # the curve describes this protocol up to this many bytes per exchange
+    curve_over_inv: float = 0.0  # seconds per byte this protocol adds to the curve beyond curve_max_bytes
 
 
 def nodes_index(n_nodes: int) -> int:
@@ -108,8 +109,8 @@ def p2p_link_table(placement: GroupPlacement, c: Coefficients,
     nothing about p2p channels): the fitted parameters, with ``latency_s`` the whole latency of one exchange. An
     ``auto`` entry describes NCCL's own protocol choice (LL up to NCCL_P2P_LL_THRESHOLD, Simple above: NCCL_PROTO
     does not apply to p2p); its LL row keeps the latency and gets LL's share of the bandwidth, and its measured
-    curve (if any) only up to the LL threshold, so that the model picks LL for small messages and Simple for large
-    ones, as NCCL does.
+    curve (if any) up to the LL threshold and, above it, the curve plus LL's extra per-byte cost (8 B of data per
+    16 B line), so that the model picks LL for small messages and Simple for large ones, as NCCL does.
     """
     datasheet = link_table(placement, c, None)
     table: dict[str, dict[str, LinkParams]] = {}
@@ -122,12 +123,13 @@ def p2p_link_table(placement: GroupPlacement, c: Coefficients,
             if entry is None:
                 out[proto] = LinkParams(cls, lk.bandwidth_Bps * eff, lk.small_bw_Bps * eff, 0.0, None)
                 continue
-            bw, curve_max = entry.bandwidth_Bps * scale, math.inf
+            bw, curve_max, over = entry.bandwidth_Bps * scale, math.inf, 0.0
             if entry.protocol == "auto" and proto != "simple":
-                bw *= c.protocol_efficiency[proto] / c.protocol_efficiency["simple"]
-                curve_max = c.p2p_ll_threshold_bytes
+                ratio = c.protocol_efficiency[proto] / c.protocol_efficiency["simple"]
+                curve_max, over = c.p2p_ll_threshold_bytes, (1.0 / ratio - 1.0) / bw
+                bw *= ratio
             curve = Curve.from_points(entry.curve) if entry.curve and cls != "net" else None
             out[proto] = LinkParams(cls, bw, entry.small_bw_Bps * scale, 0.0, entry.fill_latency_s, entry.latency_s,
-                                    curve, curve_max)
+                                    curve, curve_max, over)
         table[cls] = out
     return table

@@ -50,7 +50,7 @@ class OpTable:
     protocols: tuple[str, ...]
     reasons: tuple[str, ...]
     terms: np.ndarray  # (rows, 6): lat_small, inv_small, lat_big, inv_big, msgs_fixed, msgs_per_byte
-    curves: tuple = ()  # per row: None or (Curve, wire, max bytes per exchange) (curves.py)
+    curves: tuple = ()  # per row: None or (Curve, wire, max bytes per exchange, s/B beyond it) (curves.py)
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
                 r = _row(ctx, op, algo, proto)
                 terms.append([r.lat_small_s, r.inv_small, r.lat_big_s, r.inv_big, r.msgs_fixed, r.msgs_per_byte])
                 if r.curve is not None:
-                    curves[-1] = (r.curve, r.curve_wire, r.curve_max_bytes)
+                    curves[-1] = (r.curve, r.curve_wire, r.curve_max_bytes, r.curve_over_inv)
     return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves))
 
 
@@ -155,7 +155,7 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
     for i, curve in enumerate(model.tables[op].curves):
         if curve is not None:
             m = curve[1] * s[0]
-            times[i] = np.where(m <= curve[2], curve[0].time(m), times[i])
+            times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
     return times
 
 
