@@ -8,9 +8,10 @@ or a reason why the pair cannot run. Formulas follow NCCL src/graph/tuning.cc v2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simulator.collectives.coefficients import PROTOCOLS, Coefficients
+from simulator.collectives.curves import Curve
 from simulator.collectives.links import LinkParams, hw_class, intra_class, nodes_index
 from simulator.collectives.placement import GroupPlacement
 from simulator.units.constants import GIGA, MICRO
@@ -29,6 +30,10 @@ class Row:
     msgs_fixed: float = 0.0
     msgs_per_byte: float = 0.0
     reason: str = ""
+    curve: Curve | None = None  # measured exchange time of curve_wire*S bytes: replaces the two lines
+    curve_wire: float = 0.0
+    curve_max_bytes: float = math.inf  # beyond it the protocol adds curve_over_inv seconds per byte
+    curve_over_inv: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Ctx:
     p: GroupPlacement
     c: Coefficients
     links: dict[str, dict[str, LinkParams]]
+    p2p: dict[str, dict[str, LinkParams]] = field(default_factory=dict)  # point-to-point channels (links.py)
 
     @property
     def n(self) -> int:
@@ -62,6 +68,21 @@ class Ctx:
 
     def primary(self, proto: str) -> LinkParams:
         return self.net(proto) or self.intra(proto)
+
+    def p2p_intra(self, proto: str) -> LinkParams | None:
+        return self.p2p[intra_class(self.p)][proto] if self.k > 1 else None
+
+    def p2p_net(self, proto: str) -> LinkParams | None:
+        return self.p2p["net"][proto] if self.nodes > 1 else None
+
+    def p2p_latency(self, proto: str) -> float:
+        """One point-to-point exchange: the calibrated latency of the slowest link class used, else NCCL's ring base
+        latency plus one step (hwLat) on it (tuning.cc has no p2p table; p2p runs on the same transports)."""
+        link = self.p2p_net(proto) or self.p2p_intra(proto)
+        if link.latency_s is not None:
+            return link.latency_s
+        hw = "net" if self.nodes > 1 else intra_class(self.p)
+        return self.c.base_latency_us["ring"][PROTOCOLS.index(proto)] * MICRO + self.step_latency(hw, "ring", proto)
 
     def step_latency(self, link_class: str, algo: str, proto: str) -> float:
         """NCCL hwLat of one step on a link class (s); the network adds its switch latency (twice for Simple)."""
@@ -106,12 +127,18 @@ def ring(ctx: Ctx, op: str, proto: str) -> Row:
 
 
 def chain(ctx: Ctx, op: str, proto: str) -> Row:
-    """Pipelined broadcast / reduce along the ring (NCCL 'Ring'): every link carries S once; n-1 hops of fill."""
+    """Pipelined broadcast / reduce along the ring (NCCL 'Ring'): every link carries S once, at the link rate (no
+    ring slack), after n-1 hops of fill (tuning.cc: baseLat + one hwLat; the further n-2 hops fill the pipeline).
+
+    A calibrated ring's fill latency is not used: it is the intercept of the ring's 4-step chunks (ALLREDUCE_
+    CHUNKSTEPS), while a chain moves 1-step chunks (collectives.h BROADCAST_CHUNKSTEPS = SLICESTEPS = 1). Measured on
+    2x H200: broadcast's bandwidth-regime intercept is ~13 us against all_reduce's ~24 us.
+    """
     hw = "net" if ctx.nodes > 1 else intra_class(ctx.p)
-    lat = ctx.base("ring", proto) + ctx.step_latency(hw, "ring", proto)
+    step = ctx.step_latency(hw, "ring", proto)
+    lat = ctx.base("ring", proto) + step
     row = two_regime(ctx, "ring", proto, lat, 1.0, 1.0, ctx.ring_links(proto))
-    fill = (ctx.n - 1) * ctx.step_latency(hw, "ring", proto)
-    return Row(row.algorithm, proto, row.lat_small_s, row.inv_small, row.lat_big_s + fill, row.inv_big)
+    return Row(row.algorithm, proto, row.lat_small_s, row.inv_small, lat + max(ctx.n - 2, 0) * step, row.inv_big)
 
 
 def tree(ctx: Ctx, proto: str) -> Row:

@@ -1,8 +1,12 @@
 """Calibration: fitted link parameters that overlay the datasheet model, and their YAML form.
 
-A calibration holds, per link class (nvlink, pcie_p2p, shm, net) and protocol (ll, ll128, simple, or ``auto`` for
-all three), the fitted parameters of the two-regime ring model (see docs/collectives.md):
+A calibration holds, per link class (nvlink, pcie_p2p, shm, net), protocol (ll, ll128, simple, or ``auto`` for
+all three) and path, the fitted parameters of the two-regime model (see docs/collectives.md):
 ``t = max(latency + nsteps*alpha + nsteps*m/small_bw, fill_latency + (nsteps+slack)*m/bandwidth)``.
+
+The path keeps apart what NCCL runs on different channels: ``collective`` entries (ring/tree channels: all_reduce,
+all_gather, reduce_scatter, broadcast, reduce) and ``p2p`` entries (point-to-point channels: sendrecv, all_to_all,
+the context-parallel ring pass). A file without ``path`` keys (the first format) holds collective entries.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.errors import UserError
 
 LinkClass = Literal["nvlink", "pcie_p2p", "shm", "net"]
+ChannelPath = Literal["collective", "p2p"]
 
 
 class CalibrationEntry(BaseModel):
@@ -23,11 +28,18 @@ class CalibrationEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     link_class: LinkClass = Field(description="the link class the fit describes")
-    protocol: Literal["ll", "ll128", "simple", "auto"] = Field(description="protocol; auto = all protocols")
-    latency_s: float = Field(ge=0, description="ring base latency (replaces NCCL's baseLat, shifts other algorithms)")
+    protocol: Literal["ll", "ll128", "simple", "auto"] = Field(description="protocol; auto = all protocols (for p2p: "
+                                                                        "NCCL's own LL/Simple choice)")
+    path: ChannelPath = Field(default="collective", description="collective: ring/tree channels (all_reduce, all_gather, "
+                        "reduce_scatter, broadcast, reduce); p2p: point-to-point channels (sendrecv, all_to_all)")
+    latency_s: float = Field(ge=0, description="collective: ring base latency (replaces NCCL's baseLat, shifts other "
+                             "algorithms); p2p: latency-regime intercept of one exchange (all hops included)")
     small_bw_Bps: float = Field(gt=0, description="per-rank link bandwidth seen by latency-regime messages")
     fill_latency_s: float = Field(description="intercept of the bandwidth regime (pipeline fill and drain)")
     bandwidth_Bps: float = Field(gt=0, description="effective per-rank link bandwidth at this protocol")
+    curve: tuple[tuple[float, float], ...] = Field(
+        default=(), description="p2p only, optional: measured (bytes per exchange, seconds) points; a one-node group "
+                                "interpolates them instead of the two lines (the p2p time is concave in the size)")
 
 
 class Calibration(BaseModel):
@@ -39,12 +51,14 @@ class Calibration(BaseModel):
     source: str = Field(default="", description="measurement files and tool versions")
     entries: tuple[CalibrationEntry, ...] = Field(default=(), description="fitted link parameters")
 
-    def lookup(self, link_class: str, protocol: str) -> CalibrationEntry | None:
-        """The entry for a link class and protocol (an exact protocol wins over ``auto``)."""
-        exact = [e for e in self.entries if e.link_class == link_class and e.protocol == protocol]
+    def lookup(self, link_class: str, protocol: str, path: str = "collective") -> CalibrationEntry | None:
+        """The entry for a link class, protocol and path (an exact protocol wins over ``auto``); None if absent
+        (a p2p lookup never falls back to a collective entry: an all-reduce fit cannot pin down p2p channels)."""
+        mine = [e for e in self.entries if e.link_class == link_class and e.path == path]
+        exact = [e for e in mine if e.protocol == protocol]
         if exact:
             return exact[0]
-        auto = [e for e in self.entries if e.link_class == link_class and e.protocol == "auto"]
+        auto = [e for e in mine if e.protocol == "auto"]
         return auto[0] if auto else None
 
 
@@ -53,7 +67,7 @@ def calibration_to_yaml(calibration: Calibration) -> str:
     import yaml
 
     data = calibration.model_dump(mode="json")
-    data["entries"] = [dict(e) for e in data["entries"]]
+    data["entries"] = [{k: v for k, v in e.items() if k != "curve" or v} for e in data["entries"]]
     return yaml.safe_dump(data, sort_keys=False)
 
 

@@ -47,6 +47,9 @@ class Coefficients(BaseModel):
         default={"nvlink": 24, "pcie_p2p": 2, "shm": 2},
         description="runtime channels: DGX A100 'Channel xx/24' (nccl-tests#100), DGX H100 12 graph ch x2 "
                     "(nccl#1197); PCIe/SHM 1 graph channel x2 (NCCL shm tuning table: 2 x 20 GB/s)")
+    p2p_ll_threshold_bytes: int = Field(
+        default=16384, description="NCCL src/enqueue.cc NCCL_P2P_LL_THRESHOLD: point-to-point sends up to 16 KiB use "
+                                   "LL, larger ones Simple; NCCL_PROTO does not apply to p2p")
     p2p_efficiency: float = Field(
         default=195.0 / 240.0, description="8x A100 sendrecv 195 GB/s busbw at 1 GB (li-plus/playground cuda/nccl.md) "
                                            "over NCCL's 240 GB/s effective NVLink bandwidth")

@@ -14,7 +14,7 @@ import numpy as np
 from simulator.collectives import algorithms as alg
 from simulator.collectives.calibration import Calibration, CalibrationEntry
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
-from simulator.collectives.links import link_table
+from simulator.collectives.curves import pool_points
 from simulator.collectives.model import build_cost_model, evaluate
 from simulator.collectives.nccl_logs import Measurement, parse_nccl_tests
 from simulator.collectives.placement import GroupPlacement
@@ -35,12 +35,29 @@ class FileError:
     max_abs_error: float
 
 
-def setting_context(placement: GroupPlacement, setting: str) -> tuple[GroupPlacement, str, str, str]:
-    """(placement, link class, forced protocol or 'auto', forced algorithm or 'auto') for an NCCL setting name."""
+P2P_OPS = ("sendrecv", "all_to_all")
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+def op_path(op: str) -> str:
+    """The NCCL channels an operation runs on: ``p2p`` (sendrecv, all_to_all) or ``collective``."""
+    return "p2p" if op in P2P_OPS else "collective"
+
+
+def setting_context(placement: GroupPlacement, setting: str, op: str = "all_reduce") -> tuple[GroupPlacement, str, str, str]:
+    """(placement, link class, protocol, algorithm) that NCCL actually runs ``op`` with under a setting name.
+
+    ``shm`` (NCCL_P2P_DISABLE=1) moves the intra-node link to host memory for every operation. NCCL_PROTO and
+    NCCL_ALGO tune collectives only: NCCL's point-to-point path picks LL up to NCCL_P2P_LL_THRESHOLD and Simple above
+    whatever NCCL_PROTO says (it has no LL128), and has no algorithm choice, so for sendrecv and all_to_all a forced
+    protocol or algorithm maps to ``auto`` (a sendrecv log taken under ``ll128`` is a valid p2p measurement).
+    """
     s = setting.lower()
     if s == "shm":
         placement = placement.with_shm()
     link_class = "net" if placement.n_nodes > 1 else placement.intra_transport
+    if op_path(op) == "p2p":
+        return placement, link_class, "auto", "auto"
     proto = s if s in ("ll", "ll128", "simple") else "auto"
     algo = s if s in ("ring", "tree", "nvls", "nvls_tree", "pat") else "auto"
     return placement, link_class, proto, algo
@@ -68,24 +85,39 @@ def fit_two_regime(sizes: np.ndarray, times: np.ndarray) -> tuple[tuple[float, f
     return best[1], best[2]
 
 
-def _ring_factors(placement: GroupPlacement, op: str, c: Coefficients) -> tuple[float, float, int]:
-    n = placement.n_ranks
-    if op in ("broadcast", "reduce", "sendrecv"):
-        return 1.0, 1.0, 0
-    nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1
-    return nsteps / n, (nsteps + c.ring_pipeline_slack) / n, nsteps
-
-
-def _entry(m: Measurement, placement: GroupPlacement, link_class: str, proto: str, c: Coefficients) -> CalibrationEntry:
-    small, big = fit_two_regime(m.sizes_bytes, m.times_s)
-    wire_small, wire_big, nsteps = _ring_factors(placement, m.op, c)
+def _probe_row(placement: GroupPlacement, op: str, path: str, link_class: str, proto: str, algo: str,
+               c: Coefficients) -> alg.Row:
+    """The model's row for ``op`` with a unit calibration (1 B/s, zero latencies) on ``link_class``: its terms are
+    the row's structure (wire bytes per nccl-tests byte, latency steps added to the entry's latency), so fitted
+    lines turn into entry parameters whatever the operation."""
+    unit = CalibrationEntry(link_class=link_class, protocol=proto, path=path, latency_s=0.0, small_bw_Bps=1.0,
+                            fill_latency_s=0.0, bandwidth_Bps=1.0)
+    model = build_cost_model(placement, c, Calibration(entries=(unit,)))
+    table = model.tables[op]
     p = "simple" if proto == "auto" else proto
-    ctx = alg.Ctx(placement, c, link_table(placement, c, None))
-    steps_latency = alg.ring_latency(ctx, m.op, p, nsteps) - ctx.base("ring", p)
+    a = ("direct" if path == "p2p" else "ring") if algo == "auto" else algo
+    i = next(j for j, (x, y) in enumerate(zip(table.algorithms, table.protocols, strict=True)) if (x, y) == (a, p))
+    lat_small, inv_small, lat_big, inv_big = table.terms[i, :4]
+    return alg.Row(a, p, lat_small, inv_small, lat_big, inv_big)
+
+
+def _entry(m: Measurement, placement: GroupPlacement, link_class: str, proto: str, algo: str,
+           c: Coefficients) -> CalibrationEntry:
+    path = op_path(m.op)
+    small, big = fit_two_regime(m.sizes_bytes, m.times_s)
+    probe = _probe_row(placement, m.op, path, link_class, proto, algo, c)
+    scale = placement.nic_sharing if link_class == "net" else 1  # link_table divides net entries by the sharing
+    # one-node p2p: keep the measured points, as (bytes per exchange, seconds), for the model to interpolate
+    curve = (tuple((float(x * probe.inv_big), float(t)) for x, t in zip(m.sizes_bytes, m.times_s, strict=True))
+             if path == "p2p" and link_class != "net" else ())
+    bandwidth = min(probe.inv_big / big[1], _MAX_BW) * scale if big[1] > 0 else _MAX_BW
+    if small == big:  # one line: the latency regime has no slope of its own, it sees the bandwidth regime's link
+        small_bw = bandwidth
+    else:
+        small_bw = min(probe.inv_small / small[1], _MAX_BW) * scale if small[1] > 0 else _MAX_BW
     return CalibrationEntry(
-        link_class=link_class, protocol=proto, latency_s=max(small[0] - steps_latency, 0.0),
-        small_bw_Bps=min(wire_small / small[1], _MAX_BW) if small[1] > 0 else _MAX_BW,
-        fill_latency_s=big[0], bandwidth_Bps=min(wire_big / big[1], _MAX_BW) if big[1] > 0 else _MAX_BW)
+        link_class=link_class, protocol=proto, path=path, latency_s=max(small[0] - probe.lat_small_s, 0.0),
+        small_bw_Bps=small_bw, fill_latency_s=big[0] - probe.lat_big_s, bandwidth_Bps=bandwidth, curve=curve)
 
 
 def _combine(entries: list[CalibrationEntry]) -> CalibrationEntry:
@@ -95,7 +127,8 @@ def _combine(entries: list[CalibrationEntry]) -> CalibrationEntry:
     return entries[0].model_copy(update={
         "latency_s": float(np.mean([e.latency_s for e in entries])),
         "fill_latency_s": float(np.mean([e.fill_latency_s for e in entries])),
-        "small_bw_Bps": geo([e.small_bw_Bps for e in entries]), "bandwidth_Bps": geo([e.bandwidth_Bps for e in entries])})
+        "small_bw_Bps": geo([e.small_bw_Bps for e in entries]), "bandwidth_Bps": geo([e.bandwidth_Bps for e in entries]),
+        "curve": pool_points([list(e.curve) for e in entries]) if any(e.curve for e in entries) else ()})
 
 
 def fit_errors(measurements: list[Measurement], placement: GroupPlacement, calibration: Calibration | None,
@@ -103,7 +136,7 @@ def fit_errors(measurements: list[Measurement], placement: GroupPlacement, calib
     """Relative error of the (calibrated) model on each file, with the file's setting forced."""
     out = []
     for m in measurements:
-        pl, _, proto, algo = setting_context(placement, m.setting)
+        pl, _, proto, algo = setting_context(placement, m.setting, m.op)
         model = build_cost_model(pl, coefficients, calibration)
         pred = evaluate(model, m.op, m.sizes_bytes, algo, proto).times_s
         err = np.abs(pred / m.times_s - 1)
@@ -115,20 +148,26 @@ def calibrate(files, placement: GroupPlacement, op: str | None = None, setting: 
               coefficients: Coefficients = DEFAULT_COEFFICIENTS, system: str = "") -> tuple[Calibration, list[FileError]]:
     """Fit link parameters from nccl-tests logs for the links ``placement`` uses.
 
-    Files with a forced protocol (ll, ll128, simple) give per-protocol entries; a 'default' file gives an ``auto``
-    entry only when its link class has no forced-protocol file; 'shm' files calibrate the shm class.
+    Collective files (all_reduce, all_gather, reduce_scatter, broadcast, reduce) give ``path: collective``
+    entries: with a forced protocol (ll, ll128, simple) per-protocol entries; 'default' (and 'ring', 'tree') files an
+    ``auto`` entry only when their link class has no forced-protocol file. Point-to-point files (sendrecv,
+    all_to_all) give ``path: p2p`` entries, ``auto`` whatever the setting (NCCL_PROTO does not apply to p2p).
+    'shm' files calibrate the shm class. Files of one (link class, protocol, path) are fitted one by one and
+    their parameters pooled (mean latencies, geometric-mean bandwidths).
     Returns the calibration and the fit error of every file (all files, fitted or not).
     """
     measurements = [parse_nccl_tests(f, op, setting) for f in files]
     for m in measurements:
         if m.n_ranks is not None and m.n_ranks != placement.n_ranks:
             raise UserError(f"log has {m.n_ranks} ranks, the placement {placement.n_ranks}", file=m.file)
-    groups: dict[tuple[str, str], list[CalibrationEntry]] = {}
+    groups: dict[tuple[str, str, str], list[CalibrationEntry]] = {}
     for m in measurements:
-        pl, link_class, proto, _ = setting_context(placement, m.setting)
-        groups.setdefault((link_class, proto), []).append(_entry(m, pl, link_class, proto, coefficients))
-    forced = {cls for cls, proto in groups if proto != "auto"}
-    entries = tuple(_combine(v) for (cls, proto), v in sorted(groups.items()) if proto != "auto" or cls not in forced)
+        pl, link_class, proto, algo = setting_context(placement, m.setting, m.op)
+        entry = _entry(m, pl, link_class, proto, algo, coefficients)
+        groups.setdefault((entry.path, link_class, proto), []).append(entry)
+    forced = {(path, cls) for path, cls, proto in groups if proto != "auto"}
+    entries = tuple(_combine(v) for (path, cls, proto), v in sorted(groups.items())
+                    if proto != "auto" or (path, cls) not in forced)
     if not entries:
         raise UserError("no measurement could be fitted")
     source = ", ".join(sorted({m.file.rsplit("/", 1)[-1] for m in measurements}))

@@ -1,15 +1,19 @@
 """Effective per-rank link parameters of a placed group, per protocol, with a calibration overlaid.
 
 Each link class gets, per protocol: the bandwidth of the bandwidth regime, the bandwidth of the latency regime,
-a shift of NCCL's base latency and (when calibrated) the fill latency of the bandwidth regime.
+a shift of NCCL's base latency and (when calibrated) the fill latency of the bandwidth regime. Two tables: the
+collective channels (:func:`link_table`) and the point-to-point channels (:func:`p2p_link_table`, sendrecv and
+all_to_all), each overlaid by the calibration entries of its own path.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import PROTOCOLS, Coefficients
+from simulator.collectives.curves import Curve
 from simulator.collectives.placement import GroupPlacement
 from simulator.units.constants import GIGA, MICRO
 
@@ -23,6 +27,10 @@ class LinkParams:
     small_bw_Bps: float
     latency_shift_s: float
     fill_latency_s: float | None
+    latency_s: float | None = None  # p2p, calibrated: the whole latency of one exchange (replaces NCCL's terms)
+    curve: Curve | None = None  # p2p, calibrated with measured points: time of one exchange vs bytes
+    curve_max_bytes: float = math.inf  # the curve describes this protocol up to this many bytes per exchange
+    curve_over_inv: float = 0.0  # seconds per byte this protocol adds to the curve beyond curve_max_bytes
 
 
 def nodes_index(n_nodes: int) -> int:
@@ -89,4 +97,39 @@ def link_table(placement: GroupPlacement, c: Coefficients, calibration: Calibrat
             row[proto] = LinkParams(cls, entry.bandwidth_Bps * scale, entry.small_bw_Bps * scale,
                                     entry.latency_s - nccl_ring_base, entry.fill_latency_s)
         table[cls] = row
+    return table
+
+
+def p2p_link_table(placement: GroupPlacement, c: Coefficients,
+                   calibration: Calibration | None) -> dict[str, dict[str, LinkParams]]:
+    """``{link_class: {protocol: LinkParams}}`` of NCCL's point-to-point channels (sendrecv, all_to_all).
+
+    Uncalibrated: the datasheet link at the protocol, intra-node times ``p2p_efficiency`` (li-plus 8x A100
+    sendrecv), the network as for collectives. Calibrated (``path: p2p`` entries only; a collective fit says
+    nothing about p2p channels): the fitted parameters, with ``latency_s`` the whole latency of one exchange. An
+    ``auto`` entry describes NCCL's own protocol choice (LL up to NCCL_P2P_LL_THRESHOLD, Simple above: NCCL_PROTO
+    does not apply to p2p); its LL row keeps the latency and gets LL's share of the bandwidth, and its measured
+    curve (if any) up to the LL threshold and, above it, the curve plus LL's extra per-byte cost (8 B of data per
+    16 B line), so that the model picks LL for small messages and Simple for large ones, as NCCL does.
+    """
+    datasheet = link_table(placement, c, None)
+    table: dict[str, dict[str, LinkParams]] = {}
+    for cls, row in datasheet.items():
+        scale = 1.0 / placement.nic_sharing if cls == "net" else 1.0
+        eff = 1.0 if cls == "net" else c.p2p_efficiency
+        out = {}
+        for proto, lk in row.items():
+            entry = calibration.lookup(cls, proto, "p2p") if calibration else None
+            if entry is None:
+                out[proto] = LinkParams(cls, lk.bandwidth_Bps * eff, lk.small_bw_Bps * eff, 0.0, None)
+                continue
+            bw, curve_max, over = entry.bandwidth_Bps * scale, math.inf, 0.0
+            if entry.protocol == "auto" and proto != "simple":
+                ratio = c.protocol_efficiency[proto] / c.protocol_efficiency["simple"]
+                curve_max, over = c.p2p_ll_threshold_bytes, (1.0 / ratio - 1.0) / bw
+                bw *= ratio
+            curve = Curve.from_points(entry.curve) if entry.curve and cls != "net" else None
+            out[proto] = LinkParams(cls, bw, entry.small_bw_Bps * scale, 0.0, entry.fill_latency_s, entry.latency_s,
+                                    curve, curve_max, over)
+        table[cls] = out
     return table

@@ -15,7 +15,7 @@ from simulator.collectives import algorithms as alg
 from simulator.collectives import composite as comp
 from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, PROTOCOLS, Coefficients
-from simulator.collectives.links import link_table
+from simulator.collectives.links import LinkParams, link_table, p2p_link_table
 from simulator.collectives.placement import GroupPlacement
 from simulator.errors import UserError
 
@@ -50,6 +50,7 @@ class OpTable:
     protocols: tuple[str, ...]
     reasons: tuple[str, ...]
     terms: np.ndarray  # (rows, 6): lat_small, inv_small, lat_big, inv_big, msgs_fixed, msgs_per_byte
+    curves: tuple = ()  # per row: None or (Curve, wire, max bytes per exchange, s/B beyond it) (curves.py)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class GroupCostModel:
     calibration: Calibration | None
     tables: dict[str, OpTable] = field(repr=False)
     seconds_per_message: float = 0.0
+    p2p_links: dict[str, dict[str, LinkParams]] = field(default_factory=dict, repr=False)
 
 
 def _infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
@@ -106,13 +108,14 @@ def _row(ctx: alg.Ctx, op: str, algo: str, proto: str) -> alg.Row:
 
 
 def _table(ctx: alg.Ctx, op: str) -> OpTable:
-    algos, protos, reasons, terms = [], [], [], []
+    algos, protos, reasons, terms, curves = [], [], [], [], []
     for algo in ALGORITHMS[op]:
         for proto in PROTOCOLS:
             reason = _infeasible(ctx, op, algo, proto) if ctx.n > 1 else ""
             algos.append(algo)
             protos.append(proto)
             reasons.append(reason)
+            curves.append(None)
             if reason:
                 terms.append([np.inf] * 4 + [0.0, 0.0])
             elif ctx.n == 1:
@@ -120,16 +123,19 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
             else:
                 r = _row(ctx, op, algo, proto)
                 terms.append([r.lat_small_s, r.inv_small, r.lat_big_s, r.inv_big, r.msgs_fixed, r.msgs_per_byte])
-    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float))
+                if r.curve is not None:
+                    curves[-1] = (r.curve, r.curve_wire, r.curve_max_bytes, r.curve_over_inv)
+    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves))
 
 
 def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEFAULT_COEFFICIENTS,
                      calibration: Calibration | None = None) -> GroupCostModel:
     """Fill the per-(operation, algorithm, protocol) terms for one placed group."""
-    ctx = alg.Ctx(placement, coefficients, link_table(placement, coefficients, calibration))
+    ctx = alg.Ctx(placement, coefficients, link_table(placement, coefficients, calibration),
+                  p2p_link_table(placement, coefficients, calibration))
     tables = {op: _table(ctx, op) for op in OPS}
     rate = coefficients.message_rate_per_s[placement.net_issue]
-    return GroupCostModel(placement, coefficients, calibration, tables, 1.0 / rate)
+    return GroupCostModel(placement, coefficients, calibration, tables, 1.0 / rate, ctx.p2p)
 
 
 def _check_op(op: str) -> None:
@@ -145,7 +151,12 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
     small = t[:, 0:1] + t[:, 1:2] * s
     big = t[:, 2:3] + t[:, 3:4] * s
     rate = t[:, 0:1] + (t[:, 4:5] + t[:, 5:6] * s) * model.seconds_per_message
-    return np.maximum(np.maximum(small, big), rate)
+    times = np.maximum(np.maximum(small, big), rate)
+    for i, curve in enumerate(model.tables[op].curves):
+        if curve is not None:
+            m = curve[1] * s[0]
+            times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
+    return times
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
-from simulator.collectives.links import intra_bandwidth, net_node_bandwidth
 from simulator.collectives.model import GroupCostModel, evaluate
 from simulator.errors import UserError
 
@@ -80,15 +79,16 @@ def all_to_all_matrix_time(model: GroupCostModel, bytes_matrix) -> float:
     same = node[:, None] == node[None, :]
     np.fill_diagonal(same, False)
     times = [0.0]
+    p2p = model.p2p_links
     if k > 1:
-        bw = intra_bandwidth(p, c) * c.p2p_efficiency
+        bw = p2p[p.intra_transport]["simple"].bandwidth_Bps
         intra = np.where(same, m, 0.0)
         times.append(max(intra.sum(1).max(), intra.sum(0).max()) / bw)
     if p.n_nodes > 1:
         remote = np.where(node[:, None] != node[None, :], m, 0.0)
         per_node_out = np.bincount(node, weights=remote.sum(1), minlength=p.n_nodes)
         per_node_in = np.bincount(node, weights=remote.sum(0), minlength=p.n_nodes)
-        bw = net_node_bandwidth(p, c) / p.fabric_oversubscription
+        bw = p2p["net"]["simple"].bandwidth_Bps / p.fabric_oversubscription
         times.append(max(per_node_out.max(), per_node_in.max()) / bw)
         chunks = np.where(remote > 0, np.ceil(remote / c.net_chunk_bytes), 0.0)
         msgs = np.bincount(node, weights=chunks.sum(1), minlength=p.n_nodes).max() / p.nics_per_node
