@@ -86,3 +86,59 @@ def plot_sweep_heatmap(frame, x: str, y: str, value: str, path: str | Path, *, t
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return Path(path)
+
+
+BREAKDOWN_COLOURS = {"compute": "#4c72b0", "recompute": "#8172b3", "bubble": "#cccccc", "optimizer": "#937860",
+                     "tp": "#dd8452", "cp": "#55a868", "ulysses": "#64b5cd", "ep": "#c44e52", "pp": "#da8bc3",
+                     "dp": "#8c8c8c"}
+
+
+def breakdown_axes(ax, result) -> None:
+    """One horizontal stacked bar: where the step time goes (exposed comm per dimension)."""
+    step = result.step
+    parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
+             ("optimizer", step.optimizer_s)] + [(d, v) for d, v in step.exposed_comm_s.items() if v > 0]
+    left = 0.0
+    for name, value in parts:
+        if value <= 0:
+            continue
+        label = name if name in ("compute", "recompute", "bubble", "optimizer") else f"exposed {name}"
+        ax.barh([0], [value], left=left, color=BREAKDOWN_COLOURS.get(name, "#999999"), label=label)
+        left += value
+    ax.set_yticks([])
+    ax.set_xlabel("seconds")
+    ax.set_title(f"step {step.step_s:.3f} s, MFU {step.mfu:.1%}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def timeline_axes(ax, result, max_events: int = 4000) -> None:
+    """Gantt chart of the step: one row per (pipeline stage, stream)."""
+    events = [e for e in result.step.events() if e.dur_s > 0]
+    streams = sorted({(e.stage, e.stream) for e in events}, key=lambda k: (k[0], k[1] != "compute", k[1]))
+    row = {k: i for i, k in enumerate(streams)}
+    for e in events[:max_events]:
+        kind = e.stream.split()[0]
+        colour = BREAKDOWN_COLOURS.get(kind, "#4c72b0" if e.stream == "compute" else "#999999")
+        if e.stream == "compute" and e.name.lower().startswith("b"):
+            colour = "#2a4d7a"
+        ax.barh(row[(e.stage, e.stream)], e.dur_s, left=e.start_s, color=colour, height=0.8)
+    ax.set_yticks(range(len(streams)), [f"stage {s} {n}" for s, n in streams], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    ax.set_title("timeline (forward light, backward dark; comm streams below each stage)", fontsize=9)
+
+
+def plot_result(result, path: str | Path) -> Path:
+    """Memory per stage, step-time breakdown and the pipeline timeline in one figure."""
+    plt = _pyplot()
+    stages = len(result.memory.stages)
+    fig = plt.figure(figsize=(12, 4 + 0.25 * stages * 3))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1, 1.4], width_ratios=[1, 1.3])
+    memory_axes(fig.add_subplot(grid[0, 0]), result)
+    breakdown_axes(fig.add_subplot(grid[0, 1]), result)
+    timeline_axes(fig.add_subplot(grid[1, :]), result)
+    fig.suptitle(result.scenario.name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return Path(path)
