@@ -133,12 +133,22 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
     return span // (p.ep * p.etp)
 
 
-def check_batch(t: TrainingConfig, dp: int) -> int:
-    """global_batch % (micro_batch*dp); returns the micro-batches per step."""
+def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> int:
+    """global_batch % (micro_batch*dp); returns the micro-batches per step.
+
+    With the interleaved schedule (vpp > 1) Megatron also requires the micro-batch count to be a multiple of pp
+    (megatron/core/pipeline_parallel/schedules.py: "number of microbatches is not divisible by pipeline-model-parallel-
+    size when using interleaved schedule"): the schedule runs the micro-batches in groups of pp.
+    """
     if t.global_batch % (t.micro_batch * dp):
         raise _err(f"global_batch ({t.global_batch}) is not divisible by micro_batch ({t.micro_batch}) * dp ({dp}) "
                    f"= {t.micro_batch * dp}", "training.global_batch")
-    return t.global_batch // (t.micro_batch * dp)
+    micro = t.global_batch // (t.micro_batch * dp)
+    if p is not None and p.vpp > 1 and micro % p.pp:
+        raise _err(f"the interleaved schedule (vpp {p.vpp}) needs the micro-batch count global_batch "
+                   f"({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp ({dp})) = {micro} to be a multiple of "
+                   f"pp ({p.pp})", "training.global_batch")
+    return micro
 
 
 def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
