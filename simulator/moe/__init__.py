@@ -3,7 +3,7 @@
 Public API: :func:`route` -> :class:`Routing`; :class:`CommSettings` and :func:`ep_comm` (dispatch/combine of a
 routed batch on a placed group); :func:`moe_layer_comm` -> :class:`MoeLayerComm` (the step-time engine's hook);
 :func:`layer_time` (sequential vs streamed), :func:`sm_slowdown`; :func:`token_bytes`; :func:`rdma_send_time`
-(proxy vs IBGDA with queue pairs); :func:`moe_table` (CLI rows). See docs/moe.md.
+(proxy vs IBGDA with queue pairs). See docs/moe.md.
 """
 
 from simulator.moe.backends import BACKENDS, CommSettings, EpComm, ep_comm

@@ -16,7 +16,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, GroupPlacement, all_to_all_matrix_time, build_cost_model
+from simulator.collectives import (
+    DEFAULT_COEFFICIENTS,
+    Coefficients,
+    GroupPlacement,
+    all_to_all_matrix_time,
+    build_cost_model,
+)
 from simulator.errors import UserError
 from simulator.moe import kernels
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
@@ -59,6 +65,9 @@ class CommSettings(BaseModel):
         return c.normal_sms if self.backend == "deepep_normal" else 0
 
 
+DEFAULT_SETTINGS = CommSettings()
+
+
 @dataclass(frozen=True)
 class EpComm:
     """Dispatch and combine of one forward MoE layer, and what they cost the rest of the GPU."""
@@ -71,7 +80,7 @@ class EpComm:
     overlap: str
 
 
-def ep_comm(routing: Routing, placement: GroupPlacement, hidden: int, settings: CommSettings = CommSettings(),
+def ep_comm(routing: Routing, placement: GroupPlacement, hidden: int, settings: CommSettings = DEFAULT_SETTINGS,
             c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS, cc: Coefficients = DEFAULT_COEFFICIENTS,
             dispatch_dtype: str | None = None) -> EpComm:
     """Time of dispatch (``settings.dispatch_dtype`` unless ``dispatch_dtype`` overrides) and combine (BF16)."""

@@ -106,8 +106,14 @@ def _normal_rdma(routing, p, node, local, tb, issue, qps, c, cc) -> tuple[float,
         np.add.at(recv_tokens, dst, remote[:, n])
     recv = rdma_receive_time(recv_tokens * tb, nic, cc)
     t = float(max(send.max(), recv.max()))
-    msg_bound = float((chunks.sum(1) / cc.message_rate_per_s[issue]).max())
-    return t, "message_rate" if msg_bound >= t * 0.999 else "rdma"
+    return t, _send_limit(remote.sum(1) * tb, chunks.sum(1), nic, issue, cc)
+
+
+def _send_limit(bytes_: np.ndarray, messages: np.ndarray, nic_Bps: float, issue: str, cc: Coefficients) -> str:
+    """``message_rate`` when the busiest sender posts messages slower than its bytes drain at line rate."""
+    i = int(np.argmax(bytes_))
+    by_rate = messages[i] / cc.message_rate_per_s[issue]
+    return "message_rate" if by_rate > bytes_[i] / (nic_Bps * cc.nic_efficiency) else "rdma"
 
 
 def low_latency(routing: Routing, p: GroupPlacement, hidden: int, dtype: str, issue: str, qps: int | None,
@@ -131,10 +137,9 @@ def low_latency(routing: Routing, p: GroupPlacement, hidden: int, dtype: str, is
         nvl = np.where(same, sel, 0.0) * (1.0 - np.eye(routing.ep))
         terms["nvlink"] = _nvlink_time(nvl.sum(1) * tb, nvl.sum(0) * tb, p, c.normal_nvlink_efficiency)
     fixed = c.ll_latency_s + c.ll_per_node_hop_s * log2(p.n_nodes)
-    msg_bound = float((net.sum(1) / cc.message_rate_per_s[issue]).max())
     limiting = max(terms, key=terms.get)
-    if limiting == "rdma" and msg_bound >= terms["rdma"] * 0.5:
-        limiting = "message_rate"
+    if limiting == "rdma":
+        limiting = _send_limit(net.sum(1) * tb, net.sum(1), nic, issue, cc)
     counted = float(sel.sum(1).mean()) * tb
     return KernelTime(fixed + max(terms.values()), counted, "rdma" if p.n_nodes > 1 or not use_nvlink else "nvlink",
                       limiting, terms)

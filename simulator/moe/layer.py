@@ -10,7 +10,7 @@ import numpy as np
 from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, GroupPlacement, place_group
 from simulator.errors import UserError
 from simulator.model import ModelSpec
-from simulator.moe.backends import CommSettings, EpComm, ep_comm
+from simulator.moe.backends import DEFAULT_SETTINGS, CommSettings, EpComm, ep_comm
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
 from simulator.moe.overlap import layer_time, sm_slowdown
 from simulator.moe.routing import Routing, route
@@ -90,7 +90,7 @@ def ep_placement(topology: Topology, gpus: Sequence[int | str]) -> GroupPlacemen
 
 
 def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement,
-                   settings: CommSettings = CommSettings(), *, distribution="uniform", zipf_exponent: float = 1.0,
+                   settings: CommSettings = DEFAULT_SETTINGS, *, distribution="uniform", zipf_exponent: float = 1.0,
                    node_limit: int | None = None, seed: int | None = None, routing: Routing | None = None,
                    c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS,
                    cc: Coefficients = DEFAULT_COEFFICIENTS) -> MoeLayerComm:
