@@ -10,7 +10,7 @@ Tolerance 15%.
 from __future__ import annotations
 
 import csv
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def _rows():
 ROWS = _rows()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _routing(mode: str, ep: int):
     if mode == "low_latency":
         return route(128, 8, -(-288 // ep) * ep, ep, seed=0)
