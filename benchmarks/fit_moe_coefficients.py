@@ -6,6 +6,7 @@ fit uses exactly one published row (noted); every other row of tests/validation/
 
 from __future__ import annotations
 
+from functools import cache
 from math import log2
 
 from simulator.collectives import placement_for_profile
@@ -26,8 +27,13 @@ def _bisect(f, lo, hi, target, increasing=True, iterations=60):
     return 0.5 * (lo + hi)
 
 
+@cache
+def _normal_routing(ep):
+    return route(4096, 8, 256, ep, node_limit=min(ep // 8, 4), seed=0)
+
+
 def _normal_mean_GBps(ep, issue, qps, c):
-    r = route(4096, 8, 256, ep, node_limit=min(ep // 8, 4), seed=0)
+    r = _normal_routing(ep)
     p = placement_for_profile("hgx_h800", ep)
     d = deepep_normal(r, p, HIDDEN, "fp8", issue, qps, c)
     cb = deepep_normal(r, p, HIDDEN, "bf16", issue, qps, c)
