@@ -1,0 +1,79 @@
+"""``simulator moe``: dispatch and combine time and DeepEP-style bottleneck bandwidth of one EP configuration.
+
+```
+simulator moe --system PROFILE --nodes N --ep E --tokens T --hidden H --top-k K [--experts X]
+              [--topk-groups G] [--backend nccl|deepep_normal|deepep_low_latency|cpu_proxy]
+              [--transport ibrc|ibgda] [--qps Q] [--dispatch-dtype fp8|bf16] [--json] [--seed S]
+```
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from simulator.errors import UserError
+from simulator.units import GIGA, MICRO
+
+JSON_KEYS = ("dispatch_us", "combine_us", "dispatch_GBps", "combine_GBps", "bottleneck")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("moe", help="expert-parallel dispatch/combine time and bandwidth (DeepEP style)")
+    parser.add_argument("--system", required=True, help="node profile, e.g. hgx_h800")
+    parser.add_argument("--nodes", type=_positive_int, required=True, help="nodes the EP group spans")
+    parser.add_argument("--ep", type=_positive_int, required=True, help="expert-parallel ranks")
+    parser.add_argument("--tokens", type=_positive_int, required=True, help="tokens per batch on each rank")
+    parser.add_argument("--hidden", type=_positive_int, required=True, help="model width")
+    parser.add_argument("--top-k", type=_positive_int, required=True, help="experts per token")
+    parser.add_argument("--experts", type=_positive_int, default=256, help="routed experts (default 256)")
+    parser.add_argument("--topk-groups", type=_positive_int, default=None,
+                        help="node-limited routing: each token to at most G nodes (default: no limit)")
+    parser.add_argument("--backend", default="deepep_normal",
+                        choices=("nccl", "deepep_normal", "deepep_low_latency", "cpu_proxy"))
+    parser.add_argument("--transport", choices=("ibrc", "ibgda"), default=None,
+                        help="internode RDMA issued by a CPU proxy (ibrc) or the GPU (ibgda); default per backend")
+    parser.add_argument("--qps", type=_positive_int, default=None, help="queue pairs per peer (default per backend)")
+    parser.add_argument("--dispatch-dtype", choices=("fp8", "bf16"), default="fp8")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="sample one routed batch with this seed (default: expected token counts)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def run(args) -> int:
+    from simulator.collectives import placement_for_profile
+    from simulator.moe import CommSettings, ep_comm, route
+
+    if args.ep % args.nodes:
+        raise UserError(f"--ep {args.ep} does not spread evenly over --nodes {args.nodes}", key_path="ep")
+    rpn = args.ep // args.nodes
+    placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
+    routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups, ranks_per_node=rpn,
+                    seed=args.seed)
+    settings = CommSettings(backend=args.backend, transport=args.transport, qps=args.qps,
+                            dispatch_dtype=args.dispatch_dtype)
+    comm = ep_comm(routing, placement, args.hidden, settings)
+    row = {"dispatch_us": comm.dispatch.time_s / MICRO, "combine_us": comm.combine.time_s / MICRO,
+           "dispatch_GBps": comm.dispatch.bandwidth_Bps / GIGA, "combine_GBps": comm.combine.bandwidth_Bps / GIGA,
+           "bottleneck": comm.dispatch.bottleneck}
+    if args.json:
+        print(json.dumps(row))
+        return 0
+    print(f"{args.backend} on {args.system}: EP {args.ep} over {args.nodes} node(s), {args.tokens} tokens/rank, "
+          f"hidden {args.hidden}, top-{args.top_k} of {args.experts} experts, transport {comm.transport}, "
+          f"{comm.qps} QP/peer, {comm.reserved_sms} SMs, load imbalance {routing.imbalance:.3f}")
+    print(f"{'':10s}{'time (us)':>12s}{'GB/s':>10s}  {'reported on':12s}limited by")
+    for name, k in (("dispatch", comm.dispatch), ("combine", comm.combine)):
+        print(f"{name:10s}{k.time_s / MICRO:12.1f}{k.bandwidth_Bps / GIGA:10.1f}  {k.bottleneck:12s}{k.limiting}")
+    return 0

@@ -1,0 +1,116 @@
+"""The hook the step-time engine calls once per MoE layer configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, GroupPlacement, place_group
+from simulator.errors import UserError
+from simulator.model import ModelSpec
+from simulator.moe.backends import DEFAULT_SETTINGS, CommSettings, EpComm, ep_comm
+from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
+from simulator.moe.overlap import layer_time, sm_slowdown
+from simulator.moe.routing import Routing, route
+from simulator.topology import Topology
+
+
+@dataclass(frozen=True)
+class MoeLayerComm:
+    """Expert-parallel communication of one MoE layer for one micro-batch, forward and backward.
+
+    Forward: dispatch (``dispatch_dtype``) then combine (BF16). Backward runs the routes the other way: the
+    gradient of combine is a dispatch-shaped exchange and the gradient of dispatch a combine-shaped one, both BF16.
+    ``expert_tokens`` are the rows each rank's local experts multiply (padding included): the expert GEMM sizes.
+    """
+
+    routing: Routing
+    forward: EpComm
+    backward: EpComm
+
+    @property
+    def forward_dispatch_s(self) -> float:
+        return self.forward.dispatch.time_s
+
+    @property
+    def forward_combine_s(self) -> float:
+        return self.forward.combine.time_s
+
+    @property
+    def backward_dispatch_s(self) -> float:
+        """Gradient of combine: output gradients sent to the experts (dispatch route, BF16)."""
+        return self.backward.dispatch.time_s
+
+    @property
+    def backward_combine_s(self) -> float:
+        """Gradient of dispatch: input gradients returned to the token owners (combine route, BF16)."""
+        return self.backward.combine.time_s
+
+    @property
+    def reserved_sms(self) -> int:
+        return self.forward.reserved_sms
+
+    @property
+    def overlap(self) -> str:
+        return self.forward.overlap
+
+    @property
+    def expert_tokens(self) -> np.ndarray:
+        """(ep, local experts) tokens per local expert of each rank."""
+        return self.routing.expert_load
+
+    @property
+    def max_rank_tokens(self) -> float:
+        """Tokens the busiest rank's experts process: it sets the layer time."""
+        return float(self.routing.rank_load.max())
+
+    @property
+    def imbalance(self) -> float:
+        return self.routing.imbalance
+
+    def layer_time_s(self, expert_compute_s: float, total_sms: int, backward: bool = False,
+                     chunks: int | None = None, c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS) -> float:
+        """Dispatch + expert FFN + combine of this layer, given the busiest rank's expert FFN time on all SMs.
+
+        When streamed, the FFN runs on the SMs communication leaves (x SMs/(SMs - k)) while the kernels move data.
+        """
+        comm = self.backward if backward else self.forward
+        compute = expert_compute_s
+        if comm.overlap == "streamed":
+            compute *= sm_slowdown(total_sms, comm.reserved_sms)
+        return layer_time(comm.dispatch.time_s, compute, comm.combine.time_s, comm.overlap,
+                          chunks or c.pipeline_chunks)
+
+
+def ep_placement(topology: Topology, gpus: Sequence[int | str]) -> GroupPlacement:
+    """The EP group's view of the hardware (node-major rank order), via :func:`simulator.collectives.place_group`."""
+    return place_group(topology, gpus)
+
+
+def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement,
+                   settings: CommSettings = DEFAULT_SETTINGS, *, distribution="uniform", zipf_exponent: float = 1.0,
+                   node_limit: int | None = None, seed: int | None = None, routing: Routing | None = None,
+                   c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS,
+                   cc: Coefficients = DEFAULT_COEFFICIENTS) -> MoeLayerComm:
+    """EP communication of one MoE layer of ``model`` for ``tokens_per_rank`` tokens on each EP rank.
+
+    Args:
+        placement: the EP group on the hardware (:func:`ep_placement`, or
+            :func:`simulator.collectives.placement_for_profile`); its rank count is the EP size.
+        settings: backend, transport, queue pairs, dispatch dtype, overlap.
+        distribution, zipf_exponent, node_limit, seed: routing (see :func:`simulator.moe.route`); the capacity
+            factor comes from ``model.moe.capacity_factor``.
+        routing: a routing computed before (skips routing).
+    """
+    if model.moe is None:
+        raise UserError(f"model {model.name} has no MoE layers", key_path="model.moe")
+    if routing is None:
+        moe = model.moe
+        routing = route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
+                        zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
+                        capacity_factor=moe.capacity_factor, seed=seed)
+    forward = ep_comm(routing, placement, model.hidden, settings, c, cc)
+    backward = ep_comm(routing, placement, model.hidden, settings, c, cc, dispatch_dtype="bf16")
+    return MoeLayerComm(routing, forward, backward)
