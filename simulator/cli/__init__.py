@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         collective_cmd,
         hardware_cmd,
         measure_cmd,
+        moe_cmd,
         regress_cmd,
         run_cmd,
         schema_cmd,
@@ -30,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="simulator",
         description="Analytical cost model for distributed LLM training: memory per GPU and step time.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run_cmd, sweep_cmd, collective_cmd, hardware_cmd, topology_cmd, measure_cmd, schema_cmd,
-                   regress_cmd):
+    for module in (run_cmd, sweep_cmd, collective_cmd, hardware_cmd, topology_cmd, moe_cmd, measure_cmd,
+                   schema_cmd, regress_cmd):
         module.register(subparsers)
     return parser
 

@@ -87,8 +87,8 @@ class Topology:
 
     # ---- paths --------------------------------------------------------------------------------------------------
     def paths(self, a: int | str, b: int | str) -> list[Path]:
-        """All equally good routes from GPU ``a`` to GPU ``b``: the widest (largest bottleneck) routes, and among
-        those the lowest-latency ones. Inside a node this finds, e.g., the six parallel NVSwitch planes of a DGX A100
+        """All equally good routes from GPU ``a`` to GPU ``b``: over NVLink when it connects them, the widest
+        (largest bottleneck) routes, and among those the lowest-latency ones. Inside a node this finds, e.g., the six parallel NVSwitch planes of a DGX A100
         pair; across nodes the GPUDirect RDMA route through each GPU's nearest NIC (same index as the GPU where
         counts match, as NCCL pairs them)."""
         a, b = self.gpu(a), self.gpu(b)
@@ -105,12 +105,21 @@ class Topology:
         return self.paths(a, b)[0]
 
     def _intra_paths(self, a_local: str, b_local: str) -> list[Path]:
+        """Inside a node NVLink wins whenever it connects the pair (as NCCL's P2P transport prefers it), even when
+        one switch plane is narrower than the PCIe route (HGX H800: 2 links = 50 GB/s per plane); only a pair with
+        no NVLink route falls back to PCIe/CPU routes."""
         key = (a_local, b_local)
         if key not in self._path_cache:
-            view = self._node0_view
-            self._path_cache[key] = _widest_then_fastest(view, f"n0.{a_local}", f"n0.{b_local}",
-                                                         self._transport_of)
+            a, b = f"n0.{a_local}", f"n0.{b_local}"
+            nvlink = self._node0_nvlink_view
+            view = nvlink if a in nvlink and b in nvlink and nx.has_path(nvlink, a, b) else self._node0_view
+            self._path_cache[key] = _widest_then_fastest(view, a, b, self._transport_of)
         return self._path_cache[key]
+
+    @cached_property
+    def _node0_nvlink_view(self) -> nx.DiGraph:
+        view = self._node0_view
+        return view.edge_subgraph([(u, v) for u, v, k in view.edges(data="link") if k in NVLINK])
 
     @cached_property
     def _node0_view(self) -> nx.DiGraph:

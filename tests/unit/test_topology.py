@@ -160,3 +160,11 @@ def test_intra_node_answers_do_not_depend_on_cluster_size():
     big = Topology(load_cluster("dgx_h100", 32))
     assert big.pair_bandwidth("n31.gpu1", "n31.gpu6") == small.pair_bandwidth(1, 6)
     assert big.path("n31.gpu1", "n31.gpu6").latency_s == small.path(1, 6).latency_s
+
+
+def test_nvlink_is_preferred_even_when_one_plane_is_narrower_than_pcie():
+    topo = Topology(load_cluster("hgx_h800", 1))
+    paths = topo.paths(0, 5)
+    assert len(paths) == 4 and all(p.transport == "nvlink" for p in paths)
+    assert paths[0].bottleneck_Bps == pytest.approx(50 * GB)  # 2 links x 25 GB/s per switch plane
+    assert topo.pair_bandwidth(0, 5) == pytest.approx(200 * GB)
