@@ -8,6 +8,7 @@ table, :func:`build_cost_model` fills per-(operation, algorithm, protocol) terms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -130,7 +131,22 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
 
 def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEFAULT_COEFFICIENTS,
                      calibration: Calibration | None = None) -> GroupCostModel:
-    """Fill the per-(operation, algorithm, protocol) terms for one placed group."""
+    """Fill the per-(operation, algorithm, protocol) terms for one placed group.
+
+    Models built with the default coefficients are cached by (placement, calibration): both are frozen, and
+    sweeps meet the same group shapes over and over.
+    """
+    if coefficients is DEFAULT_COEFFICIENTS:
+        return _cached_default_model(placement, calibration)
+    return _build(placement, coefficients, calibration)
+
+
+@lru_cache(maxsize=4096)
+def _cached_default_model(placement: GroupPlacement, calibration: Calibration | None) -> GroupCostModel:
+    return _build(placement, DEFAULT_COEFFICIENTS, calibration)
+
+
+def _build(placement: GroupPlacement, coefficients: Coefficients, calibration: Calibration | None) -> GroupCostModel:
     ctx = alg.Ctx(placement, coefficients, link_table(placement, coefficients, calibration),
                   p2p_link_table(placement, coefficients, calibration))
     tables = {op: _table(ctx, op) for op in OPS}

@@ -34,6 +34,15 @@ def place_group(topology: Topology, gpus: Sequence[int | str], *, concurrent_gro
         net_issue: who posts network work: ``cpu_proxy`` (IBRC) or ``ibgda`` (GPU-initiated).
         overrides: any :class:`GroupPlacement` field, e.g. ``nvls=False`` for a run with NCCL_NVLS_ENABLE=0.
     """
+    key = (tuple(gpus), tuple(tuple(g) for g in concurrent_groups), net_issue, tuple(sorted(overrides.items())))
+    cache = topology.__dict__.setdefault("_placement_cache", {})
+    if key not in cache:
+        cache[key] = _place(topology, gpus, concurrent_groups, net_issue, overrides)
+    return cache[key]
+
+
+def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Sequence[Sequence],
+           net_issue: NetIssue, overrides: dict) -> GroupPlacement:
     names = [topology.gpu(g) for g in gpus]
     if len(set(names)) != len(names):
         raise UserError(f"a group lists a GPU twice: {names}")

@@ -168,9 +168,9 @@ def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = Fa
     (Korthikanti et al. 2023, App. A), the convention MFU is quoted in.
     """
     total = 0.0
-    for i in range(model.layers):
-        f = layer_flops(model, seq_len, batch, layer_index=i, causal=causal, attention=attention)
-        total += f.forward_flops + f.backward_flops
+    for index, count in _layer_kinds(model):
+        f = layer_flops(model, seq_len, batch, layer_index=index, causal=causal, attention=attention)
+        total += count * (f.forward_flops + f.backward_flops)
     lg = logits_flops(model, seq_len, batch)
     return total + lg.forward_flops + lg.backward_flops
 
@@ -184,14 +184,25 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
     ``attention='flash'`` adds the kernel's recomputation of Q K^T in backward.
     """
     total = model_flops(model, seq_len, batch, causal=causal, attention=attention)
-    for i in range(model.layers):
-        f = layer_flops(model, seq_len, batch, layer_index=i, causal=causal, attention=attention)
-        total += f.recompute_flops
+    for index, count in _layer_kinds(model):
+        f = layer_flops(model, seq_len, batch, layer_index=index, causal=causal, attention=attention)
+        extra = f.recompute_flops
         if recompute == "full":
-            total += f.forward_flops
+            extra += f.forward_flops
         elif recompute == "selective":
-            total += sum(o.flops for o in f.ops if o.phase == "fwd" and o.name.startswith("attn."))
+            extra += sum(o.flops for o in f.ops if o.phase == "fwd" and o.name.startswith("attn."))
+        total += count * extra
     return total
+
+
+def _layer_kinds(model: ModelSpec) -> list[tuple[int, int]]:
+    """(a representative layer index, how many layers share its shape): layers differ only dense vs MoE."""
+    moe = [i for i in range(model.layers) if model.is_moe_layer(i)]
+    dense = model.layers - len(moe)
+    kinds = [(moe[0], len(moe))] if moe else []
+    if dense:
+        kinds.append((next(i for i in range(model.layers) if not model.is_moe_layer(i)), dense))
+    return kinds
 
 
 def korthikanti_model_flops(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:

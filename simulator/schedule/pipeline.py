@@ -15,12 +15,16 @@ u + 1 (or, on the last virtual stage, for its own forward). The bubble is what t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
 
 
+@lru_cache(maxsize=256)
 def stage_orders(schedule: str, pp: int, vpp: int, microbatches: int) -> list[list[Op]]:
-    """The op order of every stage for ``schedule`` (``gpipe`` or ``1f1b``; interleaved when vpp > 1)."""
+    """The op order of every stage for ``schedule`` (``gpipe`` or ``1f1b``; interleaved when vpp > 1).
+
+    Cached (sweeps ask for the same orders again and again): callers must not modify the lists."""
     m = microbatches
     if schedule == "gpipe":
         return [[("F", j, c) for j in range(m) for c in range(vpp)]
@@ -71,11 +75,17 @@ class StageTimeline:
 def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[list[float]], p2p_s: float
                  ) -> list[StageTimeline]:
     """Event timeline of the stage orders. ``fwd_s[i][c]``/``bwd_s[i][c]``: duration of a forward/backward of
-    model chunk c on stage i (one micro-batch); ``p2p_s``: one boundary sendrecv."""
+    model chunk c on stage i (one micro-batch); ``p2p_s``: one boundary sendrecv.
+
+    Each stage runs its ops in order as soon as the op's input is there; end times live in flat lists indexed by
+    (virtual stage, micro-batch), since sweeps run this loop for thousands of plans.
+    """
     pp = len(orders)
     vpp = len(fwd_s[0])
     last = pp * vpp - 1
-    end: dict[tuple[str, int, int], float] = {}
+    m = sum(1 for kind, _, _ in orders[0] if kind == "F") // vpp
+    end_f: list[float | None] = [None] * (pp * vpp * m)
+    end_b: list[float | None] = [None] * (pp * vpp * m)
     ptr, free = [0] * pp, [0.0] * pp
     events: list[list] = [[] for _ in range(pp)]
     wait, wait_pp, busy = [0.0] * pp, [0.0] * pp, [0.0] * pp
@@ -83,29 +93,34 @@ def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[l
     while remaining:
         progressed = False
         for i in range(pp):
-            order = orders[i]
-            while ptr[i] < len(order):
-                kind, j, c = order[ptr[i]]
+            order, n, t, f_i, b_i, ev = orders[i], len(orders[i]), free[i], fwd_s[i], bwd_s[i], events[i]
+            k = ptr[i]
+            while k < n:
+                kind, j, c = order[k]
                 u = c * pp + i
                 if kind == "F":
-                    dep, lag = (("F", j, u - 1), p2p_s) if u > 0 else (None, 0.0)
+                    dep = end_f[(u - 1) * m + j] if u > 0 else 0.0
+                    lag = p2p_s if u > 0 else 0.0
+                    dur = f_i[c]
                 else:
-                    dep, lag = (("B", j, u + 1), p2p_s) if u < last else (("F", j, u), 0.0)
-                if dep is not None and dep not in end:
+                    dep = end_b[(u + 1) * m + j] if u < last else end_f[u * m + j]
+                    lag = p2p_s if u < last else 0.0
+                    dur = b_i[c]
+                if dep is None:
                     break
-                arrival = end[dep] + lag if dep is not None else 0.0
-                start = max(free[i], arrival)
-                idle = start - free[i]
-                if idle > 0:
-                    wait[i] += idle
-                    wait_pp[i] += max(0.0, min(start, arrival) - max(free[i], arrival - lag))
-                dur = fwd_s[i][c] if kind == "F" else bwd_s[i][c]
-                end[(kind, j, u)] = start + dur
-                events[i].append((kind, j, c, start, start + dur))
+                arrival = dep + lag
+                begin = t if t > arrival else arrival
+                if begin > t:
+                    wait[i] += begin - t
+                    wait_pp[i] += max(0.0, min(begin, arrival) - max(t, arrival - lag))
+                t = begin + dur
+                (end_f if kind == "F" else end_b)[u * m + j] = t
+                ev.append((kind, j, c, begin, t))
                 busy[i] += dur
-                free[i] = start + dur
-                ptr[i] += 1
-                remaining -= 1
+                k += 1
+            if k > ptr[i]:
+                remaining -= k - ptr[i]
+                ptr[i], free[i] = k, t
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked (internal error)")
