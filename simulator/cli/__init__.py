@@ -14,31 +14,33 @@ from simulator.errors import UserError
 EXIT_USER_ERROR = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from simulator.cli import (
-        collective_cmd,
-        hardware_cmd,
-        measure_cmd,
-        moe_cmd,
-        regress_cmd,
-        run_cmd,
-        schema_cmd,
-        sweep_cmd,
-        topology_cmd,
-    )
+#: subcommand -> the module that registers it; only the module a command needs is imported (start-up time)
+COMMANDS = {
+    "run": "run_cmd", "memory": "run_cmd", "sweep": "sweep_cmd", "compare": "sweep_cmd",
+    "collective": "collective_cmd", "calibrate": "collective_cmd", "moe": "moe_cmd", "hardware": "hardware_cmd",
+    "topology": "topology_cmd", "validate": "validate_cmd", "regress": "regress_cmd", "schema": "schema_cmd",
+    "measure": "measure_cmd",
+}
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv`` naming a subcommand, only that subcommand's module is imported."""
+    import importlib
 
     parser = argparse.ArgumentParser(
         prog="simulator",
         description="Analytical cost model for distributed LLM training: memory per GPU and step time.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (run_cmd, sweep_cmd, collective_cmd, hardware_cmd, topology_cmd, moe_cmd, measure_cmd,
-                   schema_cmd, regress_cmd):
-        module.register(subparsers)
+    command = next((a for a in argv or () if not a.startswith("-")), None)
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(f"simulator.cli.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()

@@ -1,7 +1,7 @@
 """Measured time-vs-size curves of point-to-point exchanges (a calibration's ``curve`` points), interpolated.
 
 NCCL's p2p exchange time on 2x H200 is concave in the size: the effective bandwidth still grows from 128 GB/s at
-1 MiB to 360 GB/s at 1 GiB (tests/validation/data/h200x2_kit/sendrecv_perf.*), which no ``max`` of two lines can
+1 MiB to 360 GB/s at 1 GiB (simulator/validation/data/h200x2_kit/sendrecv_perf.*), which no ``max`` of two lines can
 follow (it is convex). A calibrated p2p link therefore keeps the measured points and the model interpolates them:
 log-log between points, the first time below the first point, the last segment's slope (in seconds per byte)
 beyond the last.

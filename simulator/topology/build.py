@@ -21,8 +21,14 @@ UPSTREAM_LANES = 16  # PCIe switch uplinks and CPU root ports are x16 on every s
 def build_graph(cluster: ClusterSpec) -> nx.DiGraph:
     """The whole cluster as a directed graph (see module docstring for names and attributes)."""
     graph = nx.DiGraph(name=f"{cluster.nodes}x {cluster.node.name}")
-    for node in range(cluster.nodes):
-        _add_node(graph, cluster.node, node)
+    template = nx.DiGraph()
+    _add_node(template, cluster.node, 0)
+    vertices = [(v[len("n0."):], data) for v, data in template.nodes(data=True)]
+    edges = [(u[len("n0."):], v[len("n0."):], data) for u, v, data in template.edges(data=True)]
+    for node in range(cluster.nodes):  # every node is a relabelled copy of node 0 (bulk adds: large clusters)
+        p = f"n{node}."
+        graph.add_nodes_from((p + v, {**data, "node": node}) for v, data in vertices)
+        graph.add_edges_from((p + u, p + v, data) for u, v, data in edges)
     if cluster.nodes > 1:
         _add_fabric(graph, cluster.node, cluster.nodes, cluster.effective_fabric)
     return graph

@@ -37,3 +37,26 @@ def test_topology_path_reports_parallel_routes(capsys):
 def test_run_without_argument_uses_the_quickstart(capsys):
     assert main(["run"]) == 0
     assert "quickstart" in capsys.readouterr().out
+
+
+def test_validate_prints_tables_and_passes(capsys):
+    assert main(["validate", "memory", "collectives"]) == 0
+    out = capsys.readouterr().out
+    assert "[memory]" in out and "[collectives]" in out and "2 passed, 0 failed" in out
+    assert "DGX H100 8 ranks NVLS" in out
+
+
+def test_validate_unknown_table_is_a_user_error(capsys):
+    assert main(["validate", "nope"]) == 2
+    assert "unknown validation table(s) ['nope']" in capsys.readouterr().err
+
+
+def test_help_lists_every_command(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("run", "memory", "sweep", "compare", "collective", "calibrate", "moe", "hardware", "topology",
+                    "validate", "regress", "schema", "measure"):
+        assert command in out

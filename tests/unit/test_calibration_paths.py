@@ -17,9 +17,10 @@ from simulator.collectives import (
 )
 from simulator.collectives.curves import Curve, pool_points
 from simulator.collectives.fit import setting_context
+from simulator.validation import VALIDATION_DATA
 
 ROOT = Path(__file__).parents[2]
-KIT = ROOT / "tests" / "validation" / "data" / "h200x2_kit"
+KIT = VALIDATION_DATA / "h200x2_kit"
 OLD = """system: old
 entries:
 - {link_class: nvlink, protocol: simple, latency_s: 2.2e-05, small_bw_Bps: 7.4e+11, fill_latency_s: 1.95e-05,

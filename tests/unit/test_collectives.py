@@ -25,8 +25,9 @@ from simulator.collectives import (
     ring_pass,
 )
 from simulator.errors import UserError
+from simulator.validation import VALIDATION_DATA
 
-DATA = Path(__file__).parents[1] / "validation" / "data" / "h200x2"
+DATA = VALIDATION_DATA / "h200x2"
 
 
 def test_busbw_factors():

@@ -1,45 +1,25 @@
 """2x H200: calibrate on all_reduce logs only, predict all_gather on the same machine; NCCL's tuner beside.
 
-Data: data/h200x2 (nccl-tests format logs and NCCL's printed tuning tables; see SOURCE.txt / README.md).
+Data: simulator/validation/data/h200x2 (nccl-tests format logs and NCCL's printed tuning tables; see SOURCE.txt / README.md).
 Gates: median |error| <= 10% for sizes >= 1 MiB and <= 25% below, for every setting NCCL forced
 (default, ll, ll128, simple) and pooled over all five settings (shm included).
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from simulator.collectives import (
-    build_cost_model,
-    calibrate,
-    evaluate,
-    nccl_tuner_time,
-    parse_nccl_tests,
-    parse_tuning_table,
-    placement_for_profile,
-)
-from simulator.collectives.fit import setting_context
+from simulator.validation.collectives import predicted_vs_measured
 
-DATA = Path(__file__).parent / "data" / "h200x2"
 SETTINGS = ("default", "ll", "ll128", "simple", "shm")
 MiB = 2**20
 
 
 @pytest.fixture(scope="module")
 def errors():
-    placement = placement_for_profile("h200_x2", 2, nvls=False)
-    calibration, _ = calibrate(sorted(DATA.glob("all_reduce_perf.*.txt")), placement)
-    out = {}
-    for s in SETTINGS:
-        m = parse_nccl_tests(DATA / f"all_gather_perf.{s}.txt")
-        pl, _, proto, algo = setting_context(placement, s)
-        ours = evaluate(build_cost_model(pl, calibration=calibration), "all_gather", m.sizes_bytes, algo, proto).times_s
-        table = parse_tuning_table(DATA / ("nccl_tuning_table.shm.txt" if s == "shm" else "nccl_tuning_table.txt"))
-        protos = ("ll", "ll128", "simple") if proto == "auto" else (proto,)
-        nccl = np.array([nccl_tuner_time(table, "all_gather", x, protos) for x in m.sizes_bytes])
-        out[s] = (m.sizes_bytes, ours / m.times_s - 1, nccl / m.times_s - 1)
-    return out
+    """{setting: (sizes, our signed error, NCCL tuner signed error)} for all_gather (simulator.validation)."""
+    found = predicted_vs_measured("h200x2", ("all_reduce",), ("all_gather",))
+    return {s: found[("all_gather", s)] for s in SETTINGS}
 
 
 def _medians(sizes, err):

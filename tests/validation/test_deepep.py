@@ -1,4 +1,5 @@
-"""DeepEP's published numbers on H800 (tests/validation/data/deepep_v1.csv) against the model on ``hgx_h800``.
+"""DeepEP's published numbers on H800 (simulator/validation/data/deepep_v1.csv) against the model on ``hgx_h800``
+(rows, routing and the FIT marks: simulator/validation/moe.py).
 
 Routing follows DeepEP's tests: normal kernels 4096 tokens/rank, 256 experts, top-8, top-min(nodes, 4) node groups;
 low-latency kernels 128 tokens/rank, top-8 over 288 experts (rounded up to a multiple of EP where 288 does not
@@ -9,55 +10,16 @@ Tolerance 15%.
 
 from __future__ import annotations
 
-import csv
-from functools import cache
-from pathlib import Path
-
 import pytest
 
-from simulator.collectives import placement_for_profile
-from simulator.moe import CommSettings, ep_comm, route
-
-DATA = Path(__file__).parent / "data" / "deepep_v1.csv"
-TOLERANCE = 0.15
-FIT_ROWS = {("normal", 8), ("normal", 32), ("normal_ibgda", 32), ("low_latency", 8), ("low_latency", 256)}
-
-
-def _rows():
-    lines = [ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")]
-    return list(csv.DictReader(lines))
-
-
-ROWS = _rows()
-
-
-@cache
-def _routing(mode: str, ep: int):
-    if mode == "low_latency":
-        return route(128, 8, -(-288 // ep) * ep, ep, seed=0)
-    return route(4096, 8, 256, ep, node_limit=min(ep // 8, 4), seed=0)
-
-
-def model_row(mode: str, ep: int):
-    settings = {"normal": CommSettings(backend="deepep_normal", transport="ibrc"),
-                "normal_ibgda": CommSettings(backend="deepep_normal", transport="ibgda"),
-                "low_latency": CommSettings(backend="deepep_low_latency", transport="ibgda")}[mode]
-    routing = _routing("low_latency" if mode == "low_latency" else "normal", ep)
-    return ep_comm(routing, placement_for_profile("hgx_h800", ep), 7168, settings)
+from simulator.validation.moe import TOLERANCE, deepep_rows, model_row
 
 
 def _table() -> list[tuple]:
     out = []
-    for row in ROWS:
-        comm = model_row(row["mode"], int(row["ep"]))
-        tag = "FIT" if (row["mode"], int(row["ep"])) in FIT_ROWS else "pred"
-        for phase, k in (("dispatch", comm.dispatch), ("combine", comm.combine)):
-            if row[f"{phase}_us"]:
-                out.append((row["mode"], row["ep"], phase, "us", float(row[f"{phase}_us"]), k.time_s * 1e6, tag))
-            else:
-                out.append((row["mode"], row["ep"], phase, "GB/s", float(row[f"{phase}_GBps"]),
-                            k.bandwidth_Bps / 1e9, tag))
-            assert k.bottleneck == row["link"]
+    for r in deepep_rows():
+        assert r["link"] == r["published_link"]
+        out.append((r["mode"], str(r["ep"]), r["phase"], r["unit"], r["published"], r["model"], r["row"]))
     return out
 
 

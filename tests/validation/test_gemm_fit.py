@@ -1,8 +1,7 @@
-"""The GEMM efficiency model fitted to the 132 GEMMs measured on H200 (tests/validation/data/h200x2_kit/gemm.csv)
+"""The GEMM efficiency model fitted to the 132 GEMMs measured on H200 (simulator/validation/data/h200x2_kit/gemm.csv)
 reproduces them: bf16/fp16 (the training dtypes) within 5 % mean and 15 % max relative time error. The shipped
 ``hopper`` table is that fit. Run ``pytest -s`` to see the error table."""
 
-from pathlib import Path
 
 import numpy as np
 
@@ -14,8 +13,9 @@ from simulator.compute import (
     read_gemm_csv,
 )
 from simulator.hardware import load_gpu
+from simulator.validation import VALIDATION_DATA
 
-DATA = Path(__file__).parent / "data" / "h200x2_kit" / "gemm.csv"
+DATA = VALIDATION_DATA / "h200x2_kit" / "gemm.csv"
 MEAN_TOL, MAX_TOL = 0.05, 0.15
 
 

@@ -1,6 +1,6 @@
 """Issue 8 at 2 GPUs: calibrate on all_reduce + sendrecv only, predict the other operations (2x H200, own kit).
 
-Data: data/h200x2_kit (README.md there: 6 operations x NCCL settings, NCCL 2.28.9, NVLS off). The calibration
+Data: simulator/validation/data/h200x2_kit (README.md there: 6 operations x NCCL settings, NCCL 2.28.9, NVLS off). The calibration
 keeps collective channels (fitted on all_reduce) and p2p channels (fitted on sendrecv) apart; all_gather,
 reduce_scatter and broadcast are predicted from the collective entries, all_to_all from the p2p entry.
 Gates: median |error| <= 10% for sizes >= 1 MiB per operation (all settings pooled), and per (operation,
@@ -15,19 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.collectives import (
-    build_cost_model,
-    calibrate,
-    evaluate,
-    load_calibration,
-    nccl_tuner_time,
-    parse_nccl_tests,
-    parse_tuning_table,
-    placement_for_profile,
-)
-from simulator.collectives.fit import setting_context
+from simulator.collectives import load_calibration
+from simulator.validation import VALIDATION_DATA
+from simulator.validation.collectives import median_abs, pooled_median, predicted_vs_measured
 
-DATA = Path(__file__).parent / "data" / "h200x2_kit"
+DATA = VALIDATION_DATA / "h200x2_kit"
 TARGETS = ("all_gather", "reduce_scatter", "broadcast", "all_to_all")
 MiB = 2**20
 
@@ -37,41 +29,17 @@ def _fit_files():
 
 
 @pytest.fixture(scope="module")
-def placement():
-    return placement_for_profile("h200_x2", 2, nvls=False)
-
-
-@pytest.fixture(scope="module")
-def errors(placement):
-    """{(op, setting): (sizes, our signed error, NCCL tuner signed error or None)}."""
-    calibration, _ = calibrate(_fit_files(), placement)
-    out = {}
-    for op in TARGETS:
-        for path in sorted(DATA.glob(f"{op}_perf.*.txt")):
-            m = parse_nccl_tests(path)
-            pl, _, proto, algo = setting_context(placement, m.setting, op)
-            ours = evaluate(build_cost_model(pl, calibration=calibration), op, m.sizes_bytes, algo, proto).times_s
-            nccl = None
-            table_file = DATA / f"nccl_tuning_table.{m.setting}.txt"
-            if op != "all_to_all" and table_file.exists():
-                table = parse_tuning_table(table_file)
-                protos = ("ll", "ll128", "simple") if proto == "auto" else (proto,)
-                nccl = np.array([nccl_tuner_time(table, op, x, protos) for x in m.sizes_bytes]) / m.times_s - 1
-            out[(op, m.setting)] = (m.sizes_bytes, ours / m.times_s - 1, nccl)
-    return out
+def errors():
+    """{(op, setting): (sizes, our signed error, NCCL tuner signed error or None)} (simulator.validation)."""
+    return predicted_vs_measured("h200x2_kit", ("all_reduce", "sendrecv"), TARGETS)
 
 
 def _median(sizes, err, big=True):
-    if err is None:
-        return float("nan")
-    keep = sizes >= MiB if big else sizes < MiB
-    return float(np.median(np.abs(err[keep])))
+    return median_abs(sizes, err, big)
 
 
 def _pooled(errors, op, big=True):
-    keys = [k for k in errors if k[0] == op]
-    sizes = np.concatenate([errors[k][0] for k in keys])
-    return _median(sizes, np.concatenate([errors[k][1] for k in keys]), big)
+    return pooled_median(errors, op, big)
 
 
 def test_print_error_table(errors):

@@ -5,8 +5,9 @@ from pathlib import Path
 
 from simulator.memory import korthikanti_validation_rows, render_validation_table
 from simulator.memory.validation import TOLERANCE
+from simulator.validation import VALIDATION_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = VALIDATION_DATA
 
 
 def test_memory_figures_within_ten_percent():

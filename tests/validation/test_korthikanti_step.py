@@ -3,11 +3,11 @@ SP + selective recompute}) with mean |error| <= 5 % and max <= 10 %, on one ``dg
 tuning; and the 22B per-layer forward/backward times of Table 4 within 10 %. The A100 efficiency is calibrated on
 Table 4 and published GEMM measurements only. Run ``pytest -s`` to see the error tables."""
 
-from pathlib import Path
 
 from simulator.schedule.validation import table4_rows, table5_rows
+from simulator.validation import VALIDATION_DATA
 
-DATA = Path(__file__).parent / "data"
+DATA = VALIDATION_DATA
 
 
 def test_table5_end_to_end_iteration_times():

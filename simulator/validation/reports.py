@@ -1,0 +1,115 @@
+"""Every validation table as a :class:`Report` (``simulator validate`` prints them; the tests assert on them)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.memory.validation import korthikanti_validation_rows
+from simulator.schedule.validation import table4_rows, table5_rows
+from simulator.validation import VALIDATION_DATA, moe
+from simulator.validation import collectives as coll
+
+
+@dataclass(frozen=True)
+class Report:
+    """One validation table: what it checks, its rows, a one-line summary and whether its gate holds."""
+
+    name: str
+    title: str
+    headers: tuple[str, ...]
+    rows: tuple[tuple, ...]
+    summary: str
+    passed: bool
+
+
+def _pct(x: float) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.1%}"
+
+
+def memory_report() -> Report:
+    rows = korthikanti_validation_rows(VALIDATION_DATA / "korthikanti_2023_table5.csv",
+                                       VALIDATION_DATA / "korthikanti_2023_memory_figures.csv")
+    worst = max(abs(r["error"]) for r in rows)
+    return Report("memory", "Korthikanti et al. 2023, Figures 1 and 7: per-GPU memory (GiB or % of TP-only)",
+                  ("model", "quantity", "published", "predicted", "error"),
+                  tuple((r["model"], r["quantity"], round(r["published"], 2), round(r["predicted"], 2),
+                         _pct(r["error"])) for r in rows),
+                  f"max |error| {worst:.1%} (gate 10%)", worst <= 0.10)
+
+
+def step_report() -> Report:
+    rows = table5_rows(VALIDATION_DATA / "korthikanti_2023_table5.csv")
+    errors = [abs(r["error"]) for r in rows]
+    mean, worst = sum(errors) / len(errors), max(errors)
+    return Report("step", "Korthikanti et al. 2023, Table 5: iteration time on DGX A100 (one profile, no tuning)",
+                  ("model", "mode", "measured s", "model s", "error", "MFU"),
+                  tuple((r["model"], r["mode"], r["measured_s"], round(r["model_s"], 2), _pct(r["error"]),
+                         round(r["mfu"], 3)) for r in rows),
+                  f"mean |error| {mean:.1%} (gate 5%), max {worst:.1%} (gate 10%)", mean <= 0.05 and worst <= 0.10)
+
+
+def layer_report() -> Report:
+    rows = table4_rows(VALIDATION_DATA / "korthikanti_2023_table4_layer.csv")
+    worst = max(max(abs(r["forward_error"]), abs(r["backward_error"])) for r in rows)
+    return Report("layer", "Korthikanti et al. 2023, Table 4: one 22B layer, forward/backward ms (fit source)",
+                  ("experiment", "fwd ms", "model", "error", "bwd ms", "model", "error"),
+                  tuple((r["experiment"], r["forward_ms"], round(r["model_forward_ms"], 2), _pct(r["forward_error"]),
+                         r["backward_ms"], round(r["model_backward_ms"], 2), _pct(r["backward_error"]))
+                        for r in rows),
+                  f"max |error| {worst:.1%} (gate 10%; Table 4 calibrated the A100 efficiency)", worst <= 0.10)
+
+
+def collectives_report() -> Report:
+    rows = coll.published_rows()
+    worst = max(abs(r["error"]) for r in rows)
+    info = coll.published_rows(coll.INFORMATIONAL_ROWS)
+    table = [(r["row"], r["algorithm"], round(r["predicted_GBps"], 1), r["published_GBps"], _pct(r["error"]),
+              r["source"]) for r in rows]
+    table += [(f"(info) {r['row']}", r["algorithm"], round(r["predicted_GBps"], 1), r["published_GBps"],
+               _pct(r["error"]), r["source"]) for r in info]
+    return Report("collectives", "Published all_reduce bus bandwidth, 4 GiB, profile placements (GB/s)",
+                  ("row", "algorithm", "predicted", "published", "error", "source"), tuple(table),
+                  f"max |error| {worst:.1%} over gated rows (gate 10%)", worst <= coll.PUBLISHED_TOLERANCE)
+
+
+def _h200_report(name: str, folder: str, fit_ops: tuple[str, ...], targets: tuple[str, ...], title: str) -> Report:
+    errors = coll.predicted_vs_measured(folder, fit_ops, targets)
+    rows = coll.error_rows(errors)
+    pooled = {op: coll.pooled_median(errors, op) for op in targets}
+    nvlink = [r["ours_ge_1MiB"] for r in rows if r["setting"] != "shm"]
+    passed = max(pooled.values()) <= 0.10 and max(nvlink) <= 0.10
+    return Report(name, title, ("op", "setting", "ours >=1MiB", "ours <1MiB", "NCCL >=1MiB", "NCCL <1MiB"),
+                  tuple((r["op"], r["setting"], _abs(r["ours_ge_1MiB"]), _abs(r["ours_lt_1MiB"]),
+                         _abs(r["nccl_ge_1MiB"]), _abs(r["nccl_lt_1MiB"])) for r in rows),
+                  "median |error| >= 1 MiB pooled: " + ", ".join(f"{op} {v:.1%}" for op, v in pooled.items())
+                  + " (gate 10%; shm per setting reported, not gated)", passed)
+
+
+def _abs(x: float) -> str:
+    return "" if math.isnan(x) else f"{x:.1%}"
+
+
+def h200_report() -> Report:
+    return _h200_report("h200", "h200x2", ("all_reduce",), ("all_gather",),
+                        "2x H200 (team's logs): calibrated on all_reduce, all_gather predicted, median |error|")
+
+
+def kit_report() -> Report:
+    return _h200_report("kit", "h200x2_kit", ("all_reduce", "sendrecv"),
+                        ("all_gather", "reduce_scatter", "broadcast", "all_to_all"),
+                        "2x H200 (own kit): calibrated on all_reduce + sendrecv, others predicted, median |error|")
+
+
+def deepep_report() -> Report:
+    rows = moe.deepep_rows()
+    worst = max(abs(r["error"]) for r in rows)
+    return Report("deepep", "DeepEP v1 on H800 vs the MoE model on hgx_h800 (FIT = the row a constant came from)",
+                  ("mode", "EP", "phase", "unit", "published", "model", "error", "row"),
+                  tuple((r["mode"], r["ep"], r["phase"], r["unit"], r["published"], round(r["model"], 1),
+                         _pct(r["error"]), r["row"]) for r in rows),
+                  f"max |error| {worst:.1%} (gate 15%)", worst <= moe.TOLERANCE)
+
+
+REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
+           "h200": h200_report, "kit": kit_report, "deepep": deepep_report}
