@@ -96,21 +96,19 @@ def _intra_bandwidth(topology: Topology, gpu: str, local: list[str]) -> float:
 
 
 def _flow_to_peers(topology: Topology, gpu: str, peers: tuple[str, ...], transport: str) -> float:
-    key = (id(topology), gpu.split(".", 1)[1], tuple(p.split(".", 1)[1] for p in peers), transport)
-    if key not in _FLOW_CACHE:
-        node = topology.node_of(gpu)
-        graph = topology.graph
-        keep = [(u, v) for u, v, k in graph.edges(data="link")
-                if graph.nodes[u].get("node") == node and graph.nodes[v].get("node") == node
-                and ((k == "nvlink") == (transport == "nvlink"))]
-        view = nx.DiGraph(graph.edge_subgraph(keep))
-        for peer in peers:
-            view.add_edge(peer, "sink", bandwidth_Bps=float("inf"))
-        _FLOW_CACHE[key] = float(nx.maximum_flow_value(view, gpu, "sink", capacity="bandwidth_Bps"))
-    return _FLOW_CACHE[key]
-
-
-_FLOW_CACHE: dict[tuple, float] = {}
+    """Max-flow inside one node, computed on node 0 (every node is a copy) and cached on the topology."""
+    local = gpu.split(".", 1)[1]
+    local_peers = tuple(p.split(".", 1)[1] for p in peers)
+    cache = topology.__dict__.setdefault("_flow_cache", {})
+    key = (local, local_peers, transport)
+    if key not in cache:
+        node = topology.node_graph(0)
+        keep = [(u, v) for u, v, k in node.edges(data="link") if (k == "nvlink") == (transport == "nvlink")]
+        view = nx.DiGraph(node.edge_subgraph(keep))
+        for peer in local_peers:
+            view.add_edge(f"n0.{peer}", "sink", bandwidth_Bps=float("inf"))
+        cache[key] = float(nx.maximum_flow_value(view, f"n0.{local}", "sink", capacity="bandwidth_Bps"))
+    return cache[key]
 
 
 def _network_fields(topology: Topology, names: list[str], concurrent: Sequence[Sequence]) -> dict:

@@ -125,6 +125,12 @@ class Topology:
     def _node0_view(self) -> nx.DiGraph:
         return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == 0])
 
+    def node_graph(self, node: int = 0) -> nx.DiGraph:
+        """The subgraph of one node (a read-only view); every node is a copy of node 0."""
+        if node == 0:
+            return self._node0_view
+        return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == node])
+
     def _relabel(self, path: Path, node: int) -> Path:
         if node == 0:
             return path
