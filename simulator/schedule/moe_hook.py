@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simulator.collectives import GroupPlacement
+import numpy as np
+
+from simulator.collectives import GroupCostModel, GroupPlacement
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.layer import LayerTime, expert_ffn_time
 from simulator.errors import UserError
@@ -107,14 +109,17 @@ def ep_tokens_per_rank(plan: ResolvedPlan) -> int:
 
 
 def moe_layer_timing(model: ModelSpec, plan: ResolvedPlan, base: LayerTime, placement: GroupPlacement,
-                     settings: MoeSettings, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> MoeLayerTiming:
+                     settings: MoeSettings, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+                     nccl_model: GroupCostModel | None = None) -> MoeLayerTiming:
     """Time one MoE layer of ``model`` on the EP group ``placement`` (module docstring); ``base`` is the layer at
-    the expected (balanced) expert load from :func:`simulator.compute.layer.layer_time`."""
+    the expected (balanced) expert load from :func:`simulator.compute.layer.layer_time`; ``nccl_model`` the EP
+    group's collectives cost model (calibrated) for the NCCL backend."""
     comm_settings = settings.comm_settings(plan.training.precision)
     try:
         comm = moe_layer_comm(model, ep_tokens_per_rank(plan), placement, comm_settings,
                               distribution=settings.distribution, zipf_exponent=settings.zipf_exponent,
-                              node_limit=settings.node_limit, seed=settings.seed)
+                              node_limit=settings.node_limit, seed=settings.seed,
+                              nccl_model=nccl_model if nccl_model and nccl_model.placement == placement else None)
         slow = (sm_slowdown(gpu.sms, comm.reserved_sms) if comm.overlap == "streamed" else 1.0)
     except UserError as exc:
         raise UserError(exc.message, key_path=_KEYS.get(exc.key_path or "", "moe")) from None
@@ -138,6 +143,8 @@ def _busiest_rank_layer(model: ModelSpec, plan: ResolvedPlan, base: LayerTime, c
     tokens = t.micro_batch * t.seq_len / (p.cp * p.ulysses) / (p.tp if p.sp else 1)
     balanced = tokens * model.moe.top_k * etp / local  # simulator.model.flops._moe's expected rows per expert
     busiest = comm.expert_tokens[int(comm.routing.rank_load.argmax())] * etp
+    if slow == 1.0 and np.allclose(busiest, balanced, rtol=1e-9, atol=0.0):
+        return base  # balanced (uniform dropless routing): the shapes base was timed with
     old = expert_ffn_time(model, gpu, eff, dtype, [balanced] * local, etp)
     new = [t * slow for t in expert_ffn_time(model, gpu, eff, dtype, busiest, etp)]
     d_fwd, d_dgrad, d_wgrad = (n - o for n, o in zip(new, old, strict=True))

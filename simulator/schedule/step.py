@@ -74,7 +74,7 @@ class _Context:
         if id(model) not in self._moe:
             index = next(i for i in range(self.model.layers) if self.model.is_moe_layer(i))
             self._moe[id(model)] = moe_layer_timing(self.model, self.plan, self.layer(index)[1], model.placement,
-                                                    self.moe_settings, self.gpu, self.eff, self.dtype)
+                                                    self.moe_settings, self.gpu, self.eff, self.dtype, model)
         return self._moe[id(model)]
 
 
