@@ -5,7 +5,8 @@
 2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
    group's GPUs with the collectives model.
 3. Chunk costs: forward and backward of each model chunk per micro-batch = compute + recompute + exposed comm
-   (overlap rules in :mod:`simulator.schedule.overlap`).
+   (overlap rules in :mod:`simulator.schedule.overlap`); MoE layers with EP > 1 are timed by
+   :mod:`simulator.schedule.moe_hook` (EP dispatch/combine, busiest rank's expert GEMMs, backend overlap).
 4. Pipeline: :func:`simulator.schedule.pipeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
