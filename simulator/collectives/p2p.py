@@ -93,5 +93,12 @@ def all_to_all_matrix_time(model: GroupCostModel, bytes_matrix) -> float:
         chunks = np.where(remote > 0, np.ceil(remote / c.net_chunk_bytes), 0.0)
         msgs = np.bincount(node, weights=chunks.sum(1), minlength=p.n_nodes).max() / p.nics_per_node
         times.append(msgs * model.seconds_per_message)
-    latency = float(model.tables["all_to_all"].terms[-1 if p.n_nodes == 1 else 0, 0]) if n > 1 else 0.0
-    return latency + max(times)
+    return _direct_latency(model) + max(times) if n > 1 else max(times)
+
+
+def _direct_latency(model: GroupCostModel) -> float:
+    """Latency of the direct all-to-all: the smallest finite one over its protocols (LL; NCCL's tuner picks it for
+    the latency term). Infeasible rows (LL128 for point-to-point; hierarchical on one node) carry inf."""
+    table = model.tables["all_to_all"]
+    rows = [float(table.terms[i, 0]) for i, algo in enumerate(table.algorithms) if algo == "direct"]
+    return min(t for t in rows if np.isfinite(t))

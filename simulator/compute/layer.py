@@ -20,7 +20,7 @@ from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times
 from simulator.compute.memops import LayerShape, MemOp, embedding_memops, head_memops, layer_memops
 from simulator.hardware import GpuSpec
-from simulator.model import GemmOp, ModelSpec, layer_flops, logits_flops
+from simulator.model import GemmOp, ModelSpec, expert_mlp_ops, layer_flops, logits_flops
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,22 @@ def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: st
         attn_fwd_s=attn_fwd, attn_bwd_s=attn_bwd, wgrad_s=by_phase["bwd_wgrad"], dgrad_s=by_phase["bwd_dgrad"],
         fwd_gemm_s=by_phase["fwd"], expert_fwd_s=expert[("fwd",)], expert_bwd_s=expert[("bwd_dgrad", "bwd_wgrad")],
         fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops)
+
+
+def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, rows_per_expert,
+                    etp: int = 1) -> tuple[float, float, float]:
+    """(forward, data-gradient, weight-gradient) seconds of one rank's routed-expert GEMMs when its local experts
+    multiply ``rows_per_expert`` tokens each (one entry per local expert; padding included).
+
+    The grouped GEMM is timed as one batched GEMM per distinct row count (experts with equal rows share a launch),
+    so equal rows give exactly the shapes :func:`layer_time` uses for the expected (balanced) load.
+    """
+    rows, counts = np.unique(np.asarray(rows_per_expert, dtype=float), return_counts=True)
+    ops = [o for r, n in zip(rows, counts, strict=True) if r > 0 for o in expert_mlp_ops(model, float(r), etp,
+                                                                                      batch=int(n))]
+    secs = _gemm_seconds(ops, gpu, eff, dtype)
+    return tuple(float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == phase))
+                 for phase in ("fwd", "bwd_dgrad", "bwd_wgrad"))
 
 
 def head_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,

@@ -6,6 +6,7 @@ Imports only ``simulator.units`` and ``simulator.errors`` (DESIGN.md data flow).
 from simulator.model.flops import (
     GemmOp,
     LayerFlops,
+    expert_mlp_ops,
     hardware_flops,
     korthikanti_hardware_flops_selective,
     korthikanti_model_flops,
@@ -28,7 +29,7 @@ from simulator.model.spec import MLASpec, ModelSpec, MoESpec
 
 __all__ = [
     "GemmOp", "LayerFlops", "MLASpec", "ModelSpec", "MoESpec", "ParamTensor", "embedding_params",
-    "hardware_flops", "head_params", "korthikanti_hardware_flops_selective", "korthikanti_model_flops",
+    "expert_mlp_ops", "hardware_flops", "head_params", "korthikanti_hardware_flops_selective", "korthikanti_model_flops",
     "layer_flops", "layer_params", "load_hf_config", "load_model_preset", "local_numel", "logits_flops",
     "model_flops", "narayanan_full_recompute_flops", "param_counts", "preset_names",
 ]

@@ -108,6 +108,12 @@ def _mlp(model: ModelSpec, t: float, ffn: float, tp: int, prefix: str = "mlp", b
         f"{prefix}.fc2", t, ffn / tp, model.hidden, batch)
 
 
+def expert_mlp_ops(model: ModelSpec, rows: float, etp: int = 1, batch: float = 1) -> list[GemmOp]:
+    """GEMMs of ``batch`` routed experts that each multiply ``rows`` tokens (expert FFN sharded over ``etp``)."""
+    assert model.moe is not None  # internal
+    return _mlp(model, rows, model.moe.expert_ffn_hidden, etp, prefix="experts", batch=batch)
+
+
 def _moe(model: ModelSpec, t: float, tp: int, ep: int, etp: int, sp: bool) -> list[GemmOp]:
     """Router on this rank's tokens; routed experts as a grouped GEMM over the local experts (expected load)."""
     assert model.moe is not None  # internal
@@ -116,7 +122,7 @@ def _moe(model: ModelSpec, t: float, tp: int, ep: int, etp: int, sp: bool) -> li
     routed = t_in * moe.top_k * etp                     # tokens this rank's experts receive (expected, balanced)
     local_experts = moe.experts / ep
     ops = _linear("router", t_in, model.hidden, moe.experts)
-    ops += _mlp(model, routed / local_experts, moe.expert_ffn_hidden, etp, prefix="experts", batch=local_experts)
+    ops += expert_mlp_ops(model, routed / local_experts, etp, batch=local_experts)
     if moe.shared_ffn:
         ops += _mlp(model, t, moe.shared_ffn, tp, prefix="shared_experts")
     return ops

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.collectives import (
     DEFAULT_COEFFICIENTS,
     Coefficients,
+    GroupCostModel,
     GroupPlacement,
     all_to_all_matrix_time,
     build_cost_model,
@@ -82,15 +83,19 @@ class EpComm:
 
 def ep_comm(routing: Routing, placement: GroupPlacement, hidden: int, settings: CommSettings = DEFAULT_SETTINGS,
             c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS, cc: Coefficients = DEFAULT_COEFFICIENTS,
-            dispatch_dtype: str | None = None) -> EpComm:
-    """Time of dispatch (``settings.dispatch_dtype`` unless ``dispatch_dtype`` overrides) and combine (BF16)."""
+            dispatch_dtype: str | None = None, nccl_model: GroupCostModel | None = None) -> EpComm:
+    """Time of dispatch (``settings.dispatch_dtype`` unless ``dispatch_dtype`` overrides) and combine (BF16).
+
+    ``nccl_model``: a collectives cost model of ``placement`` built before (:func:`nccl_cost_model`; the step-time
+    engine passes its calibrated one), so the NCCL backend does not rebuild it per call."""
     transport = settings.resolved_transport()
     issue = issue_of(transport)
     dtype = dispatch_dtype or settings.dispatch_dtype
     b = settings.backend
     if b == "nccl":
         qps = settings.qps or 1
-        d, cb = _nccl(routing, placement, hidden, dtype, c, cc), _nccl(routing, placement, hidden, "bf16", c, cc)
+        model = nccl_model or nccl_cost_model(placement, cc)
+        d, cb = _nccl(routing, model, hidden, dtype, c), _nccl(routing, model, hidden, "bf16", c)
     elif b == "deepep_normal":
         qps = settings.qps or (c.normal_ibgda_qps if transport == "ibgda" else 1)
         d = kernels.deepep_normal(routing, placement, hidden, dtype, issue, qps, c, cc)
@@ -103,11 +108,16 @@ def ep_comm(routing: Routing, placement: GroupPlacement, hidden: int, settings: 
     return EpComm(d, cb, settings.resolved_sms(c), transport, qps, settings.resolved_overlap())
 
 
-def _nccl(routing: Routing, p: GroupPlacement, hidden: int, dtype: str, c: MoeCoefficients,
-          cc: Coefficients) -> kernels.KernelTime:
+def nccl_cost_model(placement: GroupPlacement, cc: Coefficients = DEFAULT_COEFFICIENTS,
+                    calibration=None) -> GroupCostModel:
+    """The collectives cost model the NCCL backend runs on: ``placement`` with CPU-proxy network issue."""
+    return build_cost_model(placement.model_copy(update={"net_issue": "cpu_proxy"}), cc, calibration=calibration)
+
+
+def _nccl(routing: Routing, model: GroupCostModel, hidden: int, dtype: str, c: MoeCoefficients) -> kernels.KernelTime:
     """NCCL all-to-all of the permuted tokens (one copy per selected expert; padded to capacity when one is set).
     Dropless: the per-expert counts go to the host first (sync) and are exchanged by a small all-to-all."""
-    model = build_cost_model(p.model_copy(update={"net_issue": "cpu_proxy"}), cc)
+    p = model.placement
     tb = token_bytes(hidden, dtype, c)
     matrix = routing.selections if routing.capacity is None else routing.padded_selections
     t_data = all_to_all_matrix_time(model, matrix * tb)

@@ -7,10 +7,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, GroupPlacement, place_group
+from simulator.collectives import (
+    DEFAULT_COEFFICIENTS,
+    Coefficients,
+    GroupCostModel,
+    GroupPlacement,
+    place_group,
+)
 from simulator.errors import UserError
 from simulator.model import ModelSpec
-from simulator.moe.backends import DEFAULT_SETTINGS, CommSettings, EpComm, ep_comm
+from simulator.moe.backends import DEFAULT_SETTINGS, CommSettings, EpComm, ep_comm, nccl_cost_model
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
 from simulator.moe.overlap import layer_time, sm_slowdown
 from simulator.moe.routing import Routing, route
@@ -92,8 +98,8 @@ def ep_placement(topology: Topology, gpus: Sequence[int | str]) -> GroupPlacemen
 def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement,
                    settings: CommSettings = DEFAULT_SETTINGS, *, distribution="uniform", zipf_exponent: float = 1.0,
                    node_limit: int | None = None, seed: int | None = None, routing: Routing | None = None,
-                   c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS,
-                   cc: Coefficients = DEFAULT_COEFFICIENTS) -> MoeLayerComm:
+                   c: MoeCoefficients = DEFAULT_MOE_COEFFICIENTS, cc: Coefficients = DEFAULT_COEFFICIENTS,
+                   nccl_model: GroupCostModel | None = None) -> MoeLayerComm:
     """EP communication of one MoE layer of ``model`` for ``tokens_per_rank`` tokens on each EP rank.
 
     Args:
@@ -103,6 +109,8 @@ def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlace
         distribution, zipf_exponent, node_limit, seed: routing (see :func:`simulator.moe.route`); the capacity
             factor comes from ``model.moe.capacity_factor``.
         routing: a routing computed before (skips routing).
+        nccl_model: the NCCL backend's collectives cost model of ``placement`` (default: built once here with
+            :func:`simulator.moe.backends.nccl_cost_model`; pass a calibrated one to calibrate NCCL EP).
     """
     if model.moe is None:
         raise UserError(f"model {model.name} has no MoE layers", key_path="model.moe")
@@ -111,6 +119,8 @@ def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlace
         routing = route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
                         zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
                         capacity_factor=moe.capacity_factor, seed=seed)
-    forward = ep_comm(routing, placement, model.hidden, settings, c, cc)
-    backward = ep_comm(routing, placement, model.hidden, settings, c, cc, dispatch_dtype="bf16")
+    if settings.backend == "nccl" and nccl_model is None:
+        nccl_model = nccl_cost_model(placement, cc)
+    forward = ep_comm(routing, placement, model.hidden, settings, c, cc, nccl_model=nccl_model)
+    backward = ep_comm(routing, placement, model.hidden, settings, c, cc, dispatch_dtype="bf16", nccl_model=nccl_model)
     return MoeLayerComm(routing, forward, backward)

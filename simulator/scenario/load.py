@@ -14,11 +14,12 @@ from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
+from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
 from simulator.yamlio import validation_error_to_user_error
 
-TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "sweep", "zip")
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "sweep", "zip")
 
 
 class SystemSection(BaseModel):
@@ -49,6 +50,7 @@ class Scenario(BaseModel):
     training: TrainingConfig
     plan: ResolvedPlan
     calibration_path: str | None = None
+    moe: MoeSettings = MoeSettings()
 
     @property
     def gpus(self) -> int:
@@ -86,6 +88,7 @@ def scenario_from_document(document: Document) -> Scenario:
     model = _model(data.get("model"), document)
     parallel = build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
     training = build(TrainingConfig, data.get("training") or {}, key_prefix="training")
+    moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
     calibration = None
     if system.calibration:
         calibration = _relative(system.calibration, document.where("system.calibration")[0])
@@ -94,7 +97,7 @@ def scenario_from_document(document: Document) -> Scenario:
     name = data.get("name") or (Path(document.file).stem if document.file else "scenario")
     plan = resolve_plan(model, parallel, training, system.gpus or cluster.gpus)
     return Scenario(file=document.file, name=str(name), system=system, cluster=cluster, model=model,
-                    parallel=parallel, training=training, plan=plan, calibration_path=calibration)
+                    parallel=parallel, training=training, plan=plan, calibration_path=calibration, moe=moe)
 
 
 def _system(data: Any) -> SystemSection:

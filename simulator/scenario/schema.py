@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from simulator.model import ModelSpec
+from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, TrainingConfig
 from simulator.scenario.load import SystemSection
 
@@ -34,6 +35,7 @@ class ScenarioSchema(BaseModel):
     model: _model_section()  # type: ignore[valid-type]
     parallel: ParallelPlan | None = None
     training: TrainingConfig | None = None
+    moe: MoeSettings | None = Field(None, description="MoE layers: EP backend, routing skew, overlap (docs/moe.md)")
     sweep: dict[str, list[Any]] | None = Field(
         None, description="dotted key -> list of values; the sweep is their cartesian product")
     zip: dict[str, list[Any]] | None = Field(None, description="dotted key -> list; lists of one length move together")

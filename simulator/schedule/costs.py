@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from simulator.compute.layer import LayerTime
 from simulator.schedule.groups import GroupTimer
+from simulator.schedule.moe_hook import MoeLayerTiming
 from simulator.schedule.overlap import exposed
 from simulator.traffic import DIMS, CommOp
 
@@ -66,16 +67,33 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
 
 
 def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: str, cp: int, timer: GroupTimer,
-                stage: int) -> tuple[Cost, Cost]:
-    """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``."""
+                stage: int, moe: MoeLayerTiming | None = None) -> tuple[Cost, Cost]:
+    """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``.
+
+    ``moe``: the MoE package's timing of this layer (:mod:`simulator.schedule.moe_hook`); it replaces ``lt`` and
+    times the EP ops (dispatch/combine with the backend's overlap) instead of the collectives all-to-all."""
     mine = [o for o in ops if o.layer in ("any", kind)]
+    if moe is not None:
+        lt = moe.layer
+        ep_recompute = any(o.dim == "ep" and o.scope == "layer_recompute" for o in mine)
+        mine = [o for o in mine if o.dim != "ep"]
     fwd = Cost(compute=lt.fwd_s, flops=lt.fwd_flops)
     _comm_cost([o for o in mine if o.scope == "layer_fwd"], timer, stage, _windows(lt, cp, "fwd"), fwd)
     bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute),
                flops=lt.bwd_flops + lt.recompute_flops(recompute))
     _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd)
     _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd)
+    if moe is not None:
+        _moe_cost(moe, fwd, bwd, ep_recompute)
     return fwd, bwd
+
+
+def _moe_cost(moe: MoeLayerTiming, fwd: Cost, bwd: Cost, recompute: bool) -> None:
+    """EP exposed and busy time of one MoE layer; full recompute repeats the forward dispatch and combine."""
+    fwd.exposed["ep"] += moe.fwd_exposed_s
+    fwd.comm["ep"] += moe.fwd_comm_s
+    bwd.exposed["ep"] += moe.bwd_exposed_s + (moe.fwd_exposed_s if recompute else 0.0)
+    bwd.comm["ep"] += moe.bwd_comm_s + (moe.fwd_comm_s if recompute else 0.0)
 
 
 def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, share: float, fwd: Cost,

@@ -38,8 +38,8 @@ def ep_dispatch_combine_time(model: GroupCostModel, bytes_per_rank: float) -> fl
     """Seconds of one MoE dispatch (or combine) all-to-all where every rank sends ``bytes_per_rank`` of routed
     token copies spread uniformly over the EP group (the share addressed to itself stays local).
 
-    This is the uniform-routing placeholder: a richer MoE model (``simulator.moe``: skewed routing, node-limited
-    top-k groups, DeepEP normal / low-latency kernels, CPU proxy vs IBGDA) can replace it by keeping this signature.
+    The uniform-routing placeholder, kept for callers of :meth:`GroupTimer.time` on EP ops: :func:`simulate_step`
+    times MoE layers with ``simulator.moe`` (:mod:`simulator.schedule.moe_hook`) instead.
     """
     n = model.placement.n_ranks
     if n == 1:

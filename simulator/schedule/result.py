@@ -63,6 +63,7 @@ class StepResult:
     chunk_comm_s: tuple[tuple[tuple[dict[str, float], dict[str, float]], ...], ...]
     tail_events: tuple[TraceEvent, ...]
     p2p_s: float
+    moe: dict | None = None
 
     @property
     def model_tflops_per_gpu(self) -> float:
@@ -91,6 +92,7 @@ class StepResult:
                            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu, "mfu": self.mfu,
                            "hfu": self.hfu},
             "comm": [r.to_dict() for r in self.comm],
+            **({"moe": dict(self.moe)} if self.moe is not None else {}),
         }
 
     def events(self) -> list[TraceEvent]:

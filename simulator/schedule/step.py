@@ -5,7 +5,8 @@
 2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
    group's GPUs with the collectives model.
 3. Chunk costs: forward and backward of each model chunk per micro-batch = compute + recompute + exposed comm
-   (overlap rules in :mod:`simulator.schedule.overlap`).
+   (overlap rules in :mod:`simulator.schedule.overlap`); MoE layers with EP > 1 are timed by
+   :mod:`simulator.schedule.moe_hook` (EP dispatch/combine, busiest rank's expert GEMMs, backend overlap).
 4. Pipeline: :func:`simulator.schedule.pipeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
@@ -19,9 +20,11 @@ from simulator.compute.layer import embedding_time, head_time, layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, model_flops
+from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
 from simulator.schedule.groups import GroupTimer
+from simulator.schedule.moe_hook import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.pipeline import run_timeline, stage_orders
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
@@ -41,8 +44,12 @@ def gemm_dtype(precision: str, gpu: GpuSpec) -> str:
 class _Context:
     """What every step of the build needs (built once per call)."""
 
-    def __init__(self, model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff) -> None:
+    def __init__(self, model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff,
+                 moe: MoeSettings | None = None) -> None:
         self.model, self.plan = model, plan
+        hooked = model.moe is not None and model.moe_layers > 0 and plan.parallel.ep > 1
+        self.moe_settings = (moe or DEFAULT_MOE_SETTINGS) if hooked else None
+        self._moe: dict[int, MoeLayerTiming] = {}
         self.gpu = topology.cluster.node.gpu
         self.eff: ComputeEfficiency = eff or default_efficiency(self.gpu.architecture)
         self.dtype = gemm_dtype(plan.training.precision, self.gpu)
@@ -60,6 +67,17 @@ class _Context:
                                             etp=p.etp, sp=p.sp, attention=self.plan.training.attention, **self.kw)
         return kind, self._layers[kind]
 
+    def moe_timing(self, stage: int) -> MoeLayerTiming | None:
+        """The MoE hook's timing of a MoE layer on ``stage``'s EP group (one per distinct EP placement)."""
+        if self.moe_settings is None:
+            return None
+        model = self.timer.model("ep", stage)
+        if id(model) not in self._moe:
+            index = next(i for i in range(self.model.layers) if self.model.is_moe_layer(i))
+            self._moe[id(model)] = moe_layer_timing(self.model, self.plan, self.layer(index)[1], model.placement,
+                                                    self.moe_settings, self.gpu, self.eff, self.dtype, model)
+        return self._moe[id(model)]
+
 
 def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
@@ -73,7 +91,7 @@ def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
             kind, lt = ctx.layer(index)
             if kind not in per_kind:
                 per_kind[kind] = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", p.recompute, p.cp,
-                                             ctx.timer, stage)
+                                             ctx.timer, stage, ctx.moe_timing(stage) if kind else None)
             fwd.add(per_kind[kind][0])
             bwd.add(per_kind[kind][1])
         start += n
@@ -166,8 +184,14 @@ def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
              for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []
+    moe = ctx.moe_timing(stage)
     for op, count in rows:
         if count == 0:
+            continue
+        if op.dim == "ep" and moe is not None:
+            k = moe.kernel(op.name)
+            out.append(CommRow(op.dim, op.op, op.name, float(k.counted_bytes), int(count), moe.algorithm,
+                               k.bottleneck, float(k.time_s)))
             continue
         timing = ctx.timer.time(op, min(stage, p.pp - 2) if op.scope == "boundary" else stage)
         out.append(CommRow(op.dim, op.op, op.name, op.bytes, int(count), timing.algorithm, timing.link,
@@ -176,7 +200,7 @@ def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
-                  efficiency: ComputeEfficiency | None = None) -> StepResult:
+                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -185,8 +209,10 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         topology: the cluster graph (at least ``plan.world_size`` GPUs).
         calibration: optional collectives :class:`~simulator.collectives.Calibration`.
         efficiency: compute coefficients (default: the shipped table of the GPU's architecture).
+        moe: how MoE layers route and move tokens (the scenario's ``moe:`` section); None: the defaults (NCCL
+            all-to-all, sequential, uniform expected routing). Ignored without MoE layers or with ep = 1.
     """
-    ctx = _Context(model, plan, topology, calibration, efficiency)
+    ctx = _Context(model, plan, topology, calibration, efficiency, moe)
     p, m = plan.parallel, plan.num_microbatches
     chunks = [_chunk_costs(ctx, s) for s in range(p.pp)]
     p2p = _p2p_s(ctx)
@@ -214,16 +240,17 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         hardware_flops_per_gpu=flops, peak_flops=ctx.gpu.dense_peak_flops(ctx.dtype), comm=_comm_rows(ctx, k),
         critical_stage=k, stage_end_s=tuple(ends), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
-        tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p)
+        tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
+        moe=ctx.moe_timing(k).summary() if ctx.moe_settings is not None else None)
 
 
 def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, layer_index: int = 0,
-                     stage: int = 0, calibration=None, efficiency: ComputeEfficiency | None = None
-                     ) -> tuple[float, float]:
+                     stage: int = 0, calibration=None, efficiency: ComputeEfficiency | None = None,
+                     moe: MoeSettings | None = None) -> tuple[float, float]:
     """(forward, backward) seconds of one layer for one micro-batch, comm and recompute included, as Korthikanti
     et al. 2023 Table 4 reports them."""
-    ctx = _Context(model, plan, topology, calibration, efficiency)
+    ctx = _Context(model, plan, topology, calibration, efficiency, moe)
     kind, lt = ctx.layer(layer_index)
     fwd, bwd = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
-                           plan.parallel.cp, ctx.timer, stage)
+                           plan.parallel.cp, ctx.timer, stage, ctx.moe_timing(stage) if kind else None)
     return fwd.total, bwd.total

@@ -97,8 +97,9 @@ def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
 
 def ep_ops(rp: ResolvedPlan) -> list[CommOp]:
     """Expert-parallel dispatch and combine of one MoE layer: each rank sends its routed token copies (tokens x
-    top_k x hidden); backward sends the gradients the same way. Timed by the schedule's
-    ``ep_dispatch_combine_time`` (uniform routing)."""
+    top_k x hidden); backward sends the gradients the same way. The step engine times them with
+    :mod:`simulator.moe` (backend, routing skew, overlap: ``simulator.schedule.moe_hook``); ``bytes`` is the
+    uniform-routing size these ops had before."""
     p, m = rp.parallel, rp.model
     if p.ep == 1 or m.moe is None:
         return []

@@ -1,0 +1,64 @@
+"""The scenario's ``moe:`` section: how the step-time engine routes and moves expert-parallel traffic."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simulator.errors import UserError
+from simulator.moe.backends import Backend, CommSettings
+
+#: backends whose RDMA can be issued by the GPU (IBGDA); the others post work from CPU proxy threads
+_GPU_ISSUE = ("deepep_normal", "deepep_low_latency")
+
+
+class MoeSettings(BaseModel):
+    """``moe:``: expert-parallel communication backend, routing skew and overlap of every MoE layer.
+
+    The defaults reproduce Megatron-LM's default token dispatcher (``alltoall``: NCCL all-to-all, one step after
+    the other) with uniform expected routing. ``null`` fields are resolved per scenario by :meth:`comm_settings`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Backend = Field("nccl", description="nccl (Megatron alltoall dispatcher) | deepep_normal | "
+                                                 "deepep_low_latency | cpu_proxy (UCCL-EP)")
+    transport: Literal["ibrc", "ibgda"] | None = Field(
+        None, description="who issues internode RDMA: ibrc (CPU proxy) or ibgda (GPU); null: the backend's default, "
+                          "or ibgda for DeepEP backends when system.net_issue is ibgda")
+    qps: int | None = Field(None, ge=1, le=1024, description="queue pairs per peer (null: backend default)")
+    dispatch_dtype: Literal["fp8", "bf16"] | None = Field(
+        None, description="dispatch payload (combine is bf16); null: fp8 with the fp8 precision recipe, else bf16")
+    distribution: Literal["uniform", "zipf"] = Field("uniform", description="expert popularity of the router")
+    zipf_exponent: float = Field(1.0, ge=0, le=10, description="s of p_i ~ (i+1)^-s (distribution: zipf); "
+                                                               "hot experts sit on the first EP rank")
+    node_limit: int | None = Field(None, ge=1, description="each token goes to experts on at most this many nodes "
+                                                           "(DeepSeek-V3 node-limited routing; null: no limit)")
+    overlap: Literal["sequential", "streamed"] | None = Field(
+        None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks; null: "
+                          "sequential for nccl, streamed for the DeepEP / CPU-proxy kernels")
+    seed: int | None = Field(None, ge=0, description="null: expected token counts; an int: one sampled batch")
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeSettings:
+        if self.transport == "ibgda" and self.backend not in _GPU_ISSUE:
+            raise UserError(f"backend {self.backend} issues RDMA from CPU proxy threads; transport ibgda needs "
+                            f"{' or '.join(_GPU_ISSUE)}", key_path="moe.transport")
+        return self
+
+    def for_net_issue(self, net_issue: str) -> MoeSettings:
+        """With ``system.net_issue: ibgda`` and no transport given, DeepEP backends issue RDMA from the GPU."""
+        if self.transport is None and net_issue == "ibgda" and self.backend in _GPU_ISSUE:
+            return self.model_copy(update={"transport": "ibgda"})
+        return self
+
+    def comm_settings(self, precision: str = "bf16") -> CommSettings:
+        """The :class:`CommSettings` of these settings; ``dispatch_dtype: null`` follows the training ``precision``
+        (fp8 recipe: fp8 dispatch). Other ``null`` fields take the backend defaults (:mod:`simulator.moe.backends`)."""
+        dtype = self.dispatch_dtype or ("fp8" if precision == "fp8" else "bf16")
+        return CommSettings(backend=self.backend, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
+                            overlap=self.overlap)
+
+
+DEFAULT_MOE_SETTINGS = MoeSettings()
