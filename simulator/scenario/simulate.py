@@ -123,5 +123,6 @@ def simulate(scenario: Scenario) -> Result:
     """Predict memory per GPU per stage and the step time with its breakdown."""
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=scenario.cluster.node.gpu.memory.capacity)
     calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
-    step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration)
+    step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration,
+                         moe=scenario.moe)
     return Result(scenario=scenario, memory=memory, step=step)
