@@ -27,8 +27,8 @@ ALLOWED = {
                  "moe", "units"},
     "report": {"scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
-    "validation": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
-                   "moe", "units"},
+    "validation": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+                   "hardware", "moe", "units"},
     "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
     "measure": {"units"},
 }

@@ -4,7 +4,9 @@ and communication buffers, and transient buffers that raise only the peak.
 Sources: Korthikanti et al. 2023 Sec. 4.3 (embedding dropout mask s*b*h*p/t on the first stage; final layernorm
 and output-layer input 2*s*b*h/t each, and fp32 logits 4*s*b*v/t for the cross entropy on the last stage);
 PyTorch DDP gradient buckets (a second copy of the gradients, ``bucket_cap_mb`` buckets covering all of them);
-FSDP/ZeRO-3 prefetch (the current and the next layer gathered); Megatron MoE all-to-all dispatch buffers.
+FSDP/ZeRO-3 prefetch (the current and the next layer gathered); Megatron MoE all-to-all dispatch buffers; PyTorch
+autocast's bf16 copies of fp32 weights (torch.autocast casts each weight once per forward and the matmul saves the
+copy for backward: 2 B/param alive from forward to backward; measured on H200, tests/validation/test_pytorch_h200.py).
 """
 
 from __future__ import annotations
@@ -39,11 +41,21 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
 
 
 def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
+    """The loss: fp32 logits for the softmax, 16-bit logits before the cast; with plain PyTorch
+    (``F.cross_entropy(logits.float(), ...)``) backward also holds, at its start and with every activation still
+    alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
+    logits (Megatron's fused vocab-parallel cross entropy works in place)."""
     v = rp.model.vocab / c.tp
     n = c.tokens * v
-    return [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
-            MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
-                       f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
+    items = [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
+             MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
+                        f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
+    if c.framework == "pytorch":
+        items += [MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
+                             "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]"),
+                  MemoryItem("transient", "loss.grad_16bit", c.dtype_bytes * n,
+                             f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]")]
+    return items
 
 
 def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
@@ -57,7 +69,8 @@ def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
 
 def _sharding_items(rp: ResolvedPlan, rb: RecipeBytes, sp: StageParams) -> list[MemoryItem]:
     items = []
-    if rb.bucket:
+    replicas = rp.dp * rp.parallel.cp * rp.parallel.ulysses
+    if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, sharding_and_comm.md)
         n = sp.dense + sp.expert
         items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
                                 f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]"))
@@ -87,6 +100,10 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: RecipeBytes, sp: StagePara
         full = replace(c, recompute="none")
         b = sum(x[1] for x in layer_activation_items(m, full, moe_layer=has_moe))
         items.append(MemoryItem("transient", "recompute.layer", b, "one layer's activations rebuilt in backward"))
+    if rp.training.framework == "pytorch" and rp.training.precision == "amp_bf16" and rb.stage < 3:
+        n = sp.dense + sp.expert
+        items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,
+                                f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]"))
     if p.cp > 1 and p.cp_comm == "all_gather":
         kv = max(1.0, m.kv / p.tp)
         b = 2 * c.dtype_bytes * c.micro_batch * rp.training.seq_len * kv * m.dhead

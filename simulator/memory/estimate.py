@@ -136,5 +136,6 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
         worst_bytes = None
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
-        stages.append(StageMemory(s, tuple(items), worst_bytes))
+        stages.append(StageMemory(s, tuple(items), worst_bytes,
+                                  gradients_freed=rp.training.framework == "pytorch"))
     return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)

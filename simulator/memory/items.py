@@ -27,6 +27,9 @@ class StageMemory:
     stage: int
     items: tuple[MemoryItem, ...]
     moe_worst_case_activations: float | None = None
+    gradients_freed: bool = False
+    """True when gradient tensors do not persist across steps (PyTorch ``zero_grad(set_to_none=True)``): they are
+    allocated during backward while the activations are being freed, so both never peak together."""
 
     def bucket(self, name: str) -> float:
         return sum(i.bytes for i in self.items if i.bucket == name)
@@ -38,8 +41,15 @@ class StageMemory:
 
     @property
     def peak(self) -> float:
-        """total + transient buffers (assumed live together: conservative)."""
-        return sum(i.bytes for i in self.items)
+        """Largest live memory of the step: steady parts plus transient buffers (assumed live together).
+
+        With ``gradients_freed``, backward frees activations as it allocates gradients, so the peak holds the larger
+        of the two (activations at the start of backward, all gradients at its end), not their sum.
+        """
+        everything = sum(i.bytes for i in self.items)
+        if not self.gradients_freed:
+            return everything
+        return everything - min(self.bucket("activations"), self.bucket("gradients"))
 
     def to_dict(self) -> dict[str, float | int]:
         """CONTRACT.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total;

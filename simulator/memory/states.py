@@ -31,9 +31,10 @@ class RecipeBytes:
     convention: str
 
     def per_param(self, d: int) -> float:
-        """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage``."""
+        """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
+        buckets only exist with more than one replica)."""
         return (self.param / (d if self.stage >= 3 else 1) + self.grad / (d if self.stage >= 2 else 1)
-                + (self.main + self.moments) / (d if self.stage >= 1 else 1) + self.bucket)
+                + (self.main + self.moments) / (d if self.stage >= 1 else 1) + (self.bucket if d > 1 else 0.0))
 
 
 def sharding_stage(plan: ParallelPlan) -> int:

@@ -9,6 +9,7 @@ from simulator.memory.validation import korthikanti_validation_rows
 from simulator.schedule.validation import table4_rows, table5_rows
 from simulator.validation import VALIDATION_DATA, moe
 from simulator.validation import collectives as coll
+from simulator.validation import pytorch as torch_runs
 
 
 @dataclass(frozen=True)
@@ -111,5 +112,19 @@ def deepep_report() -> Report:
                   f"max |error| {worst:.1%} (gate 15%)", worst <= moe.TOLERANCE)
 
 
+def pytorch_report() -> Report:
+    rows = torch_runs.pytorch_rows()
+    worst = max(abs(r["memory_error"]) for r in rows)
+    times = ", ".join(_pct(r["time_error"]) for r in rows)
+    return Report("pytorch", "Plain-PyTorch GPT steps on 2x H200 (AMP, AdamW, DDP): peak memory and step time",
+                  ("run", "params", "measured GiB", "predicted GiB", "error", "measured ms", "predicted ms", "error"),
+                  tuple((r["run"], r["params"], round(r["measured_GiB"], 2), round(r["predicted_GiB"], 2),
+                         _pct(r["memory_error"]), round(r["measured_ms"], 1), round(r["predicted_ms"], 1),
+                         _pct(r["time_error"])) for r in rows),
+                  f"peak memory max |error| {worst:.1%} (gate 5%); step time {times} (not gated: eager PyTorch's "
+                  "unfused elementwise kernels and launch overheads are not modelled)",
+                  worst <= torch_runs.MEMORY_TOLERANCE)
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
-           "h200": h200_report, "kit": kit_report, "deepep": deepep_report}
+           "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report}
