@@ -34,6 +34,8 @@ class SystemSection(BaseModel):
     fabric: FabricSpec | None = Field(None, description="override the node profile's default fabric")
     net_issue: str = Field("cpu_proxy", pattern="^(cpu_proxy|ibgda)$",
                            description="who posts network work: cpu_proxy (IBRC) or ibgda (GPU-initiated)")
+    nvls: bool | None = Field(None, description="false turns NVLink SHARP off (as NCCL_NVLS_ENABLE=0); "
+                                                "null keeps the node profile's")
 
 
 class Scenario(BaseModel):
@@ -118,6 +120,13 @@ def _cluster(system: SystemSection) -> ClusterSpec:
         if exc.file:  # a problem inside the profile file itself: keep its own location
             raise
         raise UserError(exc.message, key_path=exc.key_path or "system.profile") from None
+    if system.nvls is not None:
+        switch = cluster.node.nvswitch
+        if system.nvls and not (switch and switch.nvls):
+            raise UserError(f"node profile {cluster.node.name} has no NVLS-capable NVSwitch", key_path="system.nvls")
+        if switch is not None and not system.nvls:
+            node = cluster.node.model_copy(update={"nvswitch": switch.model_copy(update={"nvls": False})})
+            cluster = cluster.model_copy(update={"node": node})
     if system.gpus is not None and system.gpus > cluster.gpus:
         raise UserError(f"asks for {system.gpus} GPUs but {system.nodes} x {cluster.node.name} has {cluster.gpus}",
                         key_path="system.gpus")

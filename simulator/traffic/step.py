@@ -6,8 +6,9 @@ scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each
 all-gathers the full tensor over the TP group). Interleaving multiplies the boundaries by vpp. Megatron's
 send/recv calls block the compute stream (no ``overlap_p2p_comm``), so the schedule charges them to each op.
 
-DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (4 per element with Megatron bf16 /
-fp8 and PyTorch AMP or fp32; 2 with fp16 and pure bf16), parameters gathered in 16-bit (4 bytes for fp32):
+DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (:func:`gradient_bytes`: 4 per element with
+Megatron bf16 / fp8 and with AMP or fp32; 2 with fp16, pure bf16, and DeepSpeed ZeRO / PyTorch 16-bit gradients),
+parameters gathered in 16-bit (4 bytes for fp32):
 - stage 0 (DDP): all-reduce G once per step;
 - stage 1 (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``): reduce-scatter G per step, all-gather the
   parameters after the optimizer step (or, with ``overlap_param_gather``, under the next forward);
@@ -28,7 +29,20 @@ from simulator.plan import ResolvedPlan
 from simulator.traffic.layer import activation_bytes, layer_traffic
 from simulator.traffic.ops import CommOp
 
-_GRAD_BYTES = {"bf16": 4, "fp8": 4, "amp_bf16": 4, "fp32": 4, "fp16": 2, "pure_bf16": 2}
+
+def gradient_bytes(rp: ResolvedPlan) -> int:
+    """Bytes per gradient element on the wire, matching the gradients the memory model holds.
+
+    Megatron (zero 0, with or without the distributed optimizer) reduces fp32 main grads with bf16/fp8
+    (``accumulate_allreduce_grads_in_fp32`` is forced on for bf16) and 16-bit ones with fp16; DeepSpeed ZeRO and
+    PyTorch keep 16-bit gradients with 16-bit params (the ZeRO convention); AMP and fp32 have fp32 gradients.
+    """
+    t = rp.training
+    if t.precision in ("fp32", "amp_bf16"):
+        return 4
+    if t.precision == "pure_bf16" or t.framework != "megatron" or rp.parallel.zero > 0:
+        return 2
+    return 2 if t.precision == "fp16" else 4
 
 
 def sharding_stage(rp: ResolvedPlan) -> int:
@@ -94,7 +108,7 @@ def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[Com
     d = rp.dense_shard_degree if group == "dp_cp" else rp.expert_shard_degree
     if d == 1 or params == 0:
         return []
-    g = params * _GRAD_BYTES[t.precision]
+    g = params * gradient_bytes(rp)
     w = params * (4 if t.precision in ("fp32", "amp_bf16") and sharding_stage(rp) < 3 else
                   4 if t.precision == "fp32" else 2)
     grad_overlap = "backward" if (p.overlap_grad_reduce or t.framework == "pytorch") else "none"
@@ -117,7 +131,7 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     ops = _dp_ops(rp, sp.dense, "dp_cp", "dense") + _dp_ops(rp, sp.expert, "edp", "expert")
     m, p = rp.model, rp.parallel
     if m.tied_embeddings and p.pp > 1 and stage in (0, p.pp - 1):
-        size = m.vocab * m.hidden / p.tp * _GRAD_BYTES[rp.training.precision]
+        size = m.vocab * m.hidden / p.tp * gradient_bytes(rp)
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
     return tuple(ops)
 

@@ -183,3 +183,17 @@ def test_plots_are_written(tmp_path, capsys):
     assert main(["sweep", str(tmp_path / "s.yaml"), "-o", str(out), "--no-progress", "--plot", str(tmp_path / "x.png"),
                  "--value", "nope"]) == 2
     assert "--value 'nope' is not a column" in capsys.readouterr().err
+
+
+def test_system_nvls_false_turns_nvls_off(tmp_path):
+    text = BASE.replace("  nodes: 2\n", "  nodes: 1\n").replace("global_batch: 16", "global_batch: 8")
+    on = simulate(load_scenario(write(tmp_path, "on.yaml", text.replace("  tp: 8\n  sp: true\n", "  tp: 8\n"))))
+    off_text = text.replace("  nodes: 1\n", "  nodes: 1\n  nvls: false\n").replace("  tp: 8\n  sp: true\n", "  tp: 8\n")
+    off = simulate(load_scenario(write(tmp_path, "off.yaml", off_text)))
+    algorithms = lambda r: {c.algorithm for c in r.step.comm if c.dim == "tp"}  # noqa: E731
+    assert any(a.startswith("nvls") for a in algorithms(on))
+    assert not any(a.startswith("nvls") for a in algorithms(off))
+    assert off.step.step_s > on.step.step_s
+    with pytest.raises(UserError, match="has no NVLS-capable NVSwitch"):
+        load_scenario(write(tmp_path, "a100.yaml", text.replace("dgx_h100", "dgx_a100_80gb")
+                            .replace("  nodes: 1\n", "  nodes: 1\n  nvls: true\n")))
