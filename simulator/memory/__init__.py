@@ -4,11 +4,12 @@ Imports ``simulator.plan`` and ``simulator.model`` only.
 """
 
 from simulator.memory.activations import ActContext, layer_activation_bytes, layer_activation_items
-from simulator.memory.estimate import estimate_memory, padded_vocab, stage_params
+from simulator.memory.estimate import estimate_memory
 from simulator.memory.items import BUCKETS, MemoryItem, MemoryReport, StageMemory
 from simulator.memory.schedule import in_flight
-from simulator.memory.states import RecipeBytes, recipe_bytes, sharding_stage
+from simulator.memory.states import RecipeBytes, recipe_bytes
 from simulator.memory.validation import korthikanti_validation_rows, render_validation_table
+from simulator.plan.params import padded_vocab, sharding_stage, stage_params
 
 __all__ = [
     "BUCKETS", "ActContext", "MemoryItem", "MemoryReport", "RecipeBytes", "StageMemory", "estimate_memory",

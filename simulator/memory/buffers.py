@@ -19,7 +19,7 @@ from simulator.memory.items import MemoryItem
 from simulator.memory.states import FP32, RecipeBytes, compute_dtype_bytes
 
 if TYPE_CHECKING:
-    from simulator.memory.estimate import StageParams
+    from simulator.plan.params import StageParams
     from simulator.plan.resolved import ResolvedPlan
 
 GATHERED_LAYERS = 2

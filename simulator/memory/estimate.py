@@ -6,69 +6,13 @@ CONTRACT.md (weights, gradients, main_params, optimizer, activations, other) plu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from simulator.memory.activations import ActContext, layer_activation_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.schedule import in_flight
 from simulator.memory.states import RecipeBytes, activation_dtype_bytes, recipe_bytes
-from simulator.model.params import embedding_params, head_params, layer_params, local_numel
+from simulator.plan.params import StageParams, stage_params
 from simulator.plan.resolved import ResolvedPlan
-
-
-@dataclass(frozen=True, slots=True)
-class StageParams:
-    """Parameters one GPU of a stage holds after TP/EP sharding (before DP sharding), dense and expert."""
-
-    dense: float
-    expert: float
-    largest_layer: float
-
-
-def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]:
-    p, dense, expert = rp.parallel, 0.0, 0.0
-    for t in tensors:
-        n = local_numel(t, tp=p.tp, kv_heads=rp.model.kv, ep=p.ep, etp=p.etp)
-        if t.name in ("word_embeddings", "output_layer"):
-            n *= vocab_scale
-        if t.shard.startswith("expert"):
-            expert += n
-        else:
-            dense += n
-    return dense, expert
-
-
-def padded_vocab(vocab: int, tp: int, framework: str) -> int:
-    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``)."""
-    if framework != "megatron":
-        return vocab
-    unit = 128 * tp
-    return -(-vocab // unit) * unit
-
-
-def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
-    """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
-    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
-    m, p = rp.model, rp.parallel
-    scale = padded_vocab(m.vocab, p.tp, rp.training.framework) / m.vocab
-    per_kind: dict[bool, tuple[float, float]] = {}
-    dense = expert = largest = 0.0
-    for i in rp.stage_layers[stage]:
-        kind = m.is_moe_layer(i)
-        if kind not in per_kind:
-            per_kind[kind] = _local(layer_params(m, i), rp, scale)
-        d, e = per_kind[kind]
-        dense, expert, largest = dense + d, expert + e, max(largest, d + e)
-    extra = []
-    if stage == 0:
-        extra += embedding_params(m)
-    if stage == p.pp - 1:
-        extra += head_params(m)
-        if m.tied_embeddings and p.pp > 1:
-            extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
-    d, e = _local(extra, rp, scale)
-    return StageParams(dense + d, expert + e, largest)
 
 
 def _state_items(sp: StageParams, rb: RecipeBytes, rp: ResolvedPlan) -> list[MemoryItem]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.params import sharding_stage
 
 FP32, BF16, FP8 = 4, 2, 1
 """Bytes per element of the dtypes model states are kept in."""
@@ -35,16 +36,6 @@ class RecipeBytes:
         buckets only exist with more than one replica)."""
         return (self.param / (d if self.stage >= 3 else 1) + self.grad / (d if self.stage >= 2 else 1)
                 + (self.main + self.moments) / (d if self.stage >= 1 else 1) + (self.bucket if d > 1 else 0.0))
-
-
-def sharding_stage(plan: ParallelPlan) -> int:
-    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients
-    (``optim_grads``); 3 + parameters (``optim_grads_params``, ZeRO-3, FSDP)."""
-    if plan.megatron_fsdp is not None:
-        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[plan.megatron_fsdp]
-    if plan.distributed_optimizer:
-        return 1
-    return plan.zero
 
 
 def recipe_bytes(plan: ParallelPlan, training: TrainingConfig) -> RecipeBytes:

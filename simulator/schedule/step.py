@@ -155,7 +155,7 @@ def _tail(ctx: _Context, stage: int, chunks: list[tuple[Cost, Cost]], start_s: f
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
-    sharded = sharding_stage(plan) >= 1
+    sharded = sharding_stage(plan.parallel) >= 1
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if sharded
              else params.dense + params.expert)
     opt = optimizer_time(owned, params.dense + params.expert, plan.training.precision, plan.training.optimizer,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.model import embedding_params, head_params, layer_params, local_numel
 from simulator.plan import ResolvedPlan
+from simulator.plan.params import StageParams, sharding_stage, stage_params
 from simulator.traffic.layer import activation_bytes, layer_traffic
 from simulator.traffic.ops import CommOp
 
@@ -43,49 +43,6 @@ def gradient_bytes(rp: ResolvedPlan) -> int:
     if t.precision == "pure_bf16" or t.framework != "megatron" or rp.parallel.zero > 0:
         return 2
     return 2 if t.precision == "fp16" else 4
-
-
-def sharding_stage(rp: ResolvedPlan) -> int:
-    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients; 3 +
-    parameters (same rule as ``simulator.memory.sharding_stage``)."""
-    p = rp.parallel
-    if p.megatron_fsdp is not None:
-        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[p.megatron_fsdp]
-    return 1 if p.distributed_optimizer else p.zero
-
-
-@dataclass(frozen=True)
-class StageParams:
-    """Parameters one rank of a pipeline stage holds (elements, after TP/EP sharding)."""
-
-    dense: float
-    expert: float
-    layers: int
-
-
-def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
-    """Local dense and expert parameters of PP rank ``stage`` (embedding on the first stage, final norm and output
-    layer on the last; a tied embedding is copied to the last stage when pp > 1)."""
-    m, p = rp.model, rp.parallel
-    kw = dict(tp=p.tp, kv_heads=m.kv, ep=p.ep, etp=p.etp)
-    cache: dict[bool, tuple[float, float]] = {}
-    dense = expert = 0.0
-    for i in rp.stage_layers[stage]:
-        kind = m.is_moe_layer(i)
-        if kind not in cache:
-            ts = layer_params(m, i)
-            cache[kind] = (sum(local_numel(t, **kw) for t in ts if not t.shard.startswith("expert")),
-                           sum(local_numel(t, **kw) for t in ts if t.shard.startswith("expert")))
-        dense, expert = dense + cache[kind][0], expert + cache[kind][1]
-    extra = []
-    if stage == 0:
-        extra += embedding_params(m)
-    if stage == p.pp - 1:
-        extra += head_params(m)
-        if m.tied_embeddings and p.pp > 1:
-            extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
-    dense += sum(local_numel(t, **kw) for t in extra)
-    return StageParams(dense, expert, len(rp.stage_layers[stage]))
 
 
 def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
@@ -109,11 +66,11 @@ def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[Com
     if d == 1 or params == 0:
         return []
     g = params * gradient_bytes(rp)
-    w = params * (4 if t.precision in ("fp32", "amp_bf16") and sharding_stage(rp) < 3 else
+    w = params * (4 if t.precision in ("fp32", "amp_bf16") and sharding_stage(rp.parallel) < 3 else
                   4 if t.precision == "fp32" else 2)
     grad_overlap = "backward" if (p.overlap_grad_reduce or t.framework == "pytorch") else "none"
     gather_overlap = "forward" if p.overlap_param_gather else "none"
-    stage = sharding_stage(rp)
+    stage = sharding_stage(rp.parallel)
     if stage == 0:
         return [CommOp("dp", group, "all_reduce", g, 1, "step", grad_overlap, f"{label} gradients")]
     if stage in (1, 2):

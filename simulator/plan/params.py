@@ -1,0 +1,78 @@
+"""What one rank of a pipeline stage holds: its parameters after TP/EP sharding, and the DP sharding stage.
+
+Memory (bytes held) and traffic (bytes reduced and gathered) both start from these numbers, so they live with
+the plan, computed once by one rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.model.params import embedding_params, head_params, layer_params, local_numel
+from simulator.plan.config import ParallelPlan
+from simulator.plan.resolved import ResolvedPlan
+
+
+@dataclass(frozen=True, slots=True)
+class StageParams:
+    """Parameters (elements) one GPU of a stage holds after TP/EP sharding (before DP sharding)."""
+
+    dense: float
+    expert: float
+    largest_layer: float
+    layers: int
+
+
+def sharding_stage(plan: ParallelPlan) -> int:
+    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients
+    (``optim_grads``); 3 + parameters (``optim_grads_params``, ZeRO-3, FSDP)."""
+    if plan.megatron_fsdp is not None:
+        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[plan.megatron_fsdp]
+    if plan.distributed_optimizer:
+        return 1
+    return plan.zero
+
+
+def padded_vocab(vocab: int, tp: int, framework: str) -> int:
+    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``)."""
+    if framework != "megatron":
+        return vocab
+    unit = 128 * tp
+    return -(-vocab // unit) * unit
+
+
+def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]:
+    p, dense, expert = rp.parallel, 0.0, 0.0
+    for t in tensors:
+        n = local_numel(t, tp=p.tp, kv_heads=rp.model.kv, ep=p.ep, etp=p.etp)
+        if t.name in ("word_embeddings", "output_layer"):
+            n *= vocab_scale
+        if t.shard.startswith("expert"):
+            expert += n
+        else:
+            dense += n
+    return dense, expert
+
+
+def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
+    """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
+    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
+    m, p = rp.model, rp.parallel
+    scale = padded_vocab(m.vocab, p.tp, rp.training.framework) / m.vocab
+    per_kind: dict[bool, tuple[float, float]] = {}
+    dense = expert = largest = 0.0
+    for i in rp.stage_layers[stage]:
+        kind = m.is_moe_layer(i)
+        if kind not in per_kind:
+            per_kind[kind] = _local(layer_params(m, i), rp, scale)
+        d, e = per_kind[kind]
+        dense, expert, largest = dense + d, expert + e, max(largest, d + e)
+    extra = []
+    if stage == 0:
+        extra += embedding_params(m)
+    if stage == p.pp - 1:
+        extra += head_params(m)
+        if m.tied_embeddings and p.pp > 1:
+            extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
+    d, e = _local(extra, rp, scale)
+    return StageParams(dense + d, expert + e, largest, len(rp.stage_layers[stage]))
