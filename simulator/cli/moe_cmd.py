@@ -9,9 +9,9 @@ simulator moe --system PROFILE --nodes N --ep E --tokens T --hidden H --top-k K 
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from simulator.cli.args import positive_int
 from simulator.errors import UserError
 from simulator.units import GIGA, MICRO
 
@@ -21,34 +21,24 @@ JSON_KEYS = ("dispatch_us", "combine_us", "dispatch_GBps", "combine_GBps", "bott
 def register(subparsers) -> None:
     parser = subparsers.add_parser("moe", help="expert-parallel dispatch/combine time and bandwidth (DeepEP style)")
     parser.add_argument("--system", required=True, help="node profile, e.g. hgx_h800")
-    parser.add_argument("--nodes", type=_positive_int, required=True, help="nodes the EP group spans")
-    parser.add_argument("--ep", type=_positive_int, required=True, help="expert-parallel ranks")
-    parser.add_argument("--tokens", type=_positive_int, required=True, help="tokens per batch on each rank")
-    parser.add_argument("--hidden", type=_positive_int, required=True, help="model width")
-    parser.add_argument("--top-k", type=_positive_int, required=True, help="experts per token")
-    parser.add_argument("--experts", type=_positive_int, default=256, help="routed experts (default 256)")
-    parser.add_argument("--topk-groups", type=_positive_int, default=None,
+    parser.add_argument("--nodes", type=positive_int, required=True, help="nodes the EP group spans")
+    parser.add_argument("--ep", type=positive_int, required=True, help="expert-parallel ranks")
+    parser.add_argument("--tokens", type=positive_int, required=True, help="tokens per batch on each rank")
+    parser.add_argument("--hidden", type=positive_int, required=True, help="model width")
+    parser.add_argument("--top-k", type=positive_int, required=True, help="experts per token")
+    parser.add_argument("--experts", type=positive_int, default=256, help="routed experts (default 256)")
+    parser.add_argument("--topk-groups", type=positive_int, default=None,
                         help="node-limited routing: each token to at most G nodes (default: no limit)")
     parser.add_argument("--backend", default="deepep_normal",
                         choices=("nccl", "deepep_normal", "deepep_low_latency", "cpu_proxy"))
     parser.add_argument("--transport", choices=("ibrc", "ibgda"), default=None,
                         help="internode RDMA issued by a CPU proxy (ibrc) or the GPU (ibgda); default per backend")
-    parser.add_argument("--qps", type=_positive_int, default=None, help="queue pairs per peer (default per backend)")
+    parser.add_argument("--qps", type=positive_int, default=None, help="queue pairs per peer (default per backend)")
     parser.add_argument("--dispatch-dtype", choices=("fp8", "bf16"), default="fp8")
     parser.add_argument("--seed", type=int, default=None,
                         help="sample one routed batch with this seed (default: expected token counts)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def run(args) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simulator.cli.args import positive_int
 from simulator.hardware import load_cluster
 from simulator.report.hardware import path_table, topology_summary
 from simulator.topology import Topology
@@ -10,24 +11,12 @@ from simulator.topology import Topology
 def register(subparsers) -> None:
     parser = subparsers.add_parser("topology", help="the topology graph of a node profile times N nodes")
     parser.add_argument("name", help="node profile name or path")
-    parser.add_argument("--nodes", type=_positive_int, default=1, help="number of nodes (default 1)")
+    parser.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
     parser.add_argument("--path", nargs=2, metavar=("A", "B"),
                         help="print the route between two GPUs (gpu0, gpu9 global, or n1.gpu1)")
     parser.add_argument("--draw", metavar="FILE.png", help="draw a layered picture (at most 4 nodes)")
     parser.add_argument("--graphml", metavar="FILE", help="export the graph as GraphML")
     parser.set_defaults(handler=_run)
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _run(args) -> int:
