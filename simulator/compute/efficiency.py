@@ -53,7 +53,26 @@ class ComputeEfficiency(BaseModel):
                                                              "streaming (memory-bound) kernels")
     attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
                                                                 "of the tensor peak")
+    sdpa_by_head_dim: dict[int, float] | None = Field(
+        None, description="PyTorch F.scaled_dot_product_attention (flash backend): asymptotic fraction of the "
+                          "tensor peak per head dim (interpolated linearly, clamped at the ends)")
+    sdpa_half_seq: float = Field(0.0, ge=0, description="sequence length at which SDPA reaches half its "
+                                                        "asymptotic rate: rate x s / (s + sdpa_half_seq)")
     sources: dict[str, str] = Field(default_factory=dict, description="source of each coefficient, by field name")
+
+    def attention_fraction(self, kernel: str, seq_len: float, head_dim: float) -> float:
+        """Fraction of the tensor peak a fused attention kernel reaches: ``flash`` (Megatron / Transformer Engine
+        fused attention) at ``attention_efficiency``; ``sdpa`` (plain PyTorch) from the measured SDPA table when the
+        architecture has one: e(head_dim) x s / (s + sdpa_half_seq)."""
+        if kernel != "sdpa" or not self.sdpa_by_head_dim:
+            return self.attention_efficiency
+        dims = sorted(self.sdpa_by_head_dim)
+        d = min(max(head_dim, dims[0]), dims[-1])
+        hi = next(x for x in dims if x >= d)
+        lo = max(x for x in dims if x <= d)
+        e_lo, e_hi = self.sdpa_by_head_dim[lo], self.sdpa_by_head_dim[hi]
+        e = e_lo if hi == lo else e_lo + (e_hi - e_lo) * (d - lo) / (hi - lo)
+        return e * seq_len / (seq_len + self.sdpa_half_seq)
 
     def fraction(self, dtype: str) -> float:
         """Peak fraction of ``dtype`` (fp8 falls back to bf16's when not listed)."""

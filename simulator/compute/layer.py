@@ -3,7 +3,8 @@
 GEMM shapes come from :func:`simulator.model.layer_flops` (sharded by TP/CP/Ulysses/EP), timed by
 :func:`simulator.compute.gemm.gemm_times`; memory-bound kernels from :mod:`simulator.compute.memops` at the
 achievable HBM bandwidth. Attention: ``flash`` is one fused kernel whose FLOPs (causal half; backward re-computes
-Q K^T inside the kernel) run at ``attention_efficiency`` of the tensor peak; ``unfused`` runs the score GEMMs over
+Q K^T inside the kernel) run at ``attention_efficiency`` of the tensor peak (``sdpa``, plain PyTorch's
+F.scaled_dot_product_attention, at the measured rate of ``ComputeEfficiency.attention_fraction``); ``unfused`` runs the score GEMMs over
 the full s x s matrix (the mask is applied afterwards) plus softmax and dropout as memory-bound kernels.
 
 Recompute (Korthikanti et al. 2023, Sec. 5): ``full`` re-runs the whole layer forward inside backward;
@@ -18,9 +19,24 @@ import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times
-from simulator.compute.memops import LayerShape, MemOp, embedding_memops, head_memops, layer_memops
+from simulator.compute.memops import (
+    LayerShape,
+    MemOp,
+    eager_memops,
+    embedding_memops,
+    head_memops,
+    layer_memops,
+)
 from simulator.hardware import GpuSpec
-from simulator.model import GemmOp, ModelSpec, expert_mlp_ops, layer_flops, logits_flops
+from simulator.model import (
+    GemmOp,
+    ModelSpec,
+    expert_mlp_ops,
+    layer_flops,
+    layer_params,
+    local_numel,
+    logits_flops,
+)
 
 
 @dataclass(frozen=True)
@@ -74,9 +90,14 @@ def _is_attn(op: GemmOp) -> bool:
 
 def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,
                micro_batch: int, layer_index: int, tp: int = 1, cp: int = 1, ulysses: int = 1, ep: int = 1,
-               etp: int = 1, sp: bool = False, attention: str = "flash") -> LayerTime:
-    """Time of layer ``layer_index`` for one micro-batch on one rank (see module docstring for the model)."""
-    flash = attention == "flash"
+               etp: int = 1, sp: bool = False, attention: str = "flash", eager: bool = False,
+               amp: bool = False) -> LayerTime:
+    """Time of layer ``layer_index`` for one micro-batch on one rank (see module docstring for the model).
+
+    ``eager``: plain PyTorch modules (layout copies around attention); ``amp``: torch.autocast over fp32 weights
+    (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`).
+    """
+    flash = attention in ("flash", "sdpa")
     lf = layer_flops(model, seq_len, micro_batch, layer_index=layer_index, tp=tp, cp=cp, ulysses=ulysses, ep=ep,
                      etp=etp, sp=sp, causal=flash, attention=attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
@@ -97,8 +118,12 @@ def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: st
                        ffn_local=0.0 if moe else model.ffn / tp, qk_width=(heads_local + kv_local) * model.dhead)
     routed = (tokens / tp if sp else tokens) * model.moe.top_k * etp if moe and model.moe else 0.0
     mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=routed)
+    if eager:
+        params = sum(local_numel(t, tp=tp, kv_heads=model.kv, ep=ep, etp=etp) for t in layer_params(model, layer_index))
+        mem += eager_memops(model, shape, params, amp=amp)
     if flash:
-        peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16") * eff.attention_efficiency
+        fraction = eff.attention_fraction(attention, seq_len / cp, model.dhead)
+        peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16") * fraction
         attn_fwd, attn_bwd = attn_fwd_flops / peak + eff.launch_s, attn_bwd_flops / peak + eff.launch_s
     else:
         core_s = _gemm_seconds(core, gpu, eff, dtype)

@@ -83,3 +83,26 @@ def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:
     """Embedding lookup (read rows, write activations) and its gradient scatter-add (read, read, write fp32)."""
     h = model.hidden
     return [MemOp("embedding", "fwd", 4 * tokens * h), MemOp("embedding", "bwd", 10 * tokens * h)]
+
+
+def eager_memops(model: ModelSpec, shape: LayerShape, layer_params: float, *, amp: bool) -> list[MemOp]:
+    """What plain eager PyTorch adds over the fused kernels above, per layer (bytes per T x h element unless said).
+
+    - Attention layout: ``view(b, s, heads, d).transpose(1, 2)`` of Q, K, V before F.scaled_dot_product_attention
+      and of its output after are materialised copies (read 2 + write 2 each): 16 forward, 16 backward.
+    - ``amp`` (torch.autocast over fp32 parameters): the residual stream is fp32 (the embedding output is), so
+      LayerNorm runs in fp32 (+4 each forward, +6 each backward), its output is cast to bf16 for the next matmul
+      (+6 each forward; the cast's gradient +6 each backward), the residual adds read fp32 (+4 each forward) and
+      accumulate fp32 gradients (+8 each backward): 28 forward, 40 backward; and every weight is cast fp32 -> bf16
+      each forward (6 B/param) and its bf16 gradient accumulated into the fp32 .grad in backward (6 B/param).
+    The kernels are PyTorch's own (unrolled/vectorized elementwise copy, add, layer_norm in fp32); the byte counts
+    follow their reads and writes. Checked against an H200 kernel profile in docs/step_time.md.
+    """
+    th = shape.tokens * model.hidden
+    fwd, bwd = 16.0, 16.0
+    ops = []
+    if amp:
+        fwd, bwd = fwd + 28.0, bwd + 40.0
+        ops += [MemOp("eager.weight_cast", "fwd", 6 * layer_params), MemOp("eager.grad_cast", "bwd", 6 * layer_params)]
+    return ops + [MemOp("eager.layout_and_casts", "fwd", fwd * th), MemOp("eager.layout_and_casts", "bwd", bwd * th)]
+

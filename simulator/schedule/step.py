@@ -58,13 +58,17 @@ class _Context:
         p, t = plan.parallel, plan.training
         self.kw = dict(seq_len=t.seq_len, micro_batch=t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses)
         self._layers: dict[bool, object] = {}
+        # plain PyTorch runs flash attention through F.scaled_dot_product_attention (measured rate per shape)
+        self.attention_kernel = "sdpa" if t.framework == "pytorch" and t.attention == "flash" else t.attention
+        self.eager = t.framework == "pytorch"  # plain modules: unfused layout copies and, with AMP, casts
 
     def layer(self, index: int):
         kind = self.model.is_moe_layer(index)
         if kind not in self._layers:
             p = self.plan.parallel
             self._layers[kind] = layer_time(self.model, self.gpu, self.eff, self.dtype, layer_index=index, ep=p.ep,
-                                            etp=p.etp, sp=p.sp, attention=self.plan.training.attention, **self.kw)
+                                            etp=p.etp, sp=p.sp, attention=self.attention_kernel, eager=self.eager,
+                                            amp=self.eager and self.plan.training.precision == "amp_bf16", **self.kw)
         return kind, self._layers[kind]
 
     def moe_timing(self, stage: int) -> MoeLayerTiming | None:

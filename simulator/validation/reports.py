@@ -121,8 +121,8 @@ def pytorch_report() -> Report:
                   tuple((r["run"], r["params"], round(r["measured_GiB"], 2), round(r["predicted_GiB"], 2),
                          _pct(r["memory_error"]), round(r["measured_ms"], 1), round(r["predicted_ms"], 1),
                          _pct(r["time_error"])) for r in rows),
-                  f"peak memory max |error| {worst:.1%} (gate 5%); step time {times} (not gated: eager PyTorch's "
-                  "unfused elementwise kernels and launch overheads are not modelled)",
+                  f"peak memory max |error| {worst:.1%} (gate 5%); step time {times} (regression bound 25%: DDP "
+                  "overlap and host launch latency of small kernels are not modelled)",
                   worst <= torch_runs.MEMORY_TOLERANCE)
 
 

@@ -4,8 +4,9 @@ Peak memory within 5% for all four runs (1 GPU and DDP on 2, hidden 1024-4096). 
 brought in were derived from PyTorch's autograd, not fitted: no DDP buckets without DDP, autocast's bf16 weight
 copies saved for backward, the loss's fp32 gradient buffers at the start of backward, and gradients that are freed
 between steps (so activations and gradients never peak together). Since the runs showed which terms were missing,
-they check consistency more than they validate independently. Step time is reported, not gated: eager PyTorch's
-unfused elementwise kernels and launch overheads are not modelled (the model is 10-33% fast on these small runs).
+they check consistency more than they validate independently. Step time: the eager terms were derived from
+PyTorch's kernels (and checked against an H200 kernel profile, data/h200x2_train/profile_kernels.jsonl), not fitted
+to these runs; the model is 0.5-20% fast (DDP overlap and host launch latency are what is left).
 """
 
 from simulator.validation.pytorch import MEMORY_TOLERANCE, pytorch_rows
@@ -22,6 +23,10 @@ def test_peak_memory_within_5_percent():
     assert all(abs(r["memory_error"]) <= MEMORY_TOLERANCE for r in rows)
 
 
-def test_step_time_is_not_slower_than_measured():
-    """What the model leaves out (eager overheads) can only add time: predictions must not exceed measurements."""
-    assert all(r["time_error"] < 0.05 for r in pytorch_rows())
+def test_step_time_within_the_known_gap():
+    """Eager PyTorch's layout copies, fp32 residual stream and casts are modelled (simulator.compute.memops.
+    eager_memops): -0.5% to -20%. What is left (DDP's all-reduce overlapping less than modelled, host launch
+    latency of ~1,600 small kernels at hidden 1024) can only add time, so predictions stay below measurements;
+    the 25% bound guards against regressions, it is not an accuracy claim."""
+    rows = pytorch_rows()
+    assert all(-0.25 <= r["time_error"] < 0.05 for r in rows)
