@@ -1,5 +1,5 @@
 """``python -m simulator`` is the ``simulator`` console script."""
 
-from simulator.cli import main
+from simulator.cli import console
 
-raise SystemExit(main())
+console()
