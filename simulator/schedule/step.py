@@ -192,13 +192,14 @@ def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
     for op, count in rows:
         if count == 0:
             continue
+        label = f"{op.name} (recompute)" if op.scope == "layer_recompute" else op.name
         if op.dim == "ep" and moe is not None:
             k = moe.kernel(op.name)
-            out.append(CommRow(op.dim, op.op, op.name, float(k.counted_bytes), int(count), moe.algorithm,
+            out.append(CommRow(op.dim, op.op, label, float(k.counted_bytes), int(count), moe.algorithm,
                                k.bottleneck, float(k.time_s)))
             continue
         timing = ctx.timer.time(op, min(stage, p.pp - 2) if op.scope == "boundary" else stage)
-        out.append(CommRow(op.dim, op.op, op.name, op.bytes, int(count), timing.algorithm, timing.link,
+        out.append(CommRow(op.dim, op.op, label, op.bytes, int(count), timing.algorithm, timing.link,
                            timing.call_s))
     return tuple(out)
 
