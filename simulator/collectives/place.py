@@ -71,8 +71,10 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
 
 def _gpu_pcie_bandwidth(topology: Topology, gpu: str) -> float:
     """The GPU's own PCIe link (the host path of SHM transport when there is no NIC)."""
-    graph = topology.graph
-    return max(graph.edges[gpu, v]["bandwidth_Bps"] for v in graph.successors(gpu) if graph.edges[gpu, v]["link"] == "pcie")
+    node = topology.node_graph(0)
+    local = f"n0.{gpu.split('.', 1)[1]}"
+    return max(node.edges[local, v]["bandwidth_Bps"] for v in node.successors(local)
+               if node.edges[local, v]["link"] == "pcie")
 
 
 def _local_pair(topology: Topology, local: list[str]) -> tuple[str, str]:
@@ -118,17 +120,17 @@ def _network_fields(topology: Topology, names: list[str], concurrent: Sequence[S
     nics_per_node = len({n for n in nics if topology.node_of(n) == first_node})
     gpu = names[0]
     pcie = topology._intra_route(gpu, topology.home_nic(gpu))
-    pcie_bw = min(topology.graph.edges[e]["bandwidth_Bps"] for e in zip(pcie, pcie[1:], strict=False))
+    pcie_bw = min(topology.edge(*e)["bandwidth_Bps"] for e in zip(pcie, pcie[1:], strict=False))
     fields = dict(pcie_bw_Bps=pcie_bw, nics_per_node=nics_per_node, nic_bw_Bps=spec.nics.bandwidth)
     nodes = sorted({topology.node_of(g) for g in names})
     if len(nodes) > 1:
         route = topology._fabric_route(topology.home_nic(gpu), topology.home_nic(
             next(g for g in names if topology.node_of(g) != first_node)))
-        switches = [v for v in route if topology.graph.nodes[v]["kind"] in ("leaf", "spine")]
+        switches = [v for v in route if topology.node_of(v) is None]  # leaves and spines
         fabric = topology.cluster.effective_fabric
         # NCCL's network latency constant already covers one switch; each further switch adds its latency
         fields["net_latency_s"] = (len(switches) - 1) * fabric.switch_latency
-        if "spine" in {topology.graph.nodes[v]["kind"] for v in route}:
+        if any(v.startswith("spine") for v in route):
             fields["fabric_oversubscription"] = fabric.oversubscription
         fields["nic_sharing"] = _nic_sharing(topology, names, concurrent)
     return fields

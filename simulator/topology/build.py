@@ -18,19 +18,35 @@ from simulator.hardware import ClusterSpec, FabricSpec, NodeSpec, pcie_bandwidth
 UPSTREAM_LANES = 16  # PCIe switch uplinks and CPU root ports are x16 on every shipped platform
 
 
-def build_graph(cluster: ClusterSpec) -> nx.DiGraph:
+def node_template(spec: NodeSpec) -> nx.DiGraph:
+    """Node 0 alone (vertices ``n0.*``): every node of a cluster is a relabelled copy of it."""
+    template = nx.DiGraph()
+    _add_node(template, spec, 0)
+    return template
+
+
+def fabric_graph(cluster: ClusterSpec) -> nx.DiGraph:
+    """The network alone: NICs (by name), leaves and spines with their links (empty for one node)."""
+    graph = nx.DiGraph()
+    if cluster.nodes > 1:
+        _add_fabric(graph, cluster.node, cluster.nodes, cluster.effective_fabric)
+    return graph
+
+
+def build_graph(cluster: ClusterSpec, template: nx.DiGraph | None = None,
+                fabric: nx.DiGraph | None = None) -> nx.DiGraph:
     """The whole cluster as a directed graph (see module docstring for names and attributes)."""
     graph = nx.DiGraph(name=f"{cluster.nodes}x {cluster.node.name}")
-    template = nx.DiGraph()
-    _add_node(template, cluster.node, 0)
+    template = template if template is not None else node_template(cluster.node)
     vertices = [(v[len("n0."):], data) for v, data in template.nodes(data=True)]
     edges = [(u[len("n0."):], v[len("n0."):], data) for u, v, data in template.edges(data=True)]
     for node in range(cluster.nodes):  # every node is a relabelled copy of node 0 (bulk adds: large clusters)
         p = f"n{node}."
         graph.add_nodes_from((p + v, {**data, "node": node}) for v, data in vertices)
         graph.add_edges_from((p + u, p + v, data) for u, v, data in edges)
-    if cluster.nodes > 1:
-        _add_fabric(graph, cluster.node, cluster.nodes, cluster.effective_fabric)
+    fabric = fabric if fabric is not None else fabric_graph(cluster)
+    graph.add_nodes_from((v, data) for v, data in fabric.nodes(data=True) if "kind" in data)
+    graph.add_edges_from(fabric.edges(data=True))
     return graph
 
 

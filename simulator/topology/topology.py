@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,8 +12,11 @@ import networkx as nx
 
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec
-from simulator.topology.build import build_graph
+from simulator.topology.build import build_graph, fabric_graph, node_template
 
+#: vertex names inside a node: ``n<node>.<kind><index>...`` (``n3.gpu5``, ``n0.nic1``, ``n2.pcie0.g``)
+_VERTEX = re.compile(r"^n(\d+)\.([a-z_]+?)(\d+)")
+_GPU = re.compile(r"n(\d+)\.gpu(\d+)")
 #: link types that count as each transport
 NVLINK = frozenset({"nvlink"})
 NETWORK = frozenset({"ib", "eth"})
@@ -51,8 +55,16 @@ class Topology:
 
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
-        self.graph: nx.DiGraph = build_graph(cluster)
+        self._template = node_template(cluster.node)
+        self._fabric = fabric_graph(cluster)
         self._path_cache: dict[tuple[str, str], list[Path]] = {}
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The whole cluster, built on first use. Paths, NICs and placements are answered from node 0's template and
+        the fabric alone (every node is a copy of node 0), so a large cluster's full graph is built only for the
+        queries that need it (max-flow across nodes, NVLink domains, drawings, GraphML)."""
+        return build_graph(self.cluster, self._template, self._fabric)
 
     # ---- naming -------------------------------------------------------------------------------------------------
     @cached_property
@@ -62,8 +74,10 @@ class Topology:
 
     def gpu(self, ref: int | str) -> str:
         """Vertex name of a GPU given as a global index, ``gpu9`` (global) or ``n1.gpu1``."""
-        if isinstance(ref, str) and ref in self.graph and self.graph.nodes[ref]["kind"] == "gpu":
-            return ref
+        if isinstance(ref, str):
+            match = _GPU.fullmatch(ref)
+            if match and int(match.group(1)) < self.cluster.nodes and int(match.group(2)) < self.cluster.node.gpus:
+                return ref
         text = str(ref)
         index = text.removeprefix("gpu")
         if index.isdigit() and int(index) < len(self.gpus):
@@ -73,7 +87,8 @@ class Topology:
 
     def node_of(self, vertex: str) -> int | None:
         """Node index of a vertex (None for fabric switches)."""
-        return self.graph.nodes[vertex].get("node")
+        match = _VERTEX.match(vertex)
+        return int(match.group(1)) if match else None
 
     def gpus_of_node(self, node: int) -> list[str]:
         return [f"n{node}.gpu{i}" for i in range(self.cluster.node.gpus)]
@@ -121,15 +136,22 @@ class Topology:
         view = self._node0_view
         return view.edge_subgraph([(u, v) for u, v, k in view.edges(data="link") if k in NVLINK])
 
-    @cached_property
+    @property
     def _node0_view(self) -> nx.DiGraph:
-        return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == 0])
+        return self._template
 
     def node_graph(self, node: int = 0) -> nx.DiGraph:
-        """The subgraph of one node (a read-only view); every node is a copy of node 0."""
+        """The subgraph of one node (do not modify it); every node is a copy of node 0."""
         if node == 0:
-            return self._node0_view
+            return self._template
         return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == node])
+
+    def edge(self, u: str, v: str) -> dict:
+        """Attributes of the directed edge u -> v (from node 0's template or the fabric; no full graph needed)."""
+        nu, nv = self.node_of(u), self.node_of(v)
+        if nu is not None and nu == nv:
+            return self._template.edges[f"n0.{u.split('.', 1)[1]}", f"n0.{v.split('.', 1)[1]}"]
+        return self._fabric.edges[u, v]
 
     def _relabel(self, path: Path, node: int) -> Path:
         if node == 0:
@@ -140,7 +162,7 @@ class Topology:
     def home_nic(self, gpu: str) -> str:
         """The NIC a GPU uses for network traffic: same local index when NIC and GPU counts match, else the first NIC
         of the GPU's PCIe complex (closest by PCIe hops)."""
-        node, local = self.node_of(gpu), self.graph.nodes[gpu]["index"]
+        node, local = self.node_of(gpu), int(gpu.rsplit("gpu", 1)[1])
         spec = self.cluster.node
         if spec.nics is None:
             raise UserError(f"node profile {spec.name} has no NICs: GPUs in different nodes cannot communicate")
@@ -171,21 +193,23 @@ class Topology:
 
     def _fabric_route(self, nic_a: str, nic_b: str) -> list[str]:
         """NIC to NIC through the leaves and, when they differ, one spine chosen by a deterministic ECMP hash."""
-        leaf_a = next(v for v in self.graph.successors(nic_a) if self.graph.nodes[v]["kind"] == "leaf")
-        leaf_b = next(v for v in self.graph.successors(nic_b) if self.graph.nodes[v]["kind"] == "leaf")
+        leaf_a = next(v for v in self._fabric.successors(nic_a) if v.startswith("leaf"))
+        leaf_b = next(v for v in self._fabric.successors(nic_b) if v.startswith("leaf"))
         if leaf_a == leaf_b:
             return [nic_a, leaf_a, nic_b]
         spines = self._spines
-        ia = self.node_of(nic_a) * 1009 + self.graph.nodes[nic_a]["index"]
-        ib = self.node_of(nic_b) * 1009 + self.graph.nodes[nic_b]["index"]
+        ia = self.node_of(nic_a) * 1009 + int(nic_a.rsplit("nic", 1)[1])
+        ib = self.node_of(nic_b) * 1009 + int(nic_b.rsplit("nic", 1)[1])
         return [nic_a, leaf_a, spines[(ia + ib) % len(spines)], leaf_b, nic_b]
 
     @cached_property
     def _spines(self) -> list[str]:
-        return sorted(self.vertices_of_kind("spine"), key=lambda v: self.graph.nodes[v]["index"])
+        return sorted((v for v, k in self._fabric.nodes(data="kind") if k == "spine"),
+                      key=lambda v: self._fabric.nodes[v]["index"])
 
     def _make_path(self, hops: list[str]) -> Path:
-        return _path_from_hops(self.graph, hops, self._transport_of)
+        edges = [self.edge(u, v) for u, v in zip(hops, hops[1:], strict=False)]
+        return _path_from_edges(hops, edges, self._transport_of)
 
     def _transport_of(self, links: Iterable[str]) -> str:
         links = set(links)
@@ -231,12 +255,15 @@ class Topology:
         counts = self.edge_flow_counts(flows)
         result = []
         for a, b in flows:
-            result.append(min(self.graph.edges[e]["bandwidth_Bps"] / counts[e] for e in self.path(a, b).edges))
+            result.append(min(self.edge(*e)["bandwidth_Bps"] / counts[e] for e in self.path(a, b).edges))
         return result
 
 
 def _path_from_hops(graph: nx.DiGraph, hops: list[str], transport_of) -> Path:
-    edges = [graph.edges[u, v] for u, v in zip(hops, hops[1:], strict=False)]
+    return _path_from_edges(hops, [graph.edges[u, v] for u, v in zip(hops, hops[1:], strict=False)], transport_of)
+
+
+def _path_from_edges(hops: list[str], edges: list[dict], transport_of) -> Path:
     links = tuple(e["link"] for e in edges)
     return Path(tuple(hops), links, min(e["bandwidth_Bps"] for e in edges), sum(e["latency_s"] for e in edges),
                 transport_of(links))
