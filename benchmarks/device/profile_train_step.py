@@ -17,11 +17,10 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_step_gpt import GPT  # noqa: E402
+from train_step_gpt import GPT, make_step  # noqa: E402
 
 CLASSES = (("gemm", ("gemm", "cutlass", "sm90_xmma", "nvjet", "ampere_", "cublas")), ("attention", ("flash", "fmha")),
            ("optimizer", ("adam", "multi_tensor")), ("loss", ("log_softmax", "nll_loss", "softmax")),
@@ -48,14 +47,7 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     tokens = torch.randint(0, args.vocab, (args.micro_batch, args.seq), device=device)
 
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens)
-        loss = F.cross_entropy(logits.float().view(-1, args.vocab), tokens.view(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
+    step = make_step(model, optimizer, tokens, args.vocab)
     for _ in range(5):
         step()
     torch.cuda.synchronize()

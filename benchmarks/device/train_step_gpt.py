@@ -59,6 +59,18 @@ class GPT(nn.Module):
         return self.head(self.norm(x))
 
 
+def make_step(model: nn.Module, optimizer, tokens: torch.Tensor, vocab: int):
+    """One AMP training step: bf16 autocast forward, fp32 cross entropy, backward, AdamW, gradients set to None."""
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(tokens)
+        loss = F.cross_entropy(logits.float().view(-1, vocab), tokens.view(-1))
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     for name, default in (("layers", 12), ("hidden", 2048), ("heads", 16), ("ffn", 8192), ("vocab", 32000),
@@ -78,14 +90,7 @@ def main() -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     tokens = torch.randint(0, args.vocab, (args.micro_batch, args.seq), device=device)
 
-    def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens)
-        loss = F.cross_entropy(logits.float().view(-1, args.vocab), tokens.view(-1))
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
+    step = make_step(model, optimizer, tokens, args.vocab)
     for _ in range(3):  # warm-up: optimizer states exist from the first step on; clocks ramp up
         step()
     torch.cuda.synchronize()
