@@ -14,3 +14,13 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def output_path(text: str) -> str:
+    """argparse type: a file to write, whose folder must exist (checked before any work is done)."""
+    from pathlib import Path
+
+    folder = Path(text).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: folder {str(folder)!r} does not exist")
+    return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.cli.args import output_path
 from simulator.collectives import (
     ALGORITHMS,
     OPS,
@@ -38,7 +39,7 @@ def register(subparsers) -> None:
     coll.add_argument("--net-issue", default="cpu_proxy", choices=("cpu_proxy", "ibgda"),
                       help="who posts network work (default cpu_proxy)")
     coll.add_argument("--json", action="store_true", help="JSON array, one object per size")
-    coll.add_argument("--plot", metavar="FILE", help="bus bandwidth vs size plot (png, svg, pdf)")
+    coll.add_argument("--plot", metavar="FILE", type=output_path, help="bus bandwidth vs size plot (png, svg, pdf)")
     coll.set_defaults(handler=_collective)
 
     cal = subparsers.add_parser("calibrate", help="fit link parameters from nccl-tests logs")
@@ -47,7 +48,7 @@ def register(subparsers) -> None:
     cal.add_argument("--setting", help="NCCL setting of every file (default: from the file name)")
     cal.add_argument("--no-nvls", action="store_true", help="the runs had NVLink SHARP off")
     cal.add_argument("files", nargs="+", metavar="MEASUREMENT_FILE")
-    cal.add_argument("--out", required=True, help="calibration YAML to write")
+    cal.add_argument("--out", required=True, type=output_path, help="calibration YAML to write")
     cal.set_defaults(handler=_calibrate)
 
 

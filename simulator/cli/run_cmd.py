@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from simulator.cli.args import output_path
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
 from simulator.scenario import load_scenario, simulate
@@ -19,8 +20,8 @@ def register(subparsers) -> None:
     formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
-    run.add_argument("--plot", metavar="FILE", help="draw memory per stage, time breakdown and timeline into FILE")
-    run.add_argument("--trace", metavar="FILE", help="write a Chrome trace of the step (opens in Perfetto)")
+    run.add_argument("--plot", metavar="FILE", type=output_path, help="draw memory per stage, time breakdown and timeline into FILE")
+    run.add_argument("--trace", metavar="FILE", type=output_path, help="write a Chrome trace of the step (opens in Perfetto)")
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
     memory.add_argument("scenario", help="scenario YAML")

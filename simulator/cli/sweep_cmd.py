@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from simulator.cli.args import output_path
 from simulator.report.compare import render_comparison
 from simulator.report.files import write_text
 from simulator.scenario import load_scenario, simulate
@@ -13,10 +14,10 @@ from simulator.scenario.sweep import plan_sweep, run_sweep
 def register(subparsers) -> None:
     sweep = subparsers.add_parser("sweep", help="evaluate every plan of a sweep file into a CSV")
     sweep.add_argument("scenario", help="scenario YAML with sweep: and/or zip:")
-    sweep.add_argument("-o", "--output", required=True, help="CSV file (one row per plan)")
+    sweep.add_argument("-o", "--output", required=True, type=output_path, help="CSV file (one row per plan)")
     sweep.add_argument("--processes", type=int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar")
-    sweep.add_argument("--plot", metavar="FILE", help="heat map of --value over --x and --y")
+    sweep.add_argument("--plot", metavar="FILE", type=output_path, help="heat map of --value over --x and --y")
     sweep.add_argument("--x", help="swept key on the x axis (default: the first swept key)")
     sweep.add_argument("--y", help="swept key on the y axis (default: the second swept key)")
     sweep.add_argument("--value", default="memory.peak_GiB", help="column to colour by (default memory.peak_GiB)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulator.cli.args import positive_int
+from simulator.cli.args import output_path, positive_int
 from simulator.hardware import load_cluster
 from simulator.report.hardware import path_table, topology_summary
 from simulator.topology import Topology
@@ -14,8 +14,8 @@ def register(subparsers) -> None:
     parser.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
     parser.add_argument("--path", nargs=2, metavar=("A", "B"),
                         help="print the route between two GPUs (gpu0, gpu9 global, or n1.gpu1)")
-    parser.add_argument("--draw", metavar="FILE.png", help="draw a layered picture (at most 4 nodes)")
-    parser.add_argument("--graphml", metavar="FILE", help="export the graph as GraphML")
+    parser.add_argument("--draw", metavar="FILE.png", type=output_path, help="draw a layered picture (at most 4 nodes)")
+    parser.add_argument("--graphml", metavar="FILE", type=output_path, help="export the graph as GraphML")
     parser.set_defaults(handler=_run)
 
 

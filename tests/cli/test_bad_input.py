@@ -119,3 +119,17 @@ def test_unknown_gpu_in_path_query(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["topology", "dgx_h100", "--nodes", "0"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--trace", "/nonexistent-folder/t.json"],
+    ["run", "--plot", "/nonexistent-folder/p.png"],
+    ["topology", "dgx_h100", "--graphml", "/nonexistent-folder/t.graphml"],
+    ["sweep", "scenarios/llama3_70b_tp_pp_sweep.yaml", "-o", "/nonexistent-folder/s.csv"],
+    ["calibrate", "--system", "h200_x2", "--ranks", "2", "x.txt", "--out", "/nonexistent-folder/c.yaml"],
+])
+def test_output_into_a_missing_folder_is_refused_before_any_work(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "folder '/nonexistent-folder' does not exist" in capsys.readouterr().err
