@@ -43,11 +43,17 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from simulator.collectives import placement_for_profile
+    from simulator.hardware import load_node
     from simulator.moe import CommSettings, ep_comm, route
 
     if args.ep % args.nodes:
         raise UserError(f"--ep {args.ep} does not spread evenly over --nodes {args.nodes}", key_path="ep")
     rpn = args.ep // args.nodes
+    gpus_per_node = load_node(args.system).gpus
+    if rpn > gpus_per_node:
+        raise UserError(f"--ep {args.ep} over --nodes {args.nodes} puts {rpn} ranks on a node, but {args.system} has "
+                        f"{gpus_per_node} GPUs per node (use --nodes {-(-args.ep // gpus_per_node)} or more)",
+                        key_path="nodes")
     placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
     routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups, ranks_per_node=rpn,
                     seed=args.seed)
