@@ -197,3 +197,19 @@ def test_system_nvls_false_turns_nvls_off(tmp_path):
     with pytest.raises(UserError, match="has no NVLS-capable NVSwitch"):
         load_scenario(write(tmp_path, "a100.yaml", text.replace("dgx_h100", "dgx_a100_80gb")
                             .replace("  nodes: 1\n", "  nodes: 1\n  nvls: true\n")))
+
+
+def test_system_calibration_changes_the_timed_collectives(tmp_path):
+    """system.calibration (a path relative to the scenario) feeds the fitted link parameters to every collective."""
+    cal = ROOT / "hardware_profiles" / "calibration" / "h200_x2.yaml"
+    base = ("system:\n  profile: h200_x2\n  nvls: false\n{extra}model: {{preset: llama3-8b}}\nparallel: {{dp: 2}}\n"
+            "training: {{seq_len: 4096, micro_batch: 1, global_batch: 2}}\n")
+    plain = simulate(load_scenario(write(tmp_path, "plain.yaml", base.format(extra=""))))
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "h200.yaml").write_text(cal.read_text())
+    calibrated = simulate(load_scenario(write(tmp_path, "cal.yaml",
+                                              base.format(extra="  calibration: cal/h200.yaml\n"))))
+    dp = lambda r: next(c for c in r.step.comm if c.dim == "dp")  # noqa: E731
+    assert dp(calibrated).call_s != pytest.approx(dp(plain).call_s, rel=1e-3)
+    with pytest.raises(UserError, match="calibration file .* does not exist"):
+        load_scenario(write(tmp_path, "missing.yaml", base.format(extra="  calibration: nope.yaml\n")))
