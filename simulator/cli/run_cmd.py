@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from simulator.cli.args import output_path
+from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
 from simulator.scenario import load_scenario, simulate
@@ -44,6 +45,9 @@ def _run(args) -> int:
         print(f"wrote {plot_result(result, args.plot)}")
     if args.trace:
         from simulator.report.trace import write_chrome_trace
+
+        if result.step is None:
+            raise UserError("--trace needs a training step; this scenario is training.mode: inference")
 
         print(f"wrote {write_chrome_trace(result.step, args.trace)}")
     return 0

@@ -56,12 +56,17 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list],
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -> MemoryReport:
-    """Memory per GPU of every pipeline stage of ``rp``.
+    """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
+    memory, :mod:`simulator.memory.inference`).
 
     Args:
         rp: a plan from :func:`simulator.plan.resolve_plan`.
         hbm_capacity_bytes: GPU memory; when given the report flags OOM and the margin.
     """
+    if rp.training.mode == "inference":
+        from simulator.memory.inference import inference_memory
+
+        return inference_memory(rp, hbm_capacity_bytes)
     p = rp.parallel
     rb = recipe_bytes(p, rp.training)
     ctx = _context(rp)

@@ -59,3 +59,8 @@ class TrainingConfig(BaseModel):
     framework: Literal["megatron", "pytorch"] = Field("megatron", description="activation accounting and buffers")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")
+    mode: Literal["train", "inference"] = Field(
+        "train", description="train: a training step; inference: serving memory (weights + KV cache of micro_batch "
+                             "sequences of seq_len tokens per replica)")
+    kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
+        None, description="KV cache element type in inference (default: the activation dtype)")

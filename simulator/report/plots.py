@@ -129,7 +129,9 @@ def timeline_axes(ax, result, max_events: int = 4000) -> None:
 
 
 def plot_result(result, path: str | Path) -> Path:
-    """Memory per stage, step-time breakdown and the pipeline timeline in one figure."""
+    """Memory per stage, step-time breakdown and the pipeline timeline in one figure (memory only for inference)."""
+    if result.step is None:
+        return plot_memory(result, path)
     plt = _pyplot()
     stages = len(result.memory.stages)
     fig = plt.figure(figsize=(12, 4 + 0.25 * stages * 3))

@@ -47,19 +47,22 @@ def render_result(result, fmt: str = "text") -> str:
     """The whole result as text (``text``) or Markdown (``markdown``)."""
     table = render_markdown if fmt == "markdown" else render_table
     capacity = result.scenario.cluster.node.gpu.memory.capacity
+    memory = table(*memory_rows(result), title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
+                                               f"{result.memory.peak_bytes / GIBI:.2f} GiB, margin "
+                                               f"{result.memory.margin_bytes / GIBI:+.2f} GiB)")
+    notes = result.warnings()
+    warnings = ["", *(f"warning: {n}" if fmt == "text" else f"- {n}" for n in notes)] if notes else []
     step = result.step
+    if step is None:
+        return "\n".join([header(result), "", memory, "",
+                          "inference: serving memory only (weights, KV cache, prefill transients); the step-time "
+                          "engine times training steps", *warnings])
     throughput = (f"tokens/s {step.tokens_per_s:,.0f}; model {step.model_tflops_per_gpu:.1f} TFLOP/s per GPU "
                   f"(MFU {step.mfu:.1%}); hardware {step.hardware_tflops_per_gpu:.1f} TFLOP/s per GPU "
                   f"(HFU {step.hfu:.1%})")
-    parts = [header(result), "",
-             table(*memory_rows(result), title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
-                                               f"{result.memory.peak_bytes / GIBI:.2f} GiB, margin "
-                                               f"{result.memory.margin_bytes / GIBI:+.2f} GiB)"), "",
+    parts = [header(result), "", memory, "",
              table(*time_rows(result), title=f"step time {step.step_s:.4f} s (critical pipeline stage "
                                              f"{step.critical_stage})"),
              throughput, "",
              table(*comm_rows(result), title="communication per step (time per call and busy time, hidden or not)")]
-    notes = result.warnings()
-    if notes:
-        parts += ["", *(f"warning: {n}" if fmt == "text" else f"- {n}" for n in notes)]
-    return "\n".join(parts)
+    return "\n".join(parts + warnings)

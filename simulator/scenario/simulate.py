@@ -26,7 +26,8 @@ class Result:
 
     scenario: Scenario
     memory: MemoryReport
-    step: StepResult
+    step: StepResult | None
+    """None for ``training.mode: inference`` (the step-time engine times training steps)."""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
@@ -38,7 +39,7 @@ class Result:
                          "ep": s.parallel.ep, "ulysses": s.parallel.ulysses, "vpp": s.parallel.vpp},
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
                        "oom": self.memory.oom},
-            **self.step.to_dict(),
+            **(self.step.to_dict() if self.step is not None else {}),
             "warnings": self.warnings(),
         }
 
@@ -50,6 +51,8 @@ class Result:
         if memory.oom:
             out.append(f"OUT OF MEMORY: peak {memory.peak_bytes / GIBI:.1f} GiB exceeds {capacity / GIBI:.1f} GiB "
                        f"HBM by {-memory.margin_bytes / GIBI:.1f} GiB")
+        if self.step is None:
+            return out + list(dict.fromkeys([*self.scenario.plan.notes, *memory.notes]))
         tp_links = {r.link for r in self.step.comm if r.dim == "tp"}
         if tp_links - {"nvlink"}:
             out.append(f"TP group leaves the NVLink domain (tp collectives over {', '.join(sorted(tp_links))})")
@@ -71,9 +74,11 @@ class Result:
             "gpus": s.gpus, "dp": s.plan.dp, "micro_batches": s.plan.num_microbatches,
             "memory.peak_bytes": m.peak_bytes, "memory.peak_GiB": m.peak_bytes / GIBI,
             "memory.margin_bytes": m.margin_bytes, "memory.oom": m.oom,
-            "time.step_s": t.step_s, "time.compute_s": t.compute_s, "time.recompute_s": t.recompute_s,
-            "time.bubble_s": t.bubble_s, "time.optimizer_s": t.optimizer_s,
         }
+        if t is None:
+            return row
+        row.update({"time.step_s": t.step_s, "time.compute_s": t.compute_s, "time.recompute_s": t.recompute_s,
+                    "time.bubble_s": t.bubble_s, "time.optimizer_s": t.optimizer_s})
         row.update({f"time.exposed_{d}_s": v for d, v in t.exposed_comm_s.items()})
         row.update({"throughput.tokens_per_s": t.tokens_per_s, "throughput.model_tflops_per_gpu":
                     t.model_tflops_per_gpu, "throughput.mfu": t.mfu, "throughput.hfu": t.hfu})
@@ -120,8 +125,10 @@ def topology_of(cluster: ClusterSpec) -> Topology:
 
 
 def simulate(scenario: Scenario) -> Result:
-    """Predict memory per GPU per stage and the step time with its breakdown."""
+    """Predict memory per GPU per stage and the step time with its breakdown (memory only for inference)."""
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=scenario.cluster.node.gpu.memory.capacity)
+    if scenario.training.mode == "inference":
+        return Result(scenario=scenario, memory=memory, step=None)
     calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
     step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration,
                          moe=scenario.moe)
