@@ -15,8 +15,6 @@ from simulator.cli.args import positive_int
 from simulator.errors import UserError
 from simulator.units import GIGA, MICRO
 
-JSON_KEYS = ("dispatch_us", "combine_us", "dispatch_GBps", "combine_GBps", "bottleneck")
-
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("moe", help="expert-parallel dispatch/combine time and bandwidth (DeepEP style)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 PROTOCOLS = ("ll", "ll128", "simple")
-HW_CLASSES = ("nvlink", "pci", "net")
 
 
 class Coefficients(BaseModel):

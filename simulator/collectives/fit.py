@@ -36,7 +36,6 @@ class FileError:
 
 
 P2P_OPS = ("sendrecv", "all_to_all")
-COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
 
 
 def op_path(op: str) -> str:

@@ -20,7 +20,6 @@ from simulator.hardware.node import FabricSpec, NodeSpec
 from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
 
 PROFILE_ROOT = Path(__file__).resolve().parents[2] / "hardware_profiles"
-KINDS = ("gpus", "nodes")
 
 
 def profile_dirs(kind: str) -> list[Path]:

@@ -9,15 +9,12 @@ so a peer stream on ``qps`` QPs moves at most ``qps x q`` bytes/s and that time 
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, nic_message_time
 from simulator.errors import UserError
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
 
-Transport = Literal["ibrc", "ibgda"]
 #: CONTRACT.md --transport names -> the collectives package's issue modes
 ISSUE = {"ibrc": "cpu_proxy", "ibgda": "ibgda"}
 

@@ -24,8 +24,6 @@ from simulator.errors import UserError
 from simulator.moe.sampling import sample_topk
 from simulator.moe.waterfill import waterfill
 
-DISTRIBUTIONS = ("uniform", "zipf", "histogram")
-
 
 @dataclass(frozen=True)
 class Routing:
