@@ -72,22 +72,14 @@ def calibration_to_yaml(calibration: Calibration) -> str:
 
 
 def load_calibration(path_or_dict: str | Path | dict) -> Calibration:
-    """Read a calibration YAML (or an already-parsed dict); user mistakes raise :class:`UserError`."""
-    import yaml
+    """Read a calibration YAML (or an already-parsed dict); user mistakes raise :class:`UserError` with the file,
+    line and key path (the same reader as profiles and scenarios)."""
+    from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
 
-    file = None
-    data = path_or_dict
-    if not isinstance(path_or_dict, dict):
-        file = str(path_or_dict)
-        try:
-            data = yaml.safe_load(Path(path_or_dict).read_text())
-        except OSError as err:
-            raise UserError(f"cannot read calibration: {err.strerror}", file=file) from err
-        except yaml.YAMLError as err:
-            raise UserError(f"not valid YAML: {err}", file=file) from err
+    located = LocatedYaml(path_or_dict, {}, None) if isinstance(path_or_dict, dict) else read_yaml(path_or_dict)
+    if not isinstance(located.data, dict):
+        raise UserError("a calibration must be a YAML mapping (written by `simulator calibrate`)", file=located.file)
     try:
-        return Calibration.model_validate(data)
+        return Calibration.model_validate(located.data)
     except ValidationError as err:
-        first = err.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{first['msg']} ({len(err.errors())} problem(s))", file=file, key_path=key) from err
+        raise validation_error_to_user_error(err, file=located.file, located=located) from None

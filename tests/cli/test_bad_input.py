@@ -133,3 +133,12 @@ def test_output_into_a_missing_folder_is_refused_before_any_work(argv, capsys):
         main(argv)
     assert exc.value.code == 2
     assert "folder '/nonexistent-folder' does not exist" in capsys.readouterr().err
+
+
+def test_bad_calibration_file_names_file_line_and_key(tmp_path, capsys):
+    path = write(tmp_path, "cal.yaml", "entries:\n  - {link_class: nvlink, protocol: simple, latency_s: 1.0e-6,\n"
+                                       "     small_bw_Bps: 1.0e+11, fill_latency_s: 0, bandwidth_Bps: -5}\n")
+    code, _, err = run_cli(["collective", "--system", "h200_x2", "--ranks", "2", "--op", "all_reduce", "--bytes",
+                            "1MiB", "--calibration", path], capsys)
+    assert code == 2
+    assert f"{path}:2: entries.0.bandwidth_Bps: Input should be greater than 0" in err
