@@ -141,4 +141,4 @@ def test_bad_calibration_file_names_file_line_and_key(tmp_path, capsys):
     code, _, err = run_cli(["collective", "--system", "h200_x2", "--ranks", "2", "--op", "all_reduce", "--bytes",
                             "1MiB", "--calibration", path], capsys)
     assert code == 2
-    assert f"{path}:2: entries.0.bandwidth_Bps: Input should be greater than 0" in err
+    assert f"{path}:3: entries.0.bandwidth_Bps: Input should be greater than 0" in err
