@@ -90,3 +90,14 @@ def test_measure_rejects_unknown_setting_before_needing_torch(capsys):
 
     assert main(["measure", "collectives", "--out", "x", "--settings", "default,fast"]) == 2
     assert "fast" in capsys.readouterr().err
+
+
+def test_the_kits_busbw_factors_are_the_models():
+    """simulator.measure stays free of pydantic/networkx (it runs on GPU machines with PyTorch only), so it keeps its
+    own copy of the nccl-tests factors; this keeps the two copies equal."""
+    from simulator.collectives import busbw_factor
+    from simulator.measure.nccl_tests_format import BUSBW_FACTOR
+
+    for op, factor in BUSBW_FACTOR.items():
+        for n in (2, 3, 8, 64):
+            assert factor(n) == busbw_factor(op, n), (op, n)
