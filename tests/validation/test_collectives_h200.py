@@ -9,7 +9,7 @@ Gates: median |error| <= 10% for sizes >= 1 MiB and <= 25% below, for every sett
 import numpy as np
 import pytest
 
-from simulator.validation.collectives import predicted_vs_measured
+from simulator.validation.collectives import median_abs, predicted_vs_measured
 
 SETTINGS = ("default", "ll", "ll128", "simple", "shm")
 MiB = 2**20
@@ -23,8 +23,7 @@ def errors():
 
 
 def _medians(sizes, err):
-    big = sizes >= MiB
-    return float(np.median(np.abs(err[big]))), float(np.median(np.abs(err[~big])))
+    return median_abs(sizes, err), median_abs(sizes, err, big=False)
 
 
 def test_print_all_gather_errors(errors):

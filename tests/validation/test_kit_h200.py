@@ -34,32 +34,24 @@ def errors():
     return predicted_vs_measured("h200x2_kit", ("all_reduce", "sendrecv"), TARGETS)
 
 
-def _median(sizes, err, big=True):
-    return median_abs(sizes, err, big)
-
-
-def _pooled(errors, op, big=True):
-    return pooled_median(errors, op, big)
-
-
 def test_print_error_table(errors):
     lines = ["\n2x H200 (own kit), calibrated on all_reduce + sendrecv only (median |error|):",
              f"{'op':15s} {'setting':8s} {'ours >=1MiB':>12s} {'ours <1MiB':>11s} {'NCCL >=1MiB':>12s} {'NCCL <1MiB':>11s}"]
     for (op, s), (sizes, ours, nccl) in errors.items():
-        lines.append(f"{op:15s} {s:8s} {100 * _median(sizes, ours):11.1f}% {100 * _median(sizes, ours, False):10.1f}% "
-                     f"{100 * _median(sizes, nccl):11.1f}% {100 * _median(sizes, nccl, False):10.1f}%")
+        lines.append(f"{op:15s} {s:8s} {100 * median_abs(sizes, ours):11.1f}% {100 * median_abs(sizes, ours, False):10.1f}% "
+                     f"{100 * median_abs(sizes, nccl):11.1f}% {100 * median_abs(sizes, nccl, False):10.1f}%")
     for op in TARGETS:
-        lines.append(f"{op:15s} {'pooled':8s} {100 * _pooled(errors, op):11.1f}% {100 * _pooled(errors, op, False):10.1f}%")
+        lines.append(f"{op:15s} {'pooled':8s} {100 * pooled_median(errors, op):11.1f}% {100 * pooled_median(errors, op, False):10.1f}%")
     print("\n".join(lines))
 
 
 @pytest.mark.parametrize("op", TARGETS)
 def test_each_operation_within_10_percent_above_1mib(errors, op):
-    assert _pooled(errors, op) <= 0.10, f"{op}: median error {_pooled(errors, op):.1%} for sizes >= 1 MiB"
+    assert pooled_median(errors, op) <= 0.10, f"{op}: median error {pooled_median(errors, op):.1%} for sizes >= 1 MiB"
 
 
 def test_each_nvlink_setting_within_10_percent_above_1mib(errors):
-    bad = {k: round(_median(v[0], v[1]), 3) for k, v in errors.items() if k[1] != "shm" and _median(v[0], v[1]) > 0.10}
+    bad = {k: round(median_abs(v[0], v[1]), 3) for k, v in errors.items() if k[1] != "shm" and median_abs(v[0], v[1]) > 0.10}
     assert not bad, f"median error > 10% for sizes >= 1 MiB: {bad}"
 
 
@@ -68,7 +60,7 @@ def test_shm_is_reported_not_gated(errors):
     fit (7.9% median, 37% max on its own file) does not transfer better. Guard against getting worse."""
     for op in ("all_gather", "reduce_scatter"):
         sizes, ours, _ = errors[(op, "shm")]
-        assert _median(sizes, ours) <= 0.20
+        assert median_abs(sizes, ours) <= 0.20
 
 
 def test_better_than_nccl_tuner_where_it_has_rows(errors):
