@@ -12,7 +12,6 @@ import pytest
 from simulator.validation.collectives import median_abs, predicted_vs_measured
 
 SETTINGS = ("default", "ll", "ll128", "simple", "shm")
-MiB = 2**20
 
 
 @pytest.fixture(scope="module")
