@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulator.scenario.document import read_document
 from simulator.scenario.load import load_scenario
 from simulator.scenario.simulate import simulate
 from simulator.scenario.sweep import plan_sweep, run_sweep
@@ -37,8 +38,8 @@ class Difference:
 
 def scenario_points(path: str | Path) -> list[dict[str, Any]]:
     """The summaries a golden holds for one scenario file (a sweep gives one per plan)."""
-    text = Path(path).read_text(encoding="utf-8")
-    if "\nsweep:" in f"\n{text}" or "\nzip:" in f"\n{text}":
+    data = read_document(path).data  # after extends: a sweep may be inherited
+    if data.get("sweep") or data.get("zip"):
         return [_clean(row) for row in run_sweep(plan_sweep(path), processes=1)]
     return [_clean(simulate(load_scenario(path)).summary())]
 
