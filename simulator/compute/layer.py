@@ -31,6 +31,7 @@ from simulator.hardware import GpuSpec
 from simulator.model import (
     GemmOp,
     ModelSpec,
+    RankShape,
     expert_mlp_ops,
     layer_flops,
     layer_params,
@@ -88,18 +89,16 @@ def _is_attn(op: GemmOp) -> bool:
     return op.name.startswith("attn.")
 
 
-def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,
-               micro_batch: int, layer_index: int, tp: int = 1, cp: int = 1, ulysses: int = 1, ep: int = 1,
-               etp: int = 1, sp: bool = False, attention: str = "flash", eager: bool = False,
-               amp: bool = False) -> LayerTime:
-    """Time of layer ``layer_index`` for one micro-batch on one rank (see module docstring for the model).
+def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
+               layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False) -> LayerTime:
+    """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
+    docstring for the model).
 
     ``eager``: plain PyTorch modules (layout copies around attention); ``amp``: torch.autocast over fp32 weights
     (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`).
     """
     flash = attention in ("flash", "sdpa")
-    lf = layer_flops(model, seq_len, micro_batch, layer_index=layer_index, tp=tp, cp=cp, ulysses=ulysses, ep=ep,
-                     etp=etp, sp=sp, causal=flash, attention=attention)
+    lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention=attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
     core = [o for o in lf.ops if _is_attn(o)]
     lin_s = _gemm_seconds(linear, gpu, eff, dtype)
@@ -109,20 +108,16 @@ def layer_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: st
                            and o.name.startswith("experts."))) for p in (("fwd",), ("bwd_dgrad", "bwd_wgrad"))}
     attn_fwd_flops = sum(o.flops for o in core if o.phase == "fwd")
     attn_bwd_flops = sum(o.flops for o in core if o.phase != "fwd")
-    tokens = micro_batch * seq_len / (cp * ulysses)
-    heads_local = model.heads / (tp * ulysses)
-    kv_local = model.kv / min(tp, model.kv) / ulysses
     moe = model.is_moe_layer(layer_index)
-    shape = LayerShape(tokens=tokens, norm_tokens=tokens / tp if sp else tokens,
-                       scores=micro_batch * heads_local * seq_len / cp * seq_len,
-                       ffn_local=0.0 if moe else model.ffn / tp, qk_width=(heads_local + kv_local) * model.dhead)
-    routed = (tokens / tp if sp else tokens) * model.moe.top_k * etp if moe and model.moe else 0.0
-    mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=routed)
+    shape = LayerShape(tokens=sh.tokens, norm_tokens=sh.norm_tokens, scores=sh.q_rows * sh.heads * sh.seq_len,
+                       ffn_local=0.0 if moe else sh.ffn, qk_width=(sh.heads + sh.kv_heads) * model.dhead)
+    mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0)
     if eager:
-        params = sum(local_numel(t, tp=tp, kv_heads=model.kv, ep=ep, etp=etp) for t in layer_params(model, layer_index))
+        params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
+                     for t in layer_params(model, layer_index))
         mem += eager_memops(model, shape, params, amp=amp)
     if flash:
-        fraction = eff.attention_fraction(attention, seq_len / cp, model.dhead)
+        fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
         peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16") * fraction
         attn_fwd, attn_bwd = attn_fwd_flops / peak + eff.launch_s, attn_bwd_flops / peak + eff.launch_s
     else:
@@ -157,14 +152,12 @@ def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtyp
                  for phase in ("fwd", "bwd_dgrad", "bwd_wgrad"))
 
 
-def head_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *, seq_len: int,
-              micro_batch: int, tp: int = 1, cp: int = 1, ulysses: int = 1, sp: bool = False) -> LayerTime:
+def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> LayerTime:
     """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch."""
-    lf = logits_flops(model, seq_len, micro_batch, tp=tp, cp=cp, ulysses=ulysses)
+    lf = logits_flops(model, sh)
     ops = list(lf.ops)
     secs = _gemm_seconds(ops, gpu, eff, dtype)
-    tokens = micro_batch * seq_len / (cp * ulysses)
-    mem = head_memops(model, tokens, tokens / tp if sp else tokens, model.vocab / tp)
+    mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
     dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
@@ -173,8 +166,7 @@ def head_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
                      bwd_flops=lf.backward_flops)
 
 
-def embedding_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, *, seq_len: int, micro_batch: int,
-                   cp: int = 1, ulysses: int = 1) -> LayerTime:
+def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency) -> LayerTime:
     """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound)."""
-    mem = embedding_memops(model, micro_batch * seq_len / (cp * ulysses))
+    mem = embedding_memops(model, sh.tokens)
     return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

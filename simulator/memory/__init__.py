@@ -7,13 +7,13 @@ from simulator.memory.activations import ActContext, layer_activation_bytes, lay
 from simulator.memory.estimate import estimate_memory
 from simulator.memory.items import BUCKETS, MemoryItem, MemoryReport, StageMemory
 from simulator.memory.schedule import in_flight
-from simulator.memory.states import RecipeBytes, recipe_bytes
 from simulator.memory.validation import korthikanti_validation_rows, render_validation_table
-from simulator.plan.params import padded_vocab, sharding_stage, stage_params
+from simulator.plan.params import padded_vocab, stage_params
+from simulator.plan.recipe import sharding_stage
 
 __all__ = [
-    "BUCKETS", "ActContext", "MemoryItem", "MemoryReport", "RecipeBytes", "StageMemory", "estimate_memory",
+    "BUCKETS", "ActContext", "MemoryItem", "MemoryReport", "StageMemory", "estimate_memory",
     "in_flight", "korthikanti_validation_rows", "layer_activation_bytes", "layer_activation_items",
-    "padded_vocab", "recipe_bytes", "render_validation_table",
+    "padded_vocab", "render_validation_table",
     "sharding_stage", "stage_params",
 ]

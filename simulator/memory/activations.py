@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
 
 LSE_BYTES = 4   # flash attention keeps an fp32 logsumexp per query row and head
@@ -24,31 +25,56 @@ PROB_BYTES = 4  # router probabilities are kept in fp32
 
 @dataclass(frozen=True, slots=True)
 class ActContext:
-    """Everything the per-layer accounting needs besides the model."""
+    """Everything the per-layer accounting needs besides the model: the rank's share of the layer (the plan's
+    resolved :class:`~simulator.model.shape.RankShape`) and the recipe's accounting choices."""
 
-    seq_len: int
-    micro_batch: int
-    tp: int = 1
-    cp: int = 1
-    ulysses: int = 1
-    sp: bool = False
+    shape: RankShape
     recompute: str = "none"
     attention: str = "unfused"
     framework: str = "megatron"
-    ep: int = 1
-    etp: int = 1
     dtype_bytes: int = 2
     moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
+
+    @classmethod
+    def build(cls, model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
+              sp: bool = False, ep: int = 1, etp: int = 1, **settings) -> ActContext:
+        """A context from raw degrees (tests and notebooks; plans pass their resolved shape)."""
+        shape = rank_shape(model, seq_len, micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp)
+        return cls(shape, **settings)
 
     @property
     def tokens(self) -> float:
         """T: tokens each rank holds outside attention."""
-        return self.micro_batch * self.seq_len / (self.cp * self.ulysses)
+        return self.shape.tokens
 
     @property
     def rep(self) -> float:
         """Elements of one full-width tensor in the non-TP region: T*h/t with sp, else T*h (per unit h)."""
-        return self.tokens / (self.tp if self.sp else 1)
+        return self.shape.norm_tokens
+
+    @property
+    def seq_len(self) -> int:
+        return self.shape.seq_len
+
+    @property
+    def micro_batch(self) -> int:
+        return self.shape.micro_batch
+
+    @property
+    def tp(self) -> int:
+        return self.shape.tp
+
+    @property
+    def cp(self) -> int:
+        return self.shape.cp
+
+    @property
+    def ep(self) -> int:
+        return self.shape.ep
+
+    @property
+    def etp(self) -> int:
+        return self.shape.etp
 
 
 Item = tuple[str, float, str]
@@ -59,9 +85,7 @@ def _heads_per_rank(m: ModelSpec, c: ActContext) -> tuple[float, float]:
 
     K/V heads are replicated when tp > kv_heads or kv_heads/tp < ulysses (Megatron-Core GQA; DeepSpeed-Ulysses).
     """
-    q = m.heads / (c.tp * c.ulysses)
-    kv_tp = max(1.0, m.kv / c.tp)
-    kv = kv_tp / c.ulysses if kv_tp >= c.ulysses else 1.0
+    q, kv = c.shape.heads, c.shape.kv_heads
     if c.framework == "pytorch":
         kv = q                                   # repeat_kv expands K/V to every query head before SDPA
     return q, kv
@@ -135,19 +159,19 @@ def _routed_tokens(m: ModelSpec, c: ActContext) -> tuple[float, str]:
     the EP x ETP group picks this rank's experts) or padded to the capacity factor."""
     moe = m.moe
     assert moe is not None  # internal
-    t_in = c.tokens / (c.tp if c.sp else 1)
+    t_in, expected = c.shape.norm_tokens, c.shape.routed_rows
     if moe.capacity_factor is not None:
-        return moe.capacity_factor * t_in * moe.top_k * c.etp, "capacity_factor*T_in*k*etp (padded)"
+        return moe.capacity_factor * expected, "capacity_factor*T_in*k*etp (padded)"
     if c.moe_load == "worst":
         return t_in * c.etp * c.ep * min(moe.top_k, moe.experts / c.ep), "T_in*etp*ep*min(k, E/ep) (worst case)"
-    return t_in * moe.top_k * c.etp, "T_in*k*etp (expected, balanced)"
+    return expected, "T_in*k*etp (expected, balanced)"
 
 
 def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
     moe = m.moe
     assert moe is not None  # internal
     by, h = c.dtype_bytes, m.hidden
-    t_in = c.tokens / (c.tp if c.sp else 1)
+    t_in = c.shape.norm_tokens
     routed, how = _routed_tokens(m, c)
     items: list[Item] = [
         ("moe.router_in", by * c.rep * h, f"{by}*r*h  [router and shared-expert input]"),

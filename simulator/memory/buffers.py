@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from simulator.memory.activations import MASK_BYTES, ActContext, layer_activation_items
 from simulator.memory.items import MemoryItem
-from simulator.memory.states import FP32, RecipeBytes, compute_dtype_bytes
+from simulator.plan.recipe import FP32, Recipe
 
 if TYPE_CHECKING:
     from simulator.plan.params import StageParams
@@ -60,14 +60,13 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
 
 def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     moe = rp.model.moe
-    t_in = c.tokens / (c.tp if c.sp else 1)
-    routed = t_in * moe.top_k * c.etp * (moe.capacity_factor or 1.0)
+    routed = c.shape.routed_rows * (moe.capacity_factor or 1.0)
     b = 2 * c.dtype_bytes * routed * rp.model.hidden
     return [MemoryItem("other", "moe.dispatch_buffers", b, "2 x 2 B x R x h  [all-to-all send and receive of the "
                        "permuted tokens of one layer]")]
 
 
-def _sharding_items(rp: ResolvedPlan, rb: RecipeBytes, sp: StageParams) -> list[MemoryItem]:
+def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
     items = []
     replicas = rp.dp * rp.parallel.cp * rp.parallel.ulysses
     if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, sharding_and_comm.md)
@@ -75,7 +74,7 @@ def _sharding_items(rp: ResolvedPlan, rb: RecipeBytes, sp: StageParams) -> list[
         items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
                                 f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]"))
     if rb.stage >= 3:
-        cb = compute_dtype_bytes(rp.training)
+        cb = rb.weight_compute
         items.append(MemoryItem("transient", "zero3.gathered_layers", GATHERED_LAYERS * sp.largest_layer * cb,
                                 f"{GATHERED_LAYERS} layers x {sp.largest_layer:.4g} params x {cb} B  [gathered]"))
     if rb.stage >= 2:
@@ -84,7 +83,7 @@ def _sharding_items(rp: ResolvedPlan, rb: RecipeBytes, sp: StageParams) -> list[
     return items
 
 
-def buffer_items(rp: ResolvedPlan, c: ActContext, rb: RecipeBytes, sp: StageParams, stage: int,
+def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int,
                  per_layer: dict[bool, list]) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
@@ -100,7 +99,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: RecipeBytes, sp: StagePara
         full = replace(c, recompute="none")
         b = sum(x[1] for x in layer_activation_items(m, full, moe_layer=has_moe))
         items.append(MemoryItem("transient", "recompute.layer", b, "one layer's activations rebuilt in backward"))
-    if rp.training.framework == "pytorch" and rp.training.precision == "amp_bf16" and rb.stage < 3:
+    if rb.amp_casts and rb.stage < 3:
         n = sp.dense + sp.expert
         items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,
                                 f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]"))

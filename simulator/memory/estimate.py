@@ -10,12 +10,12 @@ from simulator.memory.activations import ActContext, layer_activation_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.schedule import in_flight
-from simulator.memory.states import RecipeBytes, activation_dtype_bytes, recipe_bytes
 from simulator.plan.params import StageParams, stage_params
+from simulator.plan.recipe import Recipe
 from simulator.plan.resolved import ResolvedPlan
 
 
-def _state_items(sp: StageParams, rb: RecipeBytes, rp: ResolvedPlan) -> list[MemoryItem]:
+def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryItem]:
     """weights, gradients, main_params, optimizer: dense states sharded over d = dp*cp*ulysses, expert states over
     expert-dp, per the sharding stage (sharding_and_comm.md)."""
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
@@ -35,10 +35,8 @@ def _state_items(sp: StageParams, rb: RecipeBytes, rp: ResolvedPlan) -> list[Mem
 
 
 def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
-    p, t = rp.parallel, rp.training
-    return ActContext(seq_len=t.seq_len, micro_batch=t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses, sp=p.sp,
-                      recompute=p.recompute, attention=t.attention, framework=t.framework, ep=p.ep, etp=p.etp,
-                      dtype_bytes=activation_dtype_bytes(t), moe_load=moe_load)
+    return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
+                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation, moe_load=moe_load)
 
 
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list], flight: float) -> list[MemoryItem]:
@@ -68,7 +66,7 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
 
         return inference_memory(rp, hbm_capacity_bytes)
     p = rp.parallel
-    rb = recipe_bytes(p, rp.training)
+    rb = rp.recipe
     ctx = _context(rp)
     kinds = {rp.model.is_moe_layer(i) for layers in rp.stage_layers for i in layers}
     per_layer = {k: layer_activation_items(rp.model, ctx, moe_layer=k) for k in kinds}
@@ -86,5 +84,5 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
         stages.append(StageMemory(s, tuple(items), worst_bytes,
-                                  gradients_freed=rp.training.framework == "pytorch"))
+                                  gradients_freed=rb.eager))
     return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)

@@ -17,18 +17,14 @@ replica. Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 from __future__ import annotations
 
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
-from simulator.memory.states import BF16, FP8, FP32
 from simulator.plan.params import stage_params
 from simulator.plan.resolved import ResolvedPlan
-
-_ELEMENT = {"bf16": BF16, "fp16": BF16, "fp8": FP8, "fp32": FP32, "amp_bf16": BF16, "pure_bf16": BF16}
-_PARAM = {"bf16": BF16, "fp16": BF16, "fp8": FP8, "fp32": FP32, "amp_bf16": BF16, "pure_bf16": BF16}
 
 
 def kv_cache_bytes_per_token_layer(rp: ResolvedPlan) -> float:
     """Bytes of cache one token adds to one layer on one GPU."""
-    m, p, t = rp.model, rp.parallel, rp.training
-    element = _ELEMENT[t.kv_cache_dtype or t.precision]
+    m, p = rp.model, rp.parallel
+    element = rp.recipe.kv_cache
     if m.mla is not None:
         return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * element
     kv_heads = m.kv / min(p.tp, m.kv)
@@ -44,14 +40,14 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) 
     for s in range(p.pp):
         sp = stage_params(rp, s)
         layers = len(rp.stage_layers[s])
-        param_bytes = _PARAM[t.precision]
+        param_bytes = rp.recipe.serve_param
         items = [MemoryItem("weights", "weights.dense", sp.dense * param_bytes,
                             f"{sp.dense:.4g} params x {param_bytes} B (inference)"),
                  MemoryItem("weights", "weights.expert", sp.expert * param_bytes,
                             f"{sp.expert:.4g} params x {param_bytes} B (inference)"),
                  MemoryItem("other", "kv_cache", layers * tokens * per_token_layer,
                             f"{layers} layers x b*s/cp = {tokens:g} tokens x {per_token_layer:g} B  [K and V cache]")]
-        element = _ELEMENT[t.precision]
+        element = rp.recipe.serve_param
         ffn = (m.moe.expert_ffn_hidden * m.moe.top_k if m.moe is not None else m.ffn) / p.tp
         width = 2 * m.hidden + (2 if m.glu else 1) * ffn
         items.append(MemoryItem("transient", "prefill.live_tensors", tokens * width * element,

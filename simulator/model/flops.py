@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
 
 Phase = Literal["fwd", "bwd_dgrad", "bwd_wgrad", "bwd_recompute"]
@@ -84,22 +85,22 @@ def _core_attention(model: ModelSpec, b: int, s_q: float, s_k: float, heads: flo
     return ops
 
 
-def _attention_projections(model: ModelSpec, t: float, tp: int) -> list[GemmOp]:
-    h, a = model.hidden, model.heads
+def _attention_projections(model: ModelSpec, sh: RankShape) -> list[GemmOp]:
+    h, t = model.hidden, sh.tokens
     if model.mla is not None:
         m = model.mla
         ops: list[GemmOp] = []
         if m.q_lora_rank is None:
-            ops += _linear("q_proj", t, h, a * m.qk_head_dim / tp)
+            ops += _linear("q_proj", t, h, sh.heads_tp * m.qk_head_dim)
         else:
             ops += _linear("q_a_proj", t, h, m.q_lora_rank)
-            ops += _linear("q_b_proj", t, m.q_lora_rank, a * m.qk_head_dim / tp)
+            ops += _linear("q_b_proj", t, m.q_lora_rank, sh.heads_tp * m.qk_head_dim)
         ops += _linear("kv_a_proj", t, h, m.kv_lora_rank + m.qk_rope_head_dim)
-        ops += _linear("kv_b_proj", t, m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim) / tp)
-        return ops + _linear("o_proj", t, a * m.v_head_dim / tp, h)
-    d, kv_local = model.dhead, model.kv / min(tp, model.kv)
-    return (_linear("q_proj", t, h, a * d / tp) + _linear("k_proj", t, h, kv_local * d)
-            + _linear("v_proj", t, h, kv_local * d) + _linear("o_proj", t, a * d / tp, h))
+        ops += _linear("kv_b_proj", t, m.kv_lora_rank, sh.heads_tp * (m.qk_nope_head_dim + m.v_head_dim))
+        return ops + _linear("o_proj", t, sh.heads_tp * m.v_head_dim, h)
+    d = model.dhead
+    return (_linear("q_proj", t, h, sh.heads_tp * d) + _linear("k_proj", t, h, sh.kv_heads_tp * d)
+            + _linear("v_proj", t, h, sh.kv_heads_tp * d) + _linear("o_proj", t, sh.heads_tp * d, h))
 
 
 def _mlp(model: ModelSpec, t: float, ffn: float, tp: int, prefix: str = "mlp", batch: float = 1) -> list[GemmOp]:
@@ -114,33 +115,27 @@ def expert_mlp_ops(model: ModelSpec, rows: float, etp: int = 1, batch: float = 1
     return _mlp(model, rows, model.moe.expert_ffn_hidden, etp, prefix="experts", batch=batch)
 
 
-def _moe(model: ModelSpec, t: float, tp: int, ep: int, etp: int, sp: bool) -> list[GemmOp]:
+def _moe(model: ModelSpec, sh: RankShape) -> list[GemmOp]:
     """Router on this rank's tokens; routed experts as a grouped GEMM over the local experts (expected load)."""
     assert model.moe is not None  # internal
     moe = model.moe
-    t_in = t / tp if sp else t
-    routed = t_in * moe.top_k * etp                     # tokens this rank's experts receive (expected, balanced)
-    local_experts = moe.experts / ep
-    ops = _linear("router", t_in, model.hidden, moe.experts)
-    ops += expert_mlp_ops(model, routed / local_experts, etp, batch=local_experts)
+    ops = _linear("router", sh.norm_tokens, model.hidden, moe.experts)
+    ops += expert_mlp_ops(model, sh.rows_per_expert, sh.etp, batch=sh.local_experts)
     if moe.shared_ffn:
-        ops += _mlp(model, t, moe.shared_ffn, tp, prefix="shared_experts")
+        ops += _mlp(model, sh.tokens, moe.shared_ffn, sh.tp, prefix="shared_experts")
     return ops
 
 
-def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, *, layer_index: int = 0, tp: int = 1,
-                cp: int = 1, ulysses: int = 1, ep: int = 1, etp: int = 1, sp: bool = False, causal: bool = True,
+def layer_flops(model: ModelSpec, shape: RankShape, *, layer_index: int = 0, causal: bool = True,
                 attention: Literal["flash", "unfused"] = "flash") -> LayerFlops:
     """GEMMs of layer ``layer_index`` on one GPU for one micro-batch, forward and backward.
 
     Args:
         model: the architecture.
-        seq_len: full sequence length s (before CP/Ulysses sharding).
-        micro_batch: sequences per micro-batch b.
+        shape: the rank's share of the layer (:func:`simulator.model.shape.rank_shape`; the plan's
+            ``ResolvedPlan.shape``); GEMM shapes are those one rank executes. Sequence parallelism only changes the
+            router's token count: projections see the gathered sequence either way.
         layer_index: which layer (decides dense vs MoE FFN).
-        tp, cp, ulysses, ep, etp: parallel degrees; GEMM shapes are those one rank executes.
-        sp: Megatron sequence parallelism (only changes the router's token count; projections see the gathered
-            sequence either way).
         causal: causal mask halves the score GEMMs (``CAUSAL_FRACTION``).
         attention: ``flash`` recomputes Q K^T in backward (an extra ``bwd_recompute`` op).
 
@@ -148,22 +143,19 @@ def layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, *, layer_index
         LayerFlops; ``forward_flops`` for tp=cp=1, non-causal, GPT-style model equals 24*b*s*h^2 + 4*b*s^2*h
         (Korthikanti et al. 2023, App. A).
     """
-    t = micro_batch * seq_len / (cp * ulysses)            # tokens each rank projects
-    heads_local = model.heads / (tp * ulysses)
-    ops = _attention_projections(model, t, tp)
-    ops += _core_attention(model, micro_batch, seq_len / cp, seq_len, heads_local, causal, attention)
+    ops = _attention_projections(model, shape)
+    ops += _core_attention(model, shape.micro_batch, shape.seq_len / shape.cp, shape.seq_len,
+                           shape.heads, causal, attention)
     if model.is_moe_layer(layer_index):
-        ops += _moe(model, t, tp, ep, etp, sp)
+        ops += _moe(model, shape)
     else:
-        ops += _mlp(model, t, model.ffn, tp)
+        ops += _mlp(model, shape.tokens, model.ffn, shape.tp)
     return LayerFlops(tuple(ops))
 
 
-def logits_flops(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1,
-                 ulysses: int = 1) -> LayerFlops:
+def logits_flops(model: ModelSpec, shape: RankShape) -> LayerFlops:
     """Output layer GEMM (tokens x hidden x vocab/tp), forward and backward: 2*b*s*h*v forward."""
-    t = micro_batch * seq_len / (cp * ulysses)
-    return LayerFlops(tuple(_linear("output_layer", t, model.hidden, model.vocab / tp)))
+    return LayerFlops(tuple(_linear("output_layer", shape.tokens, model.hidden, model.vocab / shape.tp)))
 
 
 def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = False,
@@ -175,9 +167,10 @@ def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = Fa
     """
     total = 0.0
     for index, count in _layer_kinds(model):
-        f = layer_flops(model, seq_len, batch, layer_index=index, causal=causal, attention=attention)
+        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
+                        attention=attention)
         total += count * (f.forward_flops + f.backward_flops)
-    lg = logits_flops(model, seq_len, batch)
+    lg = logits_flops(model, rank_shape(model, seq_len, batch))
     return total + lg.forward_flops + lg.backward_flops
 
 
@@ -191,7 +184,8 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
     """
     total = model_flops(model, seq_len, batch, causal=causal, attention=attention)
     for index, count in _layer_kinds(model):
-        f = layer_flops(model, seq_len, batch, layer_index=index, causal=causal, attention=attention)
+        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
+                        attention=attention)
         extra = f.recompute_flops
         if recompute == "full":
             extra += f.forward_flops

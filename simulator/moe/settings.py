@@ -53,10 +53,11 @@ class MoeSettings(BaseModel):
             return self.model_copy(update={"transport": "ibgda"})
         return self
 
-    def comm_settings(self, precision: str = "bf16") -> CommSettings:
-        """The :class:`CommSettings` of these settings; ``dispatch_dtype: null`` follows the training ``precision``
-        (fp8 recipe: fp8 dispatch). Other ``null`` fields take the backend defaults (:mod:`simulator.moe.backends`)."""
-        dtype = self.dispatch_dtype or ("fp8" if precision == "fp8" else "bf16")
+    def comm_settings(self, default_dispatch_dtype: str = "bf16") -> CommSettings:
+        """The :class:`CommSettings` of these settings; ``dispatch_dtype: null`` takes ``default_dispatch_dtype``
+        (the plan's precision recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend
+        defaults (:mod:`simulator.moe.backends`)."""
+        dtype = self.dispatch_dtype or default_dispatch_dtype
         return CommSettings(backend=self.backend, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
                             overlap=self.overlap)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.model.params import embedding_params, head_params, layer_params, local_numel
-from simulator.plan.config import ParallelPlan
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -23,19 +22,10 @@ class StageParams:
     layers: int
 
 
-def sharding_stage(plan: ParallelPlan) -> int:
-    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients
-    (``optim_grads``); 3 + parameters (``optim_grads_params``, ZeRO-3, FSDP)."""
-    if plan.megatron_fsdp is not None:
-        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[plan.megatron_fsdp]
-    if plan.distributed_optimizer:
-        return 1
-    return plan.zero
-
-
-def padded_vocab(vocab: int, tp: int, framework: str) -> int:
-    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``)."""
-    if framework != "megatron":
+def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
+    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``); plain PyTorch
+    (``megatron`` False) keeps it."""
+    if not megatron:
         return vocab
     unit = 128 * tp
     return -(-vocab // unit) * unit
@@ -58,7 +48,7 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
     output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
     m, p = rp.model, rp.parallel
-    scale = padded_vocab(m.vocab, p.tp, rp.training.framework) / m.vocab
+    scale = padded_vocab(m.vocab, p.tp, rp.recipe.megatron_vocab_padding) / m.vocab
     per_kind: dict[bool, tuple[float, float]] = {}
     dense = expert = largest = 0.0
     for i in rp.stage_layers[stage]:

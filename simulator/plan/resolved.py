@@ -6,9 +6,11 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups
+from simulator.plan.recipe import Recipe, resolve_recipe
 
 
 class ResolvedPlan(BaseModel):
@@ -27,6 +29,18 @@ class ResolvedPlan(BaseModel):
     stage_layers: tuple[tuple[int, ...], ...] = Field(description="global layer indices held by each PP rank")
     stage_chunks: tuple[tuple[int, ...], ...] = Field(description="layers of each virtual chunk of each PP rank")
     notes: tuple[str, ...] = Field((), description="facts worth saying (replicated K/V heads, padded vocab)")
+
+    @cached_property
+    def recipe(self) -> Recipe:
+        """What the precision, optimizer, framework and sharding imply (:mod:`simulator.plan.recipe`)."""
+        return resolve_recipe(self.parallel, self.training)
+
+    @cached_property
+    def shape(self) -> RankShape:
+        """One rank's share of a layer for one micro-batch (:mod:`simulator.model.shape`)."""
+        p, t = self.parallel, self.training
+        return rank_shape(self.model, t.seq_len, t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses, ep=p.ep,
+                          etp=p.etp, sp=p.sp)
 
     @property
     def dense_shard_degree(self) -> int:

@@ -3,12 +3,12 @@
 Imports traffic, compute, collectives, topology, plan, model and hardware (DESIGN.md data flow).
 """
 
-from simulator.schedule.groups import GroupTimer, OpTiming, ep_dispatch_combine_time
+from simulator.schedule.groups import GroupTimer, OpTiming
 from simulator.schedule.pipeline import StageTimeline, run_timeline, stage_orders
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
-from simulator.schedule.step import gemm_dtype, simulate_step
+from simulator.schedule.step import simulate_step
 
 __all__ = [
-    "CommRow", "GroupTimer", "OpTiming", "StageTimeline", "StepResult", "TraceEvent", "ep_dispatch_combine_time",
-    "gemm_dtype", "run_timeline", "simulate_step", "stage_orders",
+    "CommRow", "GroupTimer", "OpTiming", "StageTimeline", "StepResult", "TraceEvent",
+    "run_timeline", "simulate_step", "stage_orders",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from simulator.compute.layer import LayerTime
 from simulator.schedule.groups import GroupTimer
-from simulator.schedule.moe_hook import MoeLayerTiming
+from simulator.schedule.moe_layer import MoeLayerTiming, ep_exposed
 from simulator.schedule.overlap import exposed
 from simulator.traffic import DIMS, CommOp
 
@@ -42,13 +42,16 @@ class Cost:
 def _windows(lt: LayerTime, cp: int, phase: str) -> dict[str, float]:
     """Compute each overlap kind may hide behind, for one layer (per call for the CP ring steps)."""
     if phase == "bwd":
-        return {"wgrad": lt.wgrad_s, "dgrad": lt.dgrad_s, "attention_bwd": lt.attn_bwd_s / cp, "none": 0.0}
-    return {"gemm": lt.fwd_gemm_s, "attention_fwd": lt.attn_fwd_s / cp, "none": 0.0}
+        return {"wgrad": lt.wgrad_s, "dgrad": lt.dgrad_s, "attention_bwd": lt.attn_bwd_s / cp,
+                "experts": lt.expert_bwd_s, "none": 0.0}
+    return {"gemm": lt.fwd_gemm_s, "attention_fwd": lt.attn_fwd_s / cp, "experts": lt.expert_fwd_s, "none": 0.0}
 
 
-def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[str, float], cost: Cost) -> None:
+def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[str, float], cost: Cost,
+               expert_overlap: str = "sequential") -> None:
     """Add the exposed and busy time of ``ops`` (one layer, one phase) into ``cost``; ops sharing an overlap
-    window share it (their times add before the window is subtracted)."""
+    window share it (their times add before the window is subtracted). MoE dispatch/combine (``experts``) follow
+    the backend's ``expert_overlap`` (:func:`simulator.schedule.moe_layer.ep_exposed`)."""
     by_window: dict[str, dict[str, float]] = {}
     for op in ops:
         t = timer.time(op, stage).call_s
@@ -62,38 +65,30 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
             by_window[op.overlap][op.dim] += t * op.count
     for window, per_dim in by_window.items():
         total = sum(per_dim.values())
+        hidden = (ep_exposed(total, windows[window], expert_overlap) if window == "experts"
+                  else exposed(total, windows[window]))
         for dim, t in per_dim.items():
-            cost.exposed[dim] += exposed(total, windows[window]) * t / total
+            cost.exposed[dim] += hidden * t / total
 
 
 def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: str, cp: int, timer: GroupTimer,
                 stage: int, moe: MoeLayerTiming | None = None) -> tuple[Cost, Cost]:
     """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``.
 
-    ``moe``: the MoE package's timing of this layer (:mod:`simulator.schedule.moe_hook`); it replaces ``lt`` and
-    times the EP ops (dispatch/combine with the backend's overlap) instead of the collectives all-to-all."""
+    ``moe``: the MoE layer on this stage's EP group (:mod:`simulator.schedule.moe_layer`); its layer time (the
+    busiest rank's expert GEMMs) replaces ``lt`` and its backend's overlap prices the EP ops' exposure."""
     mine = [o for o in ops if o.layer in ("any", kind)]
+    overlap = "sequential"
     if moe is not None:
-        lt = moe.layer
-        ep_recompute = any(o.dim == "ep" and o.scope == "layer_recompute" for o in mine)
-        mine = [o for o in mine if o.dim != "ep"]
+        lt, overlap = moe.layer, moe.comm.overlap
     fwd = Cost(compute=lt.fwd_s, flops=lt.fwd_flops)
-    _comm_cost([o for o in mine if o.scope == "layer_fwd"], timer, stage, _windows(lt, cp, "fwd"), fwd)
+    _comm_cost([o for o in mine if o.scope == "layer_fwd"], timer, stage, _windows(lt, cp, "fwd"), fwd, overlap)
     bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute),
                flops=lt.bwd_flops + lt.recompute_flops(recompute))
-    _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd)
-    _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd)
-    if moe is not None:
-        _moe_cost(moe, fwd, bwd, ep_recompute)
+    _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd, overlap)
+    _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
+               overlap)
     return fwd, bwd
-
-
-def _moe_cost(moe: MoeLayerTiming, fwd: Cost, bwd: Cost, recompute: bool) -> None:
-    """EP exposed and busy time of one MoE layer; full recompute repeats the forward dispatch and combine."""
-    fwd.exposed["ep"] += moe.fwd_exposed_s
-    fwd.comm["ep"] += moe.fwd_comm_s
-    bwd.exposed["ep"] += moe.bwd_exposed_s + (moe.fwd_exposed_s if recompute else 0.0)
-    bwd.comm["ep"] += moe.bwd_comm_s + (moe.fwd_comm_s if recompute else 0.0)
 
 
 def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, share: float, fwd: Cost,

@@ -4,7 +4,9 @@ Rank r runs on ``topology.gpus[r]``; a group of dimension ``dim`` is ``plan.rank
 :func:`simulator.collectives.place_group` with every other group of the same dimension as ``concurrent_groups``
 (they communicate at the same time, so groups whose traffic leaves through the same NIC share it). Placements are
 cached by the group's node-relative shape, so a regular plan builds a handful of cost models however many GPUs it
-has.
+has. Every op goes through :meth:`GroupTimer.time`: the collectives of TP/CP/Ulysses/PP/DP with the collectives
+cost model, the MoE dispatch and combine of EP with the MoE backend model (:func:`simulator.moe.moe_layer_comm`:
+routing skew, DeepEP / NCCL / CPU proxy, IBGDA), on the same placement.
 """
 
 from __future__ import annotations
@@ -13,13 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.collectives import (
-    GroupCostModel,
-    all_to_all_matrix_time,
-    build_cost_model,
-    evaluate,
-    place_group,
-)
+from simulator.collectives import GroupCostModel, build_cost_model, evaluate, place_group
+from simulator.errors import UserError
+from simulator.moe import DEFAULT_MOE_SETTINGS, MoeLayerComm, MoeSettings, moe_layer_comm
 from simulator.plan import ResolvedPlan
 from simulator.topology import Topology
 from simulator.traffic import CommOp
@@ -27,48 +25,47 @@ from simulator.traffic import CommOp
 
 @dataclass(frozen=True)
 class OpTiming:
-    """Seconds of one call, the algorithm chosen and the link class the group's traffic crosses."""
+    """Seconds of one call, the algorithm chosen, the link class the group's traffic crosses, and the bytes the
+    comm table reports (``None``: the op's own bytes; MoE kernels report what crosses the bottleneck link)."""
 
     call_s: float
     algorithm: str
     link: str
+    bytes: float | None = None
 
 
-def ep_dispatch_combine_time(model: GroupCostModel, bytes_per_rank: float) -> float:
-    """Seconds of one MoE dispatch (or combine) all-to-all where every rank sends ``bytes_per_rank`` of routed
-    token copies spread uniformly over the EP group (the share addressed to itself stays local).
+#: which MoE kernel prices each EP op of the traffic list: (direction, route); the gradient of combine runs the
+#: dispatch route and the gradient of dispatch the combine route (simulator.moe.MoeLayerComm)
+EP_KERNELS = {"dispatch": ("forward", "dispatch"), "combine": ("forward", "combine"),
+              "combine gradient": ("backward", "dispatch"), "dispatch gradient": ("backward", "combine")}
 
-    The uniform-routing placeholder, kept for callers of :meth:`GroupTimer.time` on EP ops: :func:`simulate_step`
-    times MoE layers with ``simulator.moe`` (:mod:`simulator.schedule.moe_hook`) instead.
-    """
-    n = model.placement.n_ranks
-    if n == 1:
-        return 0.0
-    matrix = np.full((n, n), bytes_per_rank / n)
-    np.fill_diagonal(matrix, 0.0)
-    seconds = all_to_all_matrix_time(model, matrix)
-    if not np.isfinite(seconds):
-        # all_to_all_matrix_time reads the latency of an infeasible table row on single-node groups (reported to
-        # the collectives owner); the uniform matrix equals the collective all_to_all of the same bytes
-        seconds = float(evaluate(model, "all_to_all", np.array([bytes_per_rank])).times_s[0])
-    return seconds
+#: UserError key paths of simulator.moe -> the scenario key that sets them
+_MOE_KEYS = {"topk_groups": "moe.node_limit", "zipf_exponent": "moe.zipf_exponent", "qps": "moe.qps",
+             "transport": "moe.transport", "distribution": "moe.distribution", "dispatch_dtype": "moe.dispatch_dtype",
+             "reserved_sms": "moe.backend", "capacity_factor": "model.moe.capacity_factor", "experts": "parallel.ep",
+             "ep": "parallel.ep", "top_k": "model.moe.top_k"}
 
 
 class GroupTimer:
-    """Build-once cache of placements and cost models for one (plan, topology); ``time(op, stage)``."""
+    """Build-once caches of placements, cost models and op times for one (plan, topology), keyed by value (the
+    group's node-relative shape, the op's kind and bytes); ``time(op, stage)`` prices any comm op: collectives
+    with :mod:`simulator.collectives`, MoE dispatch/combine (``dim == "ep"``) with :mod:`simulator.moe` under the
+    scenario's ``moe:`` settings."""
 
-    def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None) -> None:
+    def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
+                 moe: MoeSettings | None = None) -> None:
         self.plan, self.topology, self.calibration = plan, topology, calibration
         if plan.world_size > len(topology.gpus):
             raise ValueError(f"plan needs {plan.world_size} GPUs, topology has {len(topology.gpus)}")
+        self.moe_settings = moe or DEFAULT_MOE_SETTINGS
         self._groups: dict[str, tuple[tuple[int, ...], ...]] = {}
         self._of_rank: dict[str, dict[int, int]] = {}
         self._models: dict[tuple, GroupCostModel] = {}
+        self._moe: dict[tuple, MoeLayerComm] = {}
         self._times: dict[tuple, OpTiming] = {}
         self._nodes = [topology.node_of(g) for g in topology.gpus]
         self._local = [int(g.split("gpu")[1]) for g in topology.gpus]
-        pp = plan.rank_groups("pp")
-        self.stage_rank = pp[0]  # rank 0's pipeline: one representative rank per stage
+        self.stage_rank = plan.rank_groups("pp")[0]  # rank 0's pipeline: one representative rank per stage
 
     # ---- groups ---------------------------------------------------------------------------------------------
     def groups(self, kind: str) -> tuple[tuple[int, ...], ...]:
@@ -87,18 +84,22 @@ class GroupTimer:
         groups = self.groups(kind)
         return groups[self._of_rank[kind][rank]]
 
-    def _shape(self, group: tuple[int, ...]) -> tuple:
+    def _group(self, kind: str, stage: int) -> tuple[str, tuple[int, ...]]:
+        if kind == "pp_pair":
+            kind = f"pp_pair:{stage}"
+        return kind, self.group_of(kind, self.stage_rank[stage])
+
+    def key(self, kind: str, stage: int) -> tuple:
+        """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and node-relative shape."""
+        kind, group = self._group(kind, stage)
         base = min(self._nodes[r] for r in group)
-        return tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))
+        return kind.split(":")[0], tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))
 
     def model(self, kind: str, stage: int) -> GroupCostModel:
         """Cost model of the ``kind`` group holding stage ``stage``'s representative rank."""
-        rank = self.stage_rank[stage]
-        if kind == "pp_pair":
-            kind = f"pp_pair:{stage}"
-        group = self.group_of(kind, rank)
-        key = (kind.split(":")[0], self._shape(group))
+        key = self.key(kind, stage)
         if key not in self._models:
+            kind, group = self._group(kind, stage)
             gpus = [self.topology.gpus[r] for r in group]
             others = [[self.topology.gpus[r] for r in g] for g in self.groups(kind) if g != group]
             placement = place_group(self.topology, gpus, concurrent_groups=others)
@@ -114,15 +115,41 @@ class GroupTimer:
             return nics.kind if nics is not None else "network"
         return p.intra_transport
 
+    # ---- MoE --------------------------------------------------------------------------------------------------
+    def moe_comm(self, stage: int) -> MoeLayerComm:
+        """Dispatch and combine of one MoE layer for one micro-batch on stage ``stage``'s EP group: routing of the
+        rank's router tokens (``RankShape.norm_tokens``) under the ``moe:`` settings, priced by the backend."""
+        key = self.key("ep", stage)
+        if key not in self._moe:
+            nccl = self.model("ep", stage)
+            s, plan = self.moe_settings, self.plan
+            try:
+                self._moe[key] = moe_layer_comm(
+                    plan.model, max(1, round(plan.shape.norm_tokens)), nccl.placement,
+                    s.comm_settings(plan.recipe.moe_dispatch_dtype), distribution=s.distribution,
+                    zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed, nccl_model=nccl)
+            except UserError as exc:
+                raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
+        return self._moe[key]
+
+    def moe_algorithm(self, stage: int) -> str:
+        """``backend`` plus ``/transport`` when the EP group spans nodes (comm table ``algorithm``)."""
+        comm = self.moe_comm(stage)
+        multi = self.model("ep", stage).placement.n_nodes > 1
+        return self.moe_settings.backend + (f"/{comm.forward.transport}" if multi else "")
+
+    # ---- ops --------------------------------------------------------------------------------------------------
     def time(self, op: CommOp, stage: int) -> OpTiming:
         """One call of ``op`` on the group of stage ``stage``."""
-        model = self.model(op.group, stage)
-        key = (id(model), op.op, op.bytes, op.dim)
+        key = (self.key(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
         if key not in self._times:
+            model = self.model(op.group, stage)
             if model.placement.n_ranks == 1 or op.bytes <= 0:
                 timing = OpTiming(0.0, "none", "none")
             elif op.dim == "ep":
-                timing = OpTiming(ep_dispatch_combine_time(model, op.bytes), "uniform_a2a", self.link(model))
+                direction, route = EP_KERNELS[op.name]
+                k = getattr(getattr(self.moe_comm(stage), direction), route)
+                timing = OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))
             else:
                 ev = evaluate(model, op.op, np.array([op.bytes]))
                 timing = OpTiming(float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", self.link(model))

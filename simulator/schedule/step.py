@@ -5,8 +5,9 @@
 2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
    group's GPUs with the collectives model.
 3. Chunk costs: forward and backward of each model chunk per micro-batch = compute + recompute + exposed comm
-   (overlap rules in :mod:`simulator.schedule.overlap`); MoE layers with EP > 1 are timed by
-   :mod:`simulator.schedule.moe_hook` (EP dispatch/combine, busiest rank's expert GEMMs, backend overlap).
+   (overlap rules in :mod:`simulator.schedule.overlap`); EP dispatch/combine are traffic ops priced by the MoE
+   backend model, and MoE layers with EP > 1 take the busiest rank's expert GEMMs and the backend's overlap
+   (:mod:`simulator.schedule.moe_layer`).
 4. Pipeline: :func:`simulator.schedule.pipeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
@@ -15,75 +16,74 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from simulator.compute import ComputeEfficiency, default_efficiency
-from simulator.compute.layer import embedding_time, head_time, layer_time
+from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, model_flops
-from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
+from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
 from simulator.schedule.groups import GroupTimer
-from simulator.schedule.moe_hook import MoeLayerTiming, moe_layer_timing
+from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.pipeline import run_timeline, stage_orders
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.topology import Topology
-from simulator.traffic import DIMS, StepTraffic, sharding_stage, step_traffic
-
-#: GEMM dtype of each precision recipe
-_DTYPE = {"bf16": "bf16", "fp16": "fp16", "amp_bf16": "bf16", "pure_bf16": "bf16", "fp8": "fp8", "fp32": "fp32"}
+from simulator.traffic import DIMS, StepTraffic, step_traffic
 
 
-def gemm_dtype(precision: str, gpu: GpuSpec) -> str:
-    """The tensor dtype GEMMs run in (fp8 falls back to bf16 on GPUs without fp8 tensor cores)."""
-    dtype = _DTYPE[precision]
-    return dtype if dtype in gpu.dtypes else "bf16"
+@dataclass(frozen=True)
+class _Inputs:
+    """What every part of one step's build reads, assembled once: the plan (with its resolved recipe and shapes),
+    the GPU and its coefficients, the traffic, the time of each layer kind, each stage's MoE layer, and the
+    :class:`GroupTimer` (the one cache, keyed by value)."""
+
+    model: ModelSpec
+    plan: ResolvedPlan
+    gpu: GpuSpec
+    eff: ComputeEfficiency
+    dtype: str
+    traffic: StepTraffic
+    timer: GroupTimer
+    layers: dict[bool, LayerTime]
+    moe: tuple[MoeLayerTiming | None, ...]
 
 
-class _Context:
-    """What every step of the build needs (built once per call)."""
-
-    def __init__(self, model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff,
-                 moe: MoeSettings | None = None) -> None:
-        self.model, self.plan = model, plan
-        hooked = model.moe is not None and model.moe_layers > 0 and plan.parallel.ep > 1
-        self.moe_settings = (moe or DEFAULT_MOE_SETTINGS) if hooked else None
-        self._moe: dict[int, MoeLayerTiming] = {}
-        self.gpu = topology.cluster.node.gpu
-        self.eff: ComputeEfficiency = eff or default_efficiency(self.gpu.architecture)
-        self.dtype = gemm_dtype(plan.training.precision, self.gpu)
-        self.timer = GroupTimer(plan, topology, calibration)
-        self.traffic: StepTraffic = step_traffic(plan)
-        p, t = plan.parallel, plan.training
-        self.kw = dict(seq_len=t.seq_len, micro_batch=t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses)
-        self._layers: dict[bool, object] = {}
-        # plain PyTorch runs flash attention through F.scaled_dot_product_attention (measured rate per shape)
-        self.attention_kernel = "sdpa" if t.framework == "pytorch" and t.attention == "flash" else t.attention
-        self.eager = t.framework == "pytorch"  # plain modules: unfused layout copies and, with AMP, casts
-
-    def layer(self, index: int):
-        kind = self.model.is_moe_layer(index)
-        if kind not in self._layers:
-            p = self.plan.parallel
-            self._layers[kind] = layer_time(self.model, self.gpu, self.eff, self.dtype, layer_index=index, ep=p.ep,
-                                            etp=p.etp, sp=p.sp, attention=self.attention_kernel, eager=self.eager,
-                                            amp=self.eager and self.plan.training.precision == "amp_bf16", **self.kw)
-        return kind, self._layers[kind]
-
-    def moe_timing(self, stage: int) -> MoeLayerTiming | None:
-        """The MoE hook's timing of a MoE layer on ``stage``'s EP group (one per distinct EP placement)."""
-        if self.moe_settings is None:
-            return None
-        model = self.timer.model("ep", stage)
-        if id(model) not in self._moe:
-            index = next(i for i in range(self.model.layers) if self.model.is_moe_layer(i))
-            self._moe[id(model)] = moe_layer_timing(self.model, self.plan, self.layer(index)[1], model.placement,
-                                                    self.moe_settings, self.gpu, self.eff, self.dtype, model)
-        return self._moe[id(model)]
+def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
+                 ) -> dict[bool, LayerTime]:
+    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model."""
+    r, out = plan.recipe, {}
+    for index in range(model.layers):
+        kind = model.is_moe_layer(index)
+        if kind not in out:
+            out[kind] = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
+                                   eager=r.eager, amp=r.amp_casts)
+    return out
 
 
-def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
+def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,
+            moe: MoeSettings | None) -> _Inputs:
+    gpu = topology.cluster.node.gpu
+    eff = eff or default_efficiency(gpu.architecture)
+    dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
+    timer = GroupTimer(plan, topology, calibration, moe)
+    layers = _layer_times(model, plan, gpu, eff, dtype)
+    per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp
+    if True in layers and plan.parallel.ep > 1:
+        by_group: dict[tuple, MoeLayerTiming] = {}
+        for s in range(plan.parallel.pp):
+            key = timer.key("ep", s)
+            if key not in by_group:
+                by_group[key] = moe_layer_timing(model, plan, layers[True], timer.moe_comm(s), timer.moe_algorithm(s),
+                                                 gpu, eff, dtype)
+            per_stage[s] = by_group[key]
+    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage))
+
+
+def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
@@ -92,20 +92,19 @@ def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
         for index in layers[start:start + n]:
-            kind, lt = ctx.layer(index)
+            kind = ctx.model.is_moe_layer(index)
             if kind not in per_kind:
-                per_kind[kind] = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", p.recompute, p.cp,
-                                             ctx.timer, stage, ctx.moe_timing(stage) if kind else None)
+                per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
+                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
             fwd.add(per_kind[kind][0])
             bwd.add(per_kind[kind][1])
         start += n
         if stage == 0 and c == 0:
-            e = embedding_time(ctx.model, ctx.gpu, ctx.eff, seq_len=ctx.kw["seq_len"],
-                               micro_batch=ctx.kw["micro_batch"], cp=p.cp, ulysses=p.ulysses)
+            e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = head_time(ctx.model, ctx.gpu, ctx.eff, ctx.dtype, sp=p.sp, **ctx.kw)
+            h = head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype)
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
@@ -115,7 +114,7 @@ def _chunk_costs(ctx: _Context, stage: int) -> list[tuple[Cost, Cost]]:
     return out
 
 
-def _boundary_cost(ctx: _Context, stage: int, chunk: int, fwd: Cost, bwd: Cost) -> None:
+def _boundary_cost(ctx: _Inputs, stage: int, chunk: int, fwd: Cost, bwd: Cost) -> None:
     """Blocking pipeline transfers of one chunk: a forward sends its output unless it is the last virtual stage
     and gathers its input unless it is the first; a backward the other way round."""
     p = ctx.plan.parallel
@@ -130,7 +129,7 @@ def _boundary_cost(ctx: _Context, stage: int, chunk: int, fwd: Cost, bwd: Cost) 
             cost.comm["pp"] += t
 
 
-def _p2p_s(ctx: _Context) -> float:
+def _p2p_s(ctx: _Inputs) -> float:
     """One boundary sendrecv (the slowest boundary of the pipeline)."""
     if not ctx.traffic.pipeline:
         return 0.0
@@ -138,7 +137,7 @@ def _p2p_s(ctx: _Context) -> float:
     return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
 
 
-def _tail(ctx: _Context, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float
+def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float
           ) -> tuple[dict[str, float], float, list[TraceEvent]]:
     """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
     plan, p = ctx.plan, ctx.plan.parallel
@@ -159,11 +158,10 @@ def _tail(ctx: _Context, stage: int, chunks: list[tuple[Cost, Cost]], start_s: f
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
-    sharded = sharding_stage(plan.parallel) >= 1
-    owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if sharded
+    r = plan.recipe
+    owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
-    opt = optimizer_time(owned, params.dense + params.expert, plan.training.precision, plan.training.optimizer,
-                         ctx.gpu, ctx.eff)
+    opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu, ctx.eff)
     events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
     for op, call in gathers:
@@ -176,7 +174,7 @@ def _tail(ctx: _Context, stage: int, chunks: list[tuple[Cost, Cost]], start_s: f
     return out, opt, events
 
 
-def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
+def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     """The comm table of one stage: calls per step of every op."""
     plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
     kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
@@ -188,19 +186,13 @@ def _comm_rows(ctx: _Context, stage: int) -> tuple[CommRow, ...]:
              for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []
-    moe = ctx.moe_timing(stage)
     for op, count in rows:
         if count == 0:
             continue
         label = f"{op.name} (recompute)" if op.scope == "layer_recompute" else op.name
-        if op.dim == "ep" and moe is not None:
-            k = moe.kernel(op.name)
-            out.append(CommRow(op.dim, op.op, label, float(k.counted_bytes), int(count), moe.algorithm,
-                               k.bottleneck, float(k.time_s)))
-            continue
         timing = ctx.timer.time(op, min(stage, p.pp - 2) if op.scope == "boundary" else stage)
-        out.append(CommRow(op.dim, op.op, label, op.bytes, int(count), timing.algorithm, timing.link,
-                           timing.call_s))
+        out.append(CommRow(op.dim, op.op, label, op.bytes if timing.bytes is None else timing.bytes, int(count),
+                           timing.algorithm, timing.link, timing.call_s))
     return tuple(out)
 
 
@@ -217,7 +209,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         moe: how MoE layers route and move tokens (the scenario's ``moe:`` section); None: the defaults (NCCL
             all-to-all, sequential, uniform expected routing). Ignored without MoE layers or with ep = 1.
     """
-    ctx = _Context(model, plan, topology, calibration, efficiency, moe)
+    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     p, m = plan.parallel, plan.num_microbatches
     chunks = [_chunk_costs(ctx, s) for s in range(p.pp)]
     p2p = _p2p_s(ctx)
@@ -246,7 +238,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         critical_stage=k, stage_end_s=tuple(ends), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
-        moe=ctx.moe_timing(k).summary() if ctx.moe_settings is not None else None)
+        moe=ctx.moe[k].summary() if ctx.moe[k] is not None else None)
 
 
 def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, layer_index: int = 0,
@@ -254,8 +246,8 @@ def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *
                      moe: MoeSettings | None = None) -> tuple[float, float]:
     """(forward, backward) seconds of one layer for one micro-batch, comm and recompute included, as Korthikanti
     et al. 2023 Table 4 reports them."""
-    ctx = _Context(model, plan, topology, calibration, efficiency, moe)
-    kind, lt = ctx.layer(layer_index)
-    fwd, bwd = layer_costs(lt, ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
-                           plan.parallel.cp, ctx.timer, stage, ctx.moe_timing(stage) if kind else None)
+    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
+    kind = model.is_moe_layer(layer_index)
+    fwd, bwd = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
+                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
     return fwd.total, bwd.total

@@ -18,24 +18,13 @@ from simulator.plan import ResolvedPlan
 from simulator.traffic.ops import CommOp
 
 
-def activation_bytes(precision: str) -> int:
-    """Bytes per activation element on the wire: 4 for fp32 training, else 2 (fp8 recipes keep 16-bit
-    activations between layers)."""
-    return 4 if precision == "fp32" else 2
-
-
-def _tokens(rp: ResolvedPlan) -> float:
-    p = rp.parallel
-    return rp.training.micro_batch * rp.training.seq_len / (p.cp * p.ulysses)
-
-
 def tp_ops(rp: ResolvedPlan, blocks: int, layer: str) -> list[CommOp]:
     """TP collectives of one layer with ``blocks`` TP regions (2 for attention + dense MLP; 1 for a MoE layer,
     whose MLP communicates over EP)."""
     p = rp.parallel
     if p.tp == 1:
         return []
-    size = _tokens(rp) * rp.model.hidden * activation_bytes(rp.training.precision)
+    size = rp.shape.tokens * rp.model.hidden * rp.recipe.activation
     fwd_overlap = "gemm" if p.tp_comm_overlap else "none"
     mk = lambda op, scope, ov, name, n=blocks: CommOp("tp", "tp", op, size, n, scope, ov, name, layer)  # noqa: E731
     if not p.sp:
@@ -65,8 +54,8 @@ def cp_ops(rp: ResolvedPlan) -> list[CommOp]:
     p, m = rp.parallel, rp.model
     if p.cp == 1:
         return []
-    kv_local = m.kv / min(p.tp, m.kv) / p.ulysses
-    block = 2 * _tokens(rp) * kv_local * (m.dhead + m.dhead_v) / 2 * activation_bytes(rp.training.precision)
+    sh = rp.shape
+    block = sh.tokens * sh.kv_heads * (m.dhead + m.dhead_v) * rp.recipe.activation
     if p.cp_comm == "p2p":
         fwd = [CommOp("cp", "cp", "sendrecv", block, p.cp - 1, "layer_fwd", "attention_fwd", "K/V ring step", "any")]
         bwd = [CommOp("cp", "cp", "sendrecv", 2 * block, p.cp - 1, "layer_bwd", "attention_bwd",
@@ -84,10 +73,9 @@ def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
     p, m = rp.parallel, rp.model
     if p.ulysses == 1:
         return []
-    ab, t = activation_bytes(rp.training.precision), _tokens(rp)
-    kv_local = m.kv / min(p.tp, m.kv)
-    qkv = t * (m.heads / p.tp * m.dhead + kv_local * (m.dhead + m.dhead_v)) * ab
-    out = t * m.heads / p.tp * m.dhead_v * ab
+    ab, sh = rp.recipe.activation, rp.shape
+    qkv = sh.tokens * (sh.heads_tp * m.dhead + sh.kv_heads_tp * (m.dhead + m.dhead_v)) * ab
+    out = sh.tokens * sh.heads_tp * m.dhead_v * ab
     fwd = [CommOp("ulysses", "ulysses", "all_to_all", qkv, 1, "layer_fwd", "none", "Q/K/V all-to-all", "any"),
            CommOp("ulysses", "ulysses", "all_to_all", out, 1, "layer_fwd", "none", "output all-to-all", "any")]
     bwd = [CommOp("ulysses", "ulysses", "all_to_all", out, 1, "layer_bwd", "none", "output gradient all-to-all", "any"),
@@ -96,19 +84,18 @@ def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
 
 
 def ep_ops(rp: ResolvedPlan) -> list[CommOp]:
-    """Expert-parallel dispatch and combine of one MoE layer: each rank sends its routed token copies (tokens x
-    top_k x hidden); backward sends the gradients the same way. The step engine times them with
-    :mod:`simulator.moe` (backend, routing skew, overlap: ``simulator.schedule.moe_hook``); ``bytes`` is the
-    uniform-routing size these ops had before."""
+    """Expert-parallel dispatch and combine of one MoE layer: each rank sends its routed token copies (router
+    tokens x top_k x hidden at uniform routing); backward sends the gradients the same way. The step engine prices
+    them with the MoE backend model (:meth:`simulator.schedule.groups.GroupTimer.time`: routing skew, dispatch
+    dtype, DeepEP / NCCL / CPU proxy, IBGDA), and the backend's overlap decides how much hides behind the experts
+    (``overlap="experts"``)."""
     p, m = rp.parallel, rp.model
     if p.ep == 1 or m.moe is None:
         return []
-    tokens = _tokens(rp) / (p.tp if p.sp else 1)
-    size = tokens * m.moe.top_k * m.hidden * activation_bytes(rp.training.precision)
-    fwd = [CommOp("ep", "ep", "all_to_all", size, 1, "layer_fwd", "none", "dispatch", "moe"),
-           CommOp("ep", "ep", "all_to_all", size, 1, "layer_fwd", "none", "combine", "moe")]
-    bwd = [CommOp("ep", "ep", "all_to_all", size, 1, "layer_bwd", "none", "combine gradient", "moe"),
-           CommOp("ep", "ep", "all_to_all", size, 1, "layer_bwd", "none", "dispatch gradient", "moe")]
+    size = rp.shape.norm_tokens * m.moe.top_k * m.hidden * rp.recipe.activation
+    mk = lambda scope, name: CommOp("ep", "ep", "all_to_all", size, 1, scope, "experts", name, "moe")  # noqa: E731
+    fwd = [mk("layer_fwd", "dispatch"), mk("layer_fwd", "combine")]
+    bwd = [mk("layer_bwd", "combine gradient"), mk("layer_bwd", "dispatch gradient")]
     return fwd + bwd + _recompute(rp, fwd)
 
 

@@ -9,7 +9,8 @@ from typing import Literal
 #: CONTRACT.md ``exposed_comm`` keys
 DIMS = ("tp", "cp", "ulysses", "ep", "pp", "dp")
 Scope = Literal["layer_fwd", "layer_bwd", "layer_recompute", "boundary", "microbatch", "step"]
-Overlap = Literal["none", "gemm", "wgrad", "dgrad", "attention_fwd", "attention_bwd", "forward", "backward"]
+Overlap = Literal["none", "gemm", "wgrad", "dgrad", "attention_fwd", "attention_bwd", "forward", "backward",
+                  "experts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,8 @@ class CommOp:
         count: calls per scope instance (per layer, per boundary, per micro-batch or per step).
         scope: ``layer_fwd``/``layer_bwd``/``layer_recompute`` per layer and micro-batch, ``boundary`` per
             micro-batch and pipeline boundary, ``microbatch`` per micro-batch per stage, ``step`` once per step.
-        overlap: the compute it may run under (``none``: on the critical path).
+        overlap: the compute it may run under (``none``: on the critical path; ``experts``: MoE dispatch/combine,
+            hidden behind the expert FFN as the MoE backend streams it).
         name: what it moves.
         layer: ``dense``/``moe`` for per-layer ops of that kind only, ``any`` for all layers, ``""`` otherwise.
     """

@@ -6,9 +6,9 @@ scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each
 all-gathers the full tensor over the TP group). Interleaving multiplies the boundaries by vpp. Megatron's
 send/recv calls block the compute stream (no ``overlap_p2p_comm``), so the schedule charges them to each op.
 
-DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (:func:`gradient_bytes`: 4 per element with
+DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (``Recipe.grad_wire``: 4 per element with
 Megatron bf16 / fp8 and with AMP or fp32; 2 with fp16, pure bf16, and DeepSpeed ZeRO / PyTorch 16-bit gradients),
-parameters gathered in 16-bit (4 bytes for fp32):
+parameters gathered as held (``Recipe.param_wire``: 16-bit, fp8 primary weights in fp8, fp32 params in fp32):
 - stage 0 (DDP): all-reduce G once per step;
 - stage 1 (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``): reduce-scatter G per step, all-gather the
   parameters after the optimizer step (or, with ``overlap_param_gather``, under the next forward);
@@ -25,24 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.plan import ResolvedPlan
-from simulator.plan.params import StageParams, sharding_stage, stage_params
-from simulator.traffic.layer import activation_bytes, layer_traffic
+from simulator.plan.params import StageParams, stage_params
+from simulator.traffic.layer import layer_traffic
 from simulator.traffic.ops import CommOp
-
-
-def gradient_bytes(rp: ResolvedPlan) -> int:
-    """Bytes per gradient element on the wire, matching the gradients the memory model holds.
-
-    Megatron (zero 0, with or without the distributed optimizer) reduces fp32 main grads with bf16/fp8
-    (``accumulate_allreduce_grads_in_fp32`` is forced on for bf16) and 16-bit ones with fp16; DeepSpeed ZeRO and
-    PyTorch keep 16-bit gradients with 16-bit params (the ZeRO convention); AMP and fp32 have fp32 gradients.
-    """
-    t = rp.training
-    if t.precision in ("fp32", "amp_bf16"):
-        return 4
-    if t.precision == "pure_bf16" or t.framework != "megatron" or rp.parallel.zero > 0:
-        return 2
-    return 2 if t.precision == "fp16" else 4
 
 
 def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
@@ -50,8 +35,7 @@ def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
     p = rp.parallel
     if p.pp == 1:
         return ()
-    size = (rp.training.micro_batch * rp.training.seq_len * rp.model.hidden * activation_bytes(rp.training.precision)
-            / (p.cp * p.ulysses * p.tp))
+    size = rp.shape.tokens * rp.model.hidden * rp.recipe.activation / p.tp
     ops = (CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activations"),
            CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activation gradients"))
     if p.tp > 1 and not p.sp:   # the receiver re-assembles the full activation over NVLink (scatter/gather)
@@ -61,16 +45,14 @@ def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
 
 
 def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[CommOp]:
-    p, t = rp.parallel, rp.training
+    p, r = rp.parallel, rp.recipe
     d = rp.dense_shard_degree if group == "dp_cp" else rp.expert_shard_degree
     if d == 1 or params == 0:
         return []
-    g = params * gradient_bytes(rp)
-    w = params * (4 if t.precision in ("fp32", "amp_bf16") and sharding_stage(rp.parallel) < 3 else
-                  4 if t.precision == "fp32" else 2)
-    grad_overlap = "backward" if (p.overlap_grad_reduce or t.framework == "pytorch") else "none"
+    g, w = params * r.grad_wire, params * r.param_wire
+    grad_overlap = "backward" if (p.overlap_grad_reduce or r.eager) else "none"   # PyTorch DDP/FSDP always overlap
     gather_overlap = "forward" if p.overlap_param_gather else "none"
-    stage = sharding_stage(rp.parallel)
+    stage = r.stage
     if stage == 0:
         return [CommOp("dp", group, "all_reduce", g, 1, "step", grad_overlap, f"{label} gradients")]
     if stage in (1, 2):
@@ -88,7 +70,7 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     ops = _dp_ops(rp, sp.dense, "dp_cp", "dense") + _dp_ops(rp, sp.expert, "edp", "expert")
     m, p = rp.model, rp.parallel
     if m.tied_embeddings and p.pp > 1 and stage in (0, p.pp - 1):
-        size = m.vocab * m.hidden / p.tp * gradient_bytes(rp)
+        size = m.vocab * m.hidden / p.tp * rp.recipe.grad_wire
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
     return tuple(ops)
 

@@ -29,9 +29,9 @@ def test_pytorch_accounting_by_hand():
     """GPT layer, plain PyTorch, SDPA flash, no dropout: 34*T*h + 4*T*a (lse) + 16*T (two LayerNorm mean/rstd)."""
     s, b, h, a = 1024, 2, GPT.hidden, GPT.heads
     t = s * b
-    got = layer_activation_bytes(GPT, ActContext(seq_len=s, micro_batch=b, framework="pytorch", attention="flash"))
+    got = layer_activation_bytes(GPT, ActContext.build(GPT, seq_len=s, micro_batch=b, framework="pytorch", attention="flash"))
     assert got == 34 * t * h + 4 * t * a + 16 * t
-    names = [n for n, _, _ in layer_activation_items(GPT, ActContext(seq_len=s, micro_batch=b, framework="pytorch",
+    names = [n for n, _, _ in layer_activation_items(GPT, ActContext.build(GPT, seq_len=s, micro_batch=b, framework="pytorch",
                                                                      attention="flash"))]
     assert "attn.sdpa_out" in names and "attn.proj_in" in names and not any("dropout" in n for n in names)
 
@@ -40,9 +40,9 @@ def test_swiglu_megatron_vs_pytorch():
     m = load_model_preset("llama3-8b")
     c = dict(seq_len=4096, micro_batch=1, attention="flash")
     t, h, f = 4096, m.hidden, m.ffn
-    mg = dict((n, x) for n, x, _ in layer_activation_items(m, ActContext(**c)))
+    mg = dict((n, x) for n, x, _ in layer_activation_items(m, ActContext.build(m, **c)))
     assert mg["mlp.act_in"] == 2 * t * 2 * f and mg["mlp.fc2_in"] == 2 * t * f
-    pt = dict((n, x) for n, x, _ in layer_activation_items(m, ActContext(**c, framework="pytorch")))
+    pt = dict((n, x) for n, x, _ in layer_activation_items(m, ActContext.build(m, **c, framework="pytorch")))
     assert sum(v for k, v in pt.items() if k.startswith("mlp.") and "_in" in k and "norm" not in k) > 0
     assert pt["attn.k"] == 2 * t * h          # repeat_kv expands K to all heads in plain PyTorch
     assert mg["attn.k"] == 2 * t * h * 8 / 32  # Megatron keeps GQA K (8 of 32 heads)
@@ -50,15 +50,15 @@ def test_swiglu_megatron_vs_pytorch():
 
 def test_cp_divides_sequence_activations():
     m = load_model_preset("llama3-8b")
-    base = layer_activation_bytes(m, ActContext(seq_len=8192, micro_batch=1, attention="flash"))
-    cp4 = layer_activation_bytes(m, ActContext(seq_len=8192, micro_batch=1, cp=4, attention="flash"))
+    base = layer_activation_bytes(m, ActContext.build(m, seq_len=8192, micro_batch=1, attention="flash"))
+    cp4 = layer_activation_bytes(m, ActContext.build(m, seq_len=8192, micro_batch=1, cp=4, attention="flash"))
     assert cp4 == pytest.approx(base / 4)
 
 
 def test_ulysses_replicates_kv_heads_beyond_kv_count():
     m = load_model_preset("llama3-8b")      # 8 kv heads
     items = {n: x for n, x, _ in layer_activation_items(
-        m, ActContext(seq_len=8192, micro_batch=1, ulysses=16, attention="flash"))}
+        m, ActContext.build(m, seq_len=8192, micro_batch=1, ulysses=16, attention="flash"))}
     # each rank holds 1 K head of 128 over the full sequence
     assert items["attn.k"] == 2 * 8192 * 1 * 128
     assert items["attn.q"] == 2 * 8192 * (32 / 16) * 128
@@ -69,14 +69,14 @@ def test_moe_expected_worst_and_capacity():
     rp = resolve_plan(m, {"ep": 8}, {"seq_len": 4096, "global_batch": 8}, 8)
     stage = estimate_memory(rp).stages[0]
     assert stage.moe_worst_case_activations > stage.bucket("activations") * 0.9
-    exp = {n: x for n, x, _ in layer_activation_items(m, ActContext(seq_len=4096, micro_batch=1, ep=8),
+    exp = {n: x for n, x, _ in layer_activation_items(m, ActContext.build(m, seq_len=4096, micro_batch=1, ep=8),
                                                       moe_layer=True)}
     worst = {n: x for n, x, _ in layer_activation_items(
-        m, ActContext(seq_len=4096, micro_batch=1, ep=8, moe_load="worst"), moe_layer=True)}
+        m, ActContext.build(m, seq_len=4096, micro_batch=1, ep=8, moe_load="worst"), moe_layer=True)}
     assert exp["moe.experts.fc1_in"] == 2 * 4096 * 2 * m.hidden
     assert worst["moe.experts.fc1_in"] == 2 * 4096 * 8 * 1 * m.hidden      # all 8 ranks' tokens, 1 local expert
     capped = m.model_copy(update={"moe": m.moe.model_copy(update={"capacity_factor": 1.25})})
-    cap = {n: x for n, x, _ in layer_activation_items(capped, ActContext(seq_len=4096, micro_batch=1, ep=8),
+    cap = {n: x for n, x, _ in layer_activation_items(capped, ActContext.build(capped, seq_len=4096, micro_batch=1, ep=8),
                                                       moe_layer=True)}
     assert cap["moe.experts.fc1_in"] == pytest.approx(1.25 * exp["moe.experts.fc1_in"])
 

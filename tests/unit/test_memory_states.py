@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.memory import estimate_memory, recipe_bytes, stage_params
+from simulator.memory import estimate_memory, stage_params
 from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan
+from simulator.plan import resolve_recipe as recipe_bytes
 
 # (strategy, parallel, training, bytes per parameter as a function of d) -- sharding_and_comm.md "Memory per GPU"
 ROWS = [

@@ -15,6 +15,7 @@ from simulator.model import (
     narayanan_full_recompute_flops,
     param_counts,
     preset_names,
+    rank_shape,
 )
 
 
@@ -72,16 +73,16 @@ def test_full_recompute_equals_narayanan_96_formula():
 def test_layer_forward_is_24bsh2_plus_4bs2h_and_backward_twice():
     m = load_model_preset("korthikanti-22b")
     s, b, h = 2048, 4, m.hidden
-    f = layer_flops(m, s, b, causal=False, attention="unfused")
+    f = layer_flops(m, rank_shape(m, s, b), causal=False, attention="unfused")
     assert f.forward_flops == pytest.approx(24 * b * s * h**2 + 4 * b * s**2 * h, rel=1e-12)
     assert f.backward_flops == pytest.approx(2 * f.forward_flops, rel=1e-12)
-    causal = layer_flops(m, s, b, causal=True)
+    causal = layer_flops(m, rank_shape(m, s, b), causal=True)
     assert f.forward_flops - causal.forward_flops == pytest.approx(2 * b * s**2 * h, rel=1e-12)
 
 
 def test_layer_ops_carry_gemm_shapes_per_rank():
     m = load_model_preset("llama3-70b")
-    f = layer_flops(m, 8192, 1, tp=8, cp=2)
+    f = layer_flops(m, rank_shape(m, 8192, 1, tp=8, cp=2))
     ops = {o.name: o for o in f.ops}
     q = ops["q_proj"]
     assert (q.m, q.k, q.n) == (4096, 8192, 8192 / 8)
@@ -94,7 +95,7 @@ def test_layer_ops_carry_gemm_shapes_per_rank():
 
 def test_moe_layer_ops_group_local_experts():
     m = load_model_preset("mixtral-8x7b")
-    f = layer_flops(m, 4096, 1, ep=8)
+    f = layer_flops(m, rank_shape(m, 4096, 1, ep=8))
     fc1 = next(o for o in f.ops if o.name == "experts.fc1")
     assert fc1.batch == 1 and fc1.m == 4096 * 2 and fc1.n == 2 * 14336
 

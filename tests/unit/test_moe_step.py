@@ -1,4 +1,5 @@
-"""MoE layers in the step-time engine (simulator.schedule.moe_hook): backend, skew, SMs, overlap, scenario section."""
+"""MoE layers in the step-time engine (simulator.schedule.moe_layer, EP ops priced by the MoE backend through the
+GroupTimer): backend, skew, SMs, overlap, scenario section."""
 
 from functools import cache
 
@@ -11,7 +12,7 @@ from simulator.compute import default_efficiency
 from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware import load_cluster
-from simulator.model import load_model_preset
+from simulator.model import load_model_preset, rank_shape
 from simulator.moe import MoeSettings
 from simulator.plan import resolve_plan
 from simulator.scenario.load import load_scenario
@@ -60,8 +61,8 @@ def test_uniform_routing_is_balanced_and_keeps_the_expected_expert_gemms():
     assert r.moe["imbalance"] == pytest.approx(1.0, abs=1e-9) and r.moe["sm_slowdown"] == 1.0
     model, plan, topology = _setup("gpt-oss-120b", 4, 32)
     gpu = topology.cluster.node.gpu
-    lt = layer_time(model, gpu, default_efficiency(gpu.architecture), "bf16", seq_len=4096, micro_batch=1,
-                    layer_index=0, ep=32)
+    lt = layer_time(model, rank_shape(model, 4096, 1, ep=32), gpu, default_efficiency(gpu.architecture), "bf16",
+                    layer_index=0)
     assert r.moe["expert_fwd_s"] == lt.expert_fwd_s and r.moe["expert_bwd_s"] == lt.expert_bwd_s
     skewed = step(MoeSettings(distribution="zipf", zipf_exponent=1.0)).moe
     assert skewed["imbalance"] > 5 and skewed["max_rank_tokens"] == pytest.approx(
@@ -163,3 +164,20 @@ def test_scenario_moe_mistakes_exit_2_naming_the_key(tmp_path, capsys, body, key
     assert code == 2 and key in err and "Traceback" not in err
     if "unknown key" in key:
         assert f"{path}:7: {key}" in err
+
+
+def test_ep_ops_are_ordinary_traffic_priced_by_the_moe_backend():
+    """Every EP op of the traffic list reaches the comm table through GroupTimer.time, priced by the MoE kernel
+    of its route (the gradient of combine runs the dispatch route), and the sequential NCCL exposure is the sum
+    of the four calls per layer: (d + c) forward + (d + c) backward, over the stage's MoE layers and micro-batches."""
+    r = step(MoeSettings())
+    rows = {row.name: row for row in r.comm if row.dim == "ep"}
+    assert set(rows) == {"dispatch", "combine", "combine gradient", "dispatch gradient"}
+    assert rows["dispatch"].call_s == pytest.approx(r.moe["forward_dispatch_s"])
+    assert rows["combine gradient"].call_s == pytest.approx(r.moe["backward_dispatch_s"])
+    assert rows["dispatch gradient"].call_s == pytest.approx(r.moe["backward_combine_s"])
+    assert all(row.algorithm.startswith("nccl") for row in rows.values())
+    per_layer = sum(row.call_s for row in rows.values())
+    calls = rows["dispatch"].count                  # MoE layers of the stage x micro-batches
+    assert r.exposed_comm_s["ep"] == pytest.approx(per_layer * calls, rel=1e-9)
+    assert r.moe["fwd_exposed_s"] + r.moe["bwd_exposed_s"] == pytest.approx(per_layer, rel=1e-9)

@@ -22,11 +22,8 @@ def test_interleaved_schedule_needs_microbatches_multiple_of_pp():
 def test_gradient_bytes_on_the_wire_match_the_gradients_held(precision, framework, zero):
     """DP traffic reduces the gradients the memory model holds; Megatron fp16 is the one exception: fp32 main
     grads held, reduced in fp16 (sharding_and_comm.md: G = 2N with fp16)."""
-    from simulator.memory import recipe_bytes
-    from simulator.traffic.step import gradient_bytes
-
     rp = resolve_plan(load_model_preset("llama3-8b"), {"zero": zero}, {"precision": precision,
                                                                        "framework": framework, "global_batch": 8}, 8)
-    held = recipe_bytes(rp.parallel, rp.training).grad
+    held = rp.recipe.grad
     expected = 2 if (precision == "fp16" and framework == "megatron" and zero == 0) else held
-    assert gradient_bytes(rp) == expected
+    assert rp.recipe.grad_wire == expected

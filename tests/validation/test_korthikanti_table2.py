@@ -35,7 +35,7 @@ def test_table2_row_exact(row, heads_per_rank, head_dim, t, s_units, b):
     s = 64 * s_units
     model = ModelSpec(layers=1, hidden=h, heads=a, vocab=1000, linear_bias=True, position_embedding="learned",
                       dropout=0.1)
-    ctx = ActContext(seq_len=s, micro_batch=b, tp=t, sp=sp, recompute=recompute, attention="unfused")
+    ctx = ActContext.build(model, seq_len=s, micro_batch=b, tp=t, sp=sp, recompute=recompute, attention="unfused")
     assert layer_activation_bytes(model, ctx) == pytest.approx(formula(s, b, h, a, t), rel=1e-12)
 
 
@@ -43,7 +43,7 @@ def test_table2_22b_numbers():
     """The 22B model of Table 3 (h 6144, a 64, s 2048, b 4, t 8): 26.33*s*b*h per layer with TP only."""
     model = ModelSpec(layers=1, hidden=6144, heads=64, vocab=51200, dropout=0.1)
     sbh = 2048 * 4 * 6144
-    ctx = ActContext(seq_len=2048, micro_batch=4, tp=8, attention="unfused")
+    ctx = ActContext.build(model, seq_len=2048, micro_batch=4, tp=8, attention="unfused")
     assert layer_activation_bytes(model, ctx) / sbh == pytest.approx(10 + 24 / 8 + 5 * 64 * 2048 / (6144 * 8))
 
 
@@ -51,5 +51,5 @@ def test_flash_attention_removes_the_s2_term_and_keeps_the_logsumexp():
     """Flash attention keeps no s x s tensor: the selective-recompute row plus an fp32 logsumexp (4*a*s*b/t)."""
     s, b, h, a, t = 4096, 2, 4096, 32, 4
     model = ModelSpec(layers=1, hidden=h, heads=a, vocab=1000, dropout=0.1)
-    flash = layer_activation_bytes(model, ActContext(seq_len=s, micro_batch=b, tp=t, sp=True, attention="flash"))
+    flash = layer_activation_bytes(model, ActContext.build(model, seq_len=s, micro_batch=b, tp=t, sp=True, attention="flash"))
     assert flash == pytest.approx(s * b * h * 34 / t + 4 * a * s * b / t, rel=1e-12)

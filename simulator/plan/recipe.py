@@ -1,0 +1,190 @@
+"""The precision recipe: every byte count, dtype and kernel choice that ``training.precision``, ``optimizer``,
+``framework``, ``attention`` and the sharding switches imply, resolved once per plan.
+
+This module holds the only precision table of the code (:data:`PRECISIONS`); memory, compute, traffic and the
+step engine read the resolved :class:`Recipe` and never the raw strings.
+
+Sources:
+- Korthikanti et al. 2023 / Megatron-LM mixed precision: 16-bit params, fp32 main grads (``main_grad``, forced to
+  fp32 with bf16: ``accumulate_allreduce_grads_in_fp32``), fp32 main params, two fp32 Adam moments = 18 B/param;
+  with fp16 the gradients are reduced in fp16 (docs/memory.md, "Model states").
+- Rajbhandari et al. 2020 "ZeRO" Sec. 3: 16-bit params and grads, fp32 params + moments = 16 B/param; DeepSpeed
+  ZeRO and PyTorch keep 16-bit gradients with 16-bit params.
+- Megatron ``--fp8-param-gather``: fp8 primary weights replace the 16-bit copy (1 B/param), gathered in fp8.
+- PyTorch AMP (``torch.autocast`` over fp32 params): fp32 params, grads and moments, no main copy; DDP gradient
+  buckets of the gradient size; autocast casts every weight to bf16 in forward.
+- Optimizer step (Megatron ``FusedAdam`` / PyTorch ``foreach`` Adam, one streaming multi-tensor kernel): per owned
+  parameter it reads the gradient, reads and writes the master (or the fp32 params), writes the 16-bit model copy,
+  reads and writes each moment, plus one gradient read for the gradient norm; the local gradient buffer is zeroed
+  for the next step. SGD keeps one momentum buffer (PyTorch ``momentum > 0``); Adafactor's factored second moment is
+  O(rows + cols) per matrix and its first moment is off by default, so ~0 per parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from simulator.plan.config import ParallelPlan, TrainingConfig
+
+FP32, BF16, FP8 = 4, 2, 1
+"""Bytes per element of the dtypes model states, activations and messages use."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionRow:
+    """One row of the precision table: what a ``training.precision`` value means before framework and sharding.
+
+    Attributes:
+        param: bytes of the weight copy the GEMMs read (16-bit, fp8 primary weights, or fp32).
+        main: bytes of the fp32 master copy (0 when the params themselves are fp32 or the recipe has none).
+        grad_megatron: gradient bytes Megatron holds (``main_grad``) with its own DDP (zero 0).
+        grad_zero: gradient bytes DeepSpeed ZeRO / PyTorch hold.
+        grad_wire_megatron: bytes per gradient element Megatron reduces (fp16 reduces 16-bit grads).
+        moment: bytes per optimizer moment element.
+        activation: bytes per activation element (memory and messages; fp8 GEMM inputs are cast per GEMM).
+        gemm: tensor-core dtype of the GEMMs (fp8 falls back to bf16 on GPUs without fp8 tensor cores).
+        serve_param: weight and activation element bytes when serving (no master copy).
+        ddp_bucket: PyTorch DDP keeps gradient buckets of this many bytes per parameter (fp32 grads).
+    """
+
+    param: int
+    main: int
+    grad_megatron: int
+    grad_zero: int
+    grad_wire_megatron: int
+    moment: int
+    activation: int
+    gemm: str
+    serve_param: int
+    ddp_bucket: int
+
+
+PRECISIONS: dict[str, PrecisionRow] = {
+    "bf16": PrecisionRow(BF16, FP32, FP32, BF16, FP32, FP32, BF16, "bf16", BF16, 0),
+    "fp16": PrecisionRow(BF16, FP32, FP32, BF16, BF16, FP32, BF16, "fp16", BF16, 0),
+    "fp8": PrecisionRow(FP8, FP32, FP32, BF16, FP32, FP32, BF16, "fp8", FP8, 0),
+    "amp_bf16": PrecisionRow(FP32, 0, FP32, FP32, FP32, FP32, BF16, "bf16", BF16, FP32),
+    "fp32": PrecisionRow(FP32, 0, FP32, FP32, FP32, FP32, FP32, "fp32", FP32, FP32),
+    "pure_bf16": PrecisionRow(BF16, 0, BF16, BF16, BF16, BF16, BF16, "bf16", BF16, 0),
+}
+"""The precision table (module docstring for the sources)."""
+
+MOMENTS: dict[str, int] = {"adam": 2, "sgd": 1, "adafactor": 0}
+"""Optimizer state elements per parameter: Adam m and v; SGD momentum; Adafactor ~0 (factored)."""
+
+KV_CACHE_BYTES: dict[str, int] = {"bf16": BF16, "fp16": BF16, "fp8": FP8}
+"""``training.kv_cache_dtype`` element bytes."""
+
+_CONVENTIONS = {"amp_bf16": "PyTorch AMP (fp32 params)", "fp32": "fp32", "pure_bf16": "pure bf16"}
+
+
+def sharding_stage(plan: ParallelPlan) -> int:
+    """0 DDP; 1 optimizer states (ZeRO-1, distributed optimizer, Megatron-FSDP ``optim``); 2 + gradients
+    (``optim_grads``); 3 + parameters (``optim_grads_params``, ZeRO-3, FSDP)."""
+    if plan.megatron_fsdp is not None:
+        return {"optim": 1, "optim_grads": 2, "optim_grads_params": 3}[plan.megatron_fsdp]
+    if plan.distributed_optimizer:
+        return 1
+    return plan.zero
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """What a plan's precision, optimizer, framework and sharding imply, resolved once (module docstring).
+
+    Bytes are per parameter or per element, unsharded; :meth:`per_param` applies the sharding stage.
+
+    Attributes:
+        precision, optimizer: the raw settings (labels only: consumers read the fields below).
+        convention: name of the bookkeeping convention (reports).
+        stage: sharding stage 0-3 (:func:`sharding_stage`).
+        param, grad, main, moments, bucket: bytes per parameter held as weights, gradients, fp32 master copy,
+            optimizer moments (all of them) and DDP gradient buckets.
+        moment_count: optimizer moments per parameter.
+        grad_wire: bytes per gradient element the data-parallel reduction moves.
+        param_wire: bytes per parameter the ZeRO / distributed-optimizer all-gather moves.
+        weight_compute: bytes of a weight as the GEMMs read it (ZeRO-3 / FSDP gathered layers).
+        activation: bytes per activation element (memory and messages).
+        gemm_dtype: tensor dtype of the GEMMs before the GPU fallback (:meth:`gemm_dtype_on`).
+        attention: ``flash`` (fused kernel), ``unfused`` (s x s scores) or ``sdpa`` (PyTorch's
+            F.scaled_dot_product_attention, flash backend, measured rate).
+        eager: plain PyTorch modules: layout copies, gradients freed between steps, DDP always overlapping.
+        amp_casts: torch.autocast over fp32 weights: fp32 residual stream, casts, bf16 weight copies.
+        megatron_vocab_padding: Megatron pads the vocabulary to a multiple of 128 x tp.
+        serve_param: weight (and transient activation) element bytes when serving.
+        kv_cache: KV-cache element bytes when serving (default: ``serve_param``).
+        moe_dispatch_dtype: default MoE dispatch payload (fp8 with the fp8 recipe, DeepEP; combine stays bf16).
+    """
+
+    precision: str
+    optimizer: str
+    convention: str
+    stage: int
+    param: float
+    grad: float
+    main: float
+    moments: float
+    bucket: float
+    moment_count: int
+    grad_wire: int
+    param_wire: int
+    weight_compute: int
+    activation: int
+    gemm_dtype: str
+    attention: Literal["flash", "unfused", "sdpa"]
+    eager: bool
+    amp_casts: bool
+    megatron_vocab_padding: bool
+    serve_param: int
+    kv_cache: int
+    moe_dispatch_dtype: str
+
+    def per_param(self, d: int) -> float:
+        """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
+        buckets only exist with more than one replica)."""
+        return (self.param / (d if self.stage >= 3 else 1) + self.grad / (d if self.stage >= 2 else 1)
+                + (self.main + self.moments) / (d if self.stage >= 1 else 1) + (self.bucket if d > 1 else 0.0))
+
+    def gemm_dtype_on(self, gpu_dtypes) -> str:
+        """The GEMM dtype on a GPU with tensor cores for ``gpu_dtypes`` (fp8 falls back to bf16 without them)."""
+        return self.gemm_dtype if self.gemm_dtype in gpu_dtypes else "bf16"
+
+    @property
+    def optimizer_update_bytes(self) -> float:
+        """HBM bytes per owned parameter of one optimizer step: gradient read, master (or fp32 param) read and
+        write, 16-bit copy write when there is a master, each moment read and written, and the gradient-norm
+        read."""
+        master = 2 * (self.main if self.main else self.param)
+        copy = self.param if self.main else 0.0
+        return self.grad + master + copy + 2 * self.moments + self.grad
+
+
+def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
+    """The :class:`Recipe` of a plan (module docstring for the rules)."""
+    row = PRECISIONS[training.precision]
+    stage = sharding_stage(plan)
+    megatron = training.framework == "megatron"
+    megatron_ddp = megatron and plan.zero == 0
+    mixed = row.main > 0
+    grad = row.grad_megatron if megatron_ddp else row.grad_zero
+    grad_wire = row.grad_wire_megatron if megatron_ddp else grad
+    if mixed:
+        convention = "Megatron mixed precision" if megatron_ddp else "ZeRO mixed precision"
+    else:
+        convention = _CONVENTIONS[training.precision]
+    bucket = row.ddp_bucket if training.framework == "pytorch" and stage == 0 else 0.0
+    # the weight copy is gathered as held (fp8 primary weights in fp8: --fp8-param-gather), except that ZeRO-3 /
+    # FSDP gathers fp32 params of AMP in the compute dtype (FSDP mixed precision ``param_dtype``)
+    param_wire = BF16 if stage >= 3 and training.precision == "amp_bf16" else row.param
+    eager = training.framework == "pytorch"
+    attention = "sdpa" if eager and training.attention == "flash" else training.attention
+    return Recipe(
+        precision=training.precision, optimizer=training.optimizer, convention=convention, stage=stage,
+        param=row.param, grad=grad, main=row.main, moments=MOMENTS[training.optimizer] * row.moment, bucket=bucket,
+        moment_count=MOMENTS[training.optimizer], grad_wire=grad_wire, param_wire=param_wire,
+        weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
+        gemm_dtype=row.gemm, attention=attention, eager=eager, amp_casts=eager and training.precision == "amp_bf16",
+        megatron_vocab_padding=megatron, serve_param=row.serve_param,
+        kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
+        moe_dispatch_dtype="fp8" if row.gemm == "fp8" else "bf16")
