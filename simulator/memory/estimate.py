@@ -9,8 +9,8 @@ from __future__ import annotations
 from simulator.memory.activations import ActContext, layer_activation_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
-from simulator.memory.schedule import in_flight
 from simulator.plan.params import StageParams, stage_params
+from simulator.plan.pipeline import in_flight
 from simulator.plan.recipe import Recipe
 from simulator.plan.resolved import ResolvedPlan
 

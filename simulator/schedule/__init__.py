@@ -3,10 +3,11 @@
 Imports traffic, compute, collectives, topology, plan, model and hardware (DESIGN.md data flow).
 """
 
+from simulator.plan.pipeline import stage_orders
 from simulator.schedule.groups import GroupTimer, OpTiming
-from simulator.schedule.pipeline import StageTimeline, run_timeline, stage_orders
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.step import simulate_step
+from simulator.schedule.timeline import StageTimeline, run_timeline
 
 __all__ = [
     "CommRow", "GroupTimer", "OpTiming", "StageTimeline", "StepResult", "TraceEvent",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.schedule.pipeline import StageTimeline
+from simulator.schedule.timeline import StageTimeline
 from simulator.traffic import DIMS
 
 

@@ -8,7 +8,7 @@
    (overlap rules in :mod:`simulator.schedule.overlap`); EP dispatch/combine are traffic ops priced by the MoE
    backend model, and MoE layers with EP > 1 take the busiest rank's expert GEMMs and the backend's overlap
    (:mod:`simulator.schedule.moe_layer`).
-4. Pipeline: :func:`simulator.schedule.pipeline.run_timeline` of the schedule's op orders; each stage then runs
+4. Pipeline: :func:`simulator.schedule.timeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
    recompute, exposed comm per dimension, optimizer and bubble (idle), which add up to the step time.
@@ -25,12 +25,13 @@ from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, model_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
+from simulator.plan.pipeline import stage_orders
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
-from simulator.schedule.pipeline import run_timeline, stage_orders
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
+from simulator.schedule.timeline import run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 

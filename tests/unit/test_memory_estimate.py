@@ -1,6 +1,8 @@
 """Memory report: schedules, framework accounting, CP/Ulysses/MoE activations, CONTRACT keys, OOM, tables."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.memory import (
     ActContext,
@@ -133,3 +135,21 @@ def test_full_recompute_keeps_layer_inputs():
     stage = estimate_memory(rp).stages[0]
     layer = sum(i.bytes for i in stage.items if i.name == "layer_input")
     assert layer == 2 * 4096 * m.hidden / 4 * m.layers
+
+
+@settings(max_examples=60, deadline=None)
+@given(pp=st.integers(2, 8), vpp=st.integers(1, 4), groups=st.integers(1, 6), stage=st.integers(0, 7),
+       schedule=st.sampled_from(["1f1b", "gpipe"]))
+def test_in_flight_from_the_orders_equals_the_closed_forms(pp, vpp, groups, stage, schedule):
+    """Memory's in-flight count is derived from the pipeline's op orders; it equals the published closed forms
+    (1F1B min(p - i, m); interleaved min(2(p - i - 1) + (v - 1)p + 1, m v)/v; GPipe m)."""
+    if schedule == "gpipe" and vpp > 1:
+        vpp = 1
+    stage, m = stage % pp, groups * pp
+    if schedule == "gpipe":
+        expected = m
+    elif vpp == 1:
+        expected = min(pp - stage, m)
+    else:
+        expected = min(2 * (pp - stage - 1) + (vpp - 1) * pp + 1, m * vpp) / vpp
+    assert in_flight(schedule, pp, vpp, stage, m) == pytest.approx(expected)

@@ -1,63 +1,15 @@
-"""Pipeline schedules as per-stage op orders, and the event timeline they produce.
+"""The event timeline of the pipeline's op orders (:func:`simulator.plan.pipeline.stage_orders`).
 
-Orders (Megatron-LM ``pipeline_parallel/schedules.py``; Narayanan et al., SC'21, Sec. 2.2):
-- GPipe: all forwards, then all backwards.
-- 1F1B: stage i runs min(p - i - 1, m) warm-up forwards, then alternates one forward and one backward, then
-  drains the remaining backwards.
-- Interleaved 1F1B (vpp = v > 1): micro-batch chunks in groups of p; warm-up of (p - i - 1) * 2 + (v - 1) * p
-  chunks; forward chunk k runs model chunk (k // p) % v, backward chunk k runs model chunk v - 1 - (k // p) % v.
-
-Timeline: a forward of micro-batch j on virtual stage u = c * p + i starts when stage i is free and the forward of
-j on u - 1 has finished and its activations arrived (one sendrecv); a backward on u waits for the backward on
-u + 1 (or, on the last virtual stage, for its own forward). The bubble is what the schedule leaves idle.
+A forward of micro-batch j on virtual stage u = c * p + i starts when stage i is free and the forward of j on
+u - 1 has finished and its activations arrived (one sendrecv); a backward on u waits for the backward on u + 1 (or,
+on the last virtual stage, for its own forward). The bubble is what the schedule leaves idle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
-Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
-
-
-@lru_cache(maxsize=256)
-def stage_orders(schedule: str, pp: int, vpp: int, microbatches: int) -> list[list[Op]]:
-    """The op order of every stage for ``schedule`` (``gpipe`` or ``1f1b``; interleaved when vpp > 1).
-
-    Cached (sweeps ask for the same orders again and again): callers must not modify the lists."""
-    m = microbatches
-    if schedule == "gpipe":
-        return [[("F", j, c) for j in range(m) for c in range(vpp)]
-                + [("B", j, c) for j in range(m) for c in reversed(range(vpp))] for _ in range(pp)]
-    if vpp == 1:
-        orders = []
-        for i in range(pp):
-            warm = min(pp - i - 1, m)
-            order: list[Op] = [("F", j, 0) for j in range(warm)]
-            for j in range(m - warm):
-                order += [("F", warm + j, 0), ("B", j, 0)]
-            order += [("B", j, 0) for j in range(m - warm, m)]
-            orders.append(order)
-        return orders
-    return [_interleaved(i, pp, vpp, m) for i in range(pp)]
-
-
-def _chunk(k: int, pp: int, vpp: int, forward: bool) -> tuple[int, int]:
-    """(micro-batch, model chunk) of the k-th forward or backward chunk (Megatron's interleaved indexing)."""
-    group, within = divmod(k, pp * vpp)
-    c = (k % (pp * vpp)) // pp
-    j = group * pp + within % pp
-    return j, c if forward else vpp - 1 - c
-
-
-def _interleaved(i: int, pp: int, vpp: int, m: int) -> list[Op]:
-    total = m * vpp
-    warm = min((pp - i - 1) * 2 + (vpp - 1) * pp, total)
-    order: list[Op] = [("F", *_chunk(k, pp, vpp, True)) for k in range(warm)]
-    for k in range(total - warm):
-        order += [("F", *_chunk(warm + k, pp, vpp, True)), ("B", *_chunk(k, pp, vpp, False))]
-    order += [("B", *_chunk(k, pp, vpp, False)) for k in range(total - warm, total)]
-    return order
+from simulator.plan.pipeline import Op
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,71 @@
+"""Pipeline schedules as per-stage op orders: the one home of what each schedule runs in which order. The step
+engine replays them as a timeline (:mod:`simulator.schedule.timeline`) and memory derives the micro-batches a stage
+holds at once from them (:func:`in_flight`).
+
+Orders (Megatron-LM ``pipeline_parallel/schedules.py``; Narayanan et al., SC'21, Sec. 2.2):
+- GPipe: all forwards, then all backwards.
+- 1F1B: stage i runs min(p - i - 1, m) warm-up forwards, then alternates one forward and one backward, then
+  drains the remaining backwards.
+- Interleaved 1F1B (vpp = v > 1): micro-batch chunks in groups of p; warm-up of (p - i - 1) * 2 + (v - 1) * p
+  chunks; forward chunk k runs model chunk (k // p) % v, backward chunk k runs model chunk v - 1 - (k // p) % v.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
+
+
+@lru_cache(maxsize=256)
+def stage_orders(schedule: str, pp: int, vpp: int, microbatches: int) -> list[list[Op]]:
+    """The op order of every stage for ``schedule`` (``gpipe`` or ``1f1b``; interleaved when vpp > 1).
+
+    Cached (sweeps ask for the same orders again and again): callers must not modify the lists."""
+    m = microbatches
+    if schedule == "gpipe":
+        return [[("F", j, c) for j in range(m) for c in range(vpp)]
+                + [("B", j, c) for j in range(m) for c in reversed(range(vpp))] for _ in range(pp)]
+    if vpp == 1:
+        orders = []
+        for i in range(pp):
+            warm = min(pp - i - 1, m)
+            order: list[Op] = [("F", j, 0) for j in range(warm)]
+            for j in range(m - warm):
+                order += [("F", warm + j, 0), ("B", j, 0)]
+            order += [("B", j, 0) for j in range(m - warm, m)]
+            orders.append(order)
+        return orders
+    return [_interleaved(i, pp, vpp, m) for i in range(pp)]
+
+
+def _chunk(k: int, pp: int, vpp: int, forward: bool) -> tuple[int, int]:
+    """(micro-batch, model chunk) of the k-th forward or backward chunk (Megatron's interleaved indexing)."""
+    group, within = divmod(k, pp * vpp)
+    c = (k % (pp * vpp)) // pp
+    j = group * pp + within % pp
+    return j, c if forward else vpp - 1 - c
+
+
+def _interleaved(i: int, pp: int, vpp: int, m: int) -> list[Op]:
+    total = m * vpp
+    warm = min((pp - i - 1) * 2 + (vpp - 1) * pp, total)
+    order: list[Op] = [("F", *_chunk(k, pp, vpp, True)) for k in range(warm)]
+    for k in range(total - warm):
+        order += [("F", *_chunk(warm + k, pp, vpp, True)), ("B", *_chunk(k, pp, vpp, False))]
+    order += [("B", *_chunk(k, pp, vpp, False)) for k in range(total - warm, total)]
+    return order
+
+
+def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
+    """Micro-batches of this stage's layers held at once: the peak, over the stage's op order, of forwards run
+    minus backwards done, in model chunks, divided by vpp (a chunk holds 1/vpp of the stage's layers).
+
+    This gives GPipe m, 1F1B min(p - i, m), and interleaved min(2(p - i - 1) + (v - 1)p + 1, m v) / v, which
+    is Korthikanti et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) (Narayanan et al., SC'21, Sec. 2.2).
+    """
+    held = peak = 0
+    for kind, _, _ in stage_orders(schedule, pp, vpp, microbatches)[stage]:
+        held += 1 if kind == "F" else -1
+        peak = max(peak, held)
+    return peak / vpp
