@@ -3,9 +3,12 @@
 
 from pathlib import Path
 
-from simulator.memory import korthikanti_validation_rows, render_validation_table
-from simulator.memory.validation import TOLERANCE
 from simulator.validation import VALIDATION_DATA
+from simulator.validation.korthikanti_memory import (
+    TOLERANCE,
+    korthikanti_validation_rows,
+    render_validation_table,
+)
 
 DATA = VALIDATION_DATA
 
@@ -20,8 +23,10 @@ def test_memory_figures_within_ten_percent():
     assert not bad, bad
 
 
-def test_packaged_reference_data_is_the_tested_copy():
-    import simulator.memory
-    pkg = Path(simulator.memory.__file__).parent / "data"
-    for name in ("korthikanti_2023_table5.csv", "korthikanti_2023_memory_figures.csv"):
-        assert (pkg / name).read_text() == (DATA / name).read_text()
+def test_reference_data_has_one_copy_and_the_default_reads_it():
+    root = Path(__file__).resolve().parents[2]
+    copies = sorted(str(p.relative_to(root)) for p in (root / "simulator").rglob("korthikanti_2023_*.csv"))
+    assert copies == [f"simulator/validation/data/korthikanti_2023_{n}.csv"
+                      for n in ("memory_figures", "table4_layer", "table5")]
+    assert korthikanti_validation_rows() == korthikanti_validation_rows(DATA / "korthikanti_2023_table5.csv",
+                                                                        DATA / "korthikanti_2023_memory_figures.csv")

@@ -4,8 +4,8 @@ tuning; and the 22B per-layer forward/backward times of Table 4 within 10 %. The
 Table 4 and published GEMM measurements only. Run ``pytest -s`` to see the error tables."""
 
 
-from simulator.schedule.validation import table4_rows, table5_rows
 from simulator.validation import VALIDATION_DATA
+from simulator.validation.korthikanti_step import table4_rows, table5_rows
 
 DATA = VALIDATION_DATA
 

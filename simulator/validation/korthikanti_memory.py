@@ -1,8 +1,7 @@
 """Validation against Korthikanti et al., MLSys'23: per-GPU params+optimizer memory and activation memory of the
 four GPT models of Table 5 (Figure 1) and activation memory relative to the TP baseline (Figure 7).
 
-The published values are package data (``simulator/memory/data``, copied from the project's reference folder with
-their source lines).
+The published values are package data (``simulator/validation/data``, with their source lines).
 
 Compared stage. Activations: the first pipeline stage (it holds the most micro-batches in flight; its embedding
 dropout mask and, for pp = 1, the last-stage tensors are included). Figure 7 percentages are per transformer layer
@@ -34,7 +33,7 @@ _CONFIGS = {"none": ("none", False), "sp": ("none", True), "selective": ("select
 
 def _read(path: Path | None, name: str) -> list[dict[str, str]]:
     text = (path.read_text(encoding="utf-8") if path is not None
-            else (resources.files("simulator.memory") / "data" / name).read_text(encoding="utf-8"))
+            else (resources.files("simulator.validation") / "data" / name).read_text(encoding="utf-8"))
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     return list(csv.DictReader(lines))
 
