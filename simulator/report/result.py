@@ -61,8 +61,9 @@ def render_result(result, fmt: str = "text") -> str:
                   f"(MFU {step.mfu:.1%}); hardware {step.hardware_tflops_per_gpu:.1f} TFLOP/s per GPU "
                   f"(HFU {step.hfu:.1%})")
     parts = [header(result), "", memory, "",
-             table(*time_rows(result), title=f"step time {step.step_s:.4f} s (critical pipeline stage "
-                                             f"{step.critical_stage})"),
+             table(*time_rows(result), title=f"step time {step.step_s:.4f} s (set by pipeline stage "
+                                             f"{step.critical_stage}, the busiest; largest part: "
+                                             f"{step.bottleneck['resource']})"),
              throughput, "",
              table(*comm_rows(result), title="communication per step (time per call and busy time, hidden or not)")]
     return "\n".join(parts + warnings)

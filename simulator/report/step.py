@@ -11,7 +11,8 @@ def render_step(result: StepResult) -> str:
     t, b = d["time"], d["time"]["breakdown_s"]
     rows = [("compute", b["compute"]), ("recompute", b["recompute"]), ("bubble", b["bubble"]),
             ("optimizer", b["optimizer"])] + [(f"exposed {k}", v) for k, v in b["exposed_comm"].items() if v]
-    lines = [f"step time {t['step_s']:.4f} s (critical stage {result.critical_stage})"]
+    lines = [f"step time {t['step_s']:.4f} s (set by stage {result.critical_stage}, largest part: "
+             f"{result.bottleneck['resource']})"]
     lines += [f"  {name:<18} {v:10.4f} s {v / t['step_s']:7.1%}" for name, v in rows]
     th = d["throughput"]
     lines.append(f"tokens/s {th['tokens_per_s']:.4g}  model TFLOP/s/GPU {th['model_tflops_per_gpu']:.1f}  "

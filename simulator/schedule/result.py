@@ -58,12 +58,24 @@ class StepResult:
     peak_flops: float
     comm: tuple[CommRow, ...]
     critical_stage: int
+    """The stage that sets the pace: the busiest (its ops, exposed comm and tail take the most time)."""
     stage_end_s: tuple[float, ...]
+    stage_busy_s: tuple[float, ...]
     timelines: tuple[StageTimeline, ...]
     chunk_comm_s: tuple[tuple[tuple[dict[str, float], dict[str, float]], ...], ...]
     tail_events: tuple[TraceEvent, ...]
     p2p_s: float
     moe: dict | None = None
+
+    @property
+    def bottleneck(self) -> dict:
+        """The stage that sets the step and its largest part: ``compute``, ``recompute``, ``optimizer``,
+        ``bubble`` or ``exposed <dim>`` (the resource to relieve first), with every stage's busy seconds."""
+        parts = {"compute": self.compute_s, "recompute": self.recompute_s, "optimizer": self.optimizer_s,
+                 "bubble": self.bubble_s, **{f"exposed {d}": v for d, v in self.exposed_comm_s.items()}}
+        resource = max(parts, key=parts.get)
+        return {"stage": self.critical_stage, "resource": resource, "share": parts[resource] / self.step_s,
+                "stage_busy_s": list(self.stage_busy_s)}
 
     @property
     def model_tflops_per_gpu(self) -> float:
@@ -87,7 +99,8 @@ class StepResult:
             "time": {"step_s": self.step_s,
                      "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,
                                      "bubble": self.bubble_s, "optimizer": self.optimizer_s,
-                                     "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}}},
+                                     "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}},
+                     "bottleneck": self.bottleneck},
             "throughput": {"tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu,
                            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu, "mfu": self.mfu,
                            "hfu": self.hfu},

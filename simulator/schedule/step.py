@@ -10,8 +10,11 @@
    (:mod:`simulator.schedule.moe_layer`).
 4. Pipeline: :func:`simulator.schedule.timeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
-5. Step time = the latest stage end; the breakdown is that (critical) stage's time split into compute,
-   recompute, exposed comm per dimension, optimizer and bubble (idle), which add up to the step time.
+5. Step time = the latest stage end. The breakdown follows the stage that sets the pace: the busiest one (the
+   most compute + recompute + exposed comm + optimizer; with balanced stages the last one to finish), its time
+   split into compute, recompute, exposed comm per dimension, optimizer and bubble (the step's remaining idle
+   time on that stage), which add up to the step time; ``StepResult.bottleneck`` names the stage and the resource
+   that dominates it.
 """
 
 from __future__ import annotations
@@ -219,14 +222,15 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
                              [[b.total for _, b in c] for c in chunks], 0.0)
     tails = [_tail(ctx, s, chunks[s], timelines[s].end_s) for s in range(p.pp)]
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
-    k = max(range(p.pp), key=lambda s: ends[s])
+    busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
+    k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
     total = Cost()
     for f, b in chunks[k]:
         total.add(f, m)
         total.add(b, m)
     exposed_comm = {d: total.exposed[d] + tails[k][0][d] for d in DIMS}
     exposed_comm["pp"] += timelines[k].wait_pp_s
-    step = ends[k]
+    step = max(ends)
     bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
     flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
     t = plan.training
@@ -236,7 +240,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,
         hardware_flops_per_gpu=flops, peak_flops=ctx.gpu.dense_peak_flops(ctx.dtype), comm=_comm_rows(ctx, k),
-        critical_stage=k, stage_end_s=tuple(ends), timelines=tuple(timelines),
+        critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
         moe=ctx.moe[k].summary() if ctx.moe[k] is not None else None)

@@ -3,6 +3,7 @@ CONTRACT.md keys, trace output, and the topology effects the issue names (TP lea
 
 import json
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,10 @@ from simulator.report.step import render_step
 from simulator.report.trace import write_chrome_trace
 from simulator.schedule import simulate_step, stage_orders
 from simulator.topology import Topology
+
 from simulator.traffic import DIMS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache
@@ -134,3 +138,21 @@ def test_trace_and_text_report(tmp_path):
     assert {"compute", "tp comm", "cp comm", "pp comm"} <= threads
     assert all(e["dur"] > 0 for e in trace["traceEvents"] if e["ph"] == "X")
     assert "step time" in render_step(result)
+
+
+def test_breakdown_follows_the_stage_that_sets_the_pace_of_a_moe_pipeline():
+    """DeepSeek-V3 (3 dense + 58 MoE layers over 16 stages, EP 64): the 4-MoE-layer stages are the busiest, so the
+    breakdown shows their exposed EP time and a small bubble, not the idle lightweight last stage (issue 11: it
+    showed 75% 'bubble' and no EP). Busy time + bubble = step on the named stage."""
+    from simulator.scenario.load import load_scenario
+    from simulator.scenario.simulate import simulate
+
+    step = simulate(load_scenario(ROOT / "scenarios" / "deepseek_v3_ep64.yaml")).step
+    neck = step.bottleneck
+    assert neck["stage"] not in (0, 15) and neck["resource"] == "exposed ep"
+    assert step.stage_busy_s[neck["stage"]] == max(step.stage_busy_s)
+    assert step.stage_busy_s[15] < 0.6 * step.stage_busy_s[neck["stage"]]   # 2 MoE layers vs 4
+    assert step.bubble_s < 0.2 * step.step_s and step.exposed_comm_s["ep"] > 0.4 * step.step_s
+    parts = step.compute_s + step.recompute_s + step.optimizer_s + step.bubble_s + sum(step.exposed_comm_s.values())
+    assert parts == pytest.approx(step.step_s, rel=1e-9)
+    assert step.to_dict()["time"]["bottleneck"]["resource"] == "exposed ep"
