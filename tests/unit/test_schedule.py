@@ -14,7 +14,6 @@ from simulator.report.step import render_step
 from simulator.report.trace import write_chrome_trace
 from simulator.schedule import simulate_step, stage_orders
 from simulator.topology import Topology
-
 from simulator.traffic import DIMS
 
 ROOT = Path(__file__).resolve().parents[2]
