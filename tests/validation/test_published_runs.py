@@ -1,0 +1,37 @@
+"""The development set of published runs (issue 11): sourced, simulated, and its error tracked."""
+
+import pytest
+
+from simulator.scenario.load import load_scenario
+from simulator.validation import published
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return published.published_runs()
+
+
+def test_development_set_has_15_or_more_sourced_runs_in_every_group():
+    rows = published.read_runs()
+    assert len(rows) >= 15
+    assert {r["group"] for r in rows} == {"dense", "fp8", "moe"}
+    assert all(r["source"] and r["source_locator"] for r in rows)
+
+
+def test_tflops_per_gpu_converts_with_megatrons_full_attention_flops():
+    """Mixtral 8x7B, 64 H100, GBS 256 x 4096: 438 TFLOP/s per GPU (Megatron-Core MoE README) is 3.102 s/step
+    with Megatron's num_floating_point_operations (full s^2 attention)."""
+    row = next(r for r in published.read_runs() if r["id"] == "mcore_mixtral8x7b_h100_64")
+    scenario = load_scenario(published.RUNS / "mcore_mixtral8x7b_h100_64.yaml")
+    assert published.measured_step_s(row, scenario) == pytest.approx(3.102, rel=1e-3)
+
+
+def test_development_set_error_does_not_regress(runs):
+    """Ratchet, not the target: the issue 11 bars (mean 10%, groups 15%, median +-5%) are not met yet; the errors
+    measured when this set was added (mean 16.8%, dense 24.4%, fp8 5.1%, MoE 30.8%, median -13.7%) may only
+    shrink. Tighten these bounds as the model improves."""
+    s = published.summary(runs)
+    assert s["mean"] <= 0.170
+    assert s["mean_dense"] <= 0.245 and s["mean_fp8"] <= 0.055 and s["mean_moe"] <= 0.310
+    assert s["median_signed"] >= -0.140
+    assert s["oom_trained"] == 0
