@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.validation import VALIDATION_DATA, moe
+from simulator.validation import VALIDATION_DATA, moe, published
 from simulator.validation import collectives as coll
-from simulator.validation import published
 from simulator.validation import pytorch as torch_runs
 from simulator.validation.korthikanti_memory import korthikanti_validation_rows
 from simulator.validation.korthikanti_step import table4_rows, table5_rows
