@@ -84,5 +84,5 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
         stages.append(StageMemory(s, tuple(items), worst_bytes,
-                                  gradients_freed=rb.eager))
+                                  gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1))
     return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)

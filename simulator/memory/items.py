@@ -28,8 +28,10 @@ class StageMemory:
     items: tuple[MemoryItem, ...]
     moe_worst_case_activations: float | None = None
     gradients_freed: bool = False
-    """True when gradient tensors do not persist across steps (PyTorch ``zero_grad(set_to_none=True)``): they are
-    allocated during backward while the activations are being freed, so both never peak together."""
+    """True when gradient tensors do not persist across steps (PyTorch ``zero_grad(set_to_none=True)``) and the
+    step has one micro-batch: they are allocated during backward while the activations are being freed, so both
+    never peak together. With gradient accumulation the first micro-batch's gradients live while the next one
+    builds its activations (measured on H200: a 3.6B GPT peaks 13 GiB higher with two micro-batches)."""
 
     def bucket(self, name: str) -> float:
         return sum(i.bytes for i in self.items if i.bucket == name)

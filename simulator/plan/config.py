@@ -62,5 +62,8 @@ class TrainingConfig(BaseModel):
     mode: Literal["train", "inference"] = Field(
         "train", description="train: a training step; inference: serving memory (weights + KV cache of micro_batch "
                              "sequences of seq_len tokens per replica)")
+    grad_set_to_none: bool = Field(
+        True, description="framework pytorch: optimizer.zero_grad(set_to_none=...); false keeps the gradient "
+                          "tensors alive between steps")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

@@ -109,7 +109,9 @@ class Recipe:
         gemm_dtype: tensor dtype of the GEMMs before the GPU fallback (:meth:`gemm_dtype_on`).
         attention: ``flash`` (fused kernel), ``unfused`` (s x s scores) or ``sdpa`` (PyTorch's
             F.scaled_dot_product_attention, flash backend, measured rate).
-        eager: plain PyTorch modules: layout copies, gradients freed between steps, DDP always overlapping.
+        eager: plain PyTorch modules: layout copies, DDP always overlapping.
+        grads_freed_between_steps: gradient tensors do not exist between optimizer steps (PyTorch
+            ``zero_grad(set_to_none=True)``); Megatron's contiguous gradient buffer always exists.
         amp_casts: torch.autocast over fp32 weights: fp32 residual stream, casts, bf16 weight copies.
         megatron_vocab_padding: Megatron pads the vocabulary to a multiple of 128 x tp.
         serve_param: weight (and transient activation) element bytes when serving.
@@ -134,6 +136,7 @@ class Recipe:
     gemm_dtype: str
     attention: Literal["flash", "unfused", "sdpa"]
     eager: bool
+    grads_freed_between_steps: bool
     amp_casts: bool
     megatron_vocab_padding: bool
     serve_param: int
@@ -184,7 +187,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         param=row.param, grad=grad, main=row.main, moments=MOMENTS[training.optimizer] * row.moment, bucket=bucket,
         moment_count=MOMENTS[training.optimizer], grad_wire=grad_wire, param_wire=param_wire,
         weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
-        gemm_dtype=row.gemm, attention=attention, eager=eager, amp_casts=eager and training.precision == "amp_bf16",
+        gemm_dtype=row.gemm, attention=attention, eager=eager,
+        grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
         megatron_vocab_padding=megatron, serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
         moe_dispatch_dtype="fp8" if row.gemm == "fp8" else "bf16")

@@ -8,6 +8,7 @@ from simulator.memory import estimate_memory, stage_params
 from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan
 from simulator.plan import resolve_recipe as recipe_bytes
+from simulator.units.constants import GiB
 
 # (strategy, parallel, training, bytes per parameter as a function of d) -- sharding_and_comm.md "Memory per GPU"
 ROWS = [
@@ -113,3 +114,30 @@ def test_stage_params_sum_to_model_params(pp, name):
     rp = resolve_plan(model, {"pp": pp}, {"seq_len": 512, "global_batch": 64, "framework": "pytorch"}, pp)
     total = sum(stage_params(rp, s).dense + stage_params(rp, s).expert for s in range(pp))
     assert total == param_counts(model)["total"]
+
+
+def _gpt36(global_batch: int, set_to_none: bool = True) -> dict:
+    """The 3.6B GPT of issue 11 (16 layers, h 4096, s 4096, AMP, AdamW, one H200)."""
+    return {"system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
+            "model": {"name": "gpt-3.6b", "layers": 16, "hidden": 4096, "heads": 32, "ffn_hidden": 16384,
+                      "vocab": 50304, "activation": "gelu", "norm": "layernorm", "linear_bias": True,
+                      "position_embedding": "learned", "max_position": 4096, "tied_embeddings": False},
+            "parallel": {"dp": 1},
+            "training": {"seq_len": 4096, "micro_batch": 1, "global_batch": global_batch, "precision": "amp_bf16",
+                         "framework": "pytorch", "optimizer": "adam", "grad_set_to_none": set_to_none}}
+
+
+def test_pytorch_gradients_live_across_accumulation_and_without_set_to_none():
+    """Issue 11, measured on one H200: with two micro-batches the step peaks at 72.3 GiB (the first one's fp32
+    gradients live while the second builds its activations); the model gave 59.0 GiB for both, which is right
+    for one micro-batch (gradients replace activations during backward). zero_grad(set_to_none=False) keeps the
+    gradients alive between steps: the same peak as accumulation."""
+    from simulator.scenario import load_scenario, simulate
+
+    peak = {k: simulate(load_scenario(_gpt36(*k))).memory.peak_bytes / GiB for k in ((1, True), (2, True), (1, False))}
+    assert peak[(2, True)] == pytest.approx(72.3, rel=0.02)
+    assert peak[(1, False)] == peak[(2, True)]
+    assert peak[(1, True)] == pytest.approx(59.0, rel=0.02)
+    # the difference is exactly the smaller of activations and gradients (4 B/param fp32 gradients here)
+    params_GiB = 3.6e9 * 4 / GiB
+    assert peak[(2, True)] - peak[(1, True)] == pytest.approx(params_GiB, rel=0.1)
