@@ -53,6 +53,8 @@ class ComputeEfficiency(BaseModel):
                                                              "streaming (memory-bound) kernels")
     attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
                                                                 "of the tensor peak")
+    calibration_gpus: int = Field(1, ge=1, description="GPUs that ran together in the measurements these numbers "
+                                                       "were fitted to (the expected slowest of them is in the fit)")
     sdpa_by_head_dim: dict[int, float] | None = Field(
         None, description="PyTorch F.scaled_dot_product_attention (flash backend): asymptotic fraction of the "
                           "tensor peak per head dim (interpolated linearly, clamped at the ends)")

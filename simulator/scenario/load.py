@@ -34,6 +34,9 @@ class SystemSection(BaseModel):
     fabric: FabricSpec | None = Field(None, description="override the node profile's default fabric")
     net_issue: str = Field("cpu_proxy", pattern="^(cpu_proxy|ibgda)$",
                            description="who posts network work: cpu_proxy (IBRC) or ibgda (GPU-initiated)")
+    gpu_speed_sigma: float | None = Field(
+        None, ge=0, le=0.5, description="relative spread of per-GPU speed; the step runs at the expected slowest of "
+                                        "its GPUs (null: 0.015 from Sinha et al. SC'22; 0: identical GPUs)")
     nvls: bool | None = Field(None, description="false turns NVLink SHARP off (as NCCL_NVLS_ENABLE=0); "
                                                 "null keeps the node profile's")
 

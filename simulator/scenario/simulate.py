@@ -131,5 +131,5 @@ def simulate(scenario: Scenario) -> Result:
         return Result(scenario=scenario, memory=memory, step=None)
     calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
     step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration,
-                         moe=scenario.moe)
+                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma)
     return Result(scenario=scenario, memory=memory, step=step)

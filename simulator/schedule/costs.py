@@ -30,6 +30,10 @@ class Cost:
     def total(self) -> float:
         return self.compute + self.recompute + sum(self.exposed.values())
 
+    def scaled_compute(self, factor: float) -> Cost:
+        """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace)."""
+        return Cost(self.compute * factor, self.recompute * factor, dict(self.exposed), dict(self.comm), self.flops)
+
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times
         self.recompute += other.recompute * times

@@ -34,6 +34,7 @@ from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
+from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.timeline import run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
@@ -141,7 +142,7 @@ def _p2p_s(ctx: _Inputs) -> float:
     return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
 
 
-def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float
+def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float = 1.0
           ) -> tuple[dict[str, float], float, list[TraceEvent]]:
     """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
     plan, p = ctx.plan, ctx.plan.parallel
@@ -165,7 +166,8 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
     r = plan.recipe
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
-    opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu, ctx.eff)
+    opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
+                         ctx.eff) * slowest
     events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
     for op, call in gathers:
@@ -201,7 +203,8 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
-                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None) -> StepResult:
+                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
+                  gpu_speed_sigma: float | None = None) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -212,15 +215,20 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         efficiency: compute coefficients (default: the shipped table of the GPU's architecture).
         moe: how MoE layers route and move tokens (the scenario's ``moe:`` section); None: the defaults (NCCL
             all-to-all, sequential, uniform expected routing). Ignored without MoE layers or with ep = 1.
+        gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
+            compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
     """
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     p, m = plan.parallel, plan.num_microbatches
-    chunks = [_chunk_costs(ctx, s) for s in range(p.pp)]
+    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
+    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
+    chunks = [[(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
+              for s in range(p.pp)]
     p2p = _p2p_s(ctx)
     orders = stage_orders(p.schedule, p.pp, p.vpp, m)
     timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
                              [[b.total for _, b in c] for c in chunks], 0.0)
-    tails = [_tail(ctx, s, chunks[s], timelines[s].end_s) for s in range(p.pp)]
+    tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
