@@ -23,7 +23,15 @@ from simulator.compute.efficiency import ComputeEfficiency
 from simulator.hardware import GpuSpec
 
 #: bytes per element of each GEMM dtype
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1, "int8": 1}
+#: the tensor-core peak each GEMM dtype runs at (block-scaled fp8 runs on the fp8 tensor cores)
+PEAK_DTYPE = {"fp8_block": "fp8"}
+
+
+def peak_flops(gpu: GpuSpec, dtype: str) -> float:
+    """Dense tensor peak of ``dtype`` on ``gpu`` (bf16's where the GPU has no such tensor cores)."""
+    base = PEAK_DTYPE.get(dtype, dtype)
+    return gpu.dense_peak_flops(base if base in gpu.dtypes else "bf16")
 
 
 def gemm_efficiency(m, k, n, batch, sms: int, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
@@ -54,7 +62,7 @@ def gemm_times(m, k, n, batch, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
     and the output for causal-masked score GEMMs."""
     m, k, n, batch, density = (np.asarray(x, dtype=float) for x in (m, k, n, batch, density))
     flops = 2.0 * m * k * n * batch * density
-    peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16")
+    peak = peak_flops(gpu, dtype)
     compute = flops / (peak * gemm_efficiency(m, k, n, batch, gpu.sms, eff, dtype))
     size = DTYPE_BYTES[dtype] * batch * (m * k + k * n + m * n * density)
     memory = size / (gpu.memory.bandwidth * eff.memory_efficiency)

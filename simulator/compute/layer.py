@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
-from simulator.compute.gemm import gemm_times
+from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.compute.memops import (
     LayerShape,
     MemOp,
@@ -79,6 +79,16 @@ def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype
     return gemm_times(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], gpu, eff, dtype, arr[:, 4])
 
 
+def _linear_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
+    """Seconds of linear GEMMs, each in its :func:`linear_dtype`."""
+    out = np.zeros(len(ops))
+    dtypes = [linear_dtype(o.name, dtype) for o in ops]
+    for d in set(dtypes):
+        idx = [i for i, x in enumerate(dtypes) if x == d]
+        out[idx] = _gemm_seconds([ops[i] for i in idx], gpu, eff, d)
+    return out
+
+
 def _mem_seconds(ops: list[MemOp], gpu: GpuSpec, eff: ComputeEfficiency, phase: str, attention: bool | None = None
                  ) -> float:
     sel = [o for o in ops if o.phase == phase and (attention is None or o.attention == attention)]
@@ -89,19 +99,51 @@ def _is_attn(op: GemmOp) -> bool:
     return op.name.startswith("attn.")
 
 
+def attention_dtype(dtype: str) -> str:
+    """Attention runs in 16 bits under fp8 recipes (Transformer Engine keeps the softmax and both attention GEMMs
+    in bf16; DeepSeek-V3 report Sec. 3.3 likewise)."""
+    return "bf16" if dtype.startswith("fp8") else dtype
+
+
+def linear_dtype(name: str, dtype: str) -> str:
+    """The dtype of a linear GEMM: fp8 recipes keep the MoE router and the output layer in bf16 (Megatron-Core /
+    Transformer Engine: fp8 covers the transformer layers' linear layers; the router's logits stay 16-bit)."""
+    if dtype.startswith("fp8") and name.split(".")[0] in ("router", "output_layer"):
+        return "bf16"
+    return dtype
+
+
+def fp8_cast_memops(linear: list[GemmOp], cast_bytes: tuple[float, float]) -> list[MemOp]:
+    """Quantization of an fp8 recipe, per micro-batch: each fp8 linear layer casts its input X[m, k] in forward
+    and its output gradient dY[m, n] in backward, with the fp8 transposes the dgrad and wgrad GEMMs read:
+    ``cast_bytes`` = extra bytes per element of (X, dY) (``Recipe.fp8_cast_bytes``: fused or separate kernels).
+    Weights are cast once per step (Megatron passes ``is_first_microbatch``), not counted per micro-batch."""
+    x_bytes, dy_bytes = cast_bytes
+    ops = []
+    for o in linear:
+        if o.phase != "fwd" or linear_dtype(o.name, "fp8") != "fp8":
+            continue
+        ops.append(MemOp(f"{o.name}.fp8_cast_input", "fwd", x_bytes * o.m * o.k * o.batch))
+        ops.append(MemOp(f"{o.name}.fp8_cast_grad", "bwd", dy_bytes * o.m * o.n * o.batch))
+    return ops
+
+
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
-               layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False) -> LayerTime:
+               layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
+               fp8_cast_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
     ``eager``: plain PyTorch modules (layout copies around attention); ``amp``: torch.autocast over fp32 weights
-    (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`).
+    (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`). With an fp8 ``dtype`` the
+    linear layers run in fp8 and quantize their input (forward) and output gradient (backward) at
+    ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
     """
     flash = attention in ("flash", "sdpa")
     lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention=attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
     core = [o for o in lf.ops if _is_attn(o)]
-    lin_s = _gemm_seconds(linear, gpu, eff, dtype)
+    lin_s = _linear_seconds(linear, gpu, eff, dtype)
     by_phase = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase == p))
                 for p in ("fwd", "bwd_dgrad", "bwd_wgrad")}
     expert = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase in p
@@ -116,12 +158,14 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
         params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
                      for t in layer_params(model, layer_index))
         mem += eager_memops(model, shape, params, amp=amp)
+    if dtype.startswith("fp8"):
+        mem += fp8_cast_memops(linear, fp8_cast_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
-        peak = gpu.dense_peak_flops(dtype if dtype in gpu.dtypes else "bf16") * fraction
+        peak = peak_flops(gpu, attention_dtype(dtype)) * fraction
         attn_fwd, attn_bwd = attn_fwd_flops / peak + eff.launch_s, attn_bwd_flops / peak + eff.launch_s
     else:
-        core_s = _gemm_seconds(core, gpu, eff, dtype)
+        core_s = _gemm_seconds(core, gpu, eff, attention_dtype(dtype))
         attn_fwd = float(sum(t for o, t in zip(core, core_s, strict=True) if o.phase == "fwd"))
         attn_bwd = float(sum(t for o, t in zip(core, core_s, strict=True) if o.phase != "fwd"))
         attn_fwd += _mem_seconds(mem, gpu, eff, "fwd", attention=True)
@@ -156,7 +200,7 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
     """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch."""
     lf = logits_flops(model, sh)
     ops = list(lf.ops)
-    secs = _gemm_seconds(ops, gpu, eff, dtype)
+    secs = _linear_seconds(ops, gpu, eff, dtype)
     mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))

@@ -62,6 +62,10 @@ class TrainingConfig(BaseModel):
     mode: Literal["train", "inference"] = Field(
         "train", description="train: a training step; inference: serving memory (weights + KV cache of micro_batch "
                              "sequences of seq_len tokens per replica)")
+    fp8_recipe: Literal["tensorwise", "blockwise"] = Field(
+        "tensorwise", description="precision fp8: tensorwise (one scale per tensor: Transformer Engine delayed or "
+                                  "current scaling) or blockwise (1x128 activation, 128x128 weight scales, as "
+                                  "DeepSeek-V3)")
     grad_set_to_none: bool = Field(
         True, description="framework pytorch: optimizer.zero_grad(set_to_none=...); false keeps the gradient "
                           "tensors alive between steps")

@@ -106,7 +106,15 @@ class Recipe:
         param_wire: bytes per parameter the ZeRO / distributed-optimizer all-gather moves.
         weight_compute: bytes of a weight as the GEMMs read it (ZeRO-3 / FSDP gathered layers).
         activation: bytes per activation element (memory and messages).
-        gemm_dtype: tensor dtype of the GEMMs before the GPU fallback (:meth:`gemm_dtype_on`).
+        gemm_dtype: tensor dtype of the GEMMs before the GPU fallback (:meth:`gemm_dtype_on`): ``fp8`` for
+            tensor-wise scaled fp8, ``fp8_block`` for block-wise scaled fp8.
+        fp8_cast_bytes: extra HBM bytes per element of (linear input, output gradient) the fp8 recipe quantizes per
+            micro-batch; both operands also need an fp8 transpose for the dgrad / wgrad GEMMs. Megatron with
+            Transformer Engine fuses the casts into the kernels that produce the tensors (LayerNormLinear,
+            LayerNormMLP, the activation and bias-gradient kernels write fp8 in place of bf16 plus the transposed
+            fp8 copy): (1, 2) extra bytes, the transpose written beside a narrower output and the gradient's fp8
+            copy and transpose. Plain PyTorch (torchao float8) runs separate cast kernels: read 2, write 1 + 1 =
+            (4, 4). (0, 0) without fp8.
         attention: ``flash`` (fused kernel), ``unfused`` (s x s scores) or ``sdpa`` (PyTorch's
             F.scaled_dot_product_attention, flash backend, measured rate).
         eager: plain PyTorch modules: layout copies, DDP always overlapping.
@@ -134,6 +142,7 @@ class Recipe:
     weight_compute: int
     activation: int
     gemm_dtype: str
+    fp8_cast_bytes: tuple[float, float]
     attention: Literal["flash", "unfused", "sdpa"]
     eager: bool
     grads_freed_between_steps: bool
@@ -151,7 +160,7 @@ class Recipe:
 
     def gemm_dtype_on(self, gpu_dtypes) -> str:
         """The GEMM dtype on a GPU with tensor cores for ``gpu_dtypes`` (fp8 falls back to bf16 without them)."""
-        return self.gemm_dtype if self.gemm_dtype in gpu_dtypes else "bf16"
+        return self.gemm_dtype if self.gemm_dtype.split("_")[0] in gpu_dtypes else "bf16"
 
     @property
     def optimizer_update_bytes(self) -> float:
@@ -161,6 +170,13 @@ class Recipe:
         master = 2 * (self.main if self.main else self.param)
         copy = self.param if self.main else 0.0
         return self.grad + master + copy + 2 * self.moments + self.grad
+
+
+def _fp8_cast_bytes(fp8: bool, eager: bool) -> tuple[float, float]:
+    if not fp8:
+        return (0.0, 0.0)
+    unfused = BF16 + 2 * FP8
+    return (unfused, unfused) if eager else (FP8, 2 * FP8)
 
 
 def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
@@ -187,7 +203,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         param=row.param, grad=grad, main=row.main, moments=MOMENTS[training.optimizer] * row.moment, bucket=bucket,
         moment_count=MOMENTS[training.optimizer], grad_wire=grad_wire, param_wire=param_wire,
         weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
-        gemm_dtype=row.gemm, attention=attention, eager=eager,
+        gemm_dtype="fp8_block" if row.gemm == "fp8" and training.fp8_recipe == "blockwise" else row.gemm,
+        fp8_cast_bytes=_fp8_cast_bytes(row.gemm == "fp8", eager), attention=attention, eager=eager,
         grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
         megatron_vocab_padding=megatron, serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.compute import ComputeEfficiency, default_efficiency
+from simulator.compute.gemm import peak_flops
 from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
@@ -65,7 +66,7 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
         kind = model.is_moe_layer(index)
         if kind not in out:
             out[kind] = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                                   eager=r.eager, amp=r.amp_casts)
+                                   eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
     return out
 
 
@@ -247,7 +248,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,
-        hardware_flops_per_gpu=flops, peak_flops=ctx.gpu.dense_peak_flops(ctx.dtype), comm=_comm_rows(ctx, k),
+        hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype), comm=_comm_rows(ctx, k),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,

@@ -29,9 +29,12 @@ def test_tflops_per_gpu_converts_with_megatrons_full_attention_flops():
 def test_development_set_error_does_not_regress(runs):
     """Ratchet, not the target: the issue 11 bars (mean 10%, groups 15%, median +-5%) are not met yet; the errors
     measured when this set was added (mean 16.8%, dense 24.4%, fp8 5.1%, MoE 30.8%, median -13.7%), and after the
-    expected-slowest-GPU term (15.6%, 22.4%, 4.9%, 28.6%, -11.4%), may only shrink. Tighten as the model improves."""
+    expected-slowest-GPU term (15.6%, 22.4%, 4.9%, 28.6%, -11.4%), may only shrink. The FP8 group moved once the
+    other way on purpose: its GEMMs took bf16's efficiency until the H200 measurement gave fp8 its own (0.679 of
+    the fp8 peak, not 0.720) and the recipe gained its quantization kernels: 4.9% optimistic -> 11.7% pessimistic
+    (mean 18.7%). Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.157
-    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.050 and s["mean_moe"] <= 0.287
+    assert s["mean"] <= 0.188
+    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.118 and s["mean_moe"] <= 0.287
     assert s["median_signed"] >= -0.115
     assert s["oom_trained"] == 0
