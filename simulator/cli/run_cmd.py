@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from simulator.cli.args import output_path
 from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
+from simulator.resources import default_scenario
 from simulator.scenario import load_scenario, simulate
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+DEFAULT_SCENARIO = default_scenario()  # shipped with the package: `simulator run` works from any folder
 
 
 def register(subparsers) -> None:
