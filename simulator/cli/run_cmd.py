@@ -18,7 +18,7 @@ def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
     run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
     formats = run.add_mutually_exclusive_group()
-    formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
+    formats.add_argument("--json", action="store_true", help="print docs/interface.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     run.add_argument("--plot", metavar="FILE", type=output_path, help="draw memory per stage, time breakdown and timeline into FILE")
