@@ -1,6 +1,6 @@
 """Median wall time of ``python -c "import simulator"`` in fresh interpreters (target: < 0.3 s).
 
-Also reports whether pandas, matplotlib or networkx were imported by the package import (they must not be).
+Also reports whether pandas, matplotlib, networkx or scipy were imported by the package import (they must not be).
 Run: python benchmarks/bench_import.py [--runs 15]
 """
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-CHECK = "import sys, simulator; print(','.join(m for m in ('pandas', 'matplotlib', 'networkx') if m in sys.modules))"
+CHECK = "import sys, simulator; print(','.join(m for m in ('pandas', 'matplotlib', 'networkx', 'scipy') if m in sys.modules))"
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Re-derive the FITTED entries of simulator/moe/coefficients.py from the DeepEP rows they were fitted on.
 
 Run ``python benchmarks/fit_moe_coefficients.py``; it prints each fitted value next to the one in the table. Each
-fit uses exactly one published row (noted); every other row of tests/validation/data/deepep_v1.csv is a prediction.
+fit uses exactly one published row (noted); every other row of simulator/validation/data/deepep_v1.csv is a
+prediction.
 """
 
 from __future__ import annotations

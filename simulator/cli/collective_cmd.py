@@ -1,4 +1,4 @@
-"""``simulator collective`` and ``simulator calibrate`` (CONTRACT.md)."""
+"""``simulator collective`` and ``simulator calibrate`` (docs/interface.md)."""
 
 from __future__ import annotations
 

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from simulator.cli.args import output_path
 from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
+from simulator.resources import default_scenario
 from simulator.scenario import load_scenario, simulate
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+DEFAULT_SCENARIO = default_scenario()  # shipped with the package: `simulator run` works from any folder
 
 
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
     run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
     formats = run.add_mutually_exclusive_group()
-    formats.add_argument("--json", action="store_true", help="print CONTRACT.md's JSON object")
+    formats.add_argument("--json", action="store_true", help="print docs/interface.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     run.add_argument("--plot", metavar="FILE", type=output_path, help="draw memory per stage, time breakdown and timeline into FILE")

@@ -26,10 +26,10 @@ class Coefficients(BaseModel):
                     "rate (25; GA102 bridge 14.0625; NVLink5 50 GB/s): 128 B payload per SM store, sjeaugey nccl-tests#149")
     pcie_p2p_efficiency: float = Field(
         default=26.3 / 31.5, description="measured GPU-GPU through a PCIe Gen4 switch 26.3 of 31.5 GB/s "
-                                          "(reference/hardware_specs.md)")
+                                          "(project hardware notes; no public source)")
     shm_efficiency: float = Field(
         default=28.66 / 63.0, description="measured 2x H200 NCCL_P2P_DISABLE=1 all_reduce 28.66 GB/s busbw at 64 MiB "
-                                          "over PCIe Gen5 x16 63 GB/s (calibration/h200x2 all_reduce_perf.shm.txt)")
+                                          "over PCIe Gen5 x16 63 GB/s (simulator/validation/data/h200x2/all_reduce_perf.shm.txt)")
     nic_efficiency: float = Field(
         default=0.94, description="NDR 400G measures 46-48 GB/s per NIC of 50 (AddyLaddy, nccl-tests#290): 47/50")
     pcie_nic_efficiency: float = Field(

@@ -34,7 +34,7 @@ ALL_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct",
 
 
 def busbw_factor(op: str, n_ranks: int) -> float:
-    """nccl-tests bus bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
+    """nccl-tests bus bandwidth factor (NVIDIA/nccl-tests doc/PERFORMANCE.md): busbw = algbw * factor."""
     if op == "all_reduce":
         return 2 * (n_ranks - 1) / n_ranks
     if op in ("all_gather", "reduce_scatter", "all_to_all"):

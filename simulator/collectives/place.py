@@ -19,6 +19,8 @@ from simulator.hardware import load_cluster
 from simulator.topology import Topology
 
 _ARCH = {"7.0": "sm70", "8.0": "sm80", "8.6": "sm86", "8.9": "sm86", "9.0": "sm90", "10.0": "sm100"}
+#: NVLink SHARP (NVSwitch multicast, NCCL's NVLS algorithms) needs compute capability 9.0 or newer (Hopper on)
+NVLS_MIN_COMPUTE_CAPABILITY = (9, 0)
 _TRANSPORT = {"nvlink": "nvlink", "pcie_p2p": "pcie_p2p", "shm": "shm"}
 
 
@@ -60,7 +62,8 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
         n_ranks=len(names), ranks_per_node=rpn, gpu_arch=_arch(spec.gpu.compute_capability),
         intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_node),
         intra_latency_s=path.latency_s, nvswitch=spec.nvswitch is not None,
-        nvls=bool(spec.nvswitch and spec.nvswitch.nvls and spec.gpu.compute_capability >= "9.0"),
+        nvls=bool(spec.nvswitch and spec.nvswitch.nvls
+                  and spec.gpu.compute_capability_version >= NVLS_MIN_COMPUTE_CAPABILITY),
         cpu_vendor=_vendor(spec.cpu.model), net_issue=net_issue, pcie_bw_Bps=_gpu_pcie_bandwidth(topology, names[0]),
     )
     if spec.nics is not None:

@@ -1,4 +1,4 @@
-"""What the CLI prints: a table (list of dicts with CONTRACT.md's JSON keys) and busbw-vs-size plots."""
+"""What the CLI prints: a table (list of dicts with docs/interface.md's JSON keys) and busbw-vs-size plots."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def collective_table(placement: GroupPlacement, op: str, sizes_bytes, algo: str 
                      calibration: Calibration | None = None,
                      coefficients: Coefficients = DEFAULT_COEFFICIENTS) -> list[dict]:
     """One dict per size (per algorithm when ``algo='all'``):
-    ``{op, bytes, ranks, time_us, algbw_GBps, busbw_GBps, algorithm, protocol}`` (CONTRACT.md)."""
+    ``{op, bytes, ranks, time_us, algbw_GBps, busbw_GBps, algorithm, protocol}`` (docs/interface.md)."""
     model = build_cost_model(placement, coefficients, calibration)
     algos = feasible_algorithms(model, op) if algo == "all" else (algo,)
     n = placement.n_ranks

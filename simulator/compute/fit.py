@@ -76,7 +76,7 @@ def fit_gemm_efficiency(rows: list[GemmRow], gpu: GpuSpec, start: ComputeEfficie
 
 
 def _fit(rows: list[GemmRow], gpu: GpuSpec, start: ComputeEfficiency, shape: bool) -> ComputeEfficiency:
-    from scipy.optimize import least_squares  # lazy: scipy is only needed to fit
+    from scipy.optimize import least_squares  # lazy: only fitting needs scipy (the `fit` extra)
 
     dtypes = sorted({r.dtype for r in rows})
     measured = np.array([r.time_s for r in rows])

@@ -115,7 +115,7 @@ class GpuSpec(Spec):
     name: str
     source: str = Field(description="datasheet / whitepaper the numbers come from")
     architecture: Literal["turing", "ampere", "ada", "hopper", "blackwell"]
-    compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+    compute_capability: str = Field(pattern=r"^\d+\.\d+$", description="CUDA compute capability, 'major.minor'")
     die: DieLayout
     sms: int = Field(gt=0, description="SMs enabled on this product")
     sm: StreamingMultiprocessor
@@ -128,6 +128,12 @@ class GpuSpec(Spec):
     nvlink: NvlinkPort | None = None
     pcie: PcieEndpoint
     tdp_w: float = Field(gt=0, description="board power, W")
+
+    @property
+    def compute_capability_version(self) -> tuple[int, int]:
+        """``compute_capability`` as numbers (major, minor): compare these, never the strings ("10.0" < "9.0")."""
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
 
     @model_validator(mode="after")
     def _consistent(self) -> GpuSpec:

@@ -1,7 +1,8 @@
 """Find and load hardware profiles (YAML under ``hardware_profiles/``), with located errors.
 
-Profiles are looked up by name in ``hardware_profiles/gpus`` and ``hardware_profiles/nodes`` of the project, plus
-any directories listed in the ``SIMULATOR_PROFILE_PATH`` environment variable; a path to a YAML file works too.
+Profiles are looked up by name in any directories listed in the ``SIMULATOR_PROFILE_PATH`` environment variable,
+then in ``gpus/`` and ``nodes/`` of the shipped ``hardware_profiles`` (package data, the repository's top-level
+folder in a checkout: ``simulator.resources``); a path to a YAML file works too.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.hardware.gpu import GpuSpec
 from simulator.hardware.node import FabricSpec, NodeSpec
+from simulator.resources import profile_root
 from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
 
-PROFILE_ROOT = Path(__file__).resolve().parents[2] / "hardware_profiles"
+PROFILE_ROOT = profile_root()
 
 
 def profile_dirs(kind: str) -> list[Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: nccl-tests bus-bandwidth factor per operation (nccl-tests doc/PERFORMANCE.md), as a function of ranks n
+#: nccl-tests bus-bandwidth factor per operation (NVIDIA/nccl-tests doc/PERFORMANCE.md), as a function of ranks n
 BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,

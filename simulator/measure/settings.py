@@ -5,7 +5,7 @@ from __future__ import annotations
 from simulator.errors import UserError
 from simulator.units import GiB
 
-#: setting name -> NCCL environment it forces (CONTRACT.md `simulator calibrate`: the setting says which NCCL
+#: setting name -> NCCL environment it forces (docs/interface.md `calibrate`: the setting says which NCCL
 #: variables a run forced). NVLink multicast (NVLS) stays off unless the ``nvls`` setting is asked for by name.
 SETTINGS: dict[str, dict[str, str]] = {
     "default": {},

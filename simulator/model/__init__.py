@@ -1,6 +1,6 @@
 """Model architectures: specs, presets, Hugging Face config import, parameter and FLOP counts.
 
-Imports only ``simulator.units`` and ``simulator.errors`` (DESIGN.md data flow).
+Imports only ``simulator.units`` and ``simulator.errors`` (the import graph of tests/test_code_quality.py).
 """
 
 from simulator.model.flops import (

@@ -15,7 +15,7 @@ from simulator.collectives import DEFAULT_COEFFICIENTS, Coefficients, nic_messag
 from simulator.errors import UserError
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
 
-#: CONTRACT.md --transport names -> the collectives package's issue modes
+#: docs/interface.md --transport names -> the collectives package's issue modes
 ISSUE = {"ibrc": "cpu_proxy", "ibgda": "ibgda"}
 
 

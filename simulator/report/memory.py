@@ -9,7 +9,7 @@ _COLUMNS = (*BUCKETS, "total", "peak")
 
 
 def render_memory_table(report: MemoryReport, *, unit: float = GiB, unit_name: str = "GiB") -> str:
-    """One row per pipeline stage with CONTRACT.md's buckets, total and peak, then the OOM verdict and margin."""
+    """One row per pipeline stage with docs/interface.md's buckets, total and peak, then the OOM verdict."""
     head = f"{'stage':>5} " + " ".join(f"{c:>12}" for c in _COLUMNS)
     lines = [f"memory per GPU ({unit_name})", head, "-" * len(head)]
     for s in report.stages:

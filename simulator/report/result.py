@@ -18,7 +18,7 @@ def header(result) -> str:
 
 
 def memory_rows(result) -> tuple[list[str], list[list[object]]]:
-    """Per-stage memory in GiB with CONTRACT.md's buckets."""
+    """Per-stage memory in GiB with docs/interface.md's buckets."""
     rows = []
     for stage in result.memory.to_dict()["stages"]:
         rows.append([stage["stage"]] + [round(stage[c] / GIBI, 2) for c in (*MEMORY_COLUMNS, "peak")])

@@ -1,4 +1,4 @@
-"""Load and validate a scenario (CONTRACT.md "Scenario YAML", plus ``extends:`` and sweeps).
+"""Load and validate a scenario (docs/interface.md "Scenario YAML", plus ``extends:`` and sweeps).
 
 Every section is validated strictly; a mistake is reported with the file, the line and the key path.
 """

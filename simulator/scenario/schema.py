@@ -24,7 +24,7 @@ def _model_section() -> type[BaseModel]:
 
 
 class ScenarioSchema(BaseModel):
-    """A simulator scenario (CONTRACT.md "Scenario YAML")."""
+    """A simulator scenario (docs/interface.md "Scenario YAML")."""
 
     model_config = ConfigDict(extra="forbid", title="simulator scenario")
 

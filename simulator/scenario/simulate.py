@@ -22,7 +22,7 @@ DP_EXPOSED_WARNING = 0.05
 
 @dataclass(frozen=True)
 class Result:
-    """Predictions for one scenario. ``to_dict()`` is CONTRACT.md's JSON; ``to_frame()`` one pandas row."""
+    """Predictions for one scenario. ``to_dict()``: docs/interface.md's JSON; ``to_frame()``: one row."""
 
     scenario: Scenario
     memory: MemoryReport

@@ -1,10 +1,23 @@
-"""The public surface of CONTRACT.md stays as written: CLI flags and JSON keys (add freely, never rename)."""
+"""The public surface of docs/interface.md stays as written: CLI flags and JSON keys (add freely, never rename).
+
+Two layers: CONTRACT_FLAGS below freezes the flags the interface has always had (so removing them from the page
+does not weaken the test), and the interface tests parse docs/interface.md itself: every flag and JSON key it
+names for an implemented command is accepted or printed, its scenario YAML loads, and a section marked planned
+names a command the CLI really lacks.
+"""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 
+import simulator
 from simulator.cli import build_parser, main
+
+INTERFACE = Path(__file__).resolve().parents[2] / "docs" / "interface.md"
+PLANNED = "planned, not yet implemented"
 
 CONTRACT_FLAGS = {
     "collective": ["--system", "--op", "--ranks", "--gpus-per-node", "--nodes", "--bytes", "--algo", "--proto",
@@ -18,11 +31,100 @@ CONTRACT_FLAGS = {
 
 @pytest.mark.parametrize("command", sorted(CONTRACT_FLAGS))
 def test_contract_flags_exist(command):
-    parser = build_parser([command])
-    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
-    flags = {s for action in sub._actions for s in action.option_strings}
-    missing = [f for f in CONTRACT_FLAGS[command] if f not in flags]
-    assert not missing, f"simulator {command} lost CONTRACT.md flags {missing}"
+    missing = [f for f in CONTRACT_FLAGS[command] if f not in _flags(command)]
+    assert not missing, f"simulator {command} lost docs/interface.md flags {missing}"
+
+
+def _subcommands() -> dict:
+    parser = build_parser([])
+    return next(a for a in parser._actions if a.dest == "command").choices
+
+
+def _flags(command: str) -> set[str]:
+    return {s for action in _subcommands()[command]._actions for s in action.option_strings}
+
+
+def _sections() -> dict[str, str]:
+    """``simulator <command>`` section of docs/interface.md -> its text (heading included)."""
+    parts = re.split(r"^(?=## )", INTERFACE.read_text(), flags=re.M)
+    return {m.group(1): part for part in parts if (m := re.match(r"## `simulator (\w+)", part))}
+
+
+def _usage_flags(section: str) -> set[str]:
+    """Flags of the heading and of the usage block (the first code block, when it starts with ``simulator``)."""
+    usage = section.splitlines()[0]
+    block = re.search(r"```\n(simulator .*?)```", section, flags=re.S)
+    if block:
+        usage += " " + block.group(1)
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", usage))
+
+
+def _documented_keys(section: str) -> set[str]:
+    """JSON keys the section names: ``"key":`` and the members of brace lists such as ``{"op", "bytes"}``."""
+    keys = set(re.findall(r'"(\w+)"\s*:', section))
+    for group in re.findall(r"\{([^{}:]*)\}", section):
+        keys.update(re.findall(r'"(\w+)"', group))
+    return keys
+
+
+def _all_keys(data) -> set[str]:
+    if isinstance(data, dict):
+        return set(data) | {k for v in data.values() for k in _all_keys(v)}
+    if isinstance(data, list):
+        return {k for v in data for k in _all_keys(v)}
+    return set()
+
+
+#: how each implemented command with a ``--json`` section is exercised
+JSON_RUNS = {
+    "run": ["run", "--json"],
+    "collective": ["collective", "--system", "dgx_h100", "--op", "all_gather", "--ranks", "8", "--bytes", "1MiB",
+                   "--json"],
+    "moe": ["moe", "--system", "hgx_h800", "--nodes", "2", "--ep", "16", "--tokens", "4096", "--hidden", "7168",
+            "--top-k", "8", "--experts", "256", "--json"],
+}
+
+
+def test_interface_page_covers_the_frozen_flags():
+    sections = _sections()
+    assert set(sections) >= {"collective", "calibrate", "run", "moe", "serve", "search"}
+    for command, frozen in CONTRACT_FLAGS.items():
+        assert set(frozen) <= _usage_flags(sections[command]), command
+
+
+@pytest.mark.parametrize("command", sorted(_sections()))
+def test_every_documented_flag_is_accepted(command):
+    section = _sections()[command]
+    if PLANNED in section.lower():
+        assert command not in _subcommands(), f"simulator {command} exists: drop the planned mark in docs/interface.md"
+        return
+    missing = sorted(_usage_flags(section) - _flags(command))
+    assert not missing, f"simulator {command} does not accept {missing} that docs/interface.md names"
+
+
+@pytest.mark.parametrize("command", sorted(JSON_RUNS))
+def test_every_documented_json_key_is_printed(command, capsys):
+    section = _sections()[command]
+    documented = _documented_keys(section)
+    assert len(documented) >= 5, f"found only {documented} in the {command} section"
+    assert main(JSON_RUNS[command]) == 0
+    missing = sorted(documented - _all_keys(json.loads(capsys.readouterr().out)))
+    assert not missing, f"simulator {command} --json lacks {missing} that docs/interface.md names"
+
+
+def test_every_implemented_json_section_is_exercised():
+    sections = _sections()
+    with_json = {c for c, text in sections.items() if "`--json` prints" in text and PLANNED not in text.lower()}
+    assert with_json == set(JSON_RUNS)
+
+
+def test_interface_scenario_yaml_loads():
+    section = INTERFACE.read_text().split("## Scenario YAML", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1)
+    scenario = simulator.load_scenario(yaml.safe_load(block))
+    assert scenario.plan.parallel.tp == 8 and scenario.plan.parallel.pp == 8 and scenario.plan.dp == 1
+    result = simulator.simulate(scenario)
+    assert result.to_dict()["time"]["step_s"] > 0 and len(result.to_frame()) == 1
 
 
 def test_run_json_keys(capsys):

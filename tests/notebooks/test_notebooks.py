@@ -1,5 +1,6 @@
 """Execute every notebooks/*.ipynb top to bottom (a fresh python3 kernel, cwd = repository root, the repository on
-PYTHONPATH) and fail on any cell error or on a notebook committed with outputs."""
+PYTHONPATH) and fail on any cell error or on a notebook committed with outputs. Each notebook ends with a cell that
+asserts the findings its conclusion states, so executing it tests them."""
 
 import os
 import subprocess
@@ -42,6 +43,19 @@ def test_notebook_is_saved_without_outputs(path):
     nb = nbformat.read(path, as_version=4)
     dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; clear them before committing"
+
+
+CHECK_CELL = "# The conclusion above, checked"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_ends_by_asserting_its_conclusion(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    conclusion = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## Conclusion")]
+    assert conclusion, f"{path.name}: no '## Conclusion' section"
+    assert code[-1].startswith(CHECK_CELL) and code[-1].count("assert ") >= 5, \
+        f"{path.name}: the last cell must assert the conclusion's findings (start it with {CHECK_CELL!r})"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

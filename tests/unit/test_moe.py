@@ -37,7 +37,7 @@ def test_token_bytes_fp8_with_scales_and_bf16():
 
 
 def test_one_token_per_message_is_rate_bound_under_proxy_and_near_line_rate_under_ibgda():
-    """hardware_specs.md Network: the proxy saturates at ~32 KiB messages, IBGDA at ~8 KiB (NVSHMEM issue #8)."""
+    """NVSHMEM issue #8 (2x H800, one NIC): the proxy saturates at ~32 KiB messages, IBGDA at ~8 KiB."""
     token = token_bytes(7168, "fp8")
     proxy_bw, proxy_rate_bound = message_regime(token, NIC, "cpu_proxy")
     gda_bw, gda_rate_bound = message_regime(token, NIC, "ibgda")

@@ -1,5 +1,5 @@
 """The step-time engine on the bigger kinds of plan: runs without error, breakdowns add up and are plausible,
-CONTRACT.md keys, trace output, and the topology effects the issue names (TP leaving the NVLink domain)."""
+docs/interface.md keys, trace output, and the topology effects the issue names (TP leaving NVLink)."""
 
 import json
 from functools import cache

@@ -1,4 +1,4 @@
-"""Unit parsing at the edges: CONTRACT.md's conventions (GB = 1e9 B, GiB = 2**30 B, Gb = 1e9 bits)."""
+"""Unit parsing at the edges: docs/interface.md's conventions (GB = 1e9 B, GiB = 2**30 B, Gb = 1e9 bits)."""
 
 import pytest
 from hypothesis import given

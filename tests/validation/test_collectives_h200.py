@@ -9,7 +9,7 @@ Gates: median |error| <= 10% for sizes >= 1 MiB and <= 25% below, for every sett
 import numpy as np
 import pytest
 
-from simulator.validation.collectives import median_abs, predicted_vs_measured
+from simulator.validation.collectives import median_abs, pooled_median, predicted_vs_measured
 
 SETTINGS = ("default", "ll", "ll128", "simple", "shm")
 
@@ -25,7 +25,8 @@ def _medians(sizes, err):
     return median_abs(sizes, err), median_abs(sizes, err, big=False)
 
 
-def test_print_all_gather_errors(errors):
+def test_all_gather_error_table_holds_the_documented_medians(errors):
+    """docs/validation.md [h200]: pooled median 5.3% for sizes >= 1 MiB; NCCL's tuner 22-37% in every setting."""
     lines = ["\nall_gather on 2x H200, model calibrated on all_reduce only (median |error|):",
              f"{'setting':8s} {'ours >=1MiB':>12s} {'ours <1MiB':>11s} {'NCCL >=1MiB':>12s} {'NCCL <1MiB':>11s}"]
     for s, (sizes, ours, nccl) in errors.items():
@@ -36,6 +37,10 @@ def test_print_all_gather_errors(errors):
     lines.append("default setting per size: bytes, ours, NCCL tuner (signed error)")
     lines += [f"  {int(x):>10d} {100 * o:+7.1f}% {100 * n:+7.1f}%" for x, o, n in zip(sizes, ours, nccl, strict=True)]
     print("\n".join(lines))
+    pooled = pooled_median({("all_gather", s): v for s, v in errors.items()}, "all_gather")
+    assert pooled <= 0.0535, f"pooled median {pooled:.1%} (docs/validation.md: 5.3%)"
+    for setting, (sizes, ours, nccl) in errors.items():
+        assert median_abs(sizes, ours) <= 0.11 and median_abs(sizes, nccl) >= 0.22, setting
 
 
 @pytest.mark.parametrize("setting", ["default", "ll", "ll128", "simple"])
