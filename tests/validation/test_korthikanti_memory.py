@@ -26,7 +26,8 @@ def test_memory_figures_within_ten_percent():
 def test_reference_data_has_one_copy_and_the_default_reads_it():
     root = Path(__file__).resolve().parents[2]
     copies = sorted(str(p.relative_to(root)) for p in (root / "simulator").rglob("korthikanti_2023_*.csv"))
-    assert copies == [f"simulator/validation/data/korthikanti_2023_{n}.csv"
-                      for n in ("memory_figures", "table4_layer", "table5")]
+    assert copies == ["simulator/validation/data/korthikanti_2023_memory_figures.csv",
+                      "simulator/validation/data/korthikanti_2023_table4_layer.csv",
+                      "simulator/validation/data/korthikanti_2023_table5.csv"]
     assert korthikanti_validation_rows() == korthikanti_validation_rows(DATA / "korthikanti_2023_table5.csv",
                                                                         DATA / "korthikanti_2023_memory_figures.csv")
