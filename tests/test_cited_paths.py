@@ -16,7 +16,6 @@ DOC_NAME = re.compile(r"(?<![\w/-])([A-Z][A-Z_]+\.md)\b")
 EXTERNAL = ("nccl-tests doc/PERFORMANCE.md",)
 #: the plan, memory, compute, traffic and schedule packages still cite the project-internal CONTRACT.md, DESIGN.md
 #: and STYLE.md in docstrings; they are being rewritten and switch to docs/interface.md then
-PENDING = ("simulator/plan/", "simulator/memory/", "simulator/compute/", "simulator/traffic/", "simulator/schedule/")
 
 
 def _files():
@@ -43,7 +42,7 @@ def test_cited_repository_paths_exist():
                 missing.append(f"{rel}: {cited}")
         for match in DOC_NAME.finditer(text):
             context = text[max(0, match.start() - 20):match.end()]
-            pending = (str(rel).startswith(PENDING) and path.suffix == ".py") or path == Path(__file__)
-            if not _exists(match.group(1), path) and not any(e in context for e in EXTERNAL) and not pending:
+            itself = path == Path(__file__)
+            if not _exists(match.group(1), path) and not any(e in context for e in EXTERNAL) and not itself:
                 missing.append(f"{rel}: {match.group(1)}")
     assert not missing, "cited files the repository does not hold:\n" + "\n".join(sorted(set(missing)))

@@ -1,6 +1,6 @@
 """Time of each op on a GPU spec: GEMMs (shape-dependent efficiency), memory-bound ops, attention, optimizer.
 
-Imports ``simulator.model``, ``simulator.hardware`` and ``simulator.units`` only (DESIGN.md data flow).
+Imports ``simulator.model``, ``simulator.hardware`` and ``simulator.units`` only (docs/architecture.md).
 """
 
 from simulator.compute.efficiency import ComputeEfficiency, TileShape, default_efficiency

@@ -1,4 +1,4 @@
-"""Achievable-efficiency coefficients of the compute model, as data (STYLE.md rule 6).
+"""Achievable-efficiency coefficients of the compute model, as data.
 
 One table per GPU architecture in ``data/compute_efficiency.yaml``; every entry names its source. A table can be
 replaced wholesale (``simulate_step(..., efficiency=...)``) or produced from a measured GEMM CSV by

@@ -69,7 +69,7 @@ def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
 def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
     items = []
     replicas = rp.dp * rp.parallel.cp * rp.parallel.ulysses
-    if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, sharding_and_comm.md)
+    if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, docs/memory.md)
         n = sp.dense + sp.expert
         items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
                                 f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]"))

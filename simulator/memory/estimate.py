@@ -1,7 +1,7 @@
 """Per-GPU memory of every pipeline stage: model states by sharding rule, activations by schedule, buffers.
 
 Entry point :func:`estimate_memory`. Every number is a :class:`MemoryItem` with its formula; buckets follow
-CONTRACT.md (weights, gradients, main_params, optimizer, activations, other) plus transient buffers for the peak.
+docs/interface.md (weights, gradients, main_params, optimizer, activations, other) plus transient buffers for the peak.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from simulator.plan.resolved import ResolvedPlan
 
 def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryItem]:
     """weights, gradients, main_params, optimizer: dense states sharded over d = dp*cp*ulysses, expert states over
-    expert-dp, per the sharding stage (sharding_and_comm.md)."""
+    expert-dp, per the sharding stage (docs/memory.md, "Precision recipes")."""
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
     rows = [("weights", rb.param, 3), ("gradients", rb.grad, 2), ("main_params", rb.main, 1),
             ("optimizer", rb.moments, 1)]

@@ -7,7 +7,7 @@ from typing import Literal
 
 Bucket = Literal["weights", "gradients", "main_params", "optimizer", "activations", "other", "transient"]
 BUCKETS: tuple[str, ...] = ("weights", "gradients", "main_params", "optimizer", "activations", "other")
-"""CONTRACT.md ``memory.stages`` keys (``total`` is their sum); ``transient`` items only raise the peak."""
+"""docs/interface.md ``memory.stages`` keys (``total`` is their sum); ``transient`` items only raise the peak."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class MemoryItem:
 
 @dataclass(frozen=True, slots=True)
 class StageMemory:
-    """Bytes per GPU of one pipeline stage, by CONTRACT.md bucket, with the items they sum."""
+    """Bytes per GPU of one pipeline stage, by docs/interface.md bucket, with the items they sum."""
 
     stage: int
     items: tuple[MemoryItem, ...]
@@ -54,7 +54,7 @@ class StageMemory:
         return everything - min(self.bucket("activations"), self.bucket("gradients"))
 
     def to_dict(self) -> dict[str, float | int]:
-        """CONTRACT.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total;
+        """docs/interface.md stage object: stage, weights, gradients, main_params, optimizer, activations, other, total;
         plus ``peak`` (total and the transient buffers)."""
         out: dict[str, float | int] = {"stage": self.stage}
         for b in BUCKETS:
@@ -89,5 +89,5 @@ class MemoryReport:
         return margin is not None and margin < 0
 
     def to_dict(self) -> dict[str, object]:
-        """CONTRACT.md ``memory`` object: ``peak_bytes`` and ``stages``."""
+        """docs/interface.md ``memory`` object: ``peak_bytes`` and ``stages``."""
         return {"peak_bytes": self.peak_bytes, "stages": [s.to_dict() for s in self.stages]}

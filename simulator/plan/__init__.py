@@ -1,4 +1,4 @@
-"""Parallel plans: CONTRACT.md ``parallel:``/``training:`` configs, validation in one place, rank groups.
+"""Parallel plans: docs/interface.md ``parallel:``/``training:`` configs, validation in one place, rank groups.
 
 Imports ``simulator.model`` (and units/errors) only.
 """

@@ -1,6 +1,6 @@
-"""The ``parallel:`` and ``training:`` sections of a scenario (CONTRACT.md), as strict frozen pydantic models.
+"""The ``parallel:`` and ``training:`` sections of a scenario (docs/interface.md), as strict frozen pydantic models.
 
-Field names are exactly CONTRACT.md's so the scenario loader passes the YAML dicts straight in. Cross-field rules
+Field names are exactly docs/interface.md's so the scenario loader passes the YAML dicts straight in. Cross-field rules
 live in :mod:`simulator.plan.resolve`, in one place.
 """
 
@@ -17,7 +17,7 @@ Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
 
 
 class ParallelPlan(BaseModel):
-    """How ranks split the model and the data (CONTRACT.md ``parallel:``)."""
+    """How ranks split the model and the data (docs/interface.md ``parallel:``)."""
 
     model_config = _STRICT
 
@@ -47,7 +47,7 @@ class ParallelPlan(BaseModel):
 
 
 class TrainingConfig(BaseModel):
-    """Batch, precision recipe, optimizer and framework (CONTRACT.md ``training:``)."""
+    """Batch, precision recipe, optimizer and framework (docs/interface.md ``training:``)."""
 
     model_config = _STRICT
 

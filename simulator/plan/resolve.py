@@ -1,5 +1,5 @@
-"""Resolve and validate a parallel plan in one place (STYLE.md rule 4): derive dp and expert-dp, check every
-cross-field rule of CONTRACT.md / issue 4, and name the key path and every value involved when one fails."""
+"""Resolve and validate a parallel plan in one place: derive dp and expert-dp, check every
+cross-field rule of docs/interface.md / issue 4, and name the key path and every value involved when one fails."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
 
     Args:
         model: the architecture.
-        parallel: CONTRACT.md ``parallel:`` mapping (or a ParallelPlan).
-        training: CONTRACT.md ``training:`` mapping (or a TrainingConfig).
+        parallel: docs/interface.md ``parallel:`` mapping (or a ParallelPlan).
+        training: docs/interface.md ``training:`` mapping (or a TrainingConfig).
         world_size: GPUs in the job.
 
     Raises:

@@ -44,7 +44,7 @@ class ResolvedPlan(BaseModel):
 
     @property
     def dense_shard_degree(self) -> int:
-        """d for dense weights: dp * cp * ulysses (sharding_and_comm.md)."""
+        """d for dense weights: dp * cp * ulysses (docs/memory.md, "Precision recipes")."""
         return self.dp * self.parallel.cp * self.parallel.ulysses
 
     @property

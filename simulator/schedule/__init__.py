@@ -1,6 +1,6 @@
 """Pipeline timeline, overlap and step time: :func:`simulate_step` -> :class:`StepResult`.
 
-Imports traffic, compute, collectives, topology, plan, model and hardware (DESIGN.md data flow).
+Imports traffic, compute, collectives, topology, plan, model and hardware (docs/architecture.md).
 """
 
 from simulator.plan.pipeline import stage_orders

@@ -1,7 +1,7 @@
 """Per-micro-batch cost of each model chunk on each stage: compute, recompute and exposed comm per dimension.
 
 A :class:`Cost` splits a forward or backward of one chunk into ``compute`` (model work), ``recompute`` (what the
-recompute mode re-runs) and ``exposed`` communication by CONTRACT.md dimension, so the step breakdown is a sum of
+recompute mode re-runs) and ``exposed`` communication by docs/interface.md dimension, so the step breakdown is a sum of
 these over the critical stage's timeline.
 """
 

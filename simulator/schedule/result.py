@@ -1,4 +1,4 @@
-"""The frozen result of :func:`simulator.schedule.simulate_step` and its CONTRACT.md dictionary."""
+"""The frozen result of :func:`simulator.schedule.simulate_step` and its docs/interface.md dictionary."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class StepResult:
         return self.hardware_flops_per_gpu / self.step_s / self.peak_flops
 
     def to_dict(self) -> dict:
-        """CONTRACT.md ``time``, ``throughput`` and ``comm`` sections."""
+        """docs/interface.md ``time``, ``throughput`` and ``comm`` sections."""
         return {
             "time": {"step_s": self.step_s,
                      "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,

@@ -1,6 +1,6 @@
 """Per-layer communication of tensor, sequence, context, Ulysses and expert parallelism, per micro-batch.
 
-Sources: sharding_and_comm.md "Tensor and sequence parallelism per layer"; Shoeybi et al. 2019 (TP: all-reduce
+Sources: docs/step_time.md (per-layer TP and SP traffic); Shoeybi et al. 2019 (TP: all-reduce
 after the attention and MLP blocks forward, two more in backward); Korthikanti et al. 2023 Sec. 4.2.2 (SP: each
 all-reduce becomes reduce-scatter + all-gather; backward re-gathers the sequence-sharded input for the weight
 gradient and overlaps it with the data-gradient GEMM); Megatron-LM ``LinearWithGradAccumulationAndAsync

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-#: CONTRACT.md ``exposed_comm`` keys
+#: docs/interface.md ``exposed_comm`` keys
 DIMS = ("tp", "cp", "ulysses", "ep", "pp", "dp")
 Scope = Literal["layer_fwd", "layer_bwd", "layer_recompute", "boundary", "microbatch", "step"]
 Overlap = Literal["none", "gemm", "wgrad", "dgrad", "attention_fwd", "attention_bwd", "forward", "backward",
@@ -18,7 +18,7 @@ class CommOp:
     """One collective (or P2P) call pattern.
 
     Attributes:
-        dim: CONTRACT.md dimension it is charged to (tp, cp, ulysses, ep, pp, dp).
+        dim: docs/interface.md dimension it is charged to (tp, cp, ulysses, ep, pp, dp).
         group: rank-group kind it runs on: a ``ResolvedPlan.rank_groups`` name (tp, cp, ulysses, ep, pp, dp_cp,
             edp), ``pp_pair`` (a stage boundary: one rank of two adjacent stages) or ``embedding`` (first and last
             stage).

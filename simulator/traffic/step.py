@@ -6,7 +6,7 @@ scatter/gather optimisation, or the sequence-parallel shard, sends 1/t from each
 all-gathers the full tensor over the TP group). Interleaving multiplies the boundaries by vpp. Megatron's
 send/recv calls block the compute stream (no ``overlap_p2p_comm``), so the schedule charges them to each op.
 
-DP (sharding_and_comm.md, "Communication per step"), G = gradient bytes (``Recipe.grad_wire``: 4 per element with
+DP (docs/step_time.md, data-parallel traffic), G = gradient bytes (``Recipe.grad_wire``: 4 per element with
 Megatron bf16 / fp8 and with AMP or fp32; 2 with fp16, pure bf16, and DeepSpeed ZeRO / PyTorch 16-bit gradients),
 parameters gathered as held (``Recipe.param_wire``: 16-bit, fp8 primary weights in fp8, fp32 params in fp32):
 - stage 0 (DDP): all-reduce G once per step;
