@@ -9,6 +9,7 @@ from __future__ import annotations
 from simulator.memory.activations import ActContext, layer_activation_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.plan.params import StageParams, stage_params
 from simulator.plan.pipeline import in_flight
 from simulator.plan.recipe import Recipe
@@ -85,4 +86,4 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
         stages.append(StageMemory(s, tuple(items), worst_bytes,
                                   gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1))
-    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)
+    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

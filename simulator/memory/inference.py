@@ -17,6 +17,7 @@ replica. Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 from __future__ import annotations
 
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.runtime import RUNTIME_BYTES
 from simulator.plan.params import stage_params
 from simulator.plan.resolved import ResolvedPlan
 
@@ -56,4 +57,4 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) 
             logits = t.micro_batch * m.vocab / p.tp * element
             items.append(MemoryItem("transient", "prefill.logits", logits, f"b * v/t x {element} B  [last-token logits]"))
         stages.append(StageMemory(s, tuple(i for i in items if i.bytes > 0)))
-    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes)
+    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES)

@@ -77,10 +77,19 @@ class MemoryReport:
         """Largest stage peak (steady parts plus transient buffers)."""
         return max(s.peak for s in self.stages)
 
+    runtime_bytes: float = 0.0
+    """Device memory outside the accounted tensors: CUDA context and libraries plus the allocator's cache
+    (:mod:`simulator.memory.runtime`)."""
+
+    @property
+    def device_peak_bytes(self) -> float:
+        """What the device holds at the peak (``nvidia-smi``): the tensors' peak plus ``runtime_bytes``."""
+        return self.peak_bytes + self.runtime_bytes
+
     @property
     def margin_bytes(self) -> float | None:
-        """HBM capacity minus the peak (negative = out of memory); None without a capacity."""
-        return None if self.hbm_capacity_bytes is None else self.hbm_capacity_bytes - self.peak_bytes
+        """HBM capacity minus the device peak (negative = out of memory); None without a capacity."""
+        return None if self.hbm_capacity_bytes is None else self.hbm_capacity_bytes - self.device_peak_bytes
 
     @property
     def oom(self) -> bool:
@@ -90,4 +99,5 @@ class MemoryReport:
 
     def to_dict(self) -> dict[str, object]:
         """docs/interface.md ``memory`` object: ``peak_bytes`` and ``stages``."""
-        return {"peak_bytes": self.peak_bytes, "stages": [s.to_dict() for s in self.stages]}
+        return {"peak_bytes": self.peak_bytes, "device_peak_bytes": self.device_peak_bytes,
+                "runtime_bytes": self.runtime_bytes, "stages": [s.to_dict() for s in self.stages]}

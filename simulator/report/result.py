@@ -48,7 +48,9 @@ def render_result(result, fmt: str = "text") -> str:
     table = render_markdown if fmt == "markdown" else render_table
     capacity = result.scenario.cluster.node.gpu.memory.capacity
     memory = table(*memory_rows(result), title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
-                                               f"{result.memory.peak_bytes / GIBI:.2f} GiB, margin "
+                                               f"{result.memory.peak_bytes / GIBI:.2f} GiB, on the device with "
+                                               f"runtime and allocator cache {result.memory.device_peak_bytes / GIBI:.2f}"
+                                               f" GiB, margin "
                                                f"{result.memory.margin_bytes / GIBI:+.2f} GiB)")
     notes = result.warnings()
     warnings = ["", *(f"warning: {n}" if fmt == "text" else f"- {n}" for n in notes)] if notes else []

@@ -49,8 +49,10 @@ class Result:
         out = []
         memory, capacity = self.memory, self.scenario.cluster.node.gpu.memory.capacity
         if memory.oom:
-            out.append(f"OUT OF MEMORY: peak {memory.peak_bytes / GIBI:.1f} GiB exceeds {capacity / GIBI:.1f} GiB "
-                       f"HBM by {-memory.margin_bytes / GIBI:.1f} GiB")
+            out.append(f"OUT OF MEMORY: device peak {memory.device_peak_bytes / GIBI:.1f} GiB (tensors "
+                       f"{memory.peak_bytes / GIBI:.1f} + runtime and allocator cache "
+                       f"{memory.runtime_bytes / GIBI:.1f}) exceeds {capacity / GIBI:.1f} GiB HBM by "
+                       f"{-memory.margin_bytes / GIBI:.1f} GiB")
         if self.step is None:
             return out + list(dict.fromkeys([*self.scenario.plan.notes, *memory.notes]))
         tp_links = {r.link for r in self.step.comm if r.dim == "tp"}
@@ -73,7 +75,8 @@ class Result:
         row = {
             "gpus": s.gpus, "dp": s.plan.dp, "micro_batches": s.plan.num_microbatches,
             "memory.peak_bytes": m.peak_bytes, "memory.peak_GiB": m.peak_bytes / GIBI,
-            "memory.margin_bytes": m.margin_bytes, "memory.oom": m.oom,
+            "memory.device_peak_bytes": m.device_peak_bytes, "memory.margin_bytes": m.margin_bytes,
+            "memory.oom": m.oom,
         }
         if t is None:
             return row
