@@ -53,6 +53,9 @@ class ComputeEfficiency(BaseModel):
                                                              "streaming (memory-bound) kernels")
     attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
                                                                 "of the tensor peak")
+    grouped_efficiency: dict[str, float] = Field(
+        default_factory=dict, description="grouped-GEMM kernels (MoE routed experts) relative to a dense GEMM of the "
+                                          "same shape, per dtype (1 where not listed)")
     calibration_gpus: int = Field(1, ge=1, description="GPUs that ran together in the measurements these numbers "
                                                        "were fitted to (the expected slowest of them is in the fit)")
     sdpa_by_head_dim: dict[int, float] | None = Field(
@@ -75,6 +78,10 @@ class ComputeEfficiency(BaseModel):
         e_lo, e_hi = self.sdpa_by_head_dim[lo], self.sdpa_by_head_dim[hi]
         e = e_lo if hi == lo else e_lo + (e_hi - e_lo) * (d - lo) / (hi - lo)
         return e * seq_len / (seq_len + self.sdpa_half_seq)
+
+    def grouped_fraction(self, dtype: str) -> float:
+        """Throughput of a grouped GEMM relative to the dense model of the same shape (1 when not measured)."""
+        return self.grouped_efficiency.get(dtype, self.grouped_efficiency.get(dtype.split("_")[0], 1.0))
 
     def fraction(self, dtype: str) -> float:
         """Peak fraction of ``dtype`` (fp8 falls back to bf16's when not listed)."""

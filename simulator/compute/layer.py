@@ -76,7 +76,11 @@ def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype
     if not ops:
         return np.zeros(0)
     arr = np.array([[o.m, o.k, o.n, o.batch, o.density] for o in ops], dtype=float)
-    return gemm_times(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], gpu, eff, dtype, arr[:, 4])
+    secs = gemm_times(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], gpu, eff, dtype, arr[:, 4])
+    grouped = np.array([o.name.startswith("experts.") for o in ops])
+    if grouped.any():   # routed experts run as one grouped GEMM kernel, slower than a dense one of the same shape
+        secs = np.where(grouped, eff.launch_s + (secs - eff.launch_s) / eff.grouped_fraction(dtype), secs)
+    return secs
 
 
 def _linear_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:

@@ -32,9 +32,10 @@ def test_development_set_error_does_not_regress(runs):
     expected-slowest-GPU term (15.6%, 22.4%, 4.9%, 28.6%, -11.4%), may only shrink. The FP8 group moved once the
     other way on purpose: its GEMMs took bf16's efficiency until the H200 measurement gave fp8 its own (0.679 of
     the fp8 peak, not 0.720) and the recipe gained its quantization kernels: 4.9% optimistic -> 11.7% pessimistic
-    (mean 18.7%). Tighten as the model improves."""
+    (mean 18.7%). Measured grouped-GEMM efficiency for the routed experts: MoE 28.6% -> 26.4%, mean 18.3%,
+    median -8.7%. Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.188
-    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.118 and s["mean_moe"] <= 0.287
-    assert s["median_signed"] >= -0.115
+    assert s["mean"] <= 0.184
+    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.118 and s["mean_moe"] <= 0.265
+    assert s["median_signed"] >= -0.088
     assert s["oom_trained"] == 0
