@@ -20,8 +20,8 @@ def bounded_int(low: int, high: int | None = None, what: str = "an integer"):
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
         if value < low or (high is not None and value > high):
-            upper = f" and at most {high:,}" if high is not None else ""
-            raise argparse.ArgumentTypeError(f"expected {what} of at least {low}{upper}, got {value:,}")
+            upper = f", at most {high:,}" if high is not None else ""
+            raise argparse.ArgumentTypeError(f"expected {what} (at least {low}{upper}), got {value:,}")
         return value
 
     parse.__name__ = "integer"

@@ -87,11 +87,21 @@ def load_cluster(name: str, nodes: int = 1, fabric: dict | FabricSpec | None = N
         raise validation_error_to_user_error(exc, key_prefix="system") from None
 
 
+def _looks_like_node(data: Any) -> bool:
+    """A file is read as a node profile when more of its keys are node fields than GPU fields (a misspelled key
+    must not turn a node file into a GPU profile and an error about GPU keys)."""
+    if not isinstance(data, dict):
+        return False
+    keys = set(data)
+    node, gpu = set(NodeSpec.model_fields) - {"name", "source"}, set(GpuSpec.model_fields) - {"name", "source"}
+    return len(keys & node) >= len(keys & gpu)
+
+
 def load_profile(name: str) -> GpuSpec | NodeSpec:
     """A node or GPU profile by name, or a YAML file of either kind (a node file has a ``gpus:`` count)."""
     if Path(name).suffix in (".yaml", ".yml"):
         data = read_yaml(_find("nodes", name)).data
-        return load_node(name) if isinstance(data, dict) and "gpus" in data else load_gpu(name)
+        return load_node(name) if _looks_like_node(data) else load_gpu(name)
     if name in list_profiles("nodes"):
         return load_node(name)
     if name in list_profiles("gpus"):

@@ -42,12 +42,13 @@ def _reject_bool_numbers(cls: type[BaseModel], data: dict, key_prefix: str, file
     takes numbers and no booleans."""
     for key, value in data.items():
         field = cls.model_fields.get(key)
-        if isinstance(value, bool) and field is not None and _numeric_only(field.annotation):
+        if isinstance(value, bool) and field is not None and numeric_only(field.annotation):
             raise UserError(f"expected a number, got {str(value).lower()}", file=file,
                             key_path=f"{key_prefix}.{key}" if key_prefix else key)
 
 
-def _numeric_only(annotation: Any) -> bool:
+def numeric_only(annotation: Any) -> bool:
+    """True for a field type that takes int or float and no bool (``int``, ``int | None``, ``float``)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         options = typing.get_args(annotation)
     else:
