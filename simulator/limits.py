@@ -8,6 +8,8 @@ MAX_YAML_BYTES = 1 << 20
 #: largest number of YAML nodes (scalars, lists, mappings) in one document, aliases counted as expanded
 MAX_YAML_NODES = 100_000
 
+#: transformer layers of a model (the engine keeps per-layer tables; the deepest published models have ~200)
+MAX_LAYERS = 4096
 #: GPUs in one scenario (system.nodes x GPUs per node) and ranks in one `simulator collective` group
 MAX_GPUS = 131_072
 #: nodes `simulator topology` builds as a graph (every GPU, NIC and switch is a vertex)

@@ -39,12 +39,28 @@ class LocatedYaml:
         return None
 
 
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` that answers False for a name the OS refuses (too long, a NUL byte) instead of raising."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | Path) -> bool:
+    """``Path.is_dir`` that answers False for a name the OS refuses (too long, a NUL byte) instead of raising."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def read_yaml(path: str | Path) -> LocatedYaml:
     """Parse ``path``; a missing file or malformed YAML is a :class:`UserError` naming the file and line."""
     file = str(path)
     try:
         size = Path(path).stat().st_size
-        if Path(path).is_dir():
+        if is_dir(path):
             raise UserError("is a folder, not a YAML file", file=file)
         if size > MAX_YAML_BYTES:
             raise UserError(f"file is {size:,} bytes; YAML inputs are limited to {MAX_YAML_BYTES:,} bytes "
@@ -52,7 +68,7 @@ def read_yaml(path: str | Path) -> LocatedYaml:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("file not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name, or UnicodeDecodeError
         raise UserError(f"cannot read: {exc.__class__.__name__}", file=file) from None
     return parse_yaml_text(text, file)
 

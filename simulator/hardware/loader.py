@@ -17,7 +17,7 @@ from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.hardware.gpu import GpuSpec
 from simulator.hardware.node import FabricSpec, NodeSpec
-from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
+from simulator.yamlio import LocatedYaml, is_file, read_yaml, validation_error_to_user_error
 
 PROFILE_ROOT = Path(__file__).resolve().parents[2] / "hardware_profiles"
 
@@ -37,12 +37,12 @@ def list_profiles(kind: str) -> list[str]:
 def _find(kind: str, name: str) -> Path:
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
         raise UserError("profile file not found", file=name)
     for directory in profile_dirs(kind):
         path = directory / f"{name}.yaml"
-        if path.is_file():
+        if is_file(path):
             return path
     singular = kind.rstrip("s")
     raise UserError(f"unknown {singular} profile {name!r}; known: {', '.join(list_profiles(kind))}")

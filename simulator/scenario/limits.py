@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from simulator.errors import UserError
 from simulator.hardware import NodeSpec
-from simulator.limits import MAX_GPUS, MAX_TIMELINE_OPS
+from simulator.limits import MAX_GPUS, MAX_LAYERS, MAX_TIMELINE_OPS
 from simulator.model import ModelSpec
 from simulator.plan import ResolvedPlan, TrainingConfig
 
@@ -18,7 +18,11 @@ def check_gpu_count(nodes: int, node: NodeSpec) -> None:
 
 
 def check_inputs(model: ModelSpec, training: TrainingConfig) -> None:
-    """A model with learned absolute positions has ``max_position`` rows: it cannot embed a longer sequence."""
+    """At most :data:`MAX_LAYERS` layers; a model with learned absolute positions has ``max_position`` rows: it
+    cannot embed a longer sequence."""
+    if model.layers > MAX_LAYERS:
+        raise UserError(f"{model.layers:,} layers; the simulator models at most {MAX_LAYERS:,} (docs/errors.md)",
+                        key_path="model.layers")
     if model.position_embedding == "learned" and training.seq_len > model.max_position:
         raise UserError(f"{training.seq_len} tokens, but model {model.name} has learned positions for at most "
                         f"{model.max_position} (model.max_position)", key_path="training.seq_len")

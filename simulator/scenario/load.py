@@ -19,7 +19,7 @@ from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
-from simulator.yamlio import validation_error_to_user_error
+from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "sweep", "zip")
 
@@ -121,7 +121,7 @@ def _calibration(system: SystemSection, cluster: ClusterSpec, document: Document
     if not system.calibration:
         return None, ()
     path = _relative(system.calibration, document.where("system.calibration")[0])
-    if not Path(path).is_file():
+    if not is_file(path):
         raise UserError(f"calibration file {path!r} does not exist", key_path="system.calibration")
     calibration = load_calibration(path)
     problem = calibration_system_problem(calibration, cluster.node.name)
@@ -144,7 +144,7 @@ def _system(data: Any, document: Document) -> SystemSection:
         raise validation_error_to_user_error(exc, key_prefix="system") from None
     if Path(system.profile).suffix in (".yaml", ".yml"):  # a node file: relative to the scenario naming it
         path = _relative(system.profile, document.where("system.profile")[0])
-        if not Path(path).is_file():
+        if not is_file(path):
             raise UserError(f"node profile file {path!r} does not exist (a path is relative to the scenario that "
                             "names it)", key_path="system.profile")
         system = system.model_copy(update={"profile": path})
