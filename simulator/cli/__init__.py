@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv  # accepted anywhere on the line
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a bad argument: argparse prints usage and the rule, SystemExit(2)
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USER_ERROR
