@@ -10,6 +10,13 @@ MAX_YAML_NODES = 100_000
 
 #: transformer layers of a model (the engine keeps per-layer tables; the deepest published models have ~200)
 MAX_LAYERS = 4096
+#: nodes of one scenario or one collective / MoE group (a placement walks every node's links)
+MAX_NODES = 16_384
+#: routed experts of a MoE layer (routing tables are ep x experts; the largest published models have 384)
+MAX_EXPERTS = 4096
+#: router scores drawn by a seeded routing (tokens per rank x ep x experts; ~3 s); expected counts (no seed) have
+#: no such limit
+MAX_SAMPLED_SCORES = 1 << 26
 #: GPUs in one scenario (system.nodes x GPUs per node) and ranks in one `simulator collective` group
 MAX_GPUS = 131_072
 #: nodes `simulator topology` builds as a graph (every GPU, NIC and switch is a vertex)

@@ -21,7 +21,7 @@ from simulator.collectives import (
 )
 from simulator.errors import UserError
 from simulator.hardware import load_node
-from simulator.limits import MAX_COLLECTIVE_BYTES, MAX_GPUS
+from simulator.limits import MAX_COLLECTIVE_BYTES, MAX_GPUS, MAX_NODES
 from simulator.report.files import write_text
 from simulator.units import parse_quantity
 
@@ -64,7 +64,8 @@ def _placement_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranks", required=True, type=bounded_int(2, MAX_GPUS, "a rank count"),
                         help=f"ranks in the group (2 to {MAX_GPUS:,})")
     parser.add_argument("--gpus-per-node", type=positive_int, help="ranks per node (default: as many as fit)")
-    parser.add_argument("--nodes", type=positive_int, help="nodes the group spans (default: ranks / gpus-per-node)")
+    parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"),
+                        help="nodes the group spans (default: ranks / gpus-per-node)")
 
 
 def _placement(args, **overrides):
@@ -73,6 +74,9 @@ def _placement(args, **overrides):
     if per_node < 1 or per_node > node.gpus:
         raise UserError(f"--gpus-per-node {per_node}: {node.name} has {node.gpus} GPUs per node")
     nodes = args.nodes or -(-args.ranks // per_node)
+    if nodes > MAX_NODES:
+        raise UserError(f"--ranks {args.ranks} at {per_node} per node span {nodes:,} nodes; a group spans at most "
+                        f"{MAX_NODES:,} (docs/errors.md)")
     if per_node * nodes != args.ranks:
         raise UserError(f"--ranks {args.ranks} != --gpus-per-node {per_node} x --nodes {nodes}")
     if args.no_nvls:

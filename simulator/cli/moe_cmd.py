@@ -12,14 +12,15 @@ from __future__ import annotations
 from simulator.cli.args import bounded_int, non_negative_int, positive_int
 from simulator.cli.output import print_json
 from simulator.errors import UserError
-from simulator.limits import MAX_GPUS, MAX_MOE_TOKENS
+from simulator.limits import MAX_GPUS, MAX_MOE_TOKENS, MAX_NODES
 from simulator.units import GIGA, MICRO
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("moe", help="expert-parallel dispatch/combine time and bandwidth (DeepEP style)")
     parser.add_argument("--system", required=True, help="node profile, e.g. hgx_h800")
-    parser.add_argument("--nodes", type=positive_int, required=True, help="nodes the EP group spans")
+    parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"), required=True,
+                        help="nodes the EP group spans")
     parser.add_argument("--ep", type=bounded_int(1, MAX_GPUS, "a rank count"), required=True,
                         help="expert-parallel ranks")
     parser.add_argument("--tokens", type=bounded_int(1, MAX_MOE_TOKENS, "a token count"), required=True,
@@ -58,9 +59,9 @@ def run(args) -> int:
         raise UserError(f"--ep {args.ep} over --nodes {args.nodes} puts {rpn} ranks on a node, but {args.system} has "
                         f"{gpus_per_node} GPUs per node (use --nodes {-(-args.ep // gpus_per_node)} or more)",
                         key_path="nodes")
-    placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
     routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups, ranks_per_node=rpn,
                     seed=args.seed)
+    placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
     settings = CommSettings(backend=args.backend, transport=args.transport, qps=args.qps,
                             dispatch_dtype=args.dispatch_dtype)
     comm = ep_comm(routing, placement, args.hidden, settings)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from simulator.errors import UserError
 from simulator.hardware import NodeSpec
-from simulator.limits import MAX_GPUS, MAX_LAYERS, MAX_TIMELINE_OPS
+from simulator.limits import MAX_GPUS, MAX_LAYERS, MAX_NODES, MAX_TIMELINE_OPS
 from simulator.model import ModelSpec
 from simulator.plan import ResolvedPlan, TrainingConfig
 
 
 def check_gpu_count(nodes: int, node: NodeSpec) -> None:
-    """``system.nodes`` x GPUs per node is at most :data:`MAX_GPUS`."""
+    """At most :data:`MAX_NODES` nodes and :data:`MAX_GPUS` GPUs (``system.nodes`` x GPUs per node)."""
+    if nodes > MAX_NODES:
+        raise UserError(f"{nodes:,} nodes; the simulator models at most {MAX_NODES:,} (docs/errors.md)",
+                        key_path="system.nodes")
     if nodes * node.gpus > MAX_GPUS:
         raise UserError(f"{nodes:,} nodes x {node.gpus} GPUs = {nodes * node.gpus:,} GPUs; the simulator models at "
                         f"most {MAX_GPUS:,} GPUs (docs/errors.md)", key_path="system.nodes")

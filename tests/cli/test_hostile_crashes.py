@@ -133,3 +133,20 @@ def test_json_output_is_strict(cli):
 
     rows = json.loads(out, parse_constant=refuse)
     assert len(rows) == 21 and all(r["busbw_GBps"] > 0 for r in rows)
+
+
+def test_moe_sizes_are_bounded(bounded):
+    """Found while hardening: 10^9 experts took 16 GB, and a seeded routing's cost grows as tokens x ep x experts."""
+    base = ("moe", "--system", "hgx_h800", "--nodes", 2, "--ep", 16, "--hidden", 7168, "--top-k", 8)
+    code, _, err = bounded(*base, "--tokens", 4096, "--experts", 10**9)
+    assert code == 2 and "error: experts: 1,000,000,000 experts; the simulator models at most 4,096" in err
+    code, _, err = bounded(*base, "--tokens", 65536, "--experts", 256, "--seed", 1)
+    assert code == 2
+    assert ("seed: a seeded routing draws 65,536 tokens x EP 16 x 256 experts = 268,435,456 scores, more than "
+            "67,108,864") in err
+
+
+def test_collective_group_spanning_too_many_nodes(bounded):
+    code, _, err = bounded("collective", "--system", "dgx_h100", "--op", "all_to_all", "--ranks", 131072,
+                           "--gpus-per-node", 1, "--bytes", "1GiB")
+    assert code == 2 and "--ranks 131072 at 1 per node span 131,072 nodes; a group spans at most 16,384" in err
