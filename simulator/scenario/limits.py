@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from simulator.errors import UserError
 from simulator.hardware import NodeSpec
-from simulator.limits import MAX_GPUS, MAX_LAYERS, MAX_NODES, MAX_TIMELINE_OPS
+from simulator.limits import MAX_EXPERTS, MAX_GPUS, MAX_LAYERS, MAX_NODES, MAX_TIMELINE_OPS
 from simulator.model import ModelSpec
 from simulator.plan import ResolvedPlan, TrainingConfig
 
@@ -26,6 +26,9 @@ def check_inputs(model: ModelSpec, training: TrainingConfig) -> None:
     if model.layers > MAX_LAYERS:
         raise UserError(f"{model.layers:,} layers; the simulator models at most {MAX_LAYERS:,} (docs/errors.md)",
                         key_path="model.layers")
+    if model.moe is not None and model.moe.experts > MAX_EXPERTS:
+        raise UserError(f"{model.moe.experts:,} experts; the simulator models at most {MAX_EXPERTS:,} "
+                        "(docs/errors.md)", key_path="model.moe.experts")
     if model.position_embedding == "learned" and training.seq_len > model.max_position:
         raise UserError(f"{training.seq_len} tokens, but model {model.name} has learned positions for at most "
                         f"{model.max_position} (model.max_position)", key_path="training.seq_len")
