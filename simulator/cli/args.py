@@ -4,6 +4,7 @@ before any work is done (argparse reports a bad value with exit status 2)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 #: matplotlib's savefig formats (``FigureCanvasBase.get_supported_filetypes()``; a test keeps the two equal),
 #: listed here so that checking ``--plot`` does not import matplotlib
@@ -42,6 +43,8 @@ def output_path(text: str) -> str:
     folder = path.resolve().parent
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
     return text
 
 

@@ -67,7 +67,7 @@ def mutate(data: dict, rng: random.Random, count: int = 2) -> dict:
         if not paths:
             break
         path = rng.choice(paths)
-        kind = rng.randrange(6)
+        kind = rng.randrange(8)
         old = _get(out, path)
         if kind == 0 and isinstance(_get(out, path[:-1]) if path[:-1] else out, dict):
             del (_get(out, path[:-1]) if path[:-1] else out)[path[-1]]
@@ -75,6 +75,10 @@ def mutate(data: dict, rng: random.Random, count: int = 2) -> dict:
             old[rng.choice(["tpp", "nodez", "seq_length", "gpus_per_node", "extra"])] = rng.choice(HOSTILE_VALUES)
         elif kind == 2 and isinstance(old, int | float) and not isinstance(old, bool):
             _set(out, path, type(old)(old * rng.choice([0, -1, 2, 3, 16, 1000, 10**6])))
+        elif kind >= 6 and isinstance(old, int) and not isinstance(old, bool):  # plausible: often a valid plan
+            _set(out, path, max(1, old * 2 if kind == 6 else old // 2))
+        elif kind >= 6 and isinstance(old, bool):
+            _set(out, path, not old)
         else:
             _set(out, path, copy.deepcopy(rng.choice(HOSTILE_VALUES)))
     return out
