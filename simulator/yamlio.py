@@ -6,12 +6,18 @@ reported as ``file:line: key.path: what is wrong``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from simulator.errors import UserError
+from simulator.limits import MAX_YAML_BYTES, MAX_YAML_NODES
+
+#: deepest nesting of a YAML document (scenarios nest 4 levels)
+MAX_YAML_DEPTH = 64
+FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
 class LocatedYaml:
@@ -33,45 +39,143 @@ class LocatedYaml:
         return None
 
 
+def is_file(path: str | Path) -> bool:
+    """``Path.is_file`` that answers False for a name the OS refuses (too long, a NUL byte) instead of raising."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def is_dir(path: str | Path) -> bool:
+    """``Path.is_dir`` that answers False for a name the OS refuses (too long, a NUL byte) instead of raising."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def read_yaml(path: str | Path) -> LocatedYaml:
     """Parse ``path``; a missing file or malformed YAML is a :class:`UserError` naming the file and line."""
     file = str(path)
     try:
+        size = Path(path).stat().st_size
+        if is_dir(path):
+            raise UserError("is a folder, not a YAML file", file=file)
+        if size > MAX_YAML_BYTES:
+            raise UserError(f"file is {size:,} bytes; YAML inputs are limited to {MAX_YAML_BYTES:,} bytes "
+                            "(docs/errors.md)", file=file)
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("file not found", file=file) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name, or UnicodeDecodeError
         raise UserError(f"cannot read: {exc.__class__.__name__}", file=file) from None
     return parse_yaml_text(text, file)
 
 
 def parse_yaml_text(text: str, file: str = "<string>") -> LocatedYaml:
-    """Parse YAML text, recording the line of every mapping key and sequence item."""
+    """Parse YAML text, recording the line of every mapping key and sequence item.
+
+    Before anything is built, the document is checked against the limits of :mod:`simulator.limits` (size, and
+    nodes with every alias counted as expanded, so an alias bomb is refused before it expands), duplicate keys
+    (an error naming both lines: YAML would silently keep the last) and numbers that are not finite (``.inf``).
+    """
+    if len(text) > MAX_YAML_BYTES:
+        raise UserError(f"text is {len(text):,} characters; YAML inputs are limited to {MAX_YAML_BYTES:,}", file=file)
+    loader = yaml.SafeLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        lines: dict[str, int] = {}
+        if node is not None:
+            _check_size(node, file)
+            _record_lines(node, "", lines, file)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"malformed YAML: {problem}", file=file,
                         line=mark.line + 1 if mark else None) from None
-    lines: dict[str, int] = {}
-    if node is not None:
-        _record_lines(node, "", lines)
+    except RecursionError:
+        raise UserError(f"malformed YAML: nested more than {MAX_YAML_DEPTH} levels deep", file=file) from None
+    finally:
+        loader.dispose()
     return LocatedYaml(data, lines, file)
 
 
-def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
+def _check_size(root: yaml.Node, file: str) -> None:
+    """Count the nodes of the document as built (an alias counts as a full copy of what it names) without
+    building it; refuse more than ``MAX_YAML_NODES``, deeper than ``MAX_YAML_DEPTH`` or a recursive alias."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise UserError("an alias refers to a node that contains it (recursive YAML)", file=file,
+                            line=node.start_mark.line + 1)
+        if depth > MAX_YAML_DEPTH:
+            raise UserError(f"nested more than {MAX_YAML_DEPTH} levels deep", file=file, line=node.start_mark.line + 1)
+        open_nodes.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_YAML_NODES:
+                raise UserError(f"the document has more than {MAX_YAML_NODES:,} values with every alias expanded "
+                                "(an alias bomb?); refused before expanding it (docs/errors.md)", file=file,
+                                line=child.start_mark.line + 1)
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, 0)
+
+
+def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int], file: str) -> None:
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
             path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-            lines[path] = key_node.start_mark.line + 1
-            _record_lines(value_node, path, lines)
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen and key_node.value != "<<":
+                raise UserError(f"duplicate key {key_node.value!r}: first on line {seen[key_node.value]}, again on "
+                                f"line {line} (YAML would silently keep the last; keep one)", file=file,
+                                key_path=path, line=line)
+            seen[key_node.value] = line
+            lines[path] = line
+            _record_lines(value_node, path, lines, file)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             path = f"{prefix}.{index}" if prefix else str(index)
             lines[path] = item.start_mark.line + 1
-            _record_lines(item, path, lines)
+            _record_lines(item, path, lines, file)
+    elif node.tag == FLOAT_TAG and not math.isfinite(_float(node.value)):
+        raise UserError(f"{node.value} is not a finite number", file=file, key_path=prefix or None,
+                        line=node.start_mark.line + 1)
+
+
+def check_finite(data: Any, prefix: str = "") -> None:
+    """Raise :class:`UserError` at the first float of ``data`` (nested mappings and lists) that is not finite."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise UserError(f"{data} is not a finite number", key_path=prefix or None)
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list | tuple) else ()
+    for key, value in items:
+        check_finite(value, f"{prefix}.{key}" if prefix else str(key))
+
+
+def _float(text: str) -> float:
+    """The value of a YAML 1.1 float scalar (``.inf``, ``-.Inf``, ``.nan``, ``1.0e+400``); 0 for forms float()
+    does not read (sexagesimal), which are finite anyway."""
+    plain = text.lower().replace("_", "")
+    if plain.lstrip("+-") in (".inf", ".nan"):
+        return math.inf
+    try:
+        return float(plain)
+    except ValueError:
+        return 0.0
 
 
 def validation_error_to_user_error(exc: Any, *, file: str | None = None, located: LocatedYaml | None = None,

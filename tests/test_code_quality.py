@@ -32,7 +32,7 @@ ALLOWED = {
     "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
     "measure": {"units"},
 }
-SHARED_LEAVES = {"errors", "yamlio", "resources"}
+SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}
 
 
 def _imports(path: Path) -> set[str]:

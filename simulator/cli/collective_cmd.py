@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 
-from simulator.cli.args import output_path
+from simulator.cli.args import bounded_int, output_path, plot_path, positive_int
+from simulator.cli.output import print_json
 from simulator.collectives import (
-    ALGORITHMS,
     OPS,
     calibrate,
     calibration_to_yaml,
+    check_calibration_system,
     collective_table,
     format_errors,
     format_table,
@@ -20,10 +21,13 @@ from simulator.collectives import (
 )
 from simulator.errors import UserError
 from simulator.hardware import load_node
+from simulator.limits import MAX_COLLECTIVE_BYTES, MAX_GPUS, MAX_NODES
 from simulator.report.files import write_text
 from simulator.units import parse_quantity
 
 PROTOCOLS = ("auto", "ll", "ll128", "simple")
+#: every --algo CONTRACT.md names; which ones an operation has is checked by the model (collectives.model)
+ALGOS = ("auto", "all", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat")
 
 
 def register(subparsers) -> None:
@@ -32,14 +36,17 @@ def register(subparsers) -> None:
     coll.add_argument("--op", required=True, choices=OPS)
     coll.add_argument("--bytes", required=True, dest="sizes",
                       help="comma list and/or START:END (x2 steps) with units, e.g. 1KiB:4GiB or 1048576,64MiB")
-    coll.add_argument("--algo", default="auto", help=f"auto, all, or one of: {', '.join(ALGORITHMS)}")
+    coll.add_argument("--algo", default="auto", choices=ALGOS,
+                      help="auto (default), all (table and plot only), or one algorithm the operation has")
     coll.add_argument("--proto", default="auto", choices=PROTOCOLS)
     coll.add_argument("--calibration", help="calibration YAML from `simulator calibrate`")
+    coll.add_argument("--force-calibration", action="store_true",
+                      help="apply a calibration measured on another system (a warning instead of an error)")
     coll.add_argument("--no-nvls", action="store_true", help="NVLink SHARP off (as NCCL_NVLS_ENABLE=0)")
     coll.add_argument("--net-issue", default="cpu_proxy", choices=("cpu_proxy", "ibgda"),
                       help="who posts network work (default cpu_proxy)")
     coll.add_argument("--json", action="store_true", help="JSON array, one object per size")
-    coll.add_argument("--plot", metavar="FILE", type=output_path, help="bus bandwidth vs size plot (png, svg, pdf)")
+    coll.add_argument("--plot", metavar="FILE", type=plot_path, help="bus bandwidth vs size plot (png, svg, pdf)")
     coll.set_defaults(handler=_collective)
 
     cal = subparsers.add_parser("calibrate", help="fit link parameters from nccl-tests logs")
@@ -54,19 +61,22 @@ def register(subparsers) -> None:
 
 def _placement_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", required=True, help="node profile (simulator hardware list)")
-    parser.add_argument("--ranks", required=True, type=int, help="ranks in the group")
-    parser.add_argument("--gpus-per-node", type=int, help="ranks per node (default: as many as fit)")
-    parser.add_argument("--nodes", type=int, help="nodes the group spans (default: ranks / gpus-per-node)")
+    parser.add_argument("--ranks", required=True, type=bounded_int(2, MAX_GPUS, "a rank count"),
+                        help=f"ranks in the group (2 to {MAX_GPUS:,})")
+    parser.add_argument("--gpus-per-node", type=positive_int, help="ranks per node (default: as many as fit)")
+    parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"),
+                        help="nodes the group spans (default: ranks / gpus-per-node)")
 
 
 def _placement(args, **overrides):
     node = load_node(args.system)
-    if args.ranks < 1:
-        raise UserError(f"--ranks must be at least 1, got {args.ranks}")
     per_node = args.gpus_per_node or (args.ranks // args.nodes if args.nodes else min(args.ranks, node.gpus))
     if per_node < 1 or per_node > node.gpus:
         raise UserError(f"--gpus-per-node {per_node}: {node.name} has {node.gpus} GPUs per node")
     nodes = args.nodes or -(-args.ranks // per_node)
+    if nodes > MAX_NODES:
+        raise UserError(f"--ranks {args.ranks} at {per_node} per node span {nodes:,} nodes; a group spans at most "
+                        f"{MAX_NODES:,} (docs/errors.md)")
     if per_node * nodes != args.ranks:
         raise UserError(f"--ranks {args.ranks} != --gpus-per-node {per_node} x --nodes {nodes}")
     if args.no_nvls:
@@ -75,39 +85,52 @@ def _placement(args, **overrides):
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``1KiB:4GiB`` (doubling) and/or comma-separated sizes with units, in bytes."""
+    """``1KiB:4GiB`` (doubling) and/or comma-separated sizes with units, in bytes (each at most 1 PiB)."""
     sizes: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         if ":" in part:
-            start, end = (int(parse_quantity(x, "bytes", default_unit="B")) for x in part.split(":", 1))
-            if start < 1 or end < start:
-                raise UserError(f"--bytes range {part!r} needs 1 <= START <= END")
-            size = start
-            while size <= end:
-                sizes.append(size)
-                size *= 2
+            bounds = part.split(":")
+            if len(bounds) != 2:
+                raise UserError(f"--bytes range {part!r} must be START:END (doubling from START), e.g. 1KiB:4GiB")
+            start, end = (_size(x, part) for x in bounds)
+            if end < start:
+                raise UserError(f"--bytes range {part!r} needs START <= END")
+            sizes += [start << i for i in range((end // start).bit_length())]
         else:
-            size = int(parse_quantity(part, "bytes", default_unit="B"))
-            if size < 1:
-                raise UserError(f"--bytes {part!r} must be at least 1 byte")
-            sizes.append(size)
+            sizes.append(_size(part, part))
     if not sizes:
         raise UserError("--bytes names no size")
     return sorted(set(sizes))
 
 
+def _size(text: str, part: str) -> int:
+    value = parse_quantity(text.strip(), "bytes", default_unit="B")
+    if not 1 <= value <= MAX_COLLECTIVE_BYTES:
+        raise UserError(f"--bytes {part!r}: each size must be between 1 byte and 1 PiB ({MAX_COLLECTIVE_BYTES} bytes)")
+    return int(value)
+
+
+def _calibration(args):
+    if not args.calibration:
+        return None
+    calibration = load_calibration(args.calibration)
+    warning = check_calibration_system(calibration, load_node(args.system).name, args.calibration,
+                                       args.force_calibration)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return calibration
+
+
 def _collective(args) -> int:
-    if args.algo != "all" and args.algo != "auto" and args.algo not in ALGORITHMS:
-        raise UserError(f"--algo {args.algo!r} is not one of: auto, all, {', '.join(ALGORITHMS)}")
     if args.algo == "all" and args.json:
         raise UserError("--algo all is for the table and the plot; --json needs one algorithm or auto")
+    sizes = parse_sizes(args.sizes)
     placement = _placement(args, net_issue=args.net_issue)
-    calibration = load_calibration(args.calibration) if args.calibration else None
-    rows = collective_table(placement, args.op, parse_sizes(args.sizes), args.algo, args.proto, calibration)
+    rows = collective_table(placement, args.op, sizes, args.algo, args.proto, _calibration(args))
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print_json(rows, indent=1)
     else:
         print(format_table(rows))
     if args.plot:

@@ -9,19 +9,22 @@ simulator moe --system PROFILE --nodes N --ep E --tokens T --hidden H --top-k K 
 
 from __future__ import annotations
 
-import json
-
-from simulator.cli.args import positive_int
+from simulator.cli.args import bounded_int, non_negative_int, positive_int
+from simulator.cli.output import print_json
 from simulator.errors import UserError
+from simulator.limits import MAX_GPUS, MAX_MOE_TOKENS, MAX_NODES
 from simulator.units import GIGA, MICRO
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("moe", help="expert-parallel dispatch/combine time and bandwidth (DeepEP style)")
     parser.add_argument("--system", required=True, help="node profile, e.g. hgx_h800")
-    parser.add_argument("--nodes", type=positive_int, required=True, help="nodes the EP group spans")
-    parser.add_argument("--ep", type=positive_int, required=True, help="expert-parallel ranks")
-    parser.add_argument("--tokens", type=positive_int, required=True, help="tokens per batch on each rank")
+    parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"), required=True,
+                        help="nodes the EP group spans")
+    parser.add_argument("--ep", type=bounded_int(1, MAX_GPUS, "a rank count"), required=True,
+                        help="expert-parallel ranks")
+    parser.add_argument("--tokens", type=bounded_int(1, MAX_MOE_TOKENS, "a token count"), required=True,
+                        help=f"tokens per batch on each rank (at most {MAX_MOE_TOKENS:,})")
     parser.add_argument("--hidden", type=positive_int, required=True, help="model width")
     parser.add_argument("--top-k", type=positive_int, required=True, help="experts per token")
     parser.add_argument("--experts", type=positive_int, default=256, help="routed experts (default 256)")
@@ -33,7 +36,7 @@ def register(subparsers) -> None:
                         help="internode RDMA issued by a CPU proxy (ibrc) or the GPU (ibgda); default per backend")
     parser.add_argument("--qps", type=positive_int, default=None, help="queue pairs per peer (default per backend)")
     parser.add_argument("--dispatch-dtype", choices=("fp8", "bf16"), default="fp8")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=non_negative_int, default=None,
                         help="sample one routed batch with this seed (default: expected token counts)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -43,7 +46,11 @@ def run(args) -> int:
     from simulator.collectives import placement_for_profile
     from simulator.hardware import load_node
     from simulator.moe import CommSettings, ep_comm, route
+    from simulator.moe.settings import transport_problem
 
+    problem = transport_problem(args.backend, args.transport)
+    if problem:
+        raise UserError(problem, key_path="--transport")
     if args.ep % args.nodes:
         raise UserError(f"--ep {args.ep} does not spread evenly over --nodes {args.nodes}", key_path="ep")
     rpn = args.ep // args.nodes
@@ -52,9 +59,9 @@ def run(args) -> int:
         raise UserError(f"--ep {args.ep} over --nodes {args.nodes} puts {rpn} ranks on a node, but {args.system} has "
                         f"{gpus_per_node} GPUs per node (use --nodes {-(-args.ep // gpus_per_node)} or more)",
                         key_path="nodes")
-    placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
     routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups, ranks_per_node=rpn,
                     seed=args.seed)
+    placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
     settings = CommSettings(backend=args.backend, transport=args.transport, qps=args.qps,
                             dispatch_dtype=args.dispatch_dtype)
     comm = ep_comm(routing, placement, args.hidden, settings)
@@ -62,7 +69,7 @@ def run(args) -> int:
            "dispatch_GBps": comm.dispatch.bandwidth_Bps / GIGA, "combine_GBps": comm.combine.bandwidth_Bps / GIGA,
            "bottleneck": comm.dispatch.bottleneck}
     if args.json:
-        print(json.dumps(row))
+        print_json(row)
         return 0
     print(f"{args.backend} on {args.system}: EP {args.ep} over {args.nodes} node(s), {args.tokens} tokens/rank, "
           f"hidden {args.hidden}, top-{args.top_k} of {args.experts} experts, transport {comm.transport}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simulator.errors import UserError
 from simulator.scenario.regress import compare, read_golden, scenario_points, write_golden
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,9 +18,24 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=_regress)
 
 
+def _folders(args) -> tuple[list[Path], Path]:
+    """The scenario files and the golden folder, checked before any scenario runs (an empty run passes nothing)."""
+    folder, goldens = Path(args.scenarios), Path(args.goldens)
+    if not folder.is_dir():
+        raise UserError(f"--scenarios {args.scenarios!r} is not a folder" if folder.exists()
+                        else f"--scenarios folder {args.scenarios!r} does not exist")
+    scenarios = sorted(folder.glob("*.yaml"))
+    if not scenarios:
+        raise UserError(f"--scenarios folder {args.scenarios!r} holds no *.yaml scenario")
+    if not args.update and not goldens.is_dir():
+        raise UserError(f"--goldens folder {args.goldens!r} does not exist (--update writes it)")
+    if goldens.exists() and not goldens.is_dir():
+        raise UserError(f"--goldens {args.goldens!r} is not a folder")
+    return scenarios, goldens
+
+
 def _regress(args) -> int:
-    scenarios = sorted(Path(args.scenarios).glob("*.yaml"))
-    goldens = Path(args.goldens)
+    scenarios, goldens = _folders(args)
     moved = 0
     for scenario in scenarios:
         current = scenario_points(scenario)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
+import sys
 
-from simulator.cli.args import output_path
+from simulator.cli.args import output_path, plot_path
+from simulator.cli.output import print_json
 from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
@@ -21,20 +22,38 @@ def register(subparsers) -> None:
     formats.add_argument("--json", action="store_true", help="print docs/interface.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
     formats.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
-    run.add_argument("--plot", metavar="FILE", type=output_path, help="draw memory per stage, time breakdown and timeline into FILE")
+    run.add_argument("--plot", metavar="FILE", type=plot_path, help="draw memory per stage, time breakdown and timeline into FILE")
     run.add_argument("--trace", metavar="FILE", type=output_path, help="write a Chrome trace of the step (opens in Perfetto)")
+    force_calibration_argument(run)
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
     memory.add_argument("scenario", help="scenario YAML")
     memory.add_argument("--items", action="store_true", help="list every item of every stage with its formula")
     memory.add_argument("--json", action="store_true", help="print the memory object as JSON")
+    force_calibration_argument(memory)
     memory.set_defaults(handler=_memory)
 
 
+def force_calibration_argument(parser) -> None:
+    parser.add_argument("--force-calibration", action="store_true",
+                        help="apply system.calibration even if it was measured on another system (a warning)")
+
+
+def load(path: str, force_calibration: bool = False):
+    """The scenario at ``path``; its notes (a forced calibration) are printed as warnings on stderr."""
+    scenario = load_scenario(path, {"system": {"force_calibration": True}} if force_calibration else None)
+    for note in scenario.notes:
+        print(f"warning: {note}", file=sys.stderr)
+    return scenario
+
+
 def _run(args) -> int:
-    result = simulate(load_scenario(args.scenario))
+    scenario = load(args.scenario, args.force_calibration)
+    if args.trace and scenario.training.mode == "inference":
+        raise UserError("--trace needs a training step; this scenario is training.mode: inference")
+    result = simulate(scenario)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict(), indent=2)
     elif args.csv:
         print(result.to_frame().to_csv(index=False), end="")
     else:
@@ -46,17 +65,14 @@ def _run(args) -> int:
     if args.trace:
         from simulator.report.trace import write_chrome_trace
 
-        if result.step is None:
-            raise UserError("--trace needs a training step; this scenario is training.mode: inference")
-
         print(f"wrote {write_chrome_trace(result.step, args.trace)}")
     return 0
 
 
 def _memory(args) -> int:
-    result = simulate(load_scenario(args.scenario))
+    result = simulate(load(args.scenario, args.force_calibration))
     if args.json:
-        print(json.dumps(result.to_dict()["memory"], indent=2))
+        print_json(result.to_dict()["memory"], indent=2)
         return 0
     print(header(result))
     print()

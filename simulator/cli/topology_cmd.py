@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from simulator.cli.args import output_path, positive_int
+from simulator.cli.args import bounded_int, output_path, plot_path
 from simulator.hardware import load_cluster
+from simulator.limits import MAX_TOPOLOGY_NODES
 from simulator.report.hardware import path_table, topology_summary
 from simulator.topology import Topology
 
@@ -11,10 +12,12 @@ from simulator.topology import Topology
 def register(subparsers) -> None:
     parser = subparsers.add_parser("topology", help="the topology graph of a node profile times N nodes")
     parser.add_argument("name", help="node profile name or path")
-    parser.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
+    parser.add_argument("--nodes", type=bounded_int(1, MAX_TOPOLOGY_NODES, "a node count"), default=1,
+                        help=f"number of nodes (default 1, at most {MAX_TOPOLOGY_NODES}: every GPU, NIC and switch is "
+                             "a vertex of the graph)")
     parser.add_argument("--path", nargs=2, metavar=("A", "B"),
                         help="print the route between two GPUs (gpu0, gpu9 global, or n1.gpu1)")
-    parser.add_argument("--draw", metavar="FILE.png", type=output_path, help="draw a layered picture (at most 4 nodes)")
+    parser.add_argument("--draw", metavar="FILE.png", type=plot_path, help="draw a layered picture (at most 4 nodes)")
     parser.add_argument("--graphml", metavar="FILE", type=output_path, help="export the graph as GraphML")
     parser.set_defaults(handler=_run)
 

@@ -9,7 +9,9 @@ Public API: :class:`GroupPlacement` (what the group sees of the hardware), :func
 from simulator.collectives.calibration import (
     Calibration,
     CalibrationEntry,
+    calibration_system_problem,
     calibration_to_yaml,
+    check_calibration_system,
     load_calibration,
 )
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients, format_coefficients
@@ -33,7 +35,8 @@ from simulator.collectives.table import collective_table, format_table, plot_bus
 __all__ = [
     "ALGORITHMS", "OPS", "DEFAULT_COEFFICIENTS", "Calibration", "CalibrationEntry", "Coefficients",
     "Evaluation", "FileError", "GroupCostModel", "GroupPlacement", "RingPass", "all_to_all_matrix_time",
-    "build_cost_model", "busbw_factor", "calibrate", "calibration_to_yaml", "collective_table", "evaluate",
+    "build_cost_model", "busbw_factor", "calibrate", "calibration_system_problem", "calibration_to_yaml",
+    "check_calibration_system", "collective_table", "evaluate",
     "feasible_algorithms", "fit_errors", "format_coefficients", "format_errors", "format_table", "load_calibration",
     "nccl_tuner_time", "nic_message_time", "parse_nccl_tests", "parse_tuning_table", "place_group", "placement_for_profile",
     "plot_busbw", "ring_pass",

@@ -62,6 +62,29 @@ class Calibration(BaseModel):
         return auto[0] if auto else None
 
 
+def calibration_system_problem(calibration: Calibration, node_name: str) -> str | None:
+    """Why ``calibration`` should not be applied to node profile ``node_name`` (None when it may): a fit names the
+    profile it was measured on as the first word of ``system:`` (``h200_x2 (2x H200 SXM ...)``); link parameters
+    fitted on one machine are wrong on another (an H200 fit makes DGX H100 TP collectives ~34% faster)."""
+    measured = calibration.system.split(" ", 1)[0].split("(", 1)[0].strip()
+    if not measured or measured == node_name:
+        return None
+    return f"calibration was measured on {measured!r}, not on {node_name!r}"
+
+
+def check_calibration_system(calibration: Calibration, node_name: str, file: str | None,
+                             force: bool) -> str | None:
+    """Raise :class:`UserError` when ``calibration`` was measured on another system, unless ``force``: then return
+    the warning to print (None when the systems match)."""
+    problem = calibration_system_problem(calibration, node_name)
+    if problem is None:
+        return None
+    if not force:
+        raise UserError(f"{problem} (--force-calibration or system.force_calibration: true applies it anyway)",
+                        file=file, key_path="system")
+    return f"{file}: {problem}; applied because it was forced"
+
+
 def calibration_to_yaml(calibration: Calibration) -> str:
     """YAML text of a calibration (SI units, keys as in :class:`CalibrationEntry`)."""
     import yaml

@@ -19,7 +19,7 @@ from simulator.hardware.cluster import ClusterSpec
 from simulator.hardware.gpu import GpuSpec
 from simulator.hardware.node import FabricSpec, NodeSpec
 from simulator.resources import profile_root
-from simulator.yamlio import LocatedYaml, read_yaml, validation_error_to_user_error
+from simulator.yamlio import LocatedYaml, is_file, read_yaml, validation_error_to_user_error
 
 PROFILE_ROOT = profile_root()
 
@@ -39,12 +39,12 @@ def list_profiles(kind: str) -> list[str]:
 def _find(kind: str, name: str) -> Path:
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml"):
-        if candidate.is_file():
+        if is_file(candidate):
             return candidate
         raise UserError("profile file not found", file=name)
     for directory in profile_dirs(kind):
         path = directory / f"{name}.yaml"
-        if path.is_file():
+        if is_file(path):
             return path
     singular = kind.rstrip("s")
     raise UserError(f"unknown {singular} profile {name!r}; known: {', '.join(list_profiles(kind))}")
@@ -89,11 +89,21 @@ def load_cluster(name: str, nodes: int = 1, fabric: dict | FabricSpec | None = N
         raise validation_error_to_user_error(exc, key_prefix="system") from None
 
 
+def _looks_like_node(data: Any) -> bool:
+    """A file is read as a node profile when more of its keys are node fields than GPU fields (a misspelled key
+    must not turn a node file into a GPU profile and an error about GPU keys)."""
+    if not isinstance(data, dict):
+        return False
+    keys = set(data)
+    node, gpu = set(NodeSpec.model_fields) - {"name", "source"}, set(GpuSpec.model_fields) - {"name", "source"}
+    return len(keys & node) >= len(keys & gpu)
+
+
 def load_profile(name: str) -> GpuSpec | NodeSpec:
     """A node or GPU profile by name, or a YAML file of either kind (a node file has a ``gpus:`` count)."""
     if Path(name).suffix in (".yaml", ".yml"):
         data = read_yaml(_find("nodes", name)).data
-        return load_node(name) if isinstance(data, dict) and "gpus" in data else load_gpu(name)
+        return load_node(name) if _looks_like_node(data) else load_gpu(name)
     if name in list_profiles("nodes"):
         return load_node(name)
     if name in list_profiles("gpus"):

@@ -13,6 +13,7 @@ from typing import Any
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
+from simulator.yamlio import is_dir
 
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v3",
                "deepseek_v2", "gpt_oss"}
@@ -26,7 +27,7 @@ def load_hf_config(path: str | Path) -> ModelSpec:
             with key path ``model.hf_config``.
     """
     p = Path(path)
-    if p.is_dir():
+    if is_dir(p):
         p = p / "config.json"
     try:
         cfg = json.loads(p.read_text(encoding="utf-8"))
@@ -34,6 +35,10 @@ def load_hf_config(path: str | Path) -> ModelSpec:
         raise UserError(f"no such file {str(p)!r}", key_path="model.hf_config") from None
     except json.JSONDecodeError as err:
         raise UserError(f"not valid JSON: {err}", file=str(p), key_path="model.hf_config") from None
+    except (OSError, ValueError) as err:  # a folder without config.json, a name the OS refuses
+        raise UserError(f"cannot read {str(p)!r} ({type(err).__name__})", key_path="model.hf_config") from None
+    if not isinstance(cfg, dict):
+        raise UserError("config.json must hold a JSON object", file=str(p), key_path="model.hf_config")
     mtype = cfg.get("model_type")
     if mtype not in _LLAMA_LIKE:
         raise UserError(f"unsupported model_type {mtype!r}; accepted: {', '.join(sorted(_LLAMA_LIKE))}",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +27,7 @@ def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) 
         return data
     if not isinstance(data, dict):
         raise UserError(f"expected a mapping, got {type(data).__name__}", file=file, key_path=key_prefix)
+    _reject_bool_numbers(cls, data, key_prefix, file)
     try:
         return cls.model_validate(data)
     except UserError as err:
@@ -32,3 +35,22 @@ def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) 
     except ValidationError as err:
         raise validation_error_to_user_error(err, file=file, key_prefix=key_prefix,
                                              accepted=sorted(cls.model_fields)) from None
+
+
+def _reject_bool_numbers(cls: type[BaseModel], data: dict, key_prefix: str, file: str | None) -> None:
+    """``tp: true`` is not 1: pydantic's lax mode reads a YAML boolean as an integer, so refuse it for a field that
+    takes numbers and no booleans."""
+    for key, value in data.items():
+        field = cls.model_fields.get(key)
+        if isinstance(value, bool) and field is not None and numeric_only(field.annotation):
+            raise UserError(f"expected a number, got {str(value).lower()}", file=file,
+                            key_path=f"{key_prefix}.{key}" if key_prefix else key)
+
+
+def numeric_only(annotation: Any) -> bool:
+    """True for a field type that takes int or float and no bool (``int``, ``int | None``, ``float``)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+    else:
+        options = (annotation,)
+    return bool not in options and any(o in (int, float) for o in options)

@@ -21,6 +21,7 @@ from math import ceil, comb
 import numpy as np
 
 from simulator.errors import UserError
+from simulator.limits import MAX_EXPERTS, MAX_SAMPLED_SCORES
 from simulator.moe.sampling import sample_topk
 from simulator.moe.waterfill import waterfill
 
@@ -125,6 +126,8 @@ def _check(tokens: int, top_k: int, experts: int, ep: int, ranks_per_node: int, 
                         f"experts={experts}, ep={ep}")
     if top_k > experts:
         raise UserError(f"top_k ({top_k}) exceeds the number of experts ({experts})", key_path="top_k")
+    if experts > MAX_EXPERTS:
+        raise UserError(f"{experts:,} experts; the simulator models at most {MAX_EXPERTS:,}", key_path="experts")
     if experts % ep:
         raise UserError(f"{experts} experts do not split evenly over EP {ep} (experts % ep must be 0)",
                         key_path="experts")
@@ -156,6 +159,10 @@ def route(tokens: int, top_k: int, experts: int, ep: int, *, distribution: str |
     """
     rpn = ranks_per_node or min(ep, 8)
     nodes = _check(tokens, top_k, experts, ep, rpn, node_limit)
+    if seed is not None and tokens * ep * experts > MAX_SAMPLED_SCORES:
+        raise UserError(f"a seeded routing draws {tokens:,} tokens x EP {ep} x {experts} experts = "
+                        f"{tokens * ep * experts:,} scores, more than {MAX_SAMPLED_SCORES:,} (docs/errors.md); "
+                        "without a seed the expected counts have no limit", key_path="seed")
     limit = node_limit if node_limit is not None and node_limit < nodes else None
     p = expert_weights(experts, distribution, zipf_exponent)
     if capacity_factor is not None and capacity_factor <= 0:

@@ -13,6 +13,18 @@ from simulator.moe.backends import Backend, CommSettings
 _GPU_ISSUE = ("deepep_normal", "deepep_low_latency")
 
 
+def transport_problem(backend: str, transport: str | None) -> str | None:
+    """Why ``backend`` cannot run over ``transport`` (None when it can): CPU-proxy backends cannot issue RDMA from
+    the GPU, and DeepEP's low-latency kernels issue every write from the GPU (NVSHMEM IBGDA; DeepEP README), so
+    they cannot run over a CPU proxy (ibrc). The cost model can still price that what-if through ``CommSettings``."""
+    if transport == "ibgda" and backend not in _GPU_ISSUE:
+        return f"backend {backend} issues RDMA from CPU proxy threads; transport ibgda needs {' or '.join(_GPU_ISSUE)}"
+    if transport == "ibrc" and backend == "deepep_low_latency":
+        return ("backend deepep_low_latency issues RDMA from the GPU (NVSHMEM IBGDA); transport ibrc needs nccl, "
+                "deepep_normal or cpu_proxy")
+    return None
+
+
 class MoeSettings(BaseModel):
     """``moe:``: expert-parallel communication backend, routing skew and overlap of every MoE layer.
 
@@ -42,9 +54,9 @@ class MoeSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> MoeSettings:
-        if self.transport == "ibgda" and self.backend not in _GPU_ISSUE:
-            raise UserError(f"backend {self.backend} issues RDMA from CPU proxy threads; transport ibgda needs "
-                            f"{' or '.join(_GPU_ISSUE)}", key_path="moe.transport")
+        problem = transport_problem(self.backend, self.transport)
+        if problem:
+            raise UserError(problem, key_path="moe.transport")
         return self
 
     def for_net_issue(self, net_issue: str) -> MoeSettings:

@@ -111,21 +111,53 @@ def breakdown_axes(ax, result) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def timeline_axes(ax, result, max_events: int = 4000) -> None:
-    """Gantt chart of the step: one row per (pipeline stage, stream)."""
+#: bars drawn one by one on the timeline; beyond it, each lane's bars are merged into busy spans (said in the title)
+MAX_TIMELINE_BARS = 200_000
+
+
+def timeline_axes(ax, result, max_bars: int = MAX_TIMELINE_BARS) -> str:
+    """Gantt chart of the step: one row per (pipeline stage, stream), every lane drawn to the end of the step.
+
+    Each lane is one ``broken_barh`` per colour. When the step has more than ``max_bars`` bars, every lane's bars
+    are merged into busy spans (gaps shorter than 1/2000 of the step closed) and the title says so; the returned
+    note (empty when everything was drawn) says what was merged."""
     events = [e for e in result.step.events() if e.dur_s > 0]
     streams = sorted({(e.stage, e.stream) for e in events}, key=lambda k: (k[0], k[1] != "compute", k[1]))
     row = {k: i for i, k in enumerate(streams)}
-    for e in events[:max_events]:
-        kind = e.stream.split()[0]
-        colour = BREAKDOWN_COLOURS.get(kind, "#4c72b0" if e.stream == "compute" else "#999999")
-        if e.stream == "compute" and e.name.lower().startswith("b"):
-            colour = "#2a4d7a"
-        ax.barh(row[(e.stage, e.stream)], e.dur_s, left=e.start_s, color=colour, height=0.8)
+    lanes: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for e in events:
+        lanes.setdefault((row[(e.stage, e.stream)], _bar_colour(e)), []).append((e.start_s, e.dur_s))
+    note = ""
+    if len(events) > max_bars:
+        gap = max((e.start_s + e.dur_s for e in events), default=0.0) / 2000
+        lanes = {k: _merge_spans(v, gap) for k, v in lanes.items()}
+        note = (f"{len(events):,} bars merged into {sum(len(v) for v in lanes.values()):,} busy spans "
+                f"(more than {max_bars:,} bars)")
+    for (index, colour), spans in lanes.items():
+        ax.broken_barh(spans, (index - 0.4, 0.8), facecolors=colour)
     ax.set_yticks(range(len(streams)), [f"stage {s} {n}" for s, n in streams], fontsize=6)
-    ax.invert_yaxis()
+    ax.set_ylim(len(streams) - 0.5, -0.5)
     ax.set_xlabel("seconds")
-    ax.set_title("timeline (forward light, backward dark; comm streams below each stage)", fontsize=9)
+    ax.set_title("timeline (forward light, backward dark; comm streams below each stage)"
+                 + (f"\n{note}" if note else ""), fontsize=9)
+    return note
+
+
+def _bar_colour(e) -> str:
+    if e.stream == "compute":
+        return "#2a4d7a" if e.name.lower().startswith("b") else "#4c72b0"
+    return BREAKDOWN_COLOURS.get(e.stream.split()[0], "#999999")
+
+
+def _merge_spans(spans: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """(start, duration) bars merged where the next starts less than ``gap`` after the previous ends."""
+    merged: list[list[float]] = []
+    for start, dur in sorted(spans):
+        if merged and start - (merged[-1][0] + merged[-1][1]) < gap:
+            merged[-1][1] = max(merged[-1][1], start + dur - merged[-1][0])
+        else:
+            merged.append([start, dur])
+    return [(s, d) for s, d in merged]
 
 
 def plot_result(result, path: str | Path) -> Path:

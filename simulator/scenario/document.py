@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import UserError
-from simulator.yamlio import read_yaml
+from simulator.yamlio import check_finite, is_dir, read_yaml
 
 MAX_EXTENDS_DEPTH = 8
 
@@ -42,6 +42,7 @@ class Document:
 def read_document(source: str | Path | dict, _depth: int = 0) -> Document:
     """Read a scenario file (or take a dict), following ``extends:`` (a path relative to the file)."""
     if isinstance(source, dict):
+        check_finite(source)
         return Document(copy.deepcopy(source), None)
     located = read_yaml(source)
     file = str(source)
@@ -59,6 +60,9 @@ def read_document(source: str | Path | dict, _depth: int = 0) -> Document:
         raise UserError(f"extends is nested more than {MAX_EXTENDS_DEPTH} deep (a cycle?)", file=file,
                         key_path="extends", line=located.line_of("extends"))
     base_path = (Path(file).parent / base_ref)
+    if is_dir(base_path):
+        raise UserError(f"extends names {base_ref!r}, which is a folder ({base_path}); it must name a scenario file",
+                        file=file, key_path="extends", line=located.line_of("extends"))
     try:
         base = read_document(base_path, _depth + 1)
     except UserError as exc:

@@ -10,14 +10,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from simulator.collectives import calibration_system_problem, load_calibration
 from simulator.errors import UserError
-from simulator.hardware import ClusterSpec, FabricSpec, load_cluster
+from simulator.hardware import ClusterSpec, FabricSpec, load_cluster, load_node
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
 from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
-from simulator.yamlio import validation_error_to_user_error
+from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "sweep", "zip")
 
@@ -39,6 +41,8 @@ class SystemSection(BaseModel):
                                         "its GPUs (null: 0.015 from Sinha et al. SC'22; 0: identical GPUs)")
     nvls: bool | None = Field(None, description="false turns NVLink SHARP off (as NCCL_NVLS_ENABLE=0); "
                                                 "null keeps the node profile's")
+    force_calibration: bool = Field(False, description="apply a calibration measured on another system (a warning "
+                                                       "instead of an error; the CLI's --force-calibration)")
 
 
 class Scenario(BaseModel):
@@ -56,6 +60,8 @@ class Scenario(BaseModel):
     plan: ResolvedPlan
     calibration_path: str | None = None
     moe: MoeSettings = MoeSettings()
+    notes: tuple[str, ...] = ()
+    """Warnings about the input that the user chose to override (a forced calibration)."""
 
     @property
     def gpus(self) -> int:
@@ -88,36 +94,69 @@ def scenario_from_document(document: Document) -> Scenario:
     unknown = [k for k in data if k not in TOP_LEVEL_KEYS]
     if unknown:
         raise UserError(f"unknown key (accepted: {', '.join(TOP_LEVEL_KEYS)})", key_path=unknown[0])
-    system = _system(data.get("system"))
+    name = _name(data, document)
+    system = _system(data.get("system"), document)
     cluster = _cluster(system)
     model = _model(data.get("model"), document)
     parallel = build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
     training = build(TrainingConfig, data.get("training") or {}, key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
-    calibration = None
-    if system.calibration:
-        calibration = _relative(system.calibration, document.where("system.calibration")[0])
-        if not Path(calibration).is_file():
-            raise UserError(f"calibration file {calibration!r} does not exist", key_path="system.calibration")
-    name = data.get("name") or (Path(document.file).stem if document.file else "scenario")
+    calibration, notes = _calibration(system, cluster, document)
+    check_inputs(model, training)
     plan = resolve_plan(model, parallel, training, system.gpus or cluster.gpus)
-    return Scenario(file=document.file, name=str(name), system=system, cluster=cluster, model=model,
-                    parallel=parallel, training=training, plan=plan, calibration_path=calibration, moe=moe)
+    check_timeline(plan)
+    return Scenario(file=document.file, name=name, system=system, cluster=cluster, model=model,
+                    parallel=parallel, training=training, plan=plan, calibration_path=calibration, moe=moe,
+                    notes=notes)
 
 
-def _system(data: Any) -> SystemSection:
+def _name(data: dict, document: Document) -> str:
+    for key in ("name", "description"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise UserError(f"expected a text, got {type(value).__name__} {value!r}", key_path=key)
+    return str(data.get("name") or (Path(document.file).stem if document.file else "scenario"))
+
+
+def _calibration(system: SystemSection, cluster: ClusterSpec, document: Document) -> tuple[str | None, tuple]:
+    """The calibration file's path (relative to the scenario that names it), checked to exist and to be measured
+    on this system (else an error, or a note when ``system.force_calibration``)."""
+    if not system.calibration:
+        return None, ()
+    path = _relative(system.calibration, document.where("system.calibration")[0])
+    if not is_file(path):
+        raise UserError(f"calibration file {path!r} does not exist", key_path="system.calibration")
+    calibration = load_calibration(path)
+    problem = calibration_system_problem(calibration, cluster.node.name)
+    if problem is None:
+        return path, ()
+    if not system.force_calibration:
+        raise UserError(f"{path}: {problem} (system.force_calibration: true or --force-calibration applies it "
+                        "anyway)", key_path="system.calibration")
+    return path, (f"{path}: {problem}; applied because it was forced",)
+
+
+def _system(data: Any, document: Document) -> SystemSection:
     if data is None:
         raise UserError("required section is missing (at least `system: {profile: NAME}`)", key_path="system")
     if not isinstance(data, dict):
         raise UserError(f"expected a mapping, got {type(data).__name__}", key_path="system")
     try:
-        return SystemSection(**data)
+        system = SystemSection(**data)
     except ValidationError as exc:
         raise validation_error_to_user_error(exc, key_prefix="system") from None
+    if Path(system.profile).suffix in (".yaml", ".yml"):  # a node file: relative to the scenario naming it
+        path = _relative(system.profile, document.where("system.profile")[0])
+        if not is_file(path):
+            raise UserError(f"node profile file {path!r} does not exist (a path is relative to the scenario that "
+                            "names it)", key_path="system.profile")
+        system = system.model_copy(update={"profile": path})
+    return system
 
 
 def _cluster(system: SystemSection) -> ClusterSpec:
     try:
+        check_gpu_count(system.nodes, load_node(system.profile))
         cluster = load_cluster(system.profile, system.nodes, system.fabric)
     except UserError as exc:
         if exc.file:  # a problem inside the profile file itself: keep its own location

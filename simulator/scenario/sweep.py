@@ -8,6 +8,7 @@ point's values set); a point that fails validation becomes a row with the reason
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.limits import MAX_SWEEP_PLANS
 from simulator.scenario.document import Document, read_document, set_dotted
-from simulator.scenario.load import TOP_LEVEL_KEYS, scenario_from_document
+from simulator.scenario.load import scenario_from_document
 from simulator.scenario.simulate import simulate
+from simulator.scenario.sweep_check import check_values
 
 #: spread a sweep over processes from this many points on (below it, start-up costs more than it saves)
 PARALLEL_FROM_POINTS = 200
@@ -32,8 +35,9 @@ class SweepPlan:
     points: tuple[dict[str, Any], ...]
 
 
-def plan_sweep(source: str | Path | dict) -> SweepPlan:
-    """Read a sweep file and expand ``sweep:`` x ``zip:`` into points."""
+def plan_sweep(source: str | Path | dict, max_plans: int = MAX_SWEEP_PLANS) -> SweepPlan:
+    """Read a sweep file and expand ``sweep:`` x ``zip:`` into points, after checking every key and value against
+    the scenario schema, that no key is in both sections, and that there are at most ``max_plans`` points."""
     document = read_document(source)
     data = dict(document.data)
     sweep = data.pop("sweep", None) or {}
@@ -43,9 +47,11 @@ def plan_sweep(source: str | Path | dict) -> SweepPlan:
             raise document.locate(UserError("expected a mapping of dotted keys to value lists", key_path=section))
         for key, values in value.items():
             _check_axis(document, section, key, values)
+    _check_overlap(document, sweep, zipped)
     lengths = {len(v) for v in zipped.values()}
     if len(lengths) > 1:
         raise document.locate(UserError(f"zip lists must have one length, got {sorted(lengths)}", key_path="zip"))
+    _check_count(document, sweep, zipped, max_plans)
     axes = [[{k: v} for v in values] for k, values in sweep.items()]
     if zipped:
         axes.append([dict(zip(zipped, combo, strict=True)) for combo in zip(*zipped.values(), strict=True)])
@@ -53,15 +59,37 @@ def plan_sweep(source: str | Path | dict) -> SweepPlan:
     return SweepPlan(Document(data, document.file, document.origins), tuple(sweep) + tuple(zipped), points)
 
 
+def count_plans(sweep: dict, zipped: dict) -> int:
+    """Points of ``sweep`` x ``zip`` without building them."""
+    return math.prod(len(v) for v in sweep.values()) * (len(next(iter(zipped.values()))) if zipped else 1)
+
+
+def _check_count(document: Document, sweep: dict, zipped: dict, max_plans: int) -> None:
+    count = count_plans(sweep, zipped)
+    if count > max_plans:
+        sizes = " x ".join([str(len(v)) for v in sweep.values()] + ([f"zip {len(next(iter(zipped.values())))}"]
+                                                                     if zipped else []))
+        raise document.locate(UserError(f"{sizes} = {count:,} plans, more than --max-plans {max_plans:,} "
+                                        "(docs/errors.md)", key_path="sweep" if sweep else "zip"))
+
+
+def _check_overlap(document: Document, sweep: dict, zipped: dict) -> None:
+    for key in sweep.keys() & zipped.keys():
+        _, sweep_line = document.where(f"sweep.{key}")
+        raise document.locate(UserError(f"{key} is in both sweep: (line {sweep_line}) and zip:; give each key in "
+                                        "one of them", key_path=f"zip.{key}"))
+
+
 def _check_axis(document: Document, section: str, key: str, values: Any) -> None:
     path = f"{section}.{key}"
     if not isinstance(values, list) or not values:
         raise document.locate(UserError("expected a non-empty list of values", key_path=path))
-    top = key.split(".", 1)[0]
-    if top not in TOP_LEVEL_KEYS or top in ("sweep", "zip") or "." not in key and top not in ("name",):
-        raise document.locate(UserError(
-            f"{key!r} is not a dotted scenario key (e.g. parallel.tp, training.micro_batch, system.nodes)",
-            key_path=path))
+    if key in ("sweep", "zip") or key.split(".", 1)[0] in ("sweep", "zip"):
+        raise document.locate(UserError(f"{key!r} cannot be swept", key_path=path))
+    try:
+        check_values(key, values, path)
+    except UserError as exc:
+        raise document.locate(exc if exc.key_path else UserError(exc.message, key_path=path)) from None
 
 
 def point_document(plan: SweepPlan, point: dict[str, Any]) -> Document:

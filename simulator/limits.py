@@ -1,0 +1,31 @@
+"""Documented resource limits (docs/errors.md): inputs beyond them are refused with a user error before any work,
+so that no input can hang the simulator or exhaust memory. Each bound is far above any real job."""
+
+from __future__ import annotations
+
+#: largest YAML file read (scenarios, profiles and calibrations are a few KiB)
+MAX_YAML_BYTES = 1 << 20
+#: largest number of YAML nodes (scalars, lists, mappings) in one document, aliases counted as expanded
+MAX_YAML_NODES = 100_000
+
+#: transformer layers of a model (the engine keeps per-layer tables; the deepest published models have ~200)
+MAX_LAYERS = 4096
+#: nodes of one scenario or one collective / MoE group (a placement walks every node's links)
+MAX_NODES = 16_384
+#: routed experts of a MoE layer (routing tables are ep x experts; the largest published models have 384)
+MAX_EXPERTS = 4096
+#: router scores drawn by a seeded routing (tokens per rank x ep x experts; ~3 s); expected counts (no seed) have
+#: no such limit
+MAX_SAMPLED_SCORES = 1 << 26
+#: GPUs in one scenario (system.nodes x GPUs per node) and ranks in one `simulator collective` group
+MAX_GPUS = 131_072
+#: nodes `simulator topology` builds as a graph (every GPU, NIC and switch is a vertex)
+MAX_TOPOLOGY_NODES = 512
+#: tokens per rank of `simulator moe` (the routing samples every token)
+MAX_MOE_TOKENS = 1 << 22
+#: pipeline operations of one training step (micro-batches x pp x vpp x 2 passes) the timeline replays
+MAX_TIMELINE_OPS = 1 << 20
+#: plans in one sweep, unless `simulator sweep --max-plans` raises it
+MAX_SWEEP_PLANS = 1_000_000
+#: largest message size of `simulator collective --bytes` (1 PiB)
+MAX_COLLECTIVE_BYTES = 1 << 50
