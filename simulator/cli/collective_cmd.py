@@ -26,7 +26,7 @@ from simulator.report.files import write_text
 from simulator.units import parse_quantity
 
 PROTOCOLS = ("auto", "ll", "ll128", "simple")
-#: every --algo CONTRACT.md names; which ones an operation has is checked by the model (collectives.model)
+#: every --algo docs/interface.md names; which ones an operation has is checked by the model (collectives.model)
 ALGOS = ("auto", "all", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat")
 
 
