@@ -136,15 +136,18 @@ def _check_size(root: yaml.Node, file: str) -> None:
 
 def _record_lines(node: yaml.Node, prefix: str, lines: dict[str, int], file: str) -> None:
     if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
+        seen: dict[tuple[str, str], int] = {}
         for key_node, value_node in node.value:
-            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
             line = key_node.start_mark.line + 1
-            if key_node.value in seen and key_node.value != "<<":
-                raise UserError(f"duplicate key {key_node.value!r}: first on line {seen[key_node.value]}, again on "
-                                f"line {line} (YAML would silently keep the last; keep one)", file=file,
-                                key_path=path, line=line)
-            seen[key_node.value] = line
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise UserError("a key must be a plain name, not a list or a mapping", file=file,
+                                key_path=prefix or None, line=line)
+            path = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+            key = (key_node.tag, key_node.value)
+            if key in seen and key_node.value != "<<":
+                raise UserError(f"duplicate key {key_node.value!r}: first on line {seen[key]}, again on line {line} "
+                                "(YAML would silently keep the last; keep one)", file=file, key_path=path, line=line)
+            seen[key] = line
             lines[path] = line
             _record_lines(value_node, path, lines, file)
     elif isinstance(node, yaml.SequenceNode):

@@ -40,9 +40,7 @@ def register(subparsers) -> None:
 def _sweep(args) -> int:
     import pandas as pd
 
-    plan = plan_sweep(args.scenario, max_plans=args.max_plans)
-    if args.force_calibration:
-        plan.document.data.setdefault("system", {})["force_calibration"] = True
+    plan = plan_sweep(args.scenario, max_plans=args.max_plans, force_calibration=args.force_calibration)
     axes = _heatmap_axes(args, plan) if args.plot else None
     print(f"{len(plan.points):,} plans to evaluate", file=sys.stderr)
     progress = None

@@ -11,12 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.limits import MAX_YAML_BYTES
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
 from simulator.yamlio import is_dir
 
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v3",
                "deepseek_v2", "gpt_oss"}
+
+
+def _not_a_number(constant: str, path: Path):
+    raise UserError(f"{constant} is not a finite number", file=str(path), key_path="model.hf_config")
 
 
 def load_hf_config(path: str | Path) -> ModelSpec:
@@ -30,7 +35,10 @@ def load_hf_config(path: str | Path) -> ModelSpec:
     if is_dir(p):
         p = p / "config.json"
     try:
-        cfg = json.loads(p.read_text(encoding="utf-8"))
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise UserError(f"file is larger than {MAX_YAML_BYTES:,} bytes (a config.json is a few KiB)", file=str(p),
+                            key_path="model.hf_config")
+        cfg = json.loads(p.read_text(encoding="utf-8"), parse_constant=lambda c: _not_a_number(c, p))
     except FileNotFoundError:
         raise UserError(f"no such file {str(p)!r}", key_path="model.hf_config") from None
     except json.JSONDecodeError as err:

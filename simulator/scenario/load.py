@@ -123,7 +123,7 @@ def _calibration(system: SystemSection, cluster: ClusterSpec, document: Document
     on this system (else an error, or a note when ``system.force_calibration``)."""
     if not system.calibration:
         return None, ()
-    path = _relative(system.calibration, document.where("system.calibration")[0])
+    path = relative_to_file(system.calibration, document.where("system.calibration")[0])
     if not is_file(path):
         raise UserError(f"calibration file {path!r} does not exist", key_path="system.calibration")
     calibration = load_calibration(path)
@@ -146,7 +146,7 @@ def _system(data: Any, document: Document) -> SystemSection:
     except ValidationError as exc:
         raise validation_error_to_user_error(exc, key_prefix="system") from None
     if Path(system.profile).suffix in (".yaml", ".yml"):  # a node file: relative to the scenario naming it
-        path = _relative(system.profile, document.where("system.profile")[0])
+        path = relative_to_file(system.profile, document.where("system.profile")[0])
         if not is_file(path):
             raise UserError(f"node profile file {path!r} does not exist (a path is relative to the scenario that "
                             "names it)", key_path="system.profile")
@@ -189,7 +189,7 @@ def _model(data: Any, document: Document) -> ModelSpec:
     if preset is not None:
         base = load_model_preset(str(preset))
     elif hf is not None:
-        base = load_hf_config(_relative(str(hf), document.where("model.hf_config")[0]))
+        base = load_hf_config(relative_to_file(str(hf), document.where("model.hf_config")[0]))
     else:
         return build(ModelSpec, fields, key_prefix="model")
     if not fields:
@@ -197,7 +197,7 @@ def _model(data: Any, document: Document) -> ModelSpec:
     return build(ModelSpec, {**base.model_dump(exclude_defaults=True), **fields}, key_prefix="model")
 
 
-def _relative(path: str, file: str | None) -> str:
+def relative_to_file(path: str, file: str | None) -> str:
     """A path written in a scenario is relative to that scenario's file."""
     candidate = Path(path)
     if candidate.is_absolute() or file is None:

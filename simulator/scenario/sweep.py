@@ -20,7 +20,7 @@ from simulator.limits import MAX_SWEEP_PLANS
 from simulator.scenario.document import Document, read_document, set_dotted
 from simulator.scenario.load import scenario_from_document
 from simulator.scenario.simulate import simulate
-from simulator.scenario.sweep_check import check_values
+from simulator.scenario.sweep_check import check_calibration, check_values
 
 #: spread a sweep over processes from this many points on (below it, start-up costs more than it saves)
 PARALLEL_FROM_POINTS = 200
@@ -35,10 +35,14 @@ class SweepPlan:
     points: tuple[dict[str, Any], ...]
 
 
-def plan_sweep(source: str | Path | dict, max_plans: int = MAX_SWEEP_PLANS) -> SweepPlan:
+def plan_sweep(source: str | Path | dict, max_plans: int = MAX_SWEEP_PLANS,
+               force_calibration: bool = False) -> SweepPlan:
     """Read a sweep file and expand ``sweep:`` x ``zip:`` into points, after checking every key and value against
-    the scenario schema, that no key is in both sections, and that there are at most ``max_plans`` points."""
+    the scenario schema, that no key is in both sections, that there are at most ``max_plans`` points, and that a
+    fixed calibration was measured on the fixed system (``force_calibration`` applies it anyway)."""
     document = read_document(source)
+    if force_calibration and isinstance(document.data.get("system"), dict):
+        document.data["system"]["force_calibration"] = True
     data = dict(document.data)
     sweep = data.pop("sweep", None) or {}
     zipped = data.pop("zip", None) or {}
@@ -52,6 +56,7 @@ def plan_sweep(source: str | Path | dict, max_plans: int = MAX_SWEEP_PLANS) -> S
     if len(lengths) > 1:
         raise document.locate(UserError(f"zip lists must have one length, got {sorted(lengths)}", key_path="zip"))
     _check_count(document, sweep, zipped, max_plans)
+    check_calibration(document, tuple(sweep) + tuple(zipped))
     axes = [[{k: v} for v in values] for k, values in sweep.items()]
     if zipped:
         axes.append([dict(zip(zipped, combo, strict=True)) for combo in zip(*zipped.values(), strict=True)])

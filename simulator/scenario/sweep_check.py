@@ -8,6 +8,7 @@ Only what one field can say alone is checked here (type, bounds, accepted values
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -58,6 +59,32 @@ def _model_of(item: Any) -> type[BaseModel] | None:
         if isinstance(option, type) and issubclass(option, BaseModel):
             return option
     return None
+
+
+def check_calibration(document, swept: tuple[str, ...]) -> None:
+    """A sweep's fixed ``system.calibration`` measured on another system than its fixed ``system.profile`` is one
+    mistake, not a column of "invalid" rows: refuse it before any plan runs (unless forced)."""
+    from simulator.collectives import calibration_system_problem, load_calibration
+    from simulator.hardware import load_node
+    from simulator.scenario.load import relative_to_file
+    from simulator.yamlio import is_file
+
+    system = document.data.get("system")
+    fixed = not any(k in ("system.profile", "system.calibration", "system.force_calibration") for k in swept)
+    if not fixed or not isinstance(system, dict) or system.get("force_calibration"):
+        return
+    path, profile = system.get("calibration"), system.get("profile")
+    if not isinstance(path, str) or not isinstance(profile, str):
+        return
+    path = relative_to_file(path, document.where("system.calibration")[0])
+    if Path(profile).suffix in (".yaml", ".yml"):
+        profile = relative_to_file(profile, document.where("system.profile")[0])
+    if not is_file(path):
+        return  # every plan reports the missing file
+    problem = calibration_system_problem(load_calibration(path), load_node(profile).name)
+    if problem:
+        raise document.locate(UserError(f"{path}: {problem} (system.force_calibration: true or --force-calibration "
+                                        "applies it anyway)", key_path="system.calibration"))
 
 
 def check_values(key: str, values: list, key_path: str) -> None:

@@ -8,7 +8,11 @@ CI runs a fixed set of examples; FUZZ_RANDOM=1 draws new ones (for hunting).
 import json
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,3 +97,14 @@ def _edit(lines, edit, i):
     changed = {"indent": " " + line, "anchor": line + " &x", "alias": line.split(":")[0] + ": *x",
                "colon": line + ":", "tab": "\t" + line}[edit]
     return lines[:i] + [changed] + lines[i + 1:]
+
+
+@pytest.mark.slow
+def test_ten_thousand_mutated_scenarios():
+    """The benchmark's 10,000 scenarios (fixed seeds, worker processes, 10 s alarm and a memory cap): no finding."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "fuzz_scenarios.py"), "--scenarios", "10000",
+                           "--workers", str(min(4, os.cpu_count() or 1))], capture_output=True, text=True,
+                          timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "10000 scenarios in" in proc.stdout and ", 0 findings" in proc.stdout

@@ -133,3 +133,13 @@ def test_readme_does_not_combine_algo_all_with_json():
     for line in readme.splitlines():
         if line.startswith("simulator collective") and "--json" in line:
             assert "--algo all" not in line.split("#")[0]
+
+
+def test_hf_config_with_nan_or_too_large(cli, tmp_path):
+    write(tmp_path, "hf/config.json", '{"model_type": "llama", "hidden_size": NaN}')
+    path = write(tmp_path, "s.yaml", "system: {profile: dgx_h100}\nmodel: {hf_config: hf}\n")
+    code, _, err = cli("run", path)
+    assert code == 2 and f"{tmp_path / 'hf' / 'config.json'}: model.hf_config: NaN is not a finite number" in err
+    write(tmp_path, "hf/config.json", '{"model_type": "llama", "pad": "' + "x" * (1 << 20) + '"}')
+    code, _, err = cli("run", path)
+    assert code == 2 and "model.hf_config: file is larger than 1,048,576 bytes" in err

@@ -134,3 +134,15 @@ def test_low_latency_kernels_need_ibgda(cli, tmp_path):
     path = write(tmp_path, "m.yaml", SMALL + "moe:\n  backend: deepep_low_latency\n  transport: ibrc\n")
     code, _, err = cli("run", path)
     assert code == 2 and f"{path}:14: moe.transport: backend deepep_low_latency issues RDMA from the GPU" in err
+
+
+def test_sweep_with_a_calibration_of_another_system(cli, tmp_path):
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "h200.yaml").write_text(Path(CAL).read_text())
+    text = SMALL.replace("  nodes: 1\n", "  nodes: 1\n  calibration: cal/h200.yaml\n") + "sweep:\n  parallel.tp: [4, 8]\n"
+    path = write(tmp_path, "s.yaml", text)
+    code, _, err = cli("sweep", path, "-o", tmp_path / "o.csv", "--no-progress")
+    assert code == 2 and not (tmp_path / "o.csv").exists()
+    assert f"{path}:4: system.calibration: " in err and "measured on 'h200_x2', not on 'dgx_h100'" in err
+    code, out, _ = cli("sweep", path, "-o", tmp_path / "o.csv", "--no-progress", "--force-calibration")
+    assert code == 0 and "2 plans -> " in out and "2 ok" in out
