@@ -22,7 +22,8 @@ DP_EXPOSED_WARNING = 0.05
 
 #: the columns of :meth:`Result.summary` of a training step (inference has the first seven); a test keeps them equal
 SUMMARY_KEYS = (
-    "gpus", "dp", "micro_batches", "memory.peak_bytes", "memory.peak_GiB", "memory.margin_bytes", "memory.oom",
+    "gpus", "dp", "micro_batches", "memory.peak_bytes", "memory.peak_GiB", "memory.device_peak_bytes",
+    "memory.margin_bytes", "memory.oom",
     "time.step_s", "time.compute_s", "time.recompute_s", "time.bubble_s", "time.optimizer_s",
     *(f"time.exposed_{d}_s" for d in ("tp", "cp", "ulysses", "ep", "pp", "dp")),
     "throughput.tokens_per_s", "throughput.model_tflops_per_gpu", "throughput.mfu", "throughput.hfu")
