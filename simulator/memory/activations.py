@@ -52,30 +52,6 @@ class ActContext:
         """Elements of one full-width tensor in the non-TP region: T*h/t with sp, else T*h (per unit h)."""
         return self.shape.norm_tokens
 
-    @property
-    def seq_len(self) -> int:
-        return self.shape.seq_len
-
-    @property
-    def micro_batch(self) -> int:
-        return self.shape.micro_batch
-
-    @property
-    def tp(self) -> int:
-        return self.shape.tp
-
-    @property
-    def cp(self) -> int:
-        return self.shape.cp
-
-    @property
-    def ep(self) -> int:
-        return self.shape.ep
-
-    @property
-    def etp(self) -> int:
-        return self.shape.etp
-
 
 Item = tuple[str, float, str]
 
@@ -95,7 +71,7 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
     """Q, K, V kept for Q K^T and P V, and the s x s tensors (unfused) or the logsumexp (flash)."""
     d, dv, by = m.dhead, m.dhead_v, c.dtype_bytes
     q_heads, kv_heads = _heads_per_rank(m, c)
-    rows = c.micro_batch * c.seq_len / c.cp                # query rows per head on this rank (full over ulysses)
+    rows = c.shape.micro_batch * c.shape.seq_len / c.shape.cp                # query rows per head on this rank (full over ulysses)
     items: list[Item] = [
         ("attn.q", by * rows * q_heads * d, f"{by}*b*s/cp*(a/(t*u))*d_head  [Q for QK^T]"),
         ("attn.k", by * rows * kv_heads * d, f"{by}*b*s/cp*kv_heads_per_rank*d_head  [K for QK^T]"),
@@ -107,7 +83,7 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
         if c.attention == "flash":
             items.append(("attn.lse", LSE_BYTES * rows * q_heads, f"{LSE_BYTES}*b*s/cp*a/(t*u)  [flash logsumexp]"))
         return items
-    s2 = rows * q_heads * c.seq_len                       # b * (a/t) * (s/cp) * s score elements
+    s2 = rows * q_heads * c.shape.seq_len                       # b * (a/t) * (s/cp) * s score elements
     items.append(("attn.softmax_out", by * s2, f"{by}*a*s^2*b/t  [softmax output]"))
     if m.dropout > 0:
         items.append(("attn.softmax_dropout_mask", MASK_BYTES * s2, f"{MASK_BYTES}*a*s^2*b/t  [dropout mask]"))
@@ -126,7 +102,7 @@ def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
             items.append(("attn.q_latent", by * tok * ml.q_lora_rank, f"{by}*T*q_lora_rank  [q_b input]"))
         items.append(("attn.kv_latent", by * tok * ml.kv_lora_rank, f"{by}*T*kv_lora_rank  [kv_b input]"))
     items += _attention_core(m, c)
-    items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.tp, f"{by}*T*a*d_v/t  [output projection input]"))
+    items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.shape.tp, f"{by}*T*a*d_v/t  [output projection input]"))
     if m.dropout > 0:
         items.append(("attn.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
     if c.framework == "pytorch":
@@ -163,7 +139,7 @@ def _routed_tokens(m: ModelSpec, c: ActContext) -> tuple[float, str]:
     if moe.capacity_factor is not None:
         return moe.capacity_factor * expected, "capacity_factor*T_in*k*etp (padded)"
     if c.moe_load == "worst":
-        return t_in * c.etp * c.ep * min(moe.top_k, moe.experts / c.ep), "T_in*etp*ep*min(k, E/ep) (worst case)"
+        return t_in * c.shape.etp * c.shape.ep * min(moe.top_k, moe.experts / c.shape.ep), "T_in*etp*ep*min(k, E/ep) (worst case)"
     return expected, "T_in*k*etp (expected, balanced)"
 
 
@@ -178,10 +154,10 @@ def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
         ("moe.router_probs", PROB_BYTES * t_in * moe.experts, f"{PROB_BYTES}*T_in*E  [fp32 router probabilities]"),
         ("moe.experts.fc1_in", by * routed * h, f"{by}*R*h, R = {how}  [permuted tokens]"),
     ]
-    items += _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.etp, "moe.experts")
+    items += _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.shape.etp, "moe.experts")
     items.append(("moe.experts.out", by * routed * h, f"{by}*R*h  [expert output kept for the probability gradient]"))
     if moe.shared_ffn:
-        items += _mlp_core(m, c, c.tokens, moe.shared_ffn, c.tp, "moe.shared")
+        items += _mlp_core(m, c, c.tokens, moe.shared_ffn, c.shape.tp, "moe.shared")
     return items
 
 
@@ -193,7 +169,7 @@ def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
     else:
         fc1_in = c.tokens if c.framework == "pytorch" else r
         items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
-        items += _mlp_core(m, c, c.tokens, m.ffn, c.tp, "mlp")
+        items += _mlp_core(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
     if m.dropout > 0:
         items.append(("mlp.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
     if c.framework == "pytorch":

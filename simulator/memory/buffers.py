@@ -45,7 +45,7 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     (``F.cross_entropy(logits.float(), ...)``) backward also holds, at its start and with every activation still
     alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
     logits (Megatron's fused vocab-parallel cross entropy works in place)."""
-    v = rp.model.vocab / c.tp
+    v = rp.model.vocab / c.shape.tp
     n = c.tokens * v
     items = [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
@@ -105,6 +105,6 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
                                 f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]"))
     if p.cp > 1 and p.cp_comm == "all_gather":
         kv = max(1.0, m.kv / p.tp)
-        b = 2 * c.dtype_bytes * c.micro_batch * rp.training.seq_len * kv * m.dhead
+        b = 2 * c.dtype_bytes * c.shape.micro_batch * rp.training.seq_len * kv * m.dhead
         items.append(MemoryItem("transient", "cp.gathered_kv", b, "2 x 2 B x b*s*kv_heads/t*d_head  [all-gathered K, V]"))
     return items
