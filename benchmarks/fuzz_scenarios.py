@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cli"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import scenario_mutations  # noqa: E402 - the mutations live next to the fuzz test that shares them
+from tests.cli import scenario_mutations  # noqa: E402 - the mutations live next to the fuzz test that shares them
 
 SECONDS = 10
 

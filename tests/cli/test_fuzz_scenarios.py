@@ -16,9 +16,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scenario_mutations import base_documents, check, mutate
 
 from simulator.cli import main
+from tests.cli.scenario_mutations import base_documents, check, mutate
 
 BASES = base_documents()
 FUZZ = settings(deadline=10_000, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
