@@ -121,7 +121,6 @@ class Recipe:
         grads_freed_between_steps: gradient tensors do not exist between optimizer steps (PyTorch
             ``zero_grad(set_to_none=True)``); Megatron's contiguous gradient buffer always exists.
         amp_casts: torch.autocast over fp32 weights: fp32 residual stream, casts, bf16 weight copies.
-        megatron_vocab_padding: Megatron pads the vocabulary to a multiple of 128 x tp.
         serve_param: weight (and transient activation) element bytes when serving.
         kv_cache: KV-cache element bytes when serving (default: ``serve_param``).
         moe_dispatch_dtype: default MoE dispatch payload (fp8 with the fp8 recipe, DeepEP; combine stays bf16).
@@ -147,7 +146,6 @@ class Recipe:
     eager: bool
     grads_freed_between_steps: bool
     amp_casts: bool
-    megatron_vocab_padding: bool
     serve_param: int
     kv_cache: int
     moe_dispatch_dtype: str
@@ -157,6 +155,11 @@ class Recipe:
         buckets only exist with more than one replica)."""
         return (self.param / (d if self.stage >= 3 else 1) + self.grad / (d if self.stage >= 2 else 1)
                 + (self.main + self.moments) / (d if self.stage >= 1 else 1) + (self.bucket if d > 1 else 0.0))
+
+    @property
+    def megatron_vocab_padding(self) -> bool:
+        """Megatron (every framework but plain PyTorch) pads the vocabulary to a multiple of 128 x tp."""
+        return not self.eager
 
     def gemm_dtype_on(self, gpu_dtypes) -> str:
         """The GEMM dtype on a GPU with tensor cores for ``gpu_dtypes`` (fp8 falls back to bf16 without them)."""
@@ -206,6 +209,6 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         gemm_dtype="fp8_block" if row.gemm == "fp8" and training.fp8_recipe == "blockwise" else row.gemm,
         fp8_cast_bytes=_fp8_cast_bytes(row.gemm == "fp8", eager), attention=attention, eager=eager,
         grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
-        megatron_vocab_padding=megatron, serve_param=row.serve_param,
+        serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
         moe_dispatch_dtype="fp8" if row.gemm == "fp8" else "bf16")

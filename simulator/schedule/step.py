@@ -143,7 +143,7 @@ def _p2p_s(ctx: _Inputs) -> float:
     return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
 
 
-def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float = 1.0
+def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float
           ) -> tuple[dict[str, float], float, list[TraceEvent]]:
     """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
     plan, p = ctx.plan, ctx.plan.parallel
