@@ -19,9 +19,10 @@ from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.serving.config import ServingConfig
 from simulator.yamlio import is_file, validation_error_to_user_error
 
-TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "sweep", "zip")
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip")
 
 
 class SystemSection(BaseModel):
@@ -62,6 +63,8 @@ class Scenario(BaseModel):
     moe: MoeSettings = MoeSettings()
     notes: tuple[str, ...] = ()
     """Warnings about the input that the user chose to override (a forced calibration)."""
+    serving: ServingConfig | None = None
+    """``serving:`` (``simulator serve``); None for other scenarios."""
 
     @property
     def gpus(self) -> int:
@@ -99,7 +102,9 @@ def scenario_from_document(document: Document) -> Scenario:
     cluster = _cluster(system)
     model = _model(data.get("model"), document)
     parallel = build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
-    training = build(TrainingConfig, data.get("training") or {}, key_prefix="training")
+    serving = build(ServingConfig, data["serving"], key_prefix="serving") if data.get("serving") else None
+    training = build(TrainingConfig, _serving_training(data, serving, parallel, system, cluster),
+                     key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training)
@@ -107,7 +112,24 @@ def scenario_from_document(document: Document) -> Scenario:
     check_timeline(plan)
     return Scenario(file=document.file, name=name, system=system, cluster=cluster, model=model,
                     parallel=parallel, training=training, plan=plan, calibration_path=calibration, moe=moe,
-                    notes=notes)
+                    notes=notes, serving=serving)
+
+
+def _serving_training(data: dict, serving: ServingConfig | None, parallel: ParallelPlan, system: SystemSection,
+                      cluster: ClusterSpec) -> dict:
+    """``training:`` as given; with ``serving:`` the mode is inference and the memory's sequences are the serving
+    batch of ``input_len + output_len`` tokens per DP rank (training's batch fields may be left out)."""
+    training = dict(data.get("training") or {})
+    if serving is None:
+        return training
+    if training.get("mode", "inference") != "inference":
+        raise UserError("a scenario with serving: needs training.mode: inference", key_path="training.mode")
+    world = system.gpus or cluster.gpus
+    model_ranks = parallel.tp * parallel.pp * parallel.cp * parallel.ulysses
+    dp = parallel.dp or max(1, world // model_ranks)
+    training.update(mode="inference", micro_batch=serving.batch, seq_len=serving.input_len + serving.output_len,
+                    global_batch=serving.batch * dp)
+    return training
 
 
 def _name(data: dict, document: Document) -> str:

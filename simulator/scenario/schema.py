@@ -10,6 +10,7 @@ from simulator.model import ModelSpec
 from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, TrainingConfig
 from simulator.scenario.load import SystemSection
+from simulator.serving.config import ServingConfig
 
 
 def _model_section() -> type[BaseModel]:
@@ -36,6 +37,7 @@ class ScenarioSchema(BaseModel):
     parallel: ParallelPlan | None = None
     training: TrainingConfig | None = None
     moe: MoeSettings | None = Field(None, description="MoE layers: EP backend, routing skew, overlap (docs/moe.md)")
+    serving: ServingConfig | None = Field(None, description="simulator serve: workload and engine (docs/serving.md)")
     sweep: dict[str, list[Any]] | None = Field(
         None, description="dotted key -> list of values; the sweep is their cartesian product")
     zip: dict[str, list[Any]] | None = Field(None, description="dotted key -> list; lists of one length move together")

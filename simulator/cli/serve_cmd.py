@@ -1,0 +1,47 @@
+"""``simulator serve SCENARIO [--json] [--csv FILE] [--plot FILE]`` (docs/serving.md)."""
+
+from __future__ import annotations
+
+from simulator.cli.args import output_path, plot_path
+from simulator.cli.output import print_json
+
+
+def register(subparsers) -> None:
+    serve = subparsers.add_parser("serve", help="serving: prefill/decode step time, TTFT, TPOT, throughput "
+                                                "(scenario with a serving: section)")
+    serve.add_argument("scenario", help="scenario YAML with training.mode: inference and a serving: section")
+    serve.add_argument("--json", action="store_true", help="print the JSON object of docs/serving.md")
+    serve.add_argument("--csv", metavar="FILE", type=output_path,
+                       help="write the latency-throughput curve (one row per concurrency; the static batch when "
+                            "serving.concurrency is not set) as CSV")
+    serve.add_argument("--plot", metavar="FILE", type=plot_path,
+                       help="draw the latency-throughput curve and the decode step breakdown into FILE")
+    serve.add_argument("--force-calibration", action="store_true",
+                       help="apply system.calibration even if it was measured on another system (a warning)")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args) -> int:
+    from simulator.cli.run_cmd import load
+    from simulator.report.serving import curve_rows, render_serving
+    from simulator.scenario.serve import simulate_serving
+
+    result = simulate_serving(load(args.scenario, args.force_calibration))
+    if args.json:
+        print_json(result.to_dict(), indent=2)
+    else:
+        print(render_serving(result))
+    if args.csv:
+        import pandas as pd
+
+        from simulator.report.files import write_text
+
+        write_text(args.csv, pd.DataFrame(curve_rows(result)).to_csv(index=False))
+        print(f"wrote {args.csv}") if not args.json else None
+    if args.plot:
+        from simulator.report.serving import plot_serving
+
+        path = plot_serving(result, args.plot)
+        if not args.json:
+            print(f"wrote {path}")
+    return 0

@@ -1,0 +1,77 @@
+"""Text table, CSV rows and the plot of ``simulator serve`` (docs/serving.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.units import GIBI
+
+
+def render_serving(result) -> str:
+    """The key numbers, the decode and prefill breakdowns, and the curve as plain text."""
+    d = result.to_dict()
+    s, t = d["serving"], d["throughput"]
+    lines = [f"{d['scenario']}: {d['model']} on {d['system']['gpus']} x {d['system']['profile']} GPUs, "
+             f"tp {d['parallel']['tp']} pp {d['parallel']['pp']} ep {d['parallel']['ep']} dp {d['parallel']['dp']}",
+             f"batch {s['batch']} per replica, input {s['input_len']}, output {s['output_len']} tokens, "
+             f"CUDA graphs {'on' if s['cuda_graphs'] else 'off'}, kernels {s['kernels']}, attention {s['attention']}",
+             "",
+             f"prefill          {d['prefill']['step_s'] * 1e3:10.3f} ms  ({d['prefill']['tokens']} tokens)",
+             f"decode step      {d['decode']['step_s'] * 1e3:10.3f} ms  (context {s['input_len']}); "
+             f"mean over output {d['decode']['mean_step_s'] * 1e3:.3f} ms",
+             f"TTFT {d['ttft_s'] * 1e3:.1f} ms   TPOT {d['tpot_s'] * 1e3:.2f} ms   end-to-end {d['e2e_s']:.3f} s",
+             f"throughput {t['tokens_per_s']:,.0f} output tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per GPU), "
+             f"{t['total_tokens_per_s']:,.0f} total tokens/s",
+             f"memory peak {d['memory']['device_peak_bytes'] / GIBI:.1f} GiB of {d['memory']['hbm_bytes'] / GIBI:.0f}"
+             f"; KV cache holds {d['kv_capacity_seqs']} sequences per replica", "",
+             f"{'op class':<12}{'prefill ms':>12}{'decode ms':>12}"]
+    for key, value in d["decode"]["breakdown_s"].items():
+        pre = d["prefill"]["breakdown_s"][key]
+        if value or pre:
+            lines.append(f"{key:<12}{pre * 1e3:12.3f}{value * 1e3:12.3f}")
+    if d["curve"]:
+        lines += ["", f"{'concurrency':>11}{'batch':>7}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s':>12}{'tok/s/GPU':>11}"]
+        for p in d["curve"]:
+            lines.append(f"{p['concurrency']:>11}{p['batch_per_replica']:>7}{p['ttft_s'] * 1e3:>10.1f}"
+                         f"{p['tpot_s'] * 1e3:>10.2f}{p['tokens_per_s']:>12,.0f}{p['tokens_per_s_per_gpu']:>11,.0f}"
+                         + ("  KV-limited" if p["kv_limited"] else ""))
+    lines += [f"warning: {w}" for w in d["warnings"]]
+    return "\n".join(lines)
+
+
+def curve_rows(result) -> list[dict]:
+    """The curve's rows, or one row of the static batch when no concurrency was asked for."""
+    d = result.to_dict()
+    if d["curve"]:
+        return d["curve"]
+    return [{"concurrency": d["serving"]["batch"] * d["throughput"]["replicas"],
+             "batch_per_replica": d["serving"]["batch"], "kv_limited": False, "ttft_s": d["ttft_s"],
+             "tpot_s": d["tpot_s"], "e2e_s": d["e2e_s"], "tokens_per_s": d["throughput"]["tokens_per_s"],
+             "tokens_per_s_per_gpu": d["throughput"]["tokens_per_s_per_gpu"],
+             "tokens_per_s_per_user": d["throughput"]["tokens_per_s_per_user"]}]
+
+
+def plot_serving(result, path: str | Path) -> Path:
+    """Left: tokens/s per GPU against tokens/s per user (the latency-throughput curve); right: the decode step's
+    breakdown by op class."""
+    from simulator.report.plots import _pyplot
+
+    plt = _pyplot()
+    rows = curve_rows(result)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    a.plot([r["tokens_per_s_per_user"] for r in rows], [r["tokens_per_s_per_gpu"] for r in rows], "o-")
+    for r in rows:
+        a.annotate(str(r["concurrency"]), (r["tokens_per_s_per_user"], r["tokens_per_s_per_gpu"]), fontsize=7,
+                   textcoords="offset points", xytext=(3, 3))
+    a.set_xlabel("tokens/s per user (1 / TPOT)")
+    a.set_ylabel("output tokens/s per GPU")
+    a.set_title("latency-throughput (labels: concurrency)")
+    a.grid(alpha=0.3)
+    br = {k: v * 1e3 for k, v in result.to_dict()["decode"]["breakdown_s"].items() if v > 0}
+    b.barh(list(br), list(br.values()))
+    b.set_xlabel("ms per decode step")
+    b.set_title("decode step by op class")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,159 @@
+"""Serving backends as small registries keyed by name: the kernel set of a layer, the decode attention kernel, the
+MoE all-to-all and the expert GEMM kernel. Every number carries its source (or ``assumed`` with the reason).
+
+- **Kernel sets** (``serving.kernels``): how many kernels one transformer layer launches in a decode step. Each
+  kernel pays ``ComputeEfficiency.launch_s`` on the GPU (in or out of a CUDA graph), and without CUDA graphs the
+  host issues each one: a step then takes at least ``kernels x host_launch_s``.
+- **Decode attention** (``serving.attention``): reading the K/V cache is a streaming read at
+  ``kv_read_efficiency`` of HBM bandwidth, but a kernel with too few CTAs cannot pull that bandwidth: with one CTA
+  per (sequence, K/V head) and no split of the context (PyTorch's SDPA FlashAttention-2 kernel) the rate is at most
+  ``CTAs x per_cta_Bps``. Split-KV kernels (flash-decoding: FlashAttention's and FlashInfer's decode kernels, what
+  vLLM and SGLang run) split the context until the GPU is full.
+- **Prefill attention**: causal FLOPs at ``e x s / (s + half_seq)`` of the bf16 tensor peak (forward only).
+- **MoE all-to-all** (``serving.all2all_backend``, vLLM's ``--all2all-backend`` names): which
+  :mod:`simulator.moe` backend moves the tokens (DeepEP normal / low-latency, NCCL) or an all-gather +
+  reduce-scatter over the EP group priced by :mod:`simulator.collectives`.
+- **Expert kernels** (``serving.expert_kernel``): throughput of the grouped expert GEMM relative to the dense GEMM
+  model of the same shape, by tokens per expert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+OPS_DATA = "simulator/validation/data/h200_serve/ops.jsonl"
+
+
+@dataclass(frozen=True)
+class KernelSet:
+    """Kernels one layer launches in a decode step, the host time to issue one without CUDA graphs, the extra
+    layout copies of plain PyTorch (``eager_layout``), and bytes beyond the fused kernels' (per element of the
+    q+k width for RoPE, per FFN element for SwiGLU)."""
+
+    per_layer: int
+    per_step: int
+    host_launch_s: float
+    eager_layout: bool
+    source: str
+    rope_extra_bytes: float = 0.0
+    swiglu_extra_bytes: float = 0.0
+
+
+KERNEL_SETS: dict[str, KernelSet] = {
+    "fused": KernelSet(
+        per_layer=11, per_step=4, host_launch_s=13.3e-6, eager_layout=False,
+        source="vLLM LlamaDecoderLayer (v0.11): fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
+               "reshape_and_cache_flash, attention + split-KV combine, o GEMM, gate_up GEMM, silu_and_mul, down GEMM = "
+               "11; per step embedding, final norm, LM head, sampler = 4. host_launch_s: as torch_eager (assumed: "
+               "vLLM's eager mode issues its custom ops through the same PyTorch dispatcher)"),
+    "torch_eager": KernelSet(
+        per_layer=27, per_step=4, host_launch_s=13.3e-6, eager_layout=True,
+        source="counted from benchmarks/device/serve_decode.py decode_step: rms_norm x2, 4 GEMMs, rotary as 7 "
+               "elementwise kernels each for q and k, 2 cache writes, SDPA, 2 residual adds, silu, mul = 27; "
+               "embedding, final norm, LM head, argmax = 4. host_launch_s 13.3 us: the eager step of batch 1 at "
+               "1K context (11.5 ms over 868 kernels) in simulator/validation/data/h200_serve/serve.jsonl (the other "
+               "eager rows validate it). Extra bytes: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat reads 5 "
+               "and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu then mul "
+               "moves 10 B per FFN element against silu_and_mul's 6 (+4)",
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0),
+}
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """Decode attention: K/V streamed at ``kv_read_efficiency`` of HBM bandwidth, capped at ``per_cta_Bps`` per CTA
+    when ``split_kv`` is False (one CTA per sequence and K/V head)."""
+
+    split_kv: bool
+    kv_read_efficiency: float
+    per_cta_Bps: float
+    source: str
+
+
+ATTENTION_KERNELS: dict[str, AttentionKernel] = {
+    "torch_sdpa": AttentionKernel(
+        split_kv=False, kv_read_efficiency=0.94, per_cta_Bps=44.5e9,
+        source=f"{OPS_DATA}: F.scaled_dot_product_attention decode (GQA group folded into 4 query rows) on one "
+               "H200: batch 64 x 8K and 256 x 2K read 2.15 GB per layer in 470 and 479 us (4.57, 4.49 TB/s = 0.94 "
+               "of 4.8 TB/s); batch 1 and 8 at 32K both take 377 us (8 and 64 CTAs: 134 MB / 377 us / 8 CTAs = "
+               "44.5 GB/s per CTA)"),
+    "flash_decoding": AttentionKernel(
+        split_kv=True, kv_read_efficiency=0.94, per_cta_Bps=44.5e9,
+        source="kv_read_efficiency as torch_sdpa (assumed: the same streaming read of the cache once the kernel "
+               "fills the GPU; Dao et al. 2023, Flash-Decoding, split the context so that it does)"),
+}
+
+PREFILL_ATTENTION = {"efficiency": 0.383, "half_seq": 1612.0,
+                     "source": f"fit of e x s/(s + half_seq) x bf16 peak to the 4 causal prefill attention rows of "
+                               f"{OPS_DATA} (torch 2.11 SDPA FlashAttention-2 forward, head dim 128, 32 heads, "
+                               "s = 512-16K: 104-345 TFLOP/s); forward only, so it differs from the training "
+                               "table's fwd+bwd sdpa_by_head_dim"}
+
+
+@dataclass(frozen=True)
+class All2AllBackend:
+    """How one MoE layer's tokens reach their experts: ``moe_backend`` names a :mod:`simulator.moe` backend, or
+    ``collective`` the all-gather + reduce-scatter pair over the EP group."""
+
+    moe_backend: str | None
+    collective: bool
+    source: str
+
+
+ALL2ALL_BACKENDS: dict[str, All2AllBackend] = {
+    "naive": All2AllBackend(None, True, "vLLM all2all 'naive': broadcast (all-gather) of every DP rank's tokens "
+                                         "and a reduce-scatter of the outputs (vllm/distributed/device_communicators/"
+                                         "all2all.py NaiveAll2AllManager)"),
+    "allgather_reducescatter": All2AllBackend(None, True, "vLLM 'allgather_reducescatter': the same bytes as naive "
+                                                           "in one all-gather and one reduce-scatter"),
+    "deepep_high_throughput": All2AllBackend("deepep_normal", False, "DeepEP normal kernels (deepseek-ai/DeepEP "
+                                                                     "README): docs/moe.md"),
+    "deepep_low_latency": All2AllBackend("deepep_low_latency", False, "DeepEP low-latency kernels (pure RDMA, "
+                                                                      "IBGDA): docs/moe.md"),
+    "pplx": All2AllBackend("deepep_low_latency", False, "pplx-kernels (perplexityai/pplx-kernels): NVSHMEM "
+                                                         "per-token writes like DeepEP low-latency; assumed the same "
+                                                         "cost model (no per-size comparison published)"),
+}
+
+
+def all2all_for(name: str, phase: str) -> str:
+    """The all-to-all backend a phase uses: ``auto`` is DeepEP high-throughput for prefill and low-latency for
+    decode (vLLM's documented pairing for wide EP)."""
+    if name != "auto":
+        return name
+    return "deepep_high_throughput" if phase == "prefill" else "deepep_low_latency"
+
+
+@dataclass(frozen=True)
+class ExpertKernel:
+    """Grouped expert GEMM throughput relative to the dense GEMM model, by tokens per expert (interpolated in log
+    tokens, flat outside); ``fp8_only`` kernels need fp8 weights."""
+
+    tokens: tuple[float, ...]
+    efficiency: tuple[float, ...]
+    fp8_only: bool
+    source: str
+
+    def relative(self, tokens_per_expert: float) -> float:
+        return float(np.interp(np.log2(max(tokens_per_expert, 1.0)), np.log2(self.tokens), self.efficiency))
+
+
+_CUTLASS_TOKENS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+_CUTLASS_EFF = (0.798, 0.880, 0.870, 0.923, 0.927, 0.951, 0.960, 0.914, 0.850)
+
+EXPERT_KERNELS: dict[str, ExpertKernel] = {
+    "cutlass_grouped": ExpertKernel(
+        _CUTLASS_TOKENS, _CUTLASS_EFF, False,
+        "median per tokens-per-expert of dense model / measured torch._grouped_mm (bf16, CUTLASS grouped GEMM on "
+        "sm90) over DeepSeek-V3 and Mixtral expert shapes, 8-32 experts, on one H200 "
+        "(simulator/validation/data/h200_moe/moe_gemm.jsonl)"),
+    "triton_fused": ExpertKernel(
+        _CUTLASS_TOKENS, _CUTLASS_EFF, False,
+        "assumed equal to cutlass_grouped: vLLM's Triton fused_moe was not measured here"),
+    "deepgemm": ExpertKernel(
+        (1.0,), (1.0,), True,
+        "fp8 grouped GEMM: the training table's measured fp8 grouped efficiency (grouped_efficiency.fp8 0.706 of "
+        "simulator/compute/data/compute_efficiency.yaml) applies through the fp8 dense model; no further factor"),
+}

@@ -1,0 +1,51 @@
+"""``serving:``: the workload and the serving engine's choices (docs/serving.md, ../CONTRACT ``simulator serve``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+A2A_BACKENDS = ("auto", "naive", "allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency", "pplx")
+EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
+
+
+class ServingConfig(BaseModel):
+    """A static batch of ``batch`` sequences (prefill together, then decode together), plus an optional
+    latency-throughput curve over ``concurrency`` (continuous batching in steady state)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch: int = Field(ge=1, le=1_000_000, description="sequences in flight together per replica (decode batch)")
+    input_len: int = Field(ge=1, le=10_000_000, description="prompt tokens per sequence (context at the first "
+                                                           "decode step)")
+    output_len: int = Field(ge=1, le=10_000_000, description="generated tokens per sequence")
+    cuda_graphs: bool = Field(True, description="decode captured in CUDA graphs (no host launch cost per kernel)")
+    concurrency: tuple[int, ...] | None = Field(
+        None, description="requests in flight in the whole system: one point of the latency-throughput curve each")
+    kernels: Literal["fused", "torch_eager"] = Field(
+        "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops) or torch_eager (plain PyTorch "
+                             "modules, as benchmarks/device/serve_decode.py)")
+    attention: Literal["flash_decoding", "torch_sdpa"] = Field(
+        "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
+                                      "FlashInfer as vLLM runs them) or torch_sdpa (one CTA per sequence and K/V head)")
+    all2all_backend: Literal["auto", "naive", "allgather_reducescatter", "deepep_high_throughput",
+                             "deepep_low_latency", "pplx"] = Field(
+        "auto", description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "
+                            "deepep_low_latency for decode")
+    expert_kernel: Literal["triton_fused", "cutlass_grouped", "deepgemm"] = Field(
+        "triton_fused", description="MoE expert GEMM kernel (vLLM fused_moe Triton, CUTLASS grouped, DeepGEMM)")
+    kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
+    max_batched_tokens: int | None = Field(
+        None, ge=1, le=10_000_000, description="chunked prefill: at most this many prompt tokens per step "
+                                               "(vLLM max_num_batched_tokens); null: a whole prompt per step")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, value):
+        if value is not None:
+            if not value:
+                raise ValueError("give at least one concurrency, or null")
+            if any(v < 1 or v > 1_000_000 for v in value):
+                raise ValueError("each concurrency must be between 1 and 1,000,000")
+        return value

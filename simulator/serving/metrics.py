@@ -1,0 +1,185 @@
+"""TTFT, TPOT, end-to-end latency and throughput of a serving scenario, and the latency-throughput curve over
+concurrency (docs/serving.md defines every output key).
+
+Static batch (the top-level numbers): ``batch`` sequences per replica are prefilled together (in chunks of
+``max_batched_tokens`` when set), then decoded together for ``output_len`` steps.
+- ``ttft_s`` = prefill time; ``tpot_s`` = mean decode step over the ``output_len`` steps (contexts ``input_len`` ..
+  ``input_len + output_len - 1``); ``e2e_s = ttft + (output_len - 1) tpot``;
+- ``tokens_per_s`` = replicas x batch x output_len / e2e (generated tokens); ``total_tokens_per_s`` counts the
+  prompt tokens too.
+
+Curve (continuous batching in steady state, closed loop of ``c`` requests in the system, ``b = c / replicas`` per
+replica, at most the KV-cache capacity): each iteration decodes ``b`` sequences at the mean context and admits
+``b / output_len`` new prompts (one finishes per ``output_len`` iterations per sequence slot), so
+``iteration = decode(b) + (b / output_len) x prefill(1 sequence)``; ``tpot = iteration``; a new request waits half
+an iteration, then rides one iteration with its prefill: ``ttft = iteration / 2 + prefill(1) + decode(b)``;
+Little's law gives ``tokens_per_s = replicas x b x output_len / e2e``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import UserError
+from simulator.memory import MemoryReport
+from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.serving.step import StepContext, StepTime, step_time
+
+#: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
+MEAN_SAMPLES = 9
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """Everything ``simulator serve`` prints (``to_dict()``: docs/serving.md)."""
+
+    header: dict[str, Any]
+    prefill: StepTime
+    prefill_tokens: int
+    decode: StepTime
+    decode_mean_s: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    replicas: int
+    gpus: int
+    kv_capacity_seqs: int
+    memory: MemoryReport
+    curve: tuple[dict, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tokens_per_s(self) -> float:
+        s = self.header["serving"]
+        return self.replicas * s["batch"] * s["output_len"] / self.e2e_s
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.header["serving"]
+        total = self.replicas * s["batch"] * (s["input_len"] + s["output_len"]) / self.e2e_s
+        return {
+            **self.header,
+            "prefill": {**self.prefill.to_dict(), "tokens": self.prefill_tokens},
+            "decode": {**self.decode.to_dict(), "mean_step_s": self.decode_mean_s},
+            "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s,
+            "throughput": {"tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s / self.gpus,
+                           "total_tokens_per_s": total, "requests_per_s": self.replicas * s["batch"] / self.e2e_s,
+                           "tokens_per_s_per_user": 1.0 / self.tpot_s, "replicas": self.replicas},
+            "kv_capacity_seqs": self.kv_capacity_seqs,
+            "memory": {**self.memory.to_dict(), "hbm_bytes": self.memory.hbm_capacity_bytes, "oom": self.memory.oom},
+            "curve": list(self.curve),
+            "warnings": list(self.warnings),
+        }
+
+
+def phase_plan(rp: ResolvedPlan, seqs: int, new: int) -> ResolvedPlan:
+    """The scenario's plan re-resolved for one step of ``seqs`` sequences x ``new`` tokens per DP rank."""
+    training = rp.training.model_copy(update={"micro_batch": seqs, "seq_len": new, "global_batch": seqs * rp.dp,
+                                              "mode": "inference"})
+    return resolve_plan(rp.model, rp.parallel, training, rp.world_size)
+
+
+def prefill_time(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> tuple[StepTime, int]:
+    """Prefill of ``seqs`` prompts of ``input_len`` (chunks of ``max_batched_tokens`` tokens when set): the sum of
+    its steps, their breakdowns summed; returns it and the prompt tokens."""
+    s = ctx.serving
+    budget = s.max_batched_tokens or seqs * s.input_len
+    chunk = min(s.input_len, budget)
+    per_step = max(1, min(seqs, budget // chunk))
+    steps: list[StepTime] = []
+    done = 0
+    while done < seqs:
+        n = min(per_step, seqs - done)
+        for past in range(0, s.input_len, chunk):
+            new = min(chunk, s.input_len - past)
+            steps.append(step_time(ctx, phase_plan(rp, n, new), n, new, past, phase="prefill", graphs=False))
+        done += n
+    return _sum_steps(steps), seqs * s.input_len
+
+
+def _sum_steps(steps: list[StepTime]) -> StepTime:
+    if len(steps) == 1:
+        return steps[0]
+    keys = steps[0].breakdown_s
+    return StepTime(step_s=sum(t.step_s for t in steps), gpu_s=sum(t.gpu_s for t in steps),
+                    kernels=sum(t.kernels for t in steps),
+                    breakdown_s={k: sum(t.breakdown_s[k] for t in steps) for k in keys},
+                    comm=steps[0].comm)
+
+
+def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> StepTime:
+    """One decode step of ``seqs`` sequences with ``past`` cached tokens each."""
+    return step_time(ctx, phase_plan(rp, seqs, 1), seqs, 1, past, phase="decode", graphs=ctx.serving.cuda_graphs)
+
+
+def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
+    """Mean decode step over contexts input_len .. input_len + output_len - 1 (trapezoid over sampled steps)."""
+    s = ctx.serving
+    if s.output_len == 1:
+        return decode_time(ctx, rp, seqs, s.input_len).step_s
+    points = np.unique(np.linspace(0, s.output_len - 1, min(MEAN_SAMPLES, s.output_len)).round().astype(int))
+    times = np.array([decode_time(ctx, rp, seqs, s.input_len + int(i)).step_s for i in points])
+    return float(np.trapezoid(times, points) / (points[-1] - points[0]))
+
+
+def kv_capacity(memory: MemoryReport, seqs: int) -> int:
+    """Sequences of ``input_len + output_len`` tokens a replica's KV cache can hold: HBM minus everything but
+    the cache on the fullest stage, over the cache one sequence takes there."""
+    best = None
+    for st in memory.stages:
+        kv = sum(i.bytes for i in st.items if i.name == "kv_cache")
+        if kv <= 0:
+            continue
+        free = (memory.hbm_capacity_bytes or 0.0) - memory.runtime_bytes - (st.peak - kv)
+        n = max(0, math.floor(free / (kv / seqs)))
+        best = n if best is None else min(best, n)
+    return best if best is not None else 0
+
+
+def curve_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: int, prefill_one: float,
+                gpus: int) -> dict:
+    """One point of the latency-throughput curve (module docstring)."""
+    s = ctx.serving
+    b = max(1, math.ceil(concurrency / rp.dp))
+    limited = capacity > 0 and b > capacity
+    b = min(b, capacity) if capacity > 0 else b
+    decode = decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
+    iteration = decode + b / s.output_len * prefill_one
+    ttft = iteration / 2 + prefill_one + decode
+    e2e = ttft + (s.output_len - 1) * iteration
+    tps = rp.dp * b * s.output_len / e2e
+    return {"concurrency": concurrency, "batch_per_replica": b, "kv_limited": limited, "ttft_s": ttft,
+            "tpot_s": iteration, "e2e_s": e2e, "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus,
+            "tokens_per_s_per_user": 1.0 / iteration}
+
+
+def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict[str, Any],
+          notes: tuple[str, ...] = ()) -> ServeResult:
+    """Predict a serving scenario (module docstring). ``rp`` is the scenario's plan; ``memory`` its serving
+    memory for ``batch`` sequences of ``input_len + output_len`` tokens."""
+    s = ctx.serving
+    if rp.parallel.cp > 1 or rp.parallel.ulysses > 1:
+        raise UserError("serving models tp, pp, ep and dp (DP attention); cp and ulysses must be 1",
+                        key_path="parallel.cp" if rp.parallel.cp > 1 else "parallel.ulysses")
+    prefill, tokens = prefill_time(ctx, rp, s.batch)
+    decode = decode_time(ctx, rp, s.batch, s.input_len)
+    mean = mean_decode_s(ctx, rp, s.batch)
+    e2e = prefill.step_s + (s.output_len - 1) * mean
+    capacity = kv_capacity(memory, s.batch)
+    warnings = list(notes)
+    if memory.oom:
+        warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
+                        f"does not fit; about {capacity} fit per replica")
+    curve: tuple[dict, ...] = ()
+    if s.concurrency:
+        one, _ = prefill_time(ctx, rp, 1)
+        curve = tuple(curve_point(ctx, rp, c, capacity, one.step_s, rp.world_size) for c in s.concurrency)
+        if any(p["kv_limited"] for p in curve):
+            warnings.append(f"the KV cache holds at most {capacity} sequences per replica: larger concurrencies "
+                            "queue (their batch is capped)")
+    return ServeResult(header=header, prefill=prefill, prefill_tokens=tokens, decode=decode, decode_mean_s=mean,
+                       ttft_s=prefill.step_s, tpot_s=mean, e2e_s=e2e, replicas=rp.dp, gpus=rp.world_size,
+                       kv_capacity_seqs=capacity, memory=memory, curve=curve, warnings=tuple(warnings))

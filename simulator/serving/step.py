@@ -1,0 +1,233 @@
+"""Time of one serving step (a prefill chunk or a decode step) op by op on one replica (docs/serving.md).
+
+A step processes ``seqs`` sequences, each adding ``new`` tokens on top of ``past`` cached ones (prefill: past 0,
+new = the prompt or a chunk of it; decode: new 1, past = context - 1). Per layer on one rank:
+
+- GEMMs (q/k/v fused, o, MLP or router + routed and shared experts, LM head on the last token of each sequence) at
+  :func:`simulator.compute.gemm.gemm_times`: ``launch + max(FLOPs / (peak x efficiency), bytes / (HBM x
+  memory_efficiency))``; at decode sizes the weight bytes bound them.
+- Attention: decode streams the K/V cache (``seqs x context x cache bytes per token and layer``) at the attention
+  kernel's rate (:mod:`simulator.serving.backends`); prefill runs causal FLOPs ``4 x seqs x new x (past + new/2) x
+  d x heads`` at the forward FlashAttention rate.
+- Memory-bound kernels (norms, residual adds, RoPE, activation, K/V cache write) at HBM bandwidth, and
+  ``launch_s`` for each small kernel of the kernel set.
+- MoE: routed experts touch ``E_local (1 - (1 - k/E)^(tokens in the EP group))`` local experts in expectation, each
+  GEMM'd at the expert kernel's efficiency, times the routing's load imbalance; dispatch and combine by the phase's
+  all-to-all backend.
+- TP: two all-reduces of ``tokens x h`` per layer (latency regime at decode: the collectives model's LL/NVLS/tree
+  choice); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h`` per stage boundary; the
+  stages run one after another for one batch (no micro-batch pipelining), so a step is the sum of its stages.
+- Without CUDA graphs (``cuda_graphs: false``, and always for prefill) the host issues every kernel: the step takes
+  at least ``kernels x host_launch_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.compute.efficiency import ComputeEfficiency
+from simulator.compute.gemm import gemm_times, peak_flops
+from simulator.compute.memops import LayerShape, eager_memops, embedding_memops, layer_memops
+from simulator.hardware import GpuSpec
+from simulator.memory.inference import kv_cache_bytes_per_token_layer
+from simulator.model import ModelSpec
+from simulator.model.flops import expert_mlp_ops, layer_flops
+from simulator.plan import ResolvedPlan
+from simulator.schedule.groups import GroupTimer
+from simulator.serving import backends as B
+from simulator.serving.config import ServingConfig
+from simulator.traffic.ops import CommOp
+
+#: op classes of the step breakdown (seconds per step on the critical path)
+OP_CLASSES = ("gemm", "attention", "memory_ops", "launch", "experts", "tp_comm", "ep_comm", "pp_comm", "host")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step's seconds (``step_s``), its breakdown by op class, kernels launched and the comm ops priced."""
+
+    step_s: float
+    breakdown_s: dict[str, float]
+    kernels: int
+    gpu_s: float
+    comm: tuple[dict, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return {"step_s": self.step_s, "gpu_s": self.gpu_s, "kernels": self.kernels,
+                "breakdown_s": dict(self.breakdown_s), "comm": list(self.comm)}
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every step of one scenario shares: hardware, coefficients, the serving choices."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    eff: ComputeEfficiency
+    serving: ServingConfig
+    moe_settings: object
+    topology: object
+    calibration: object = None
+
+
+def _fwd_gemms(model: ModelSpec, rp: ResolvedPlan, layer: int) -> list:
+    """Forward GEMMs of one layer without attention core and routed experts; q/k/v fused into one GEMM."""
+    ops = [o for o in layer_flops(model, rp.shape, layer_index=layer).ops
+           if o.phase == "fwd" and not o.name.startswith(("attn.", "experts."))]
+    qkv = [o for o in ops if o.name in ("q_proj", "k_proj", "v_proj")]
+    if len(qkv) == 3:
+        fused = type(qkv[0])("qkv_proj", "fwd", qkv[0].m, qkv[0].k, sum(o.n for o in qkv), 1)
+        ops = [fused] + [o for o in ops if o not in qkv]
+    return ops
+
+
+def _gemm_s(ops, ctx: StepContext, dtype: str) -> float:
+    if not ops:
+        return 0.0
+    arr = [np.array([getattr(o, a) for o in ops], dtype=float) for a in ("m", "k", "n", "batch")]
+    return float(np.sum(gemm_times(*arr, ctx.gpu, ctx.eff, dtype)))
+
+
+def _mem_s(nbytes: float, ctx: StepContext) -> float:
+    return nbytes / (ctx.gpu.memory.bandwidth * ctx.eff.memory_efficiency)
+
+
+def touched_experts(model: ModelSpec, rp: ResolvedPlan, tokens_per_rank: float) -> float:
+    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``."""
+    moe, ep = model.moe, rp.parallel.ep
+    local = moe.experts / ep
+    return local * (1.0 - (1.0 - moe.top_k / moe.experts) ** (tokens_per_rank * ep))
+
+
+def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, dtype: str) -> tuple[float, float]:
+    """(expert GEMM seconds, load imbalance) of one MoE layer: touched experts share the routed rows."""
+    model, sh = ctx.model, rp.shape
+    kernel = B.EXPERT_KERNELS[ctx.serving.expert_kernel]
+    touched = max(touched_experts(model, rp, sh.norm_tokens), 1e-9)
+    rows = sh.routed_rows / touched
+    imbalance = timer.moe_comm(stage).imbalance if rp.parallel.ep > 1 else 1.0
+    ops = expert_mlp_ops(model, rows, sh.etp, batch=touched)
+    ops = [o for o in ops if o.phase == "fwd"]
+    secs = _gemm_s(ops, ctx, dtype)
+    grouped = ctx.eff.grouped_fraction(dtype) * kernel.relative(rows)
+    return ctx.eff.launch_s * len(ops) + (secs - ctx.eff.launch_s * len(ops)) / grouped * imbalance, imbalance
+
+
+def _attention_s(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int) -> float:
+    """Core attention of one layer on one rank (module docstring)."""
+    model, sh, gpu = ctx.model, rp.shape, ctx.gpu
+    kv_bytes = seqs * (past + new) * kv_cache_bytes_per_token_layer(rp)
+    dq = model.mla.qk_head_dim if model.mla is not None else model.dhead
+    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * (dq + model.dhead_v) * sh.heads_tp
+    L = past + new
+    fa = B.PREFILL_ATTENTION
+    compute = flops / (peak_flops(gpu, "bf16") * fa["efficiency"] * L / (L + fa["half_seq"]))
+    if new > 1:
+        return ctx.eff.launch_s + max(compute, _mem_s(kv_bytes, ctx))
+    kernel = B.ATTENTION_KERNELS[ctx.serving.attention]
+    rate = gpu.memory.bandwidth * kernel.kv_read_efficiency
+    if not kernel.split_kv:
+        ctas = seqs * (sh.heads_tp if model.mla is not None else sh.kv_heads_tp)
+        rate = min(rate, ctas * kernel.per_cta_Bps)
+    return ctx.eff.launch_s + max(kv_bytes / rate, compute)
+
+
+def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, tokens: float) -> float:
+    model, sh = ctx.model, rp.shape
+    moe = model.is_moe_layer(layer)
+    shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
+                       qk_width=(sh.heads_tp + sh.kv_heads_tp) * model.dhead)
+    ops = layer_memops(model, shape, unfused_attention=False, moe_routed_tokens=sh.routed_rows if moe else 0.0)
+    kset = B.KERNEL_SETS[ctx.serving.kernels]
+    if kset.eager_layout:
+        ops += eager_memops(model, shape, 0.0, amp=False)
+    nbytes = sum(o.bytes for o in ops if o.phase == "fwd")
+    nbytes += tokens * (kset.rope_extra_bytes * shape.qk_width + kset.swiglu_extra_bytes * shape.ffn_local)
+    nbytes += 2 * tokens * kv_cache_bytes_per_token_layer(rp)  # write the new K/V (read the projection, write cache)
+    return _mem_s(nbytes, ctx)
+
+
+def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
+    t = timer.time(op, stage)
+    if t.time_s > 0:
+        log.append({"dim": op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
+                    "time_s": t.time_s, "name": op.name})
+    return t.time_s
+
+
+def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, phase: str, log: list) -> float:
+    """Dispatch + combine of one MoE layer on this rank's EP group, by the phase's all-to-all backend."""
+    if rp.parallel.ep == 1:
+        return 0.0
+    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
+    tokens = rp.shape.norm_tokens
+    if backend.collective:
+        size = tokens * rp.parallel.ep * ctx.model.hidden * rp.recipe.activation
+        return (_comm(timer, CommOp("ep", "ep", "all_gather", size, 1, "layer_fwd", "none", "tokens (all-gather)"),
+                      stage, log)
+                + _comm(timer, CommOp("ep", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
+                                      "outputs (reduce-scatter)"), stage, log))
+    comm = timer.moe_comm(stage)
+    t = comm.forward.dispatch.time_s + comm.forward.combine.time_s
+    log.append({"dim": "ep", "op": "dispatch+combine", "bytes": float(comm.forward.dispatch.counted_bytes),
+                "algorithm": timer.moe_algorithm(stage), "link": comm.forward.dispatch.bottleneck,
+                "time_s": float(t), "name": B.all2all_for(ctx.serving.all2all_backend, phase)})
+    return float(t)
+
+
+def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> None:
+    """Add one layer's seconds to ``acc`` (by op class)."""
+    dtype = rp.recipe.gemm_dtype
+    tokens = seqs * new
+    acc["gemm"] += _gemm_s(_fwd_gemms(ctx.model, rp, layer), ctx, dtype)
+    acc["attention"] += _attention_s(ctx, rp, seqs, new, past)
+    acc["memory_ops"] += _memops_s(ctx, rp, layer, tokens)
+    kset = B.KERNEL_SETS[ctx.serving.kernels]
+    acc["launch"] += max(kset.per_layer - 5, 0) * ctx.eff.launch_s  # small kernels beyond 4 GEMMs + attention
+    if ctx.model.is_moe_layer(layer):
+        acc["experts"] += _experts(ctx, rp, timer, stage, dtype)[0]
+        acc["ep_comm"] += _ep_comm(ctx, rp, timer, stage, phase, log)
+    if rp.parallel.tp > 1:
+        size = tokens * ctx.model.hidden * rp.recipe.activation
+        for name in ("attention output", "mlp output"):
+            acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_reduce", size, 1, "layer_fwd", "none", name),
+                                    stage, log)
+
+
+def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int, *, phase: str,
+              graphs: bool) -> StepTime:
+    """One step of ``seqs`` sequences adding ``new`` tokens on ``past`` cached ones (module docstring);
+    ``rp`` is the plan resolved for ``micro_batch = seqs, seq_len = new``."""
+    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=ctx.moe_settings)
+    acc = dict.fromkeys(OP_CLASSES, 0.0)
+    log: list[dict] = []
+    model, p = ctx.model, rp.parallel
+    kset = B.KERNEL_SETS[ctx.serving.kernels]
+    kernels = 0
+    for stage in range(p.pp):
+        layers = rp.stage_layers[stage]
+        kernels += kset.per_layer * len(layers)
+        for layer in layers:
+            _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log)
+        if stage == 0:
+            acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, seqs * new) if o.phase == "fwd"),
+                                        ctx) + ctx.eff.launch_s
+        if stage == p.pp - 1:
+            kernels += kset.per_step
+            head = np.array([[seqs, model.hidden, model.vocab / p.tp, 1]], dtype=float).T
+            acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.recipe.gemm_dtype)[0])
+            acc["launch"] += 2 * ctx.eff.launch_s  # final norm, sampler
+            if p.tp > 1:
+                acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_gather", seqs * model.vocab * 2, 1,
+                                                      "step", "none", "logits"), stage, log)
+        if stage < p.pp - 1:
+            size = seqs * new * model.hidden * rp.recipe.activation / p.tp
+            acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
+                                                  "activations"), stage, log)
+    gpu_s = sum(acc.values())
+    host = 0.0 if graphs else kernels * kset.host_launch_s
+    if host > gpu_s:
+        acc["host"] = host - gpu_s
+    return StepTime(step_s=max(gpu_s, host), breakdown_s=acc, kernels=kernels, gpu_s=gpu_s, comm=tuple(log))

@@ -1,0 +1,65 @@
+"""Serving model against measurements: the H200 decode/prefill sweep of a Llama-3-8B-shaped model
+(simulator/validation/data/h200_serve, benchmarks/device/serve_decode.py) and published serving benchmarks
+(simulator/validation/data/published_serving.csv).
+
+The measured sweep is predicted with the benchmark's own kernel set (``kernels: torch_eager``, ``attention:
+torch_sdpa``): the component rates come from the per-op rows of the same session (``ops.jsonl``: isolated GEMMs,
+attention kernels) and from earlier GEMM measurements, never from these end-to-end rows. The host launch time
+(``cuda_graphs: false``) is taken from the batch-1, 1K row, which is therefore left out of the eager validation.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "h200_serve"
+#: the eager row host_launch_s was derived from (simulator/serving/backends.py)
+HOST_CALIBRATION_ROW = (1, 1024)
+
+
+def h200_scenario(batch: int, input_len: int, output_len: int = 1, *, graphs: bool = True, tp: int = 1) -> dict:
+    """The benchmark's setup as a scenario mapping: Llama-3-8B on H200, plain PyTorch kernels."""
+    return {"name": "h200-serve-decode", "system": {"profile": "hgx_h200", "gpus": tp},
+            "model": {"preset": "llama3-8b"}, "parallel": {"tp": tp},
+            "training": {"mode": "inference", "precision": "bf16"},
+            "serving": {"batch": batch, "input_len": input_len, "output_len": output_len, "cuda_graphs": graphs,
+                        "kernels": "torch_eager", "attention": "torch_sdpa"}}
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    batch: int
+    tokens: int
+    graphs: bool
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1.0
+
+
+def h200_rows(file: str = "serve.jsonl") -> list[Row]:
+    """Every decode and prefill row of one run with the model's prediction."""
+    from simulator.scenario import load_scenario
+    from simulator.scenario.serve import simulate_serving
+
+    rows = []
+    for line in (DATA / file).read_text().splitlines():
+        r = json.loads(line)
+        if r["kind"] == "decode":
+            # the step writes the new token at position context - 1: past = context - 1 cached tokens
+            res = simulate_serving(load_scenario(h200_scenario(r["batch"], r["context"] - 1, graphs=r["cuda_graph"])))
+            rows.append(Row("decode", r["batch"], r["context"], r["cuda_graph"], r["time_s"], res.decode.step_s))
+        elif r["kind"] == "prefill":
+            res = simulate_serving(load_scenario(h200_scenario(r["seqs"], r["tokens"])))
+            rows.append(Row("prefill", r["seqs"], r["tokens"], False, r["time_s"], res.prefill.step_s))
+    return rows
+
+
+def median_abs_error(rows: list[Row]) -> float:
+    return statistics.median(abs(r.error) for r in rows)
