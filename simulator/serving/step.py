@@ -170,11 +170,20 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
                 + _comm(timer, CommOp("ep", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
                                       "outputs (reduce-scatter)"), stage, log))
     comm = timer.moe_comm(stage)
-    t = comm.forward.dispatch.time_s + comm.forward.combine.time_s
-    log.append({"dim": "ep", "op": "dispatch+combine", "bytes": float(comm.forward.dispatch.counted_bytes),
-                "algorithm": timer.moe_algorithm(stage), "link": comm.forward.dispatch.bottleneck,
-                "time_s": float(t), "name": B.all2all_for(ctx.serving.all2all_backend, phase)})
-    return float(t)
+    name = B.all2all_for(ctx.serving.all2all_backend, phase)
+    for what, k in (("dispatch", comm.forward.dispatch), ("combine", comm.forward.combine)):
+        log.append({"dim": "ep", "op": what, "bytes": float(k.counted_bytes), "algorithm": timer.moe_algorithm(stage),
+                    "link": k.bottleneck, "time_s": float(k.time_s), "name": name})
+    return float(comm.forward.dispatch.time_s + comm.forward.combine.time_s)
+
+
+def _moe_settings(ctx: StepContext, phase: str):
+    """The scenario's ``moe:`` settings with the phase's all-to-all backend (its transport default unless set)."""
+    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)].moe_backend
+    settings = ctx.moe_settings
+    if backend is None or settings.backend == backend:
+        return settings
+    return type(settings).model_validate({**settings.model_dump(), "backend": backend})
 
 
 def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> None:
@@ -200,7 +209,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
               graphs: bool) -> StepTime:
     """One step of ``seqs`` sequences adding ``new`` tokens on ``past`` cached ones (module docstring);
     ``rp`` is the plan resolved for ``micro_batch = seqs, seq_len = new``."""
-    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=ctx.moe_settings)
+    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase))
     acc = dict.fromkeys(OP_CLASSES, 0.0)
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
@@ -209,8 +218,17 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
     for stage in range(p.pp):
         layers = rp.stage_layers[stage]
         kernels += kset.per_layer * len(layers)
-        for layer in layers:
-            _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log)
+        kinds: dict[bool, list[int]] = {}
+        for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
+            kinds.setdefault(model.is_moe_layer(layer), []).append(layer)
+        for group in kinds.values():
+            one = dict.fromkeys(OP_CLASSES, 0.0)
+            before = len(log)
+            _layer(ctx, rp, timer, stage, group[0], seqs, new, past, phase, one, log)
+            for entry in log[before:]:
+                entry["count"] = len(group)
+            for key, value in one.items():
+                acc[key] += value * len(group)
         if stage == 0:
             acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, seqs * new) if o.phase == "fwd"),
                                         ctx) + ctx.eff.launch_s

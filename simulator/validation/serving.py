@@ -63,3 +63,54 @@ def h200_rows(file: str = "serve.jsonl") -> list[Row]:
 
 def median_abs_error(rows: list[Row]) -> float:
     return statistics.median(abs(r.error) for r in rows)
+
+
+PUBLISHED = DATA.parent / "published_serving.csv"
+#: tolerance of the published serving rows (the issue's target)
+PUBLISHED_TOLERANCE = 0.20
+
+
+def _published_scenario(r: dict) -> dict:
+    model: dict = {"preset": r["model"]}
+    if r["experts"]:
+        from simulator.model import load_model_preset
+
+        moe = load_model_preset(r["model"]).moe.model_dump()
+        model["moe"] = {**moe, "experts": int(r["experts"])}
+    system = {"profile": r["profile"], "nodes": int(r["nodes"])}
+    if r["gpus"]:
+        system["gpus"] = int(r["gpus"])
+    moe_model = bool(r["experts"])
+    serving = {"batch": int(r["batch"]), "input_len": int(r["input_len"]), "output_len": int(r["output_len"])}
+    if r["concurrency"]:
+        serving["concurrency"] = [int(c) for c in r["concurrency"].split(";")]
+    if moe_model:
+        serving.update(expert_kernel="deepgemm", all2all_backend="deepep_low_latency")
+        system["net_issue"] = "ibgda"
+    return {"name": r["id"], "system": system, "model": model, "parallel": {"tp": int(r["tp"]), "ep": int(r["ep"])},
+            "training": {"mode": "inference", "precision": r["precision"]}, "serving": serving}
+
+
+def published_serving_rows() -> list[dict]:
+    """Each published serving number with the model's value for the same setup (metric definitions in the CSV)."""
+    import csv
+
+    from simulator.scenario import load_scenario
+    from simulator.scenario.serve import simulate_serving
+
+    lines = [ln for ln in PUBLISHED.read_text().splitlines() if ln and not ln.startswith("#")]
+    out = []
+    for r in csv.DictReader(lines):
+        res = simulate_serving(load_scenario(_published_scenario(r)))
+        if r["metric"] == "decode_step_s":
+            model = res.decode.step_s
+        elif r["metric"] == "throughput_ratio":
+            first, last = res.curve[0], res.curve[-1]
+            model = last["tokens_per_s"] / first["tokens_per_s"]
+        else:  # tokens_per_s_per_node: every DP rank decodes ``batch`` sequences per step
+            gpus_per_node = res.gpus / int(r["nodes"])
+            model = gpus_per_node * int(r["batch"]) / res.tpot_s
+        published = float(r["published"])
+        out.append({"id": r["id"], "metric": r["metric"], "unit": r["unit"], "published": published, "model": model,
+                    "error": model / published - 1})
+    return out
