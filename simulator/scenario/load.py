@@ -122,6 +122,10 @@ def _serving_training(data: dict, serving: ServingConfig | None, parallel: Paral
     training = dict(data.get("training") or {})
     if serving is None:
         return training
+    for key in ("cp", "ulysses"):
+        if getattr(parallel, key) > 1:
+            raise UserError(f"serving models tp, pp, ep and dp (DP attention); {key} must be 1, got "
+                            f"{getattr(parallel, key)}", key_path=f"parallel.{key}")
     if training.get("mode", "inference") != "inference":
         raise UserError("a scenario with serving: needs training.mode: inference", key_path="training.mode")
     world = system.gpus or cluster.gpus

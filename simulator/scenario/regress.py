@@ -41,7 +41,13 @@ def scenario_points(path: str | Path) -> list[dict[str, Any]]:
     data = read_document(path).data  # after extends: a sweep may be inherited
     if data.get("sweep") or data.get("zip"):
         return [_clean(row) for row in run_sweep(plan_sweep(path), processes=1)]
-    return [_clean(simulate(load_scenario(path)).summary())]
+    scenario = load_scenario(path)
+    row = simulate(scenario).summary()
+    if scenario.serving is not None:
+        from simulator.scenario.serve import simulate_serving
+
+        row.update(simulate_serving(scenario).summary())
+    return [_clean(row)]
 
 
 def _clean(row: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,21 @@ class ServeResult:
         s = self.header["serving"]
         return self.replicas * s["batch"] * s["output_len"] / self.e2e_s
 
+    def summary(self) -> dict[str, Any]:
+        """The key serving numbers as flat ``serve.*`` keys (regression goldens, sweeps)."""
+        d = self.to_dict()
+        row = {"serve.prefill_s": self.prefill.step_s, "serve.decode_step_s": self.decode.step_s,
+               "serve.decode_mean_step_s": self.decode_mean_s, "serve.ttft_s": self.ttft_s,
+               "serve.tpot_s": self.tpot_s, "serve.e2e_s": self.e2e_s,
+               "serve.tokens_per_s": d["throughput"]["tokens_per_s"],
+               "serve.tokens_per_s_per_gpu": d["throughput"]["tokens_per_s_per_gpu"],
+               "serve.kv_capacity_seqs": self.kv_capacity_seqs}
+        for p in self.curve:
+            c = p["concurrency"]
+            row.update({f"serve.curve.{c}.tpot_s": p["tpot_s"], f"serve.curve.{c}.ttft_s": p["ttft_s"],
+                        f"serve.curve.{c}.tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"]})
+        return row
+
     def to_dict(self) -> dict[str, Any]:
         s = self.header["serving"]
         total = self.replicas * s["batch"] * (s["input_len"] + s["output_len"]) / self.e2e_s

@@ -151,10 +151,10 @@ def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, tokens: float) -> 
 
 def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
     t = timer.time(op, stage)
-    if t.time_s > 0:
+    if t.call_s > 0:
         log.append({"dim": op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
-                    "time_s": t.time_s, "name": op.name})
-    return t.time_s
+                    "time_s": t.call_s, "name": op.name})
+    return t.call_s
 
 
 def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, phase: str, log: list) -> float:

@@ -17,6 +17,7 @@ import simulator
 from simulator.cli import build_parser, main
 
 INTERFACE = Path(__file__).resolve().parents[2] / "docs" / "interface.md"
+SERVE_SCENARIO = str(Path(__file__).resolve().parents[2] / "scenarios" / "serve_rtx3090_llama3_8b.yaml")
 PLANNED = "planned, not yet implemented"
 
 CONTRACT_FLAGS = {
@@ -26,6 +27,7 @@ CONTRACT_FLAGS = {
     "moe": ["--system", "--nodes", "--ep", "--tokens", "--hidden", "--top-k", "--experts", "--topk-groups",
             "--backend", "--transport", "--qps", "--dispatch-dtype", "--json"],
     "run": ["--json", "--trace", "--plot"],
+    "serve": ["--json", "--csv", "--plot"],
 }
 
 
@@ -82,6 +84,7 @@ JSON_RUNS = {
                    "--json"],
     "moe": ["moe", "--system", "hgx_h800", "--nodes", "2", "--ep", "16", "--tokens", "4096", "--hidden", "7168",
             "--top-k", "8", "--experts", "256", "--json"],
+    "serve": ["serve", SERVE_SCENARIO, "--json"],
 }
 
 
@@ -172,3 +175,22 @@ def test_wrong_unit_in_a_scenario(tmp_path, capsys):
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:5: system.fabric.switch_latency: unknown time unit 'parsecs'" in err
+
+
+def test_serve_json_keys(capsys):
+    """CONTRACT.md's keys and the keys docs/serving.md adds (frozen: add freely, never rename)."""
+    assert main(["serve", SERVE_SCENARIO, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= {"prefill", "decode", "ttft_s", "tpot_s", "e2e_s", "throughput", "memory", "kv_capacity_seqs",
+                         "curve", "serving", "parallel", "warnings"}
+    assert set(data["prefill"]) >= {"step_s", "tokens", "gpu_s", "kernels", "breakdown_s", "comm"}
+    assert set(data["decode"]) >= {"step_s", "mean_step_s", "gpu_s", "kernels", "breakdown_s", "comm"}
+    assert set(data["decode"]["breakdown_s"]) == {"gemm", "attention", "memory_ops", "launch", "experts", "tp_comm",
+                                                  "ep_comm", "pp_comm", "host"}
+    assert set(data["throughput"]) >= {"tokens_per_s", "tokens_per_s_per_gpu", "total_tokens_per_s",
+                                       "requests_per_s", "tokens_per_s_per_user", "replicas"}
+    assert set(data["memory"]) >= {"peak_bytes", "stages"}
+    assert set(data["curve"][0]) >= {"concurrency", "batch_per_replica", "kv_limited", "ttft_s", "tpot_s", "e2e_s",
+                                     "tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user"}
+    assert data["decode"]["comm"] and set(data["decode"]["comm"][0]) >= {"dim", "op", "bytes", "algorithm", "link",
+                                                                         "time_s", "count"}

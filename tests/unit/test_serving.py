@@ -1,0 +1,133 @@
+"""Serving step model (simulator/serving): hand-computed numbers, invariants and input errors."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.cli import main
+from simulator.errors import UserError
+from simulator.hardware import load_node
+from simulator.scenario import load_scenario
+from simulator.scenario.serve import simulate_serving
+from simulator.serving import backends as B
+from simulator.serving.step import touched_experts
+
+H200 = load_node("hgx_h200").gpu
+LAUNCH, MEM_EFF = 2.68e-6, 0.803  # simulator/compute/data/compute_efficiency.yaml, hopper
+
+
+def scenario(**serving) -> dict:
+    base = {"batch": 1, "input_len": 1024, "output_len": 1}
+    return {"system": {"profile": "hgx_h200", "gpus": 1}, "model": {"preset": "llama3-8b"},
+            "training": {"mode": "inference", "precision": "bf16"}, "serving": {**base, **serving}}
+
+
+def serve(**serving):
+    return simulate_serving(load_scenario(scenario(**serving)))
+
+
+def test_batch_one_decode_gemms_are_weight_reads():
+    """Llama-3-8B, one token: every GEMM streams its weights (plus the tiny activations) at 0.803 x 4.8 TB/s."""
+    bw = H200.memory.bandwidth * MEM_EFF
+    shapes = [(4096, 6144), (4096, 4096), (4096, 2 * 14336), (14336, 4096)]  # qkv, o, gate_up, down
+    layer = sum(LAUNCH + 2 * (k + k * n + n) / bw for k, n in shapes)
+    head = LAUNCH + 2 * (4096 + 4096 * 128256 + 128256) / bw
+    assert serve().decode.breakdown_s["gemm"] == pytest.approx(32 * layer + head, rel=1e-9)
+    # (32 x 218.1 M + 525.3 M) x 2 B = 15.0 GB at 3.85 TB/s = 3.90 ms, + 129 launches x 2.68 us = 0.35 ms
+    assert 32 * layer + head == pytest.approx(4.24e-3, rel=0.01)
+
+
+def test_decode_attention_streams_the_cache():
+    """Split-KV decode: 32 layers x (1024 + 1) tokens x 8 K/V heads x 128 x 2 (K, V) x 2 B at 0.94 x 4.8 TB/s;
+    PyTorch's unsplit kernel is capped at 8 CTAs x 44.5 GB/s."""
+    kv = (1024 + 1) * 8 * 128 * 2 * 2
+    split = serve().decode.breakdown_s["attention"]
+    assert split == pytest.approx(32 * (LAUNCH + kv / (0.94 * 4.8e12)), rel=1e-9)
+    sdpa = serve(attention="torch_sdpa").decode.breakdown_s["attention"]
+    assert sdpa == pytest.approx(32 * (LAUNCH + kv / (8 * 44.5e9)), rel=1e-9)
+
+
+def test_without_cuda_graphs_the_host_issues_every_kernel():
+    """Plain PyTorch kernel set: 27 kernels per layer x 32 + 4 = 868 kernels x 13.3 us = 11.5 ms, above the GPU's
+    ~6.6 ms: host-bound. The fused set (356 kernels, 4.7 ms) stays GPU-bound at batch 1."""
+    eager = serve(cuda_graphs=False, kernels="torch_eager").decode
+    assert eager.kernels == 868
+    assert eager.step_s == pytest.approx(868 * 13.3e-6, rel=1e-12) and eager.gpu_s < eager.step_s
+    assert eager.breakdown_s["host"] == pytest.approx(eager.step_s - eager.gpu_s)
+    fused = serve(cuda_graphs=False).decode
+    assert fused.kernels == 356 and fused.step_s == fused.gpu_s > 356 * 13.3e-6
+
+
+def test_touched_experts():
+    """One token picks top_k = 8 of 256 experts; many tokens touch all of them; EP splits them."""
+    sc = load_scenario({"system": {"profile": "hgx_h200", "nodes": 1}, "model": {"preset": "deepseek-v3"},
+                        "parallel": {"tp": 1, "ep": 8}, "training": {"mode": "inference", "precision": "fp8"},
+                        "serving": {"batch": 1, "input_len": 8, "output_len": 1}})
+    model, rp = sc.model, sc.plan
+    assert touched_experts(model, rp, 1 / 8) == pytest.approx(32 * (1 - (1 - 8 / 256) ** 1))  # one token in the group
+    assert touched_experts(model, rp, 10_000) == pytest.approx(32.0)
+
+
+def test_ttft_tpot_and_throughput_definitions():
+    r = serve(batch=8, input_len=512, output_len=64)
+    d = r.to_dict()
+    assert d["ttft_s"] == d["prefill"]["step_s"]
+    assert d["e2e_s"] == pytest.approx(d["ttft_s"] + 63 * d["tpot_s"])
+    assert d["throughput"]["tokens_per_s"] == pytest.approx(8 * 64 / d["e2e_s"])
+    assert d["decode"]["step_s"] <= d["decode"]["mean_step_s"]  # the context grows over the output
+
+
+def test_chunked_prefill_costs_at_least_one_prefill():
+    whole = serve(input_len=8192).prefill.step_s
+    chunked = serve(input_len=8192, max_batched_tokens=2048).prefill.step_s
+    assert chunked > whole * 0.95  # same GEMM work; attention over the cached past adds reads
+
+
+def test_registries_carry_sources():
+    for table in (B.KERNEL_SETS, B.ATTENTION_KERNELS, B.ALL2ALL_BACKENDS, B.EXPERT_KERNELS):
+        for name, entry in table.items():
+            assert len(entry.source) > 30, name
+    assert B.all2all_for("auto", "prefill") == "deepep_high_throughput"
+    assert B.all2all_for("auto", "decode") == "deepep_low_latency"
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(1, 128), context=st.integers(1, 16384), extra=st.integers(1, 4096))
+def test_decode_never_gets_faster_with_more_context_or_batch(batch, context, extra):
+    base = serve(batch=batch, input_len=context).decode.step_s
+    assert serve(batch=batch, input_len=context + extra).decode.step_s >= base
+    assert serve(batch=batch + extra, input_len=context).decode.step_s >= base
+
+
+@pytest.mark.parametrize(("change", "key", "words"), [
+    ({"training": {"mode": "train", "precision": "bf16"}}, "training.mode", "inference"),
+    ({"serving": {"batch": 1, "input_len": 8, "output_len": 1, "speed": 2}}, "serving.speed", "unknown"),
+    ({"serving": {"batch": 0, "input_len": 8, "output_len": 1}}, "serving.batch", ""),
+    ({"serving": {"batch": 1, "input_len": 8, "output_len": 1, "concurrency": []}}, "serving.concurrency", ""),
+    ({"serving": {"batch": 1, "input_len": 8, "output_len": 1, "attention": "magic"}}, "serving.attention", ""),
+])
+def test_bad_serving_input_is_a_located_error(change, key, words):
+    with pytest.raises(UserError) as exc:
+        load_scenario({**scenario(), **change})
+    assert key in str(exc.value) and words in str(exc.value)
+
+
+def test_cli_errors_exit_2(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text("system: {profile: hgx_h200, gpus: 1}\nmodel: {preset: llama3-8b}\n"
+                    "training: {mode: inference}\n")
+    assert main(["serve", str(path)]) == 2
+    assert "serving" in capsys.readouterr().err
+    path.write_text("system: {profile: hgx_h200, gpus: 2}\nmodel: {preset: llama3-8b}\nparallel: {cp: 2}\n"
+                    "serving: {batch: 1, input_len: 8, output_len: 2}\n")
+    assert main(["serve", str(path)]) == 2
+    assert "parallel.cp" in capsys.readouterr().err
+
+
+def test_cli_writes_csv_and_plot(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text("system: {profile: hgx_h200, gpus: 1}\nmodel: {preset: llama3-8b}\n"
+                    "serving: {batch: 4, input_len: 256, output_len: 16, concurrency: [1, 4]}\n")
+    assert main(["serve", str(path), "--csv", str(tmp_path / "c.csv"), "--plot", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.csv").read_text().splitlines()[0].startswith("concurrency,")
+    assert (tmp_path / "c.png").stat().st_size > 1000
