@@ -34,6 +34,7 @@ class KernelSet:
 
     per_layer: int
     per_step: int
+    per_moe_layer: int
     host_launch_s: float
     eager_layout: bool
     source: str
@@ -43,13 +44,15 @@ class KernelSet:
 
 KERNEL_SETS: dict[str, KernelSet] = {
     "fused": KernelSet(
-        per_layer=11, per_step=4, host_launch_s=13.3e-6, eager_layout=False,
+        per_layer=11, per_step=4, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=False,
         source="vLLM LlamaDecoderLayer (v0.11): fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                "reshape_and_cache_flash, attention + split-KV combine, o GEMM, gate_up GEMM, silu_and_mul, down GEMM = "
-               "11; per step embedding, final norm, LM head, sampler = 4. host_launch_s: as torch_eager (assumed: "
+               "11; per step embedding, final norm, LM head, sampler = 4; a MoE layer adds 10 (router GEMM, top-k, "
+               "dispatch, 2 grouped expert GEMMs, activation, combine, shared-expert gate_up / down / activation; "
+               "counted from vLLM's FusedMoE forward, assumed for other engines). host_launch_s: as torch_eager (assumed: "
                "vLLM's eager mode issues its custom ops through the same PyTorch dispatcher)"),
     "torch_eager": KernelSet(
-        per_layer=27, per_step=4, host_launch_s=13.3e-6, eager_layout=True,
+        per_layer=27, per_step=4, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=True,
         source="counted from benchmarks/device/serve_decode.py decode_step: rms_norm x2, 4 GEMMs, rotary as 7 "
                "elementwise kernels each for q and k, 2 cache writes, SDPA, 2 residual adds, silu, mul = 27; "
                "embedding, final norm, LM head, argmax = 4. host_launch_s 13.3 us: the eager step of batch 1 at "
@@ -100,6 +103,7 @@ class All2AllBackend:
     moe_backend: str | None
     collective: bool
     source: str
+    graph_capturable: bool = True
 
 
 ALL2ALL_BACKENDS: dict[str, All2AllBackend] = {
@@ -109,7 +113,11 @@ ALL2ALL_BACKENDS: dict[str, All2AllBackend] = {
     "allgather_reducescatter": All2AllBackend(None, True, "vLLM 'allgather_reducescatter': the same bytes as naive "
                                                            "in one all-gather and one reduce-scatter"),
     "deepep_high_throughput": All2AllBackend("deepep_normal", False, "DeepEP normal kernels (deepseek-ai/DeepEP "
-                                                                     "README): docs/moe.md"),
+                                                                     "README): docs/moe.md. Not CUDA-graph "
+                                                                     "capturable: the CPU waits for the receive "
+                                                                     "counts before it allocates the output (DeepEP "
+                                                                     "README, normal kernels; vLLM runs them eagerly)",
+                                             graph_capturable=False),
     "deepep_low_latency": All2AllBackend("deepep_low_latency", False, "DeepEP low-latency kernels (pure RDMA, "
                                                                       "IBGDA): docs/moe.md"),
     "pplx": All2AllBackend("deepep_low_latency", False, "pplx-kernels (perplexityai/pplx-kernels): NVSHMEM "

@@ -17,8 +17,9 @@ new = the prompt or a chunk of it; decode: new 1, past = context - 1). Per layer
 - TP: two all-reduces of ``tokens x h`` per layer (latency regime at decode: the collectives model's LL/NVLS/tree
   choice); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h`` per stage boundary; the
   stages run one after another for one batch (no micro-batch pipelining), so a step is the sum of its stages.
-- Without CUDA graphs (``cuda_graphs: false``, and always for prefill) the host issues every kernel: the step takes
-  at least ``kernels x host_launch_s``.
+- Without CUDA graphs (``cuda_graphs: false``, always for prefill, and for any step whose all-to-all backend cannot be
+  captured: DeepEP's normal kernels) the host issues every kernel: the step takes at least
+  ``kernels x host_launch_s``.
 """
 
 from __future__ import annotations
@@ -149,10 +150,10 @@ def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, tokens: float) -> 
     return _mem_s(nbytes, ctx)
 
 
-def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
+def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list, dim: str | None = None) -> float:
     t = timer.time(op, stage)
     if t.call_s > 0:
-        log.append({"dim": op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
+        log.append({"dim": dim or op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
                     "time_s": t.call_s, "name": op.name})
     return t.call_s
 
@@ -165,10 +166,11 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     tokens = rp.shape.norm_tokens
     if backend.collective:
         size = tokens * rp.parallel.ep * ctx.model.hidden * rp.recipe.activation
-        return (_comm(timer, CommOp("ep", "ep", "all_gather", size, 1, "layer_fwd", "none", "tokens (all-gather)"),
-                      stage, log)
-                + _comm(timer, CommOp("ep", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
-                                      "outputs (reduce-scatter)"), stage, log))
+        # priced as collectives on the EP group (dim "ep" would route the op to the MoE kernels)
+        return (_comm(timer, CommOp("ep_collective", "ep", "all_gather", size, 1, "layer_fwd", "none",
+                                    "tokens (all-gather)"), stage, log, "ep")
+                + _comm(timer, CommOp("ep_collective", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
+                                      "outputs (reduce-scatter)"), stage, log, "ep"))
     comm = timer.moe_comm(stage)
     name = B.all2all_for(ctx.serving.all2all_backend, phase)
     for what, k in (("dispatch", comm.forward.dispatch), ("combine", comm.forward.combine)):
@@ -217,7 +219,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
     kernels = 0
     for stage in range(p.pp):
         layers = rp.stage_layers[stage]
-        kernels += kset.per_layer * len(layers)
+        kernels += kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
         kinds: dict[bool, list[int]] = {}
         for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
             kinds.setdefault(model.is_moe_layer(layer), []).append(layer)
@@ -245,6 +247,9 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
             acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
                                                   "activations"), stage, log)
     gpu_s = sum(acc.values())
+    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
+    if model.moe is not None and p.ep > 1 and not backend.graph_capturable:
+        graphs = False  # the step cannot be captured: the host issues every kernel
     host = 0.0 if graphs else kernels * kset.host_launch_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
