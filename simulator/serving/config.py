@@ -1,4 +1,4 @@
-"""``serving:``: the workload and the serving engine's choices (docs/serving.md, ../CONTRACT ``simulator serve``)."""
+"""``serving:``: the workload and the serving engine's choices (docs/serving.md; docs/interface.md ``simulator serve``)."""
 
 from __future__ import annotations
 

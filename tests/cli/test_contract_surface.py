@@ -178,7 +178,7 @@ def test_wrong_unit_in_a_scenario(tmp_path, capsys):
 
 
 def test_serve_json_keys(capsys):
-    """CONTRACT.md's keys and the keys docs/serving.md adds (frozen: add freely, never rename)."""
+    """The keys docs/interface.md names and the keys docs/serving.md adds (frozen: add freely, never rename)."""
     assert main(["serve", SERVE_SCENARIO, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) >= {"prefill", "decode", "ttft_s", "tpot_s", "e2e_s", "throughput", "memory", "kv_capacity_seqs",
