@@ -281,6 +281,30 @@ def _sweep(m: Model, args, t0: float, log) -> None:
                 log({"kind": "prefill", "seqs": seqs, "tokens": length, **r})
 
 
+def run_flex(m: Model, log, budget_s: float) -> None:
+    """Split-KV decode attention: torch.compile'd FlexAttention (its decoding kernel splits the context over CTAs,
+    as flash-decoding does), GQA native, one layer's cache, CUDA-graph timed; the check of the serving model's
+    ``flash_decoding`` rate (simulator/serving/backends.py)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    flex = torch.compile(flex_attention, dynamic=False)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for batch, context in ((1, 4096), (1, 32768), (8, 32768), (16, 8192), (64, 8192), (256, 2048)):
+            if time.perf_counter() - t0 > budget_s:
+                break
+            q = torch.randn(batch, m.heads, 1, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+            kc, vc = m.kv(0, batch, context)
+            try:
+                t = _graph_time(lambda q=q, kc=kc, vc=vc: flex(q, kc, vc, enable_gqa=True))
+            except Exception as exc:  # noqa: BLE001 - record and go on
+                log({"kind": "op", "op": "flex_decode_attention", "batch": batch, "context": context,
+                     "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                continue
+            log({"kind": "op", "op": "flex_decode_attention", "batch": batch, "context": context, "time_s": t,
+                 "compile_s": time.perf_counter() - t0})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -288,6 +312,7 @@ def main() -> None:
     ap.add_argument("--warm-s", type=float, default=6.0)
     ap.add_argument("--skip-prefill", action="store_true")
     ap.add_argument("--ops", action="store_true", help="per-op times only (GEMMs, attention, one small kernel)")
+    ap.add_argument("--flex", action="store_true", help="split-KV decode attention (FlexAttention) only")
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new measurements after this")
     args = ap.parse_args()
     tp = int(os.environ.get("WORLD_SIZE", "1"))
@@ -315,6 +340,9 @@ def main() -> None:
     log({"kind": "env", **env})
     if args.ops:
         run_ops(m, log)
+        return
+    if args.flex:
+        run_flex(m, log, args.budget_s)
         return
     _sweep(m, args, t0, log)
     log({"kind": "done", "elapsed_s": time.perf_counter() - t0})

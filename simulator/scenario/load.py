@@ -116,12 +116,15 @@ def scenario_from_document(document: Document) -> Scenario:
 
 
 def _serving_training(data: dict, serving: ServingConfig | None, parallel: ParallelPlan, system: SystemSection,
-                      cluster: ClusterSpec) -> dict:
+                      cluster: ClusterSpec) -> Any:
     """``training:`` as given; with ``serving:`` the mode is inference and the memory's sequences are the serving
     batch of ``input_len + output_len`` tokens per DP rank (training's batch fields may be left out)."""
-    training = dict(data.get("training") or {})
+    training = data.get("training") or {}
     if serving is None:
         return training
+    if not isinstance(training, dict):
+        raise UserError(f"expected a mapping, got {type(training).__name__}", key_path="training")
+    training = dict(training)
     for key in ("cp", "ulysses"):
         if getattr(parallel, key) > 1:
             raise UserError(f"serving models tp, pp, ep and dp (DP attention); {key} must be 1, got "

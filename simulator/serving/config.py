@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
+MAX_PREFILL_STEPS = 4096
+#: points of the latency-throughput curve
+MAX_CURVE_POINTS = 64
 
 A2A_BACKENDS = ("auto", "naive", "allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency", "pplx")
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
@@ -48,4 +53,19 @@ class ServingConfig(BaseModel):
                 raise ValueError("give at least one concurrency, or null")
             if any(v < 1 or v > 1_000_000 for v in value):
                 raise ValueError("each concurrency must be between 1 and 1,000,000")
+            if len(value) > MAX_CURVE_POINTS:
+                raise ValueError(f"at most {MAX_CURVE_POINTS} concurrencies, got {len(value)}")
         return value
+
+    @model_validator(mode="after")
+    def _prefill_steps(self):
+        """Chunked prefill of the batch must take at most MAX_PREFILL_STEPS steps (each is priced op by op)."""
+        if self.max_batched_tokens is not None:
+            chunk = min(self.input_len, self.max_batched_tokens)
+            per_step = max(1, min(self.batch, self.max_batched_tokens // chunk))
+            steps = -(-self.batch // per_step) * -(-self.input_len // chunk)
+            if steps > MAX_PREFILL_STEPS:
+                raise ValueError(f"max_batched_tokens {self.max_batched_tokens} splits the prefill of {self.batch} x "
+                                 f"{self.input_len} tokens into {steps:,} steps, more than {MAX_PREFILL_STEPS:,}: "
+                                 "raise it")
+        return self
