@@ -34,7 +34,13 @@ def render_serving(result) -> str:
         for p in d["curve"]:
             lines.append(f"{p['concurrency']:>11}{p['batch_per_replica']:>7}{p['ttft_s'] * 1e3:>10.1f}"
                          f"{p['tpot_s'] * 1e3:>10.2f}{p['tokens_per_s']:>12,.0f}{p['tokens_per_s_per_gpu']:>11,.0f}"
-                         + ("  KV-limited" if p["kv_limited"] else ""))
+                         + ("  KV-limited" if p["kv_limited"] else "")
+                         + ("  prefill-bound" if p.get("prefill_bound") else ""))
+    if d["disaggregation"]:
+        g, k = d["disaggregation"], d["disaggregation"]["kv_transfer"]
+        lines.insert(8, f"disaggregated: {g['prefill_replicas']} prefill + {g['decode_replicas']} decode replicas; "
+                        f"K/V hand-off {k['bytes_per_gpu'] / 2**20:,.0f} MiB per GPU in {k['time_s'] * 1e3:.2f} ms "
+                        f"over {k['link']}")
     lines += [f"warning: {w}" for w in d["warnings"]]
     return "\n".join(lines)
 

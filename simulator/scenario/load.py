@@ -134,6 +134,9 @@ def _serving_training(data: dict, serving: ServingConfig | None, parallel: Paral
     world = system.gpus or cluster.gpus
     model_ranks = parallel.tp * parallel.pp * parallel.cp * parallel.ulysses
     dp = parallel.dp or max(1, world // model_ranks)
+    if serving.disaggregation is not None and serving.disaggregation.prefill_replicas >= dp:
+        raise UserError(f"prefill_replicas ({serving.disaggregation.prefill_replicas}) must leave at least one of the "
+                        f"{dp} DP replicas to decode", key_path="serving.disaggregation.prefill_replicas")
     training.update(mode="inference", micro_batch=serving.batch, seq_len=serving.input_len + serving.output_len,
                     global_batch=serving.batch * dp)
     return training

@@ -15,6 +15,15 @@ A2A_BACKENDS = ("auto", "naive", "allgather_reducescatter", "deepep_high_through
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
 
 
+class Disaggregation(BaseModel):
+    """Separate prefill and decode pools (docs/serving.md, "Disaggregated prefill/decode")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill_replicas: int = Field(ge=1, le=1_000_000, description="DP replicas that only prefill; the other "
+                                                                  "replicas only decode (at least one must remain)")
+
+
 class ServingConfig(BaseModel):
     """A static batch of ``batch`` sequences (prefill together, then decode together), plus an optional
     latency-throughput curve over ``concurrency`` (continuous batching in steady state)."""
@@ -44,6 +53,9 @@ class ServingConfig(BaseModel):
     max_batched_tokens: int | None = Field(
         None, ge=1, le=10_000_000, description="chunked prefill: at most this many prompt tokens per step "
                                                "(vLLM max_num_batched_tokens); null: a whole prompt per step")
+
+    disaggregation: Disaggregation | None = Field(
+        None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
 
     @field_validator("concurrency")
     @classmethod

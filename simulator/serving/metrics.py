@@ -27,6 +27,7 @@ import numpy as np
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
 from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.step import StepContext, StepTime, step_time
 
 #: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
@@ -51,6 +52,7 @@ class ServeResult:
     memory: MemoryReport
     curve: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    disaggregation: dict | None = None
 
     @property
     def tokens_per_s(self) -> float:
@@ -86,6 +88,7 @@ class ServeResult:
             "kv_capacity_seqs": self.kv_capacity_seqs,
             "memory": {**self.memory.to_dict(), "hbm_bytes": self.memory.hbm_capacity_bytes, "oom": self.memory.oom},
             "curve": list(self.curve),
+            "disaggregation": self.disaggregation,
             "warnings": list(self.warnings),
         }
 
@@ -189,12 +192,28 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
                         f"does not fit; about {capacity} fit per replica")
     curve: tuple[dict, ...] = ()
+    disagg = None
+    if s.disaggregation is not None:
+        if s.disaggregation.prefill_replicas >= rp.dp:
+            raise UserError(f"prefill_replicas ({s.disaggregation.prefill_replicas}) must leave at least one of the "
+                            f"{rp.dp} DP replicas to decode", key_path="serving.disaggregation.prefill_replicas")
+        disagg = {"prefill_replicas": s.disaggregation.prefill_replicas,
+                  "decode_replicas": rp.dp - s.disaggregation.prefill_replicas,
+                  "kv_transfer": kv_transfer(ctx, rp, s.disaggregation.prefill_replicas)}
     if s.concurrency:
         one, _ = prefill_time(ctx, rp, 1)
-        curve = tuple(curve_point(ctx, rp, c, capacity, one.step_s, rp.world_size) for c in s.concurrency)
+        if disagg is None:
+            curve = tuple(curve_point(ctx, rp, c, capacity, one.step_s, rp.world_size) for c in s.concurrency)
+        else:
+            def decode_s(b: int) -> float:
+                return decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
+
+            curve = tuple(disagg_point(ctx, rp, c, capacity, one.step_s, disagg["kv_transfer"]["time_s"], decode_s,
+                                       rp.world_size) for c in s.concurrency)
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {capacity} sequences per replica: larger concurrencies "
                             "queue (their batch is capped)")
     return ServeResult(header=header, prefill=prefill, prefill_tokens=tokens, decode=decode, decode_mean_s=mean,
                        ttft_s=prefill.step_s, tpot_s=mean, e2e_s=e2e, replicas=rp.dp, gpus=rp.world_size,
-                       kv_capacity_seqs=capacity, memory=memory, curve=curve, warnings=tuple(warnings))
+                       kv_capacity_seqs=capacity, memory=memory, curve=curve, warnings=tuple(warnings),
+                       disaggregation=disagg)

@@ -131,3 +131,33 @@ def test_cli_writes_csv_and_plot(tmp_path, capsys):
     assert main(["serve", str(path), "--csv", str(tmp_path / "c.csv"), "--plot", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.csv").read_text().splitlines()[0].startswith("concurrency,")
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def disagg_scenario(prefill_replicas: int, nodes: int = 2) -> dict:
+    return {"system": {"profile": "dgx_h100", "nodes": nodes}, "model": {"preset": "llama3-70b"},
+            "parallel": {"tp": 4}, "training": {"mode": "inference", "precision": "bf16"},
+            "serving": {"batch": 32, "input_len": 4096, "output_len": 512, "concurrency": [4, 256],
+                        "disaggregation": {"prefill_replicas": prefill_replicas}}}
+
+
+def test_disaggregated_kv_handoff_and_pools():
+    """Llama-3-70B TP 4: 80 layers x 4096 tokens x (2 K/V heads x 128 x 2 x 2 B) = 320 MiB per GPU, over NVLink
+    between replicas of one node. Decode replicas decode without prefill interference; one prefill replica caps
+    the request rate at 1 / prefill(1)."""
+    d = simulate_serving(load_scenario(disagg_scenario(1))).to_dict()
+    k = d["disaggregation"]["kv_transfer"]
+    assert k["bytes_per_gpu"] == 80 * 4096 * 2 * 128 * 2 * 2
+    assert k["link"] == "nvlink" and 0 < k["time_s"] < k["bytes_per_gpu"] / 100e9
+    low, high = d["curve"]
+    assert not low["prefill_bound"] and high["prefill_bound"]
+    colocated = simulate_serving(load_scenario({**disagg_scenario(1), "serving": {
+        **disagg_scenario(1)["serving"], "disaggregation": None}})).to_dict()["curve"][0]
+    assert low["tpot_s"] < colocated["tpot_s"]
+    one = simulate_serving(load_scenario({**disagg_scenario(1), "serving": {
+        "batch": 1, "input_len": 4096, "output_len": 1}})).prefill.step_s
+    assert high["tokens_per_s"] == pytest.approx(512 / one, rel=1e-9)
+
+
+def test_disaggregation_needs_a_decode_replica():
+    with pytest.raises(UserError, match="serving.disaggregation.prefill_replicas"):
+        load_scenario(disagg_scenario(4))
