@@ -26,7 +26,7 @@ import numpy as np
 
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
-from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.step import StepContext, StepTime, step_time
 
@@ -94,10 +94,14 @@ class ServeResult:
 
 
 def phase_plan(rp: ResolvedPlan, seqs: int, new: int) -> ResolvedPlan:
-    """The scenario's plan re-resolved for one step of ``seqs`` sequences x ``new`` tokens per DP rank."""
+    """The scenario's (validated) plan with one step's batch: ``seqs`` sequences x ``new`` tokens per DP rank.
+
+    Only the batch dimensions change, so the plan's rules are not re-run: a decode step of one token per sequence
+    is no sequence a training rule (sequence parallelism's seq_len % tp, CP's chunks) was written for."""
     training = rp.training.model_copy(update={"micro_batch": seqs, "seq_len": new, "global_batch": seqs * rp.dp,
                                               "mode": "inference"})
-    return resolve_plan(rp.model, rp.parallel, training, rp.world_size)
+    fields = {name: getattr(rp, name) for name in type(rp).model_fields}
+    return type(rp)(**{**fields, "training": training})
 
 
 def prefill_time(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> tuple[StepTime, int]:
