@@ -144,6 +144,30 @@ def published_report() -> Report:
                   "(target 0)", published.passes(s), gated=False)
 
 
+def serving_report() -> Report:
+    """Decode (CUDA graphs) and prefill on one H200 (both runs) and the published serving rows."""
+    import statistics
+
+    from simulator.validation import serving
+
+    rows, gates = [], []
+    for file in ("serve.jsonl", "serve_run2.jsonl"):
+        measured = serving.h200_rows(file)
+        for kind, graphs in (("decode", True), ("prefill", False)):
+            sel = [r for r in measured if r.kind == kind and r.graphs == graphs]
+            med, worst = serving.median_abs_error(sel), max(abs(r.error) for r in sel)
+            signed = statistics.median(r.error for r in sel)
+            rows.append((f"H200 {file}", kind, len(sel), f"{med:.1%}", f"{worst:.1%}", _pct(signed)))
+            gates.append(med <= 0.10)
+    published_rows = serving.published_serving_rows()
+    for r in published_rows:
+        rows.append((r["id"], r["metric"], 1, f"{abs(r['error']):.1%}", f"{abs(r['error']):.1%}", _pct(r["error"])))
+        gates.append(abs(r["error"]) <= serving.PUBLISHED_TOLERANCE)
+    return Report("serving", "simulator serve: H200 decode/prefill (Llama-3-8B shape) and published serving runs",
+                  ("data", "what", "points", "median |error|", "max |error|", "median signed"), tuple(rows),
+                  "H200 median |error| gate 10%; published rows gate 20%", all(gates))
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
-           "published": published_report}
+           "published": published_report, "serving": serving_report}
