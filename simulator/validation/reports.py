@@ -164,7 +164,7 @@ def serving_report() -> Report:
         rows.append((r["id"], r["metric"], 1, f"{abs(r['error']):.1%}", f"{abs(r['error']):.1%}", _pct(r["error"])))
         gates.append(abs(r["error"]) <= serving.PUBLISHED_TOLERANCE)
     return Report("serving", "simulator serve: H200 decode/prefill (Llama-3-8B shape) and published serving runs",
-                  ("data", "what", "points", "median |error|", "max |error|", "median signed"), tuple(rows),
+                  ("data", "what", "points", "median abs error", "max abs error", "median signed"), tuple(rows),
                   "H200 median |error| gate 10%; published rows gate 20%", all(gates))
 
 
