@@ -12,8 +12,9 @@ new = the prompt or a chunk of it; decode: new 1, past = context - 1). Per layer
 - Memory-bound kernels (norms, residual adds, RoPE, activation, K/V cache write) at HBM bandwidth, and
   ``launch_s`` for each small kernel of the kernel set.
 - MoE: routed experts touch ``E_local (1 - (1 - k/E)^(tokens in the EP group))`` local experts in expectation, each
-  GEMM'd at the expert kernel's efficiency, times the routing's load imbalance; dispatch and combine by the phase's
-  all-to-all backend.
+  GEMM'd at the expert kernel's efficiency, times the routing's load imbalance (max over EP ranks / mean: 1 with
+  expected counts; with ``moe.seed`` a decode step samples one batch's routing, prefill keeps expected counts);
+  dispatch and combine by the phase's all-to-all backend.
 - TP: two all-reduces of ``tokens x h`` per layer (latency regime at decode: the collectives model's LL/NVLS/tree
   choice); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h`` per stage boundary; the
   stages run one after another for one batch (no micro-batch pipelining), so a step is the sum of its stages.
@@ -183,9 +184,14 @@ def _moe_settings(ctx: StepContext, phase: str):
     """The scenario's ``moe:`` settings with the phase's all-to-all backend (its transport default unless set)."""
     backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)].moe_backend
     settings = ctx.moe_settings
-    if backend is None or settings.backend == backend:
+    update = {}
+    if backend is not None and settings.backend != backend:
+        update["backend"] = backend
+    if phase == "prefill" and settings.seed is not None:
+        update["seed"] = None  # thousands of tokens per rank average the routing out; decode samples one batch
+    if not update:
         return settings
-    return type(settings).model_validate({**settings.model_dump(), "backend": backend})
+    return type(settings).model_validate({**settings.model_dump(), **update})
 
 
 def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> None:

@@ -161,3 +161,14 @@ def test_disaggregated_kv_handoff_and_pools():
 def test_disaggregation_needs_a_decode_replica():
     with pytest.raises(UserError, match="serving.disaggregation.prefill_replicas"):
         load_scenario(disagg_scenario(4))
+
+
+def test_a_sampled_decode_batch_is_imbalanced():
+    """With moe.seed, one decode batch's routing is sampled: 64 tokens x top-8 over 256 experts on EP 8 load the
+    busiest rank above the mean, and the expert time grows by that factor; without a seed the counts are expected."""
+    base = {"system": {"profile": "hgx_h200", "nodes": 1}, "model": {"preset": "deepseek-v3"},
+            "parallel": {"tp": 1, "ep": 8}, "training": {"mode": "inference", "precision": "fp8"},
+            "serving": {"batch": 64, "input_len": 4096, "output_len": 1, "expert_kernel": "deepgemm"}}
+    expected = simulate_serving(load_scenario(base)).decode.breakdown_s["experts"]
+    sampled = simulate_serving(load_scenario({**base, "moe": {"seed": 0}})).decode.breakdown_s["experts"]
+    assert sampled > 1.05 * expected
