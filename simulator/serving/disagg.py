@@ -23,9 +23,10 @@ import numpy as np
 from simulator.collectives import build_cost_model, evaluate, place_group
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.plan import ResolvedPlan
+from simulator.serving.step import StepContext
 
 
-def kv_transfer(ctx, rp: ResolvedPlan, prefill_replicas: int) -> dict:
+def kv_transfer(ctx: StepContext, rp: ResolvedPlan, prefill_replicas: int) -> dict:
     """Bytes per GPU, seconds and link class of one request's K/V hand-off (module docstring)."""
     per_gpu = max(len(layers) for layers in rp.stage_layers) * ctx.serving.input_len * kv_cache_bytes_per_token_layer(rp)
     dp_group = rp.rank_groups("dp")[0]
@@ -38,7 +39,7 @@ def kv_transfer(ctx, rp: ResolvedPlan, prefill_replicas: int) -> dict:
             "algorithm": f"{ev.algorithms[0]}/{ev.protocols[0]}"}
 
 
-def disagg_point(ctx, rp: ResolvedPlan, concurrency: int, capacity: int, prefill_one: float, transfer_s: float,
+def disagg_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: int, prefill_one: float, transfer_s: float,
                  decode_s, gpus: int) -> dict:
     """One curve point with separate prefill and decode pools (module docstring); ``decode_s(b)`` prices a decode
     step of ``b`` sequences."""

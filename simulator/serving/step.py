@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.collectives import Calibration
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.compute.memops import LayerShape, eager_memops, embedding_memops, layer_memops
@@ -36,10 +37,12 @@ from simulator.hardware import GpuSpec
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
 from simulator.model.flops import expert_mlp_ops, layer_flops
+from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.schedule.groups import GroupTimer
 from simulator.serving import backends as B
 from simulator.serving.config import ServingConfig
+from simulator.topology import Topology
 from simulator.traffic.ops import CommOp
 
 #: op classes of the step breakdown (seconds per step on the critical path)
@@ -69,9 +72,9 @@ class StepContext:
     gpu: GpuSpec
     eff: ComputeEfficiency
     serving: ServingConfig
-    moe_settings: object
-    topology: object
-    calibration: object = None
+    moe_settings: MoeSettings
+    topology: Topology
+    calibration: Calibration | None = None
 
 
 def _fwd_gemms(model: ModelSpec, rp: ResolvedPlan, layer: int) -> list:
@@ -180,7 +183,7 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     return float(comm.forward.dispatch.time_s + comm.forward.combine.time_s)
 
 
-def _moe_settings(ctx: StepContext, phase: str):
+def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
     """The scenario's ``moe:`` settings with the phase's all-to-all backend (its transport default unless set)."""
     backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)].moe_backend
     settings = ctx.moe_settings
