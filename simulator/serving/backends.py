@@ -73,6 +73,8 @@ class AttentionKernel:
     kv_read_efficiency: float
     per_cta_Bps: float
     source: str
+    compute_efficiency: float | None = None
+    """Fraction of the bf16 peak when compute-bound; None: the forward FlashAttention curve (PREFILL_ATTENTION)."""
 
 
 ATTENTION_KERNELS: dict[str, AttentionKernel] = {
@@ -86,6 +88,11 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
         split_kv=True, kv_read_efficiency=0.94, per_cta_Bps=44.5e9,
         source="kv_read_efficiency as torch_sdpa (assumed: the same streaming read of the cache once the kernel "
                "fills the GPU; Dao et al. 2023, Flash-Decoding, split the context so that it does)"),
+    "flash_mla": AttentionKernel(
+        split_kv=True, kv_read_efficiency=0.896, per_cta_Bps=44.5e9, compute_efficiency=0.586,
+        source="deepseek-ai/FlashMLA README (2025-02-24): up to 3000 GB/s memory-bound and 580 TFLOPS compute-bound "
+               "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
+               "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
 }
 
 PREFILL_ATTENTION = {"efficiency": 0.383, "half_seq": 1612.0,

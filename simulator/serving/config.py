@@ -40,9 +40,10 @@ class ServingConfig(BaseModel):
     kernels: Literal["fused", "torch_eager"] = Field(
         "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops) or torch_eager (plain PyTorch "
                              "modules, as benchmarks/device/serve_decode.py)")
-    attention: Literal["flash_decoding", "torch_sdpa"] = Field(
+    attention: Literal["flash_decoding", "torch_sdpa", "flash_mla"] = Field(
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
-                                      "FlashInfer as vLLM runs them) or torch_sdpa (one CTA per sequence and K/V head)")
+                                      "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
+                                      "(one CTA per sequence and K/V head) or flash_mla")
     all2all_backend: Literal["auto", "naive", "allgather_reducescatter", "deepep_high_throughput",
                              "deepep_low_latency", "pplx"] = Field(
         "auto", description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "

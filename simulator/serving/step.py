@@ -120,23 +120,36 @@ def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     return ctx.eff.launch_s * len(ops) + (secs - ctx.eff.launch_s * len(ops)) / grouped * imbalance, imbalance
 
 
+def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
+    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run)."""
+    name = ctx.serving.attention
+    if name == "flash_decoding" and ctx.model.mla is not None:
+        name = "flash_mla"
+    return B.ATTENTION_KERNELS[name]
+
+
 def _attention_s(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int) -> float:
     """Core attention of one layer on one rank (module docstring)."""
     model, sh, gpu = ctx.model, rp.shape, ctx.gpu
     kv_bytes = seqs * (past + new) * kv_cache_bytes_per_token_layer(rp)
-    dq = model.mla.qk_head_dim if model.mla is not None else model.dhead
-    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * (dq + model.dhead_v) * sh.heads_tp
+    mla = model.mla
+    if mla is not None and new == 1:  # absorbed MLA decode: scores over the latent + rope key, values the latent
+        width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+    else:
+        width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
+    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * width * sh.heads_tp
     L = past + new
     fa = B.PREFILL_ATTENTION
-    compute = flops / (peak_flops(gpu, "bf16") * fa["efficiency"] * L / (L + fa["half_seq"]))
+    fa_rate = peak_flops(gpu, "bf16") * fa["efficiency"] * L / (L + fa["half_seq"])
     if new > 1:
-        return ctx.eff.launch_s + max(compute, _mem_s(kv_bytes, ctx))
-    kernel = B.ATTENTION_KERNELS[ctx.serving.attention]
+        return ctx.eff.launch_s + max(flops / fa_rate, _mem_s(kv_bytes, ctx))
+    kernel = _decode_kernel(ctx)
     rate = gpu.memory.bandwidth * kernel.kv_read_efficiency
     if not kernel.split_kv:
-        ctas = seqs * (sh.heads_tp if model.mla is not None else sh.kv_heads_tp)
+        ctas = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp)
         rate = min(rate, ctas * kernel.per_cta_Bps)
-    return ctx.eff.launch_s + max(kv_bytes / rate, compute)
+    compute_rate = fa_rate if kernel.compute_efficiency is None else peak_flops(gpu, "bf16") * kernel.compute_efficiency
+    return ctx.eff.launch_s + max(kv_bytes / rate, flops / compute_rate)
 
 
 def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, tokens: float) -> float:

@@ -172,3 +172,18 @@ def test_a_sampled_decode_batch_is_imbalanced():
     expected = simulate_serving(load_scenario(base)).decode.breakdown_s["experts"]
     sampled = simulate_serving(load_scenario({**base, "moe": {"seed": 0}})).decode.breakdown_s["experts"]
     assert sampled > 1.05 * expected
+
+
+def test_mla_decode_runs_at_flashmla_rates():
+    """DeepSeek-V3 decode on H200, DP attention: 64 sequences x 4097 keys x 128 heads x 2 x (576 + 512) FLOPs at
+    0.586 x 989 TFLOP/s (FlashMLA README, compute-bound) against the latent cache read, 64 x 4097 x 576 x 2 B at
+    0.896 x 4.8 TB/s: compute-bound, 7.30e10 / 5.80e14 = 0.126 ms + launch per layer."""
+    sc = load_scenario({"system": {"profile": "hgx_h200", "nodes": 1}, "model": {"preset": "deepseek-v3"},
+                        "parallel": {"tp": 1, "ep": 8}, "training": {"mode": "inference", "precision": "fp8"},
+                        "serving": {"batch": 64, "input_len": 4096, "output_len": 1}})
+    flops = 2 * 64 * 4097 * 128 * (576 + 512)
+    kv = 64 * 4097 * 576 * 2
+    per_layer = LAUNCH + max(kv / (0.896 * 4.8e12), flops / (0.586 * H200.dense_peak_flops("bf16")))
+    assert flops / (0.586 * H200.dense_peak_flops("bf16")) > kv / (0.896 * 4.8e12)
+    assert simulate_serving(sc).decode.breakdown_s["attention"] == pytest.approx(61 * per_layer, rel=1e-9)
+    assert per_layer == pytest.approx(0.1286e-3, rel=0.01)
