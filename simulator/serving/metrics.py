@@ -13,7 +13,9 @@ replica, at most the KV-cache capacity): each iteration decodes ``b`` sequences 
 ``b / output_len`` new prompts (one finishes per ``output_len`` iterations per sequence slot), so
 ``iteration = decode(b) + (b / output_len) x prefill(1 sequence)``; ``tpot = iteration``; a new request waits half
 an iteration, then rides one iteration with its prefill: ``ttft = iteration / 2 + prefill(1) + decode(b)``;
-Little's law gives ``tokens_per_s = replicas x b x output_len / e2e``.
+Little's law gives ``tokens_per_s = replicas x b x output_len / e2e``. With fixed lengths only the wait for the next
+iteration varies between requests, uniform on [0, iteration): the q-quantiles are ``ttft_pQ = prefill(1) + decode(b)
++ q x iteration`` and ``e2e_pQ`` likewise (p50, p90, p99).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.step import StepContext, StepTime, step_time
 
+#: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
+PERCENTILES = (0.5, 0.9, 0.99)
 #: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
 MEAN_SAMPLES = 9
 
@@ -147,16 +151,18 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
     return float(np.trapezoid(times, points) / (points[-1] - points[0]))
 
 
-def kv_capacity(memory: MemoryReport, seqs: int) -> int:
-    """Sequences of ``input_len + output_len`` tokens a replica's KV cache can hold: HBM minus everything but
-    the cache on the fullest stage, over the cache one sequence takes there."""
+def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1) -> int:
+    """Sequences of ``tokens`` (input_len + output_len) a replica's KV cache can hold: HBM minus everything but
+    the cache on the fullest stage, over the cache one sequence takes there, its tokens rounded up to whole pages
+    of ``block`` tokens (vLLM's paged cache)."""
+    pages = math.ceil(tokens / block) * block / tokens
     best = None
     for st in memory.stages:
         kv = sum(i.bytes for i in st.items if i.name == "kv_cache")
         if kv <= 0:
             continue
         free = (memory.hbm_capacity_bytes or 0.0) - memory.runtime_bytes - (st.peak - kv)
-        n = max(0, math.floor(free / (kv / seqs)))
+        n = max(0, math.floor(free / (kv / seqs * pages)))
         best = n if best is None else min(best, n)
     return best if best is not None else 0
 
@@ -173,9 +179,12 @@ def curve_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: 
     ttft = iteration / 2 + prefill_one + decode
     e2e = ttft + (s.output_len - 1) * iteration
     tps = rp.dp * b * s.output_len / e2e
+    # the wait for the next iteration is uniform on [0, iteration): its quantile q adds q x iteration
+    quantiles = {f"{name}_p{int(q * 100)}_s": base + q * iteration for q in PERCENTILES
+                 for name, base in (("ttft", prefill_one + decode), ("e2e", e2e - iteration / 2))}
     return {"concurrency": concurrency, "batch_per_replica": b, "kv_limited": limited, "ttft_s": ttft,
             "tpot_s": iteration, "e2e_s": e2e, "tokens_per_s": tps, "tokens_per_s_per_gpu": tps / gpus,
-            "tokens_per_s_per_user": 1.0 / iteration}
+            "tokens_per_s_per_user": 1.0 / iteration, **quantiles}
 
 
 def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict[str, Any],
@@ -190,7 +199,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     decode = decode_time(ctx, rp, s.batch, s.input_len)
     mean = mean_decode_s(ctx, rp, s.batch)
     e2e = prefill.step_s + (s.output_len - 1) * mean
-    capacity = kv_capacity(memory, s.batch)
+    capacity = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size)
     warnings = list(notes)
     if memory.oom:
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "

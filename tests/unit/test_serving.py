@@ -187,3 +187,16 @@ def test_mla_decode_runs_at_flashmla_rates():
     assert flops / (0.586 * H200.dense_peak_flops("bf16")) > kv / (0.896 * 4.8e12)
     assert simulate_serving(sc).decode.breakdown_s["attention"] == pytest.approx(61 * per_layer, rel=1e-9)
     assert per_layer == pytest.approx(0.1286e-3, rel=0.01)
+
+
+def test_curve_percentiles_and_paged_capacity():
+    """Curve quantiles: only the wait for the next iteration varies (uniform), so p50 TTFT is the mean TTFT and
+    p99 - p50 = 0.49 iteration. The paged cache rounds each sequence up to whole blocks: 1001 + 8 tokens take 64
+    blocks of 16 (1024 tokens), so fewer sequences fit than with 1-token blocks."""
+    r = serve(batch=8, input_len=1001, output_len=8, concurrency=[16])
+    p = r.curve[0]
+    assert p["ttft_p50_s"] == pytest.approx(p["ttft_s"], rel=1e-12)
+    assert p["ttft_p99_s"] - p["ttft_p50_s"] == pytest.approx(0.49 * p["tpot_s"], rel=1e-12)
+    assert p["e2e_p50_s"] == pytest.approx(p["e2e_s"], rel=1e-12) and p["e2e_p90_s"] < p["e2e_p99_s"]
+    fine = serve(batch=8, input_len=1001, output_len=8, kv_block_size=1).kv_capacity_seqs
+    assert r.kv_capacity_seqs == pytest.approx(fine * 1009 / 1024, abs=1) and r.kv_capacity_seqs < fine
