@@ -191,6 +191,8 @@ def test_serve_json_keys(capsys):
                                        "requests_per_s", "tokens_per_s_per_user", "replicas"}
     assert set(data["memory"]) >= {"peak_bytes", "stages"}
     assert set(data["curve"][0]) >= {"concurrency", "batch_per_replica", "kv_limited", "ttft_s", "tpot_s", "e2e_s",
-                                     "tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user"}
+                                     "tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_p50_s",
+                                     "ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s"}
+    assert "disaggregation" in data
     assert data["decode"]["comm"] and set(data["decode"]["comm"][0]) >= {"dim", "op", "bytes", "algorithm", "link",
                                                                          "time_s", "count"}
