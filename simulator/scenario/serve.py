@@ -16,7 +16,7 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
     """Predict the serving scenario (its ``serving:`` section is required)."""
     if scenario.serving is None:
         raise UserError("simulator serve needs a serving: section (batch, input_len, output_len; docs/serving.md)",
-                        key_path="serving")
+                        file=scenario.file, key_path="serving")
     gpu = scenario.cluster.node.gpu
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
     calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
