@@ -172,3 +172,39 @@ EXPERT_KERNELS: dict[str, ExpertKernel] = {
         "fp8 grouped GEMM: the training table's measured fp8 grouped efficiency (grouped_efficiency.fp8 0.706 of "
         "simulator/compute/data/compute_efficiency.yaml) applies through the fp8 dense model; no further factor"),
 }
+
+
+@dataclass(frozen=True)
+class AllReduceTable:
+    """Measured all-reduce latency of a custom (one-shot / two-shot, NVLink peer-memory) kernel by TP size and
+    buffer bytes, interpolated log-log; outside the table (other TP sizes, larger buffers, no NVLink, not Hopper)
+    the NCCL model prices the call."""
+
+    sizes: tuple[int, ...]
+    times_s: dict[int, tuple[float, ...]]
+    architecture: str
+    source: str
+
+    def time_s(self, tp: int, nbytes: float) -> float | None:
+        if tp not in self.times_s or not self.sizes[0] <= nbytes <= self.sizes[-1]:
+            return None
+        return float(np.exp(np.interp(np.log(nbytes), np.log(self.sizes), np.log(self.times_s[tp]))))
+
+
+_AR_SIZES = (512, 4096, 32768, 262144, 524288, 1048576)
+_AR_SOURCE = ("sgl-project/sglang#2904: unit test on H100 without CUDA graphs (tests/test_trt_reduce.py), latency by "
+              "TP 2/4/8 and bytes 512 B-1 MiB")
+
+TP_ALLREDUCE: dict[str, AllReduceTable | None] = {
+    "nccl": None,
+    "vllm_custom": AllReduceTable(_AR_SIZES, {
+        2: (9.5e-6, 8.8e-6, 8.7e-6, 12.9e-6, 17.7e-6, 26.6e-6),
+        4: (9.1e-6, 8.5e-6, 9.2e-6, 20.6e-6, 26.9e-6, 40.2e-6),
+        8: (10.1e-6, 9.3e-6, 11.8e-6, 24.1e-6, 30.4e-6, 45.0e-6)}, "hopper",
+        f"{_AR_SOURCE}: vLLM's custom all-reduce (one-shot below 512 KB, two-shot above)"),
+    "sglang_custom": AllReduceTable(_AR_SIZES, {
+        2: (3.7e-6, 3.9e-6, 4.5e-6, 7.9e-6, 12.5e-6, 19.9e-6),
+        4: (4.8e-6, 3.7e-6, 4.8e-6, 13.9e-6, 20.2e-6, 31.1e-6),
+        8: (5.9e-6, 5.7e-6, 7.8e-6, 16.7e-6, 22.1e-6, 33.8e-6)}, "hopper",
+        f"{_AR_SOURCE}: SGLang's TensorRT-LLM-derived custom all-reduce (copy-input mode)"),
+}

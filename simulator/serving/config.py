@@ -50,6 +50,10 @@ class ServingConfig(BaseModel):
                             "deepep_low_latency for decode")
     expert_kernel: Literal["triton_fused", "cutlass_grouped", "deepgemm"] = Field(
         "triton_fused", description="MoE expert GEMM kernel (vLLM fused_moe Triton, CUTLASS grouped, DeepGEMM)")
+    tp_allreduce: Literal["nccl", "vllm_custom", "sglang_custom"] = Field(
+        "nccl", description="TP all-reduce: nccl (the collectives model: LL/LL128/NVLS, ring/tree) or a custom "
+                            "kernel's measured latency (Hopper, NVLink, TP 2/4/8, up to 1 MiB; NCCL's model "
+                            "elsewhere)")
     kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
     max_batched_tokens: int | None = Field(
         None, ge=1, le=10_000_000, description="chunked prefill: at most this many prompt tokens per step "

@@ -196,6 +196,23 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     return float(comm.forward.dispatch.time_s + comm.forward.combine.time_s)
 
 
+def _tp_all_reduce(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, size: float, name: str,
+                   log: list) -> float:
+    """One TP all-reduce: the serving engine's custom kernel where its measured table applies (Hopper, the TP group
+    on NVLink in one node, a TP size and buffer the table covers), else the NCCL collectives model."""
+    table = B.TP_ALLREDUCE[ctx.serving.tp_allreduce]
+    op = CommOp("tp", "tp", "all_reduce", size, 1, "layer_fwd", "none", name)
+    if table is not None and ctx.gpu.architecture == table.architecture:
+        model = timer.model("tp", stage)
+        t = table.time_s(rp.parallel.tp, size) if model.placement.n_nodes == 1 and timer.link(model) == "nvlink" \
+            else None
+        if t is not None:
+            log.append({"dim": "tp", "op": "all_reduce", "bytes": size, "algorithm": ctx.serving.tp_allreduce,
+                        "link": "nvlink", "time_s": t, "name": name})
+            return t
+    return _comm(timer, op, stage, log)
+
+
 def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
     """The scenario's ``moe:`` settings with the phase's all-to-all backend (its transport default unless set)."""
     backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)].moe_backend
@@ -225,8 +242,7 @@ def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> No
     if rp.parallel.tp > 1:
         size = tokens * ctx.model.hidden * rp.recipe.activation
         for name in ("attention output", "mlp output"):
-            acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_reduce", size, 1, "layer_fwd", "none", name),
-                                    stage, log)
+            acc["tp_comm"] += _tp_all_reduce(ctx, rp, timer, stage, size, name, log)
 
 
 def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int, *, phase: str,
