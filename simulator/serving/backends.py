@@ -192,7 +192,7 @@ class AllReduceTable:
 
 
 _AR_SIZES = (512, 4096, 32768, 262144, 524288, 1048576)
-_AR_SOURCE = ("sgl-project/sglang#2904: unit test on H100 without CUDA graphs (tests/test_trt_reduce.py), latency by "
+_AR_SOURCE = ("sgl-project/sglang#2904: the PR's all-reduce unit test on H100 without CUDA graphs, latency by "
               "TP 2/4/8 and bytes 512 B-1 MiB")
 
 TP_ALLREDUCE: dict[str, AllReduceTable | None] = {
