@@ -69,5 +69,10 @@ class TrainingConfig(BaseModel):
     grad_set_to_none: bool = Field(
         True, description="framework pytorch: optimizer.zero_grad(set_to_none=...); false keeps the gradient "
                           "tensors alive between steps")
+    grad_reduce_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="framework megatron: dtype of the main-gradient buffer and of the data-parallel gradient "
+                          "reduction (Megatron --grad-reduce-in-bf16 / DDP grad_reduce_in_fp32, NeMo "
+                          "optim.grad_sync_dtype); null = the framework default (fp32 with bf16/fp8, fp16's own "
+                          "16-bit reduction)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

@@ -10,6 +10,9 @@ Sources:
   with fp16 the gradients are reduced in fp16 (docs/memory.md, "Model states").
 - Rajbhandari et al. 2020 "ZeRO" Sec. 3: 16-bit params and grads, fp32 params + moments = 16 B/param; DeepSpeed
   ZeRO and PyTorch keep 16-bit gradients with 16-bit params.
+- Megatron ``--grad-reduce-in-bf16`` (Megatron-Core ``DistributedDataParallelConfig.grad_reduce_in_fp32=False``,
+  NeMo ``optim.grad_sync_dtype: bf16``): the main-gradient buffer is allocated in the parameter dtype (bf16) and
+  reduced in it: 2 B/param held and on the wire (``training.grad_reduce_dtype``).
 - Megatron ``--fp8-param-gather``: fp8 primary weights replace the 16-bit copy (1 B/param), gathered in fp8.
 - PyTorch AMP (``torch.autocast`` over fp32 params): fp32 params, grads and moments, no main copy; DDP gradient
   buckets of the gradient size; autocast casts every weight to bf16 in forward.
@@ -191,6 +194,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
     mixed = row.main > 0
     grad = row.grad_megatron if megatron_ddp else row.grad_zero
     grad_wire = row.grad_wire_megatron if megatron_ddp else grad
+    if megatron_ddp and training.grad_reduce_dtype is not None and mixed:
+        grad = grad_wire = {"fp32": FP32, "bf16": BF16}[training.grad_reduce_dtype]
     if mixed:
         convention = "Megatron mixed precision" if megatron_ddp else "ZeRO mixed precision"
     else:

@@ -32,6 +32,11 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if t.framework == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
+    if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
+                                             or t.precision not in ("bf16", "fp16", "fp8")):
+        raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
+                   f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
+                   f"master copy: bf16, fp16 or fp8 (got {t.precision})", "training.grad_reduce_dtype")
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":

@@ -39,7 +39,8 @@ def _mlperf_gpt3(id, ver, repo, resdir, cfg, nodes, gbs, mbs, tp, pp, vpp, step,
         source_locator=f"{resdir}/result_*.txt (:::MLLOG block_start/block_stop, global_batch_size); {cfg}",
         gpu="H100-SXM5-80GB", gpus=gpus, nodes=nodes, model="gpt3-175b (MLPerf GPT-3, 96L h12288)", params_B=175,
         seq_len=2048, global_batch=gbs, micro_batch=mbs, tp=tp, pp=pp, vpp=vpp, cp=1, ep=1, dp=dp, sp="yes",
-        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True)", recompute="none",
+        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, conf/optim/distributed_fused_adam.yaml "
+                        "grad_sync_dtype: bf16)", recompute="none",
         precision="fp8 (TE delayed scaling HYBRID e4m3/e5m2, amax history 1024, max; fp8 params)",
         measured_quantity="step_s", measured_value=round(step, 3), measured_memory_GiB="", trained="yes",
         unsaid=("overlap_grad_reduce=true;overlap_param_gather=true (NeMo distributed_fused_adam overlap default);"
@@ -56,7 +57,8 @@ def _mlperf_gpt3(id, ver, repo, resdir, cfg, nodes, gbs, mbs, tp, pp, vpp, step,
                       parallel=dict(tp=tp, pp=pp, vpp=vpp, dp=dp, sp=True, recompute="none",
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True),
-                      training=dict(seq_len=2048, micro_batch=mbs, global_batch=gbs, precision="fp8")))
+                      training=dict(seq_len=2048, micro_batch=mbs, global_batch=gbs, precision="fp8",
+                                    grad_reduce_dtype="bf16")))
 
 
 def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
@@ -67,7 +69,8 @@ def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
         source_locator=f"{resdir}/result_*.txt (:::MLLOG tracked_stats train_step_time); {cfg}",
         gpu="H100-SXM5-80GB", gpus=gpus, nodes=nodes, model="llama3-405b (Llama 3.1 405B)", params_B=405,
         seq_len=8192, global_batch=gbs, micro_batch=1, tp=8, pp=8, vpp=8, cp=2, ep=1, dp=dp, sp="yes",
-        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, overlap grad/param gather=True)",
+        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, overlap grad/param gather=True, "
+                        "pretrain.py DistributedDataParallelConfig grad_reduce_in_fp32=False)",
         recompute="none", precision="fp8 (TE delayed scaling, fp8 params)",
         measured_quantity="step_s", measured_value=round(step, 3), measured_memory_GiB="", trained="yes",
         unsaid=("recompute=none (no recompute key in custom.yaml / config);cp_comm=p2p (TE default a2a/p2p not stated);"
@@ -82,7 +85,8 @@ def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
                       parallel=dict(tp=8, pp=8, vpp=8, cp=2, dp=dp, sp=True, recompute="none",
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True, pipeline_layers=[1] + [2] * 62 + [1]),
-                      training=dict(seq_len=8192, micro_batch=1, global_batch=gbs, precision="fp8")))
+                      training=dict(seq_len=8192, micro_batch=1, global_batch=gbs, precision="fp8",
+                                    grad_reduce_dtype="bf16")))
 
 
 N31 = "NVIDIA/benchmarks/gpt3/implementations/pytorch"
