@@ -95,10 +95,14 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     has_moe = any(m.is_moe_layer(i) for i in layers)
     if has_moe:
         items += _moe_items(rp, c)
-    if p.recompute == "full" and layers:
-        full = replace(c, recompute="none")
-        b = sum(x[1] for x in layer_activation_items(m, full, moe_layer=has_moe))
-        items.append(MemoryItem("transient", "recompute.layer", b, "one layer's activations rebuilt in backward"))
+    if p.recompute != "none" and layers:
+        kept = replace(c, recompute="none")
+        b = sum(x[1] for x in layer_activation_items(m, kept, moe_layer=has_moe))
+        if p.recompute == "selective":
+            b -= sum(x[1] for x in layer_activation_items(m, c, moe_layer=has_moe))
+        if b > 0:
+            items.append(MemoryItem("transient", "recompute.layer", b,
+                                    f"one layer's activations rebuilt in backward ({p.recompute} recompute)"))
     if rb.amp_casts and rb.stage < 3:
         n = sp.dense + sp.expert
         items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,

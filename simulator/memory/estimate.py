@@ -37,7 +37,8 @@ def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryIt
 
 def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
-                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation, moe_load=moe_load)
+                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
+                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None)
 
 
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list], flight: float) -> list[MemoryItem]:

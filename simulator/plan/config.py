@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 Recompute = Literal["none", "selective", "full"]
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj"]
+"""Megatron-LM ``--recompute-modules`` (with ``--recompute-granularity selective``; default ``core_attn``)."""
 Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
 
 
@@ -37,6 +39,10 @@ class ParallelPlan(BaseModel):
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
     schedule: Literal["1f1b", "gpipe"] = Field("1f1b", description="pipeline schedule (interleaved when vpp > 1)")
     recompute: Recompute = Field("none", description="activation recomputation")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None, description="with recompute selective: the modules re-run in backward, as Megatron-LM "
+                          "--recompute-modules (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "
+                          "mla_up_proj); null = [core_attn] (Megatron's default)")
     overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
     overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
     tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")
@@ -44,6 +50,14 @@ class ParallelPlan(BaseModel):
         None, description="explicit layers per virtual stage (pp*vpp entries, Megatron chunk order); "
                           "null = layers / (pp*vpp) each")
     cp_comm: Literal["p2p", "all_gather"] = Field("p2p", description="CP K/V exchange: ring P2P or all-gather")
+
+    @property
+    def recomputed_modules(self) -> frozenset[str]:
+        """What selective recompute re-runs (``recompute_modules``, default core attention); empty otherwise (full
+        recompute re-runs the whole layer)."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
 
 class TrainingConfig(BaseModel):

@@ -32,6 +32,12 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if t.framework == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
+    if p.recompute_modules is not None and p.recompute != "selective":
+        raise _err(f"recompute_modules {list(p.recompute_modules)} need recompute: selective (got {p.recompute!r}); "
+                   "Megatron reads --recompute-modules only with --recompute-granularity selective",
+                   "parallel.recompute_modules")
+    if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
+        raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
     if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
                                              or t.precision not in ("bf16", "fp16", "fp8")):
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
@@ -101,6 +107,18 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
     if m.ffn % p.tp and not (m.moe and m.moe.first_dense_layers == 0):
         raise _err(f"ffn_hidden ({m.ffn}) is not divisible by tp ({p.tp})", "parallel.tp")
     return notes
+
+
+def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
+    """A recomputed module the model does not have is a mistake, not a no-op."""
+    needs = {"moe": m.moe is not None, "moe_act": m.moe is not None,
+             "shared_experts": m.moe is not None and bool(m.moe.shared_ffn), "mla_up_proj": m.mla is not None,
+             "mlp": any(not m.is_moe_layer(i) for i in range(m.layers))}
+    for name in p.recompute_modules or ():
+        if not needs.get(name, True):
+            raise _err(f"recompute_modules names {name!r}, but {m.name} has no such module "
+                       f"({'no MoE layers' if name.startswith(('moe', 'shared')) else 'no MLA' if name == 'mla_up_proj' else 'no dense MLP layers'})",
+                       "parallel.recompute_modules")
 
 
 def check_sequence(p: ParallelPlan, t: TrainingConfig) -> None:

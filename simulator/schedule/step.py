@@ -101,7 +101,8 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
             kind = ctx.model.is_moe_layer(index)
             if kind not in per_kind:
                 per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
-                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
+                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                                             p.recomputed_modules)
             fwd.add(per_kind[kind][0])
             bwd.add(per_kind[kind][1])
         start += n
@@ -263,5 +264,6 @@ def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     kind = model.is_moe_layer(layer_index)
     fwd, bwd = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
-                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
+                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                           plan.parallel.recomputed_modules)
     return fwd.total, bwd.total

@@ -275,14 +275,16 @@ def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, l
                 "EP overlap off (the +1f1b overlap row is separate);pipeline_layers per "
                 "--account-for-embedding/loss-in-pipeline-split" + extra_unsaid),
         notes=(f"Table: step time {step} s, {tflops} TFLOP/s per GPU; ETP 1, EDP {edp} (MoE parallel folding: "
-               f"EP spans TP x DP). recompute '{recompute}' = --recompute-modules; simulator has only "
-               "none/selective(core attention)/full: closest chosen. CUDA graphs for router/preprocess in script."),
+               f"EP spans TP x DP). recompute '{recompute}' = --recompute-granularity selective "
+               "--recompute-modules layernorm moe_act (best_practice/qwen3/run_235b.sh), written as "
+               "recompute_modules. CUDA graphs for router/preprocess in script."),
         measured_step_s=step,
         yaml_comment=(f"{id}: Qwen3-235B-A22B on 256 H100 (32 nodes), TP{tp} EP{ep} PP{pp} VPP{vpp} DP{dp}, MBS1 GBS2048 seq 4096, BF16.\n"
                       f"Source: {ZOO} {QLOC}.\nMeasured: {step} s per step ({tflops} TFLOP/s/GPU)."),
         scenario=dict(name=id, system=dict(profile="dgx_h100", nodes=32), model=dict(QWEN3),
                       parallel=dict(tp=tp, pp=pp, vpp=vpp, ep=ep, etp=1, dp=dp, sp=True,
                                     recompute="selective" if recompute != "none" else "none",
+                                    **({"recompute_modules": ["layernorm", "moe_act"]} if recompute != "none" else {}),
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     pipeline_layers=layers, **par),
                       training=dict(seq_len=4096, micro_batch=1, global_batch=2048, precision="bf16"),
