@@ -13,7 +13,7 @@ Recompute (Korthikanti et al. 2023, Sec. 5): ``full`` re-runs the whole layer fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -197,6 +197,20 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
         fwd_gemm_s=by_phase["fwd"], expert_fwd_s=expert[("fwd",)], expert_bwd_s=expert[("bwd_dgrad", "bwd_wgrad")],
         fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops,
         module_fwd=modules)
+
+
+def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:
+    """The layer-count-weighted mean of layers that differ only in attention (e.g. sliding-window and full layers),
+    field by field (module forwards by module)."""
+    n = sum(count for _, count in members)
+    nums = {f.name: sum(getattr(lt, f.name) * c for lt, c in members) / n for f in fields(LayerTime)
+            if f.name != "module_fwd"}
+    modules = {}
+    for lt, c in members:
+        for name, sec, flops in lt.module_fwd:
+            s0, f0 = modules.get(name, (0.0, 0.0))
+            modules[name] = (s0 + sec * c / n, f0 + flops * c / n)
+    return LayerTime(**nums, module_fwd=tuple((k, s, f) for k, (s, f) in modules.items()))
 
 
 #: Megatron-LM ``--recompute-modules`` -> (forward GEMM name prefixes, forward memory-bound op names) they re-run

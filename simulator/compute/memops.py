@@ -76,11 +76,11 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
 
 def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local: float) -> list[MemOp]:
     """Final norm and the vocab-parallel cross entropy (Megatron upcasts logits to fp32: reads 2 and writes 4
-    bytes per logit forward, reads 4 and writes 2 backward) on the last stage."""
-    h = model.hidden
-    return [MemOp("final_norm", "fwd", 4 * norm_tokens * h), MemOp("final_norm", "bwd", 6 * norm_tokens * h),
-            MemOp("cross_entropy", "fwd", 6 * tokens * vocab_local),
-            MemOp("cross_entropy", "bwd", 6 * tokens * vocab_local)]
+    bytes per logit forward, reads 4 and writes 2 backward) on the last stage, once more per MTP module."""
+    h, norms, heads = model.hidden, 1 + 3 * model.mtp_layers, 1 + model.mtp_layers  # MTP: its head norm, enorm, hnorm
+    return [MemOp("final_norm", "fwd", norms * 4 * norm_tokens * h), MemOp("final_norm", "bwd", norms * 6 * norm_tokens * h),
+            MemOp("cross_entropy", "fwd", heads * 6 * tokens * vocab_local),
+            MemOp("cross_entropy", "bwd", heads * 6 * tokens * vocab_local)]
 
 
 def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:

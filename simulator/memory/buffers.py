@@ -46,8 +46,10 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
     logits (Megatron's fused vocab-parallel cross entropy works in place)."""
     v = rp.model.vocab / c.shape.tp
-    n = c.tokens * v
-    items = [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
+    n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
+    heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
+    items = [MemoryItem("other", "logits.fp32", FP32 * n,
+                        f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
                         f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
     if c.framework == "pytorch":

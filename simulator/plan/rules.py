@@ -175,7 +175,8 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
 
 
 def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving).
+    """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
+    the MTP modules' layers (indices ``layers`` on) end the last chunk.
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
@@ -199,4 +200,7 @@ def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], 
         cs = [i + j * p.pp for j in range(p.vpp)]
         ranks.append(tuple(layer for c in cs for layer in range(starts[c], starts[c] + sizes[c])))
         chunks.append(tuple(sizes[c] for c in cs))
+    if m.mtp_layers:  # Megatron places the MTP modules after the last layer, on the last stage's last chunk
+        ranks[-1] += tuple(range(m.layers, m.layers + m.mtp_layers))
+        chunks[-1] = chunks[-1][:-1] + (chunks[-1][-1] + m.mtp_layers,)
     return tuple(ranks), tuple(chunks)

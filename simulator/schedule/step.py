@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
-from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time
+from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
-from simulator.model import ModelSpec, model_flops
+from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
@@ -60,14 +60,16 @@ class _Inputs:
 
 def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
                  ) -> dict[bool, LayerTime]:
-    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model."""
-    r, out = plan.recipe, {}
-    for index in range(model.layers):
-        kind = model.is_moe_layer(index)
-        if kind not in out:
-            out[kind] = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                                   eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
-    return out
+    """One :class:`LayerTime` per FFN kind (MoE or dense) present in the model; where layers of a kind differ in
+    their attention window (alternating sliding-window layers) it is their layer-weighted mean, exact for the
+    totals of any stage holding whole periods of the pattern."""
+    r, groups = plan.recipe, {}
+    for index, count in layer_kinds(model):
+        lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention, eager=r.eager,
+                        amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+        groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
+    return {kind: members[0][0] if len(members) == 1 else mean_layer_time(members)
+            for kind, members in groups.items()}
 
 
 def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,

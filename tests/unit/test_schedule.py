@@ -142,7 +142,8 @@ def test_trace_and_text_report(tmp_path):
 def test_breakdown_follows_the_stage_that_sets_the_pace_of_a_moe_pipeline():
     """DeepSeek-V3 (3 dense + 58 MoE layers over 16 stages, EP 64): the 4-MoE-layer stages are the busiest, so the
     breakdown shows their exposed EP time and a small bubble, not the idle lightweight last stage (issue 11: it
-    showed 75% 'bubble' and no EP). Busy time + bubble = step on the named stage."""
+    showed 75% 'bubble' and no EP). The last stage holds 2 MoE layers, the MTP module's MoE layer and two output
+    heads. Busy time + bubble = step on the named stage."""
     from simulator.scenario.load import load_scenario
     from simulator.scenario.simulate import simulate
 
@@ -150,7 +151,8 @@ def test_breakdown_follows_the_stage_that_sets_the_pace_of_a_moe_pipeline():
     neck = step.bottleneck
     assert neck["stage"] not in (0, 15) and neck["resource"] == "exposed ep"
     assert step.stage_busy_s[neck["stage"]] == max(step.stage_busy_s)
-    assert step.stage_busy_s[15] < 0.6 * step.stage_busy_s[neck["stage"]]   # 2 MoE layers vs 4
+    # 2 + 1 (MTP) MoE layers and two output heads vs 4 MoE layers: between 3/4 and all of the busiest
+    assert 0.75 * step.stage_busy_s[neck["stage"]] < step.stage_busy_s[15] < step.stage_busy_s[neck["stage"]]
     assert step.bubble_s < 0.2 * step.step_s and step.exposed_comm_s["ep"] > 0.4 * step.step_s
     parts = step.compute_s + step.recompute_s + step.optimizer_s + step.bubble_s + sum(step.exposed_comm_s.values())
     assert parts == pytest.approx(step.step_s, rel=1e-9)
