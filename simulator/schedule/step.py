@@ -36,7 +36,7 @@ from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
-from simulator.schedule.timeline import run_timeline
+from simulator.schedule.timeline import PairHiding, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 
@@ -230,8 +230,15 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
               for s in range(p.pp)]
     p2p = _p2p_s(ctx)
     orders = stage_orders(p.schedule, p.pp, p.vpp, m)
+    pairing = None
+    if moe is not None and moe.microbatch_overlap and any(t is not None for t in ctx.moe):
+        pairing = PairHiding([[f.exposed["ep"] for f, _ in c] for c in chunks],
+                             [[b.exposed["ep"] for _, b in c] for c in chunks],
+                             [[f.compute for f, _ in c] for c in chunks],
+                             [[b.compute + b.recompute for _, b in c] for c in chunks],
+                             coefficients()["overlap_interference"])
     timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
-                             [[b.total for _, b in c] for c in chunks], 0.0)
+                             [[b.total for _, b in c] for c in chunks], 0.0, pairing)
     tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
@@ -242,6 +249,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         total.add(b, m)
     exposed_comm = {d: total.exposed[d] + tails[k][0][d] for d in DIMS}
     exposed_comm["pp"] += timelines[k].wait_pp_s
+    exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
     bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
     flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp

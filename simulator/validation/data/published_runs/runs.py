@@ -263,7 +263,8 @@ QWEN3 = dict(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=
 QLOC = "best_practice/qwen3/readme.md (Performance Results, H100 table)"
 
 
-def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, layers, extra_unsaid="", **par):
+def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, layers, extra_unsaid="",
+          overlap=False, **par):
     return dict(
         id=id, group="moe", source=f"Megatron MoE model zoo (NVIDIA Megatron-Core MoE team), {ZOO}",
         source_locator=f"{QLOC}, row: {row}; model_configs/benchmarking/Qwen3-235B-A22B.yaml; best_practice/qwen3/run_h100_235b.sh",
@@ -272,7 +273,7 @@ def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, l
         sp="yes", zero_or_distopt="distopt (+overlap grad/param gather)", recompute=recompute, precision="bf16",
         measured_quantity="step_s", measured_value=step, measured_memory_GiB="", trained="no",
         unsaid=("routing=uniform (run script passes --moe-router-force-load-balancing; the table row does not say);"
-                "EP overlap off (the +1f1b overlap row is separate);pipeline_layers per "
+                + ("" if overlap else "EP overlap off (the +1f1b overlap row is separate);") + "pipeline_layers per "
                 "--account-for-embedding/loss-in-pipeline-split" + extra_unsaid),
         notes=(f"Table: step time {step} s, {tflops} TFLOP/s per GPU; ETP 1, EDP {edp} (MoE parallel folding: "
                f"EP spans TP x DP). recompute '{recompute}' = --recompute-granularity selective "
@@ -288,12 +289,16 @@ def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, l
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     pipeline_layers=layers, **par),
                       training=dict(seq_len=4096, micro_batch=1, global_batch=2048, precision="bf16"),
-                      moe=dict(backend=backend, distribution="uniform")))
+                      moe=dict(backend=backend, distribution="uniform",
+                               **({"microbatch_overlap": True} if overlap else {}))))
 
 
 RUNS += [
     _qwen("zoo_qwen3_235b_deepep_ep32", "DeepEP TP2 EP32 PP8 VPP4 DP16, norm+act recompute, moe_dev(f3e6c5)",
           2, 32, 8, 4, 16, 1, "selective: layernorm + moe_act", "deepep_normal", 19.7, 245, [2] + [3] * 30 + [2]),
+    _qwen("zoo_qwen3_235b_deepep_ep32_overlap", "DeepEP TP2 EP32 PP8 VPP4 DP16, norm+act recompute, +1f1b overlap, "
+          "moe_dev(f3e6c5)", 2, 32, 8, 4, 16, 1, "selective: layernorm + moe_act", "deepep_normal", 17.6, 276,
+          [2] + [3] * 30 + [2], overlap=True),
     _qwen("zoo_qwen3_235b_a2a_pp32", "A2A TP2 EP8 PP32 VPP3 DP4, norm+act recompute, main(1e057005)",
           2, 8, 32, 3, 4, 1, "selective: layernorm + moe_act", "nccl", 24.2, 200, [0] + [1] * 94 + [0]),
     _qwen("zoo_qwen3_235b_tp4_norecompute", "DeepEP TP4 EP8 PP8 VPP4 DP8 EDP4, no recompute, main(1e057005)",
