@@ -86,7 +86,7 @@ def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[Memor
 
 
 def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int,
-                 per_layer: dict[bool, list]) -> list[MemoryItem]:
+                 per_layer: dict[tuple[bool, str], list]) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel

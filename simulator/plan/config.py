@@ -39,6 +39,10 @@ class ParallelPlan(BaseModel):
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
     schedule: Literal["1f1b", "gpipe"] = Field("1f1b", description="pipeline schedule (interleaved when vpp > 1)")
     recompute: Recompute = Field("none", description="activation recomputation")
+    recompute_layers: int | None = Field(
+        None, ge=1, description="with recompute full: the first N layers of every model chunk are recomputed, the "
+                                "others keep their activations (Megatron --recompute-method block "
+                                "--recompute-num-layers N); null = every layer")
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         None, description="with recompute selective: the modules re-run in backward, as Megatron-LM "
                           "--recompute-modules (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "

@@ -32,6 +32,9 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if t.framework == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
+    if p.recompute_layers is not None and p.recompute != "full":
+        raise _err(f"recompute_layers ({p.recompute_layers}) needs recompute: full (got {p.recompute!r}); it is "
+                   "Megatron's --recompute-method block --recompute-num-layers", "parallel.recompute_layers")
     if p.recompute_modules is not None and p.recompute != "selective":
         raise _err(f"recompute_modules {list(p.recompute_modules)} need recompute: selective (got {p.recompute!r}); "
                    "Megatron reads --recompute-modules only with --recompute-granularity selective",

@@ -92,8 +92,9 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
     bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute, modules),
                flops=lt.bwd_flops + lt.recompute_flops(recompute, modules))
     _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd, overlap)
-    _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
-               overlap)
+    if recompute != "none":  # a layer that keeps its activations (block recompute) repeats no collective
+        _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
+                   overlap)
     return fwd, bwd
 
 

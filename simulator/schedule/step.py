@@ -95,18 +95,19 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
-    per_kind: dict[bool, tuple[Cost, Cost]] = {}
+    per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
+    modes = plan.layer_recompute(stage)
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
-        for index in layers[start:start + n]:
+        for index, mode in zip(layers[start:start + n], modes[start:start + n], strict=True):
             kind = ctx.model.is_moe_layer(index)
-            if kind not in per_kind:
-                per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
-                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
-                                             p.recomputed_modules)
-            fwd.add(per_kind[kind][0])
-            bwd.add(per_kind[kind][1])
+            if (kind, mode) not in per_kind:
+                per_kind[kind, mode] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
+                                                   mode, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                                                   p.recomputed_modules)
+            fwd.add(per_kind[kind, mode][0])
+            bwd.add(per_kind[kind, mode][1])
         start += n
         if stage == 0 and c == 0:
             e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
@@ -189,8 +190,10 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
     kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
     rows = []
+    recomputed = [mode != "none" for mode in plan.layer_recompute(stage)]
     for op in ctx.traffic.layer:
-        n_layers = sum(1 for k in kinds if op.layer == "any" or (op.layer == "moe") == k)
+        n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
+                       if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
     rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
              for op in ctx.traffic.pipeline]

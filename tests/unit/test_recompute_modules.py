@@ -68,3 +68,34 @@ def test_recomputed_modules_rerun_their_forward_in_backward():
 def test_bad_recompute_modules_are_refused(parallel, match):
     with pytest.raises(UserError, match=match):
         resolve_plan(load_model_preset("llama3-8b"), parallel, {}, 8)
+
+
+def test_block_recompute_of_n_layers_per_chunk():
+    """Megatron --recompute-method block --recompute-num-layers 4 on a 16-layer stage: 4 layers keep only their
+    input (2*s*b*h/t with SP), 12 keep everything; backward re-runs 4 layer forwards (simulate's recompute time is
+    4/16 of full recompute's)."""
+    from simulator.memory import estimate_memory
+    from simulator.scenario.load import load_scenario
+    from simulator.scenario.simulate import simulate
+
+    m = load_model_preset("llama3-8b")
+    base = {"tp": 2, "sp": True, "pp": 2, "recompute": "full"}
+    train = {"seq_len": 4096, "global_batch": 8}
+    block = resolve_plan(m, {**base, "recompute_layers": 4}, train, 8)
+    assert block.layer_recompute(0) == ("full",) * 4 + ("none",) * 12
+    full, none = (resolve_plan(m, {**base, "recompute": r}, train, 8) for r in ("full", "none"))
+
+    def acts(rp):
+        return sum(i.bytes for i in estimate_memory(rp).stages[0].items if " layers x " in i.formula)
+    flight = 2  # stage 0 of a 2-stage 1F1B pipeline holds 2 micro-batches
+    per_full, per_none = acts(full) / (16 * flight), acts(none) / (16 * flight)
+    assert per_full == 2 * 2048 * 4096                       # the checkpointed layer input, SP shard
+    assert acts(block) == pytest.approx(flight * (4 * per_full + 12 * per_none), rel=1e-12)
+
+    def step(parallel):
+        doc = {"system": {"profile": "dgx_h100", "nodes": 1}, "model": {"preset": "llama3-8b"},
+               "parallel": parallel, "training": train}
+        return simulate(load_scenario(doc)).step
+    assert step({**base, "recompute_layers": 4}).recompute_s == pytest.approx(step(base).recompute_s / 4, rel=1e-9)
+    with pytest.raises(UserError, match="needs recompute: full"):
+        resolve_plan(m, {"recompute": "selective", "recompute_layers": 2}, train, 8)
