@@ -135,7 +135,8 @@ def resolve_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoi
     """The engine plan of one submodule (errors re-keyed to ``multimodal.plans.<name>``)."""
     seq = spec.seq_len(sub)
     parallel = {"tp": choice.tp, "pp": choice.pp, "dp": choice.dp, "recompute": choice.recompute, "sp": choice.sp,
-                "schedule": "gpipe", "distributed_optimizer": choice.distributed_optimizer}
+                "schedule": "gpipe" if "contrastive" in spec.loss else "1f1b",
+                "distributed_optimizer": choice.distributed_optimizer}
     padded = replica_batch(global_batch, choice.dp, choice.micro_batch) * choice.dp
     training = {"seq_len": seq, "micro_batch": choice.micro_batch, "global_batch": padded,
                 "precision": precision, "optimizer": optimizer}
