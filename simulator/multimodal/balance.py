@@ -35,11 +35,13 @@ from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.topology import Topology
 
 _DEGREES = (1, 2, 4, 8)
-_PP = (1, 2, 4)
+_PP = (1, 2, 4, 8)
 _RECOMPUTE = ("none", "selective", "full")
 MAX_MICRO_BATCH = 256
 #: the largest share of padding samples a micro-batch size may add to a replica's batch (dp not dividing B)
 MAX_PADDING = 1 / 16
+#: micro-batch sizes tried per layout, largest first
+MICRO_BATCH_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -69,21 +71,33 @@ def _capacity(s: Settings) -> float:
     return s.topology.cluster.node.gpu.memory.capacity - RUNTIME_BYTES - ALLOCATOR_CACHE_BYTES
 
 
+def micro_batch_candidates(batch: int, dp: int) -> list[int]:
+    """Power-of-two micro-batches for a replica of ceil(batch / dp) samples, largest first, at most
+    MICRO_BATCH_TRIES of them, each adding at most MAX_PADDING of the replica in padding. Under batch-sync the whole
+    replica batch is in flight whatever the micro-batch, so the peak barely depends on it: the largest that fits
+    is found within a few halvings (and few micro-batches keep the pipeline's op orders short)."""
+    replica = -(-batch // dp)
+    out, mb = [], 1
+    while mb * 2 <= min(replica, MAX_MICRO_BATCH):
+        mb *= 2
+    while mb >= 1 and len(out) < MICRO_BATCH_TRIES:
+        if replica_batch(batch, dp, mb) - replica <= replica * MAX_PADDING:
+            out.append(mb)
+        mb //= 2
+    return out
+
+
 def largest_micro_batch(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, recompute: str
                         ) -> int | None:
-    """The largest power-of-two micro-batch dividing the replica batch whose (summed) stage peaks fit."""
-    replica, best, mb = -(-s.batch // dp), None, 1
-    while mb <= min(replica, MAX_MICRO_BATCH):
-        if replica_batch(s.batch, dp, mb) - replica > replica * MAX_PADDING:
-            break
+    """The largest candidate micro-batch (:func:`micro_batch_candidates`) whose (summed) stage peaks fit."""
+    for mb in micro_batch_candidates(s.batch, dp):
         choice = PlanChoice(tp, pp, dp, mb, recompute)
         peaks = [stage_peaks(s, sub, choice) for sub in subs]
         if any(p is None for p in peaks):
-            return best
-        if max(sum(col) for col in zip(*peaks, strict=True)) > _capacity(s):
-            return best
-        best, mb = mb, mb * 2
-    return best
+            continue
+        if max(sum(col) for col in zip(*peaks, strict=True)) <= _capacity(s):
+            return mb
+    return None
 
 
 def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[tuple[int, int, int]]:

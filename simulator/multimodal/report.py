@@ -32,8 +32,11 @@ def to_dict(result: MultimodalResult) -> dict[str, Any]:
         "submodules": {n: r.to_dict() for n, r in step.runs.items()},
     }
     if result.speedup is not None:
+        mono = result.monolithic
         out["comparison"] = {"uniform": _brief(result.uniform), "distmm": _brief(result.distmm),
-                             "speedup": result.speedup}
+                             "speedup": result.speedup,
+                             "monolithic": mono.to_dict() if mono is not None else {"fits": False},
+                             "speedup_vs_monolithic": result.speedup_vs_monolithic}
     if result.first_stage is not None:
         out["encoder_first_stage"] = result.first_stage.to_dict()
     out["warnings"] = warnings(result)
@@ -70,6 +73,8 @@ def summary(result: MultimodalResult) -> dict[str, Any]:
         row["comparison.uniform_step_s"] = result.uniform.step_s
         row["comparison.distmm_step_s"] = result.distmm.step_s
         row["comparison.speedup"] = result.speedup
+        row["comparison.monolithic_step_s"] = result.monolithic.step_s if result.monolithic else None
+        row["comparison.speedup_vs_monolithic"] = result.speedup_vs_monolithic
     if result.first_stage is not None:
         row["encoder_first_stage.step_s"] = result.first_stage.step_s
         row["encoder_first_stage.imbalance"] = result.first_stage.imbalance
@@ -95,12 +100,20 @@ def render_text(result: MultimodalResult) -> str:
                   f"{step.samples_per_s:.0f} samples/s; memory per GPU peak {step.device_peak_bytes / GIBI:.1f} GiB"]
     if result.speedup is not None:
         u, d = result.uniform, result.distmm
-        lines += ["", "uniform (Megatron-style, colocated) vs DistMM (searched):"]
+        lines += ["", "uniform (colocated: every submodule on all GPUs, one after another) vs DistMM (searched):"]
         for label, x in (("uniform", u), ("distmm", d)):
             plans = ", ".join(f"{n} {r.choice.gpus} GPUs tp{r.choice.tp} pp{r.choice.pp} dp{r.choice.dp} "
                               f"mb{r.choice.micro_batch} {r.choice.recompute}" for n, r in x.runs.items())
             lines.append(f"  {label:<8} {x.step_s:8.3f} s  {x.placement:<14} {plans}")
         lines.append(f"  speedup {result.speedup:.2f}x")
+        mono = result.monolithic
+        if mono is None:
+            lines.append("  monolithic pipeline (Megatron-LM: all layers in one pipeline): no plan fits in memory")
+        else:
+            c = mono.choice
+            lines.append(f"  monolithic pipeline (Megatron-LM: all layers in one pipeline) {mono.step_s:.3f} s, tp{c.tp} "
+                         f"pp{c.pp} dp{c.dp} mb{c.micro_batch} {c.recompute}, stage imbalance "
+                         f"{mono.stage_imbalance:.2f}; DistMM {result.speedup_vs_monolithic:.2f}x faster")
     if result.first_stage is not None:
         f = result.first_stage
         lines += ["", f"encoder on the LLM's first stage (Megatron): step {f.step_s:.3f} s, stage 0 busy "

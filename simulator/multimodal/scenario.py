@@ -6,6 +6,7 @@ mistake is a located UserError (file, line, key path), bad submodule plans name 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_st
 from simulator.multimodal.config import MultimodalSection, check_plans
 from simulator.multimodal.evaluate import PlanChoice, evaluate_submodule
 from simulator.multimodal.llm import FirstStage, encoder_on_first_stage
+from simulator.multimodal.monolithic import MonolithicStep, monolithic_plan
 from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, build_spec, load_multimodal_preset
 from simulator.scenario.document import Document, read_document
@@ -25,6 +27,8 @@ from simulator.scenario.simulate import topology_of
 from simulator.topology import Topology
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "multimodal")
+#: how much of a file is scanned for a ``multimodal:`` line (the YAML reader's own limit applies when parsing)
+MAX_SCAN_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,22 @@ class MultimodalScenario:
         return self.system.gpus or self.cluster.gpus
 
 
+_SECTION = re.compile(r"^multimodal\s*:", re.MULTILINE)
+
+
 def is_multimodal(source) -> bool:
-    """Whether a scenario file (or mapping) has a ``multimodal:`` section (a broken file is not: the plain loader
-    reports its problem)."""
+    """Whether a scenario file (or mapping) has a top-level ``multimodal:`` section. A file is scanned as text
+    first (a plain scenario is parsed once, by its own loader); a broken file is not multimodal: the plain loader
+    reports its problem. (A multimodal section inherited only through ``extends:`` is not supported.)"""
+    if isinstance(source, dict):
+        return "multimodal" in source
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_SCAN_BYTES)
+    except OSError:
+        return False
+    if not _SECTION.search(text):
+        return False
     try:
         return "multimodal" in read_document(source).data
     except UserError:
@@ -102,6 +119,8 @@ class MultimodalResult:
     uniform: MultimodalStep | None = None
     distmm: MultimodalStep | None = None
     first_stage: FirstStage | None = None
+    monolithic: MonolithicStep | None = None
+    """Megatron-LM's monolithic pipeline over all layers (None: not compared, or no such plan fits)."""
 
     @property
     def speedup(self) -> float | None:
@@ -109,6 +128,13 @@ class MultimodalResult:
         if self.uniform is None or self.distmm is None:
             return None
         return self.uniform.step_s / self.distmm.step_s
+
+    @property
+    def speedup_vs_monolithic(self) -> float | None:
+        """Monolithic pipeline step over DistMM step (None when either is missing)."""
+        if self.monolithic is None or self.distmm is None:
+            return None
+        return self.monolithic.step_s / self.distmm.step_s
 
 
 def _explicit(sc: MultimodalScenario, topology: Topology) -> MultimodalStep:
@@ -160,7 +186,7 @@ def simulate_multimodal(sc: MultimodalScenario) -> MultimodalResult:
     s = sc.section
     settings = Settings(sc.spec, topology, s.global_batch, s.precision, s.optimizer, s.pipeline)
     llm = next((x for x in sc.spec.submodules if x.role == "llm"), None)
-    uniform = distmm = first = None
+    uniform = distmm = first = monolithic = None
     if s.strategy == "explicit":
         step = _explicit(sc, topology)
     elif s.strategy == "uniform":
@@ -170,8 +196,9 @@ def simulate_multimodal(sc: MultimodalScenario) -> MultimodalResult:
     if s.compare and llm is None:
         uniform = uniform_plan(settings)
         distmm = distmm or distmm_plan(settings)
+        monolithic = monolithic_plan(settings)
     if llm is not None:
         p = s.plans[llm.name]
         choice = PlanChoice(p.tp, p.pp, sc.cluster.gpus // (p.tp * p.pp), p.micro_batch, p.recompute, p.sp)
         first = encoder_on_first_stage(sc.spec, choice, topology, s.global_batch, s.precision, s.optimizer)
-    return MultimodalResult(sc, step, uniform, distmm, first)
+    return MultimodalResult(sc, step, uniform, distmm, first, monolithic)

@@ -183,3 +183,41 @@ def test_engine_memory_is_unchanged_for_a_plain_plan(a100):
     spec = load_multimodal_preset("clip-vit-l14")
     run = evaluate_submodule(spec, spec.vision, PlanChoice(1, 1, 8, 8), tuple(range(8)), a100, 256)
     assert run.memory.peak_bytes == estimate_memory(run.plan, a100.cluster.node.gpu.memory.capacity).peak_bytes
+
+
+def test_monolithic_split_is_megatrons_by_layer_count():
+    from simulator.multimodal.monolithic import split_layers
+
+    # CLIP ViT-L/14: 24 vision + 12 text layers over 4 stages, 9 each
+    assert split_layers([("vision", 24), ("text", 12)], 4) == [{"vision": 9}, {"vision": 9},
+                                                               {"vision": 6, "text": 3}, {"text": 9}]
+    # 80 layers (bigG) over 3 stages: 27, 27, 26
+    assert [sum(s.values()) for s in split_layers([("vision", 48), ("text", 32)], 3)] == [27, 27, 26]
+
+
+def test_monolithic_with_one_stage_is_the_sequential_uniform_plan(a100):
+    """With pp = 1 the monolithic pipeline and the uniform plan run the same ops on the same GPUs: equal steps."""
+    from simulator.multimodal.balance import Settings
+    from simulator.multimodal.compose import uniform_step
+    from simulator.multimodal.monolithic import monolithic_step
+
+    spec = load_multimodal_preset("clip-vit-l14")
+    s = Settings(spec, a100, 1024)
+    choice = PlanChoice(1, 1, 16, 16, "full")
+    mono = monolithic_step(s, choice)
+    gpus = tuple(range(16))
+    runs = {sub.name: evaluate_submodule(spec, sub, choice, gpus, a100, 1024) for sub in spec.submodules}
+    assert mono.step_s == pytest.approx(uniform_step(spec, a100, runs, 1024).step_s, rel=1e-9)
+    assert mono.stage_imbalance == 1.0
+
+
+def test_monolithic_pipeline_is_paced_by_its_vision_stages(a100):
+    """Equal layer counts, unequal layers: at pp = 4 the text-only stage idles while the vision stages set the pace."""
+    from simulator.multimodal.balance import Settings
+    from simulator.multimodal.monolithic import monolithic_step
+
+    s = Settings(load_multimodal_preset("clip-vit-l14"), a100, 1024)
+    mono = monolithic_step(s, PlanChoice(1, 4, 4, 16, "full"))
+    busy = mono.stage_busy_s
+    assert busy[0] == pytest.approx(busy[1]) and busy[3] < busy[2] < busy[0]
+    assert mono.stage_imbalance > 1.3
