@@ -221,3 +221,14 @@ def test_monolithic_pipeline_is_paced_by_its_vision_stages(a100):
     busy = mono.stage_busy_s
     assert busy[0] == pytest.approx(busy[1]) and busy[3] < busy[2] < busy[0]
     assert mono.stage_imbalance > 1.3
+
+
+def test_schema_has_the_multimodal_section(capsys):
+    import json
+
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    section = schema["properties"]["multimodal"]
+    assert section["additionalProperties"] is False and {"plans", "global_batch", "strategy"} <= set(
+        section["properties"])
+    assert "SubmodulePlan" in schema["$defs"] and schema["$defs"]["SubmodulePlan"]["additionalProperties"] is False
