@@ -23,7 +23,7 @@ ALLOWED = {
     "traffic": {"plan", "model", "units"},
     "moe": {"collectives", "topology", "hardware", "model", "units"},
     "schedule": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
-    "multimodal": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+    "multimodal": {"report", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "units"},
     "scenario": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
                  "moe", "units"},

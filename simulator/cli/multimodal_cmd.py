@@ -11,8 +11,8 @@ __all__ = ["is_multimodal", "run_multimodal"]
 
 
 def run_multimodal(args) -> int:
-    if args.trace or args.plot:
-        raise UserError("--trace and --plot are not available for multimodal scenarios yet")
+    if args.plot:
+        raise UserError("--plot is not available for multimodal scenarios yet (--trace is)")
     result = simulate_multimodal(load_multimodal(args.scenario))
     if args.json:
         print_json(to_dict(result), indent=2)
@@ -22,4 +22,8 @@ def run_multimodal(args) -> int:
         print(",".join(str(v) for v in row.values()))
     else:
         print(render_text(result))
+    if args.trace:
+        from simulator.multimodal.trace import write_multimodal_trace
+
+        print(f"wrote {write_multimodal_trace(result.step, args.trace)}")
     return 0

@@ -232,3 +232,17 @@ def test_schema_has_the_multimodal_section(capsys):
     assert section["additionalProperties"] is False and {"plans", "global_batch", "strategy"} <= set(
         section["properties"])
     assert "SubmodulePlan" in schema["$defs"] and schema["$defs"]["SubmodulePlan"]["additionalProperties"] is False
+
+
+def test_trace_has_every_submodule_stage_and_the_loss(tmp_path, capsys):
+    import json
+
+    path = _write(tmp_path, "    vision: {gpus: 12, pp: 2, micro_batch: 16, recompute: full}\n"
+                            "    text: {gpus: 4, micro_batch: 32}\n", "  placement: same_node\n")
+    trace = tmp_path / "t.json"
+    assert main(["run", str(path), "--trace", str(trace)]) == 0
+    data = json.loads(trace.read_text())
+    names = {e["args"]["name"] for e in data["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {"vision pipeline stage 0", "vision pipeline stage 1", "text pipeline stage 0", "exchange and loss"} <= names
+    loss = [e for e in data["traceEvents"] if e["ph"] == "X" and e["name"] == "contrastive loss"]
+    assert len(loss) == 1 and loss[0]["ts"] + loss[0]["dur"] == pytest.approx(data["otherData"]["step_s"] * 1e6)
