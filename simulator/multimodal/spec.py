@@ -81,15 +81,15 @@ class SubmoduleSpec(BaseModel):
     def _check(self) -> SubmoduleSpec:
         if self.role == "vision":
             if self.image_size is None or self.patch_size is None:
-                raise UserError("a vision submodule needs image_size and patch_size", key_path=self.name)
+                raise UserError("a vision submodule needs image_size and patch_size", key_path="image_size")
             if self.image_size % self.patch_size:
                 raise UserError(f"image_size ({self.image_size}) is not a multiple of patch_size "
-                                f"({self.patch_size})", key_path=f"{self.name}.patch_size")
+                                f"({self.patch_size})", key_path="patch_size")
         elif self.tokens is None or self.vocab is None:
-            raise UserError(f"a {self.role} submodule needs tokens and vocab", key_path=self.name)
+            raise UserError(f"a {self.role} submodule needs tokens and vocab", key_path="tokens")
         if self.cross_attention_layers > self.layers:
             raise UserError(f"cross_attention_layers ({self.cross_attention_layers}) exceeds layers "
-                            f"({self.layers})", key_path=f"{self.name}.cross_attention_layers")
+                            f"({self.layers})", key_path="cross_attention_layers")
         return self
 
     @property
@@ -210,8 +210,13 @@ def build_spec(data: dict, *, key_prefix: str, file: str | None = None) -> Multi
         if not isinstance(fields, dict):
             raise UserError(f"expected a mapping, got {type(fields).__name__}", file=file,
                             key_path=f"{key_prefix}.submodules.{name}")
-        built.append(build(SubmoduleSpec, {"name": str(name), **fields},
-                           key_prefix=f"{key_prefix}.submodules.{name}", file=file))
+        where = f"{key_prefix}.submodules.{name}"
+        try:
+            built.append(build(SubmoduleSpec, {"name": str(name), **fields}, key_prefix=where, file=file))
+        except UserError as exc:   # a cross-field rule of SubmoduleSpec names its key relative to the submodule
+            if exc.key_path and exc.key_path.startswith(where):
+                raise
+            raise exc.located(key_prefix=where) from None
     projector = data.get("projector")
     rest = {k: v for k, v in data.items() if k not in ("submodules", "projector")}
     try:

@@ -246,3 +246,45 @@ def test_trace_has_every_submodule_stage_and_the_loss(tmp_path, capsys):
     assert {"vision pipeline stage 0", "vision pipeline stage 1", "text pipeline stage 0", "exchange and loss"} <= names
     loss = [e for e in data["traceEvents"] if e["ph"] == "X" and e["name"] == "contrastive loss"]
     assert len(loss) == 1 and loss[0]["ts"] + loss[0]["dur"] == pytest.approx(data["otherData"]["step_s"] * 1e6)
+
+
+def test_bad_multimodal_sections_exit_2_located(tmp_path, capsys):
+    base = "system: {profile: dgx_a100_40gb, nodes: 2}\nmultimodal:\n"
+    cases = {
+        "  model: {preset: clip-vit-xx}\n  global_batch: 64\n": ("multimodal.model.preset", "accepted: clip-vit-22b"),
+        "  model: {preset: clip-vit-l14}\n": ("multimodal.global_batch", "required"),
+        "  model: {preset: clip-vit-l14}\n  global_batch: 64\n  stratgy: distmm\n": ("multimodal.stratgy", ""),
+        "  model: {preset: clip-vit-l14, layers: 3}\n  global_batch: 64\n": ("multimodal.model", "not both"),
+        ("  model:\n    loss: contrastive\n    embed_dim: 8\n    submodules:\n"
+         "      vision: {role: vision, layers: 2, hidden: 8, heads: 2, image_size: 30, patch_size: 14, embed_dim: 8}\n"
+         "      text: {role: text, layers: 2, hidden: 8, heads: 2, tokens: 4, vocab: 10, embed_dim: 8}\n"
+         "  global_batch: 64\n"): ("multimodal.model.submodules.vision.patch_size", "not a multiple of patch_size"),
+        ("  model:\n    loss: contrastive\n    submodules:\n"
+         "      llm: {role: llm, layers: 2, hidden: 8, heads: 2, tokens: 4, vocab: 10, embed_dim: 10}\n"
+         "  global_batch: 64\n"): ("multimodal.model.loss", "one vision and one text"),
+    }
+    for body, (key, words) in cases.items():
+        path = tmp_path / "bad.yaml"
+        path.write_text(base + body)
+        assert main(["run", str(path)]) == 2, body
+        err = capsys.readouterr().err
+        assert key in err and words in err and str(path) in err, err
+
+
+@given(st.sampled_from([2, 4, 6, 8, 10, 12, 14]), st.sampled_from(["separate_nodes", "same_node"]))
+def test_distmm_step_is_at_least_its_slowest_submodule(vision_gpus, how):
+    from simulator.multimodal.compose import distmm_step
+
+    topology = Topology(load_cluster("dgx_a100_40gb", 2))
+    spec = load_multimodal_preset("clip-vit-l14")
+    counts = {"vision": vision_gpus, "text": 16 - vision_gpus}
+    try:
+        ranks = place(counts, 8, 2, how)
+        runs = {s.name: evaluate_submodule(spec, s, PlanChoice(1, 1, counts[s.name], 8, "full"), ranks[s.name],
+                                           topology, 256) for s in spec.submodules}
+    except UserError:   # a group spread unevenly over nodes: not priced (docs/multimodal.md)
+        return
+    step = distmm_step(spec, topology, runs, 256, how)
+    assert step.step_s >= max(r.step_s for r in runs.values()) and step.loss_s > 0
+    assert step.exchange_link == ("nvlink" if how == "same_node" else step.exchange_link)
+    assert step.device_peak_bytes == max(r.device_peak_bytes for r in runs.values())
