@@ -43,6 +43,8 @@ class MultimodalStep:
     loss_s: float
     loss_comm_s: float
     global_batch: int
+    loss_bytes: float = 0.0
+    """Per-GPU bytes of the contrastive logits a loss rank keeps for the backward (two b x B fp32 matrices)."""
 
     @property
     def submodules_s(self) -> float:
@@ -66,13 +68,15 @@ class MultimodalStep:
 
     @property
     def device_peak_bytes(self) -> float:
-        """Largest per-GPU device memory: per submodule (DistMM) or summed per stage over submodules (uniform)."""
+        """Largest per-GPU device memory: per submodule (DistMM) or summed per stage over submodules (uniform; the
+        stages' transient buffers are summed too: conservative), plus the contrastive logits (counted on the
+        busiest GPU: conservative when it is not a loss rank)."""
         runs = list(self.runs.values())
         if self.strategy != "uniform":
-            return max(r.device_peak_bytes for r in runs)
+            return max(r.device_peak_bytes for r in runs) + self.loss_bytes
         stages = max(len(r.stage_peaks) for r in runs)
         per_stage = [sum(r.stage_peaks[s] for r in runs if s < len(r.stage_peaks)) for s in range(stages)]
-        return max(per_stage) + runs[0].memory.runtime_bytes
+        return max(per_stage) + runs[0].memory.runtime_bytes + self.loss_bytes
 
     @property
     def oom(self) -> bool:
@@ -89,7 +93,8 @@ class MultimodalStep:
         return {"strategy": self.strategy, "placement": self.placement, "gpus": self.gpus, "step_s": self.step_s,
                 "samples_per_s": self.samples_per_s, "submodules_s": self.submodules_s,
                 "exchange_s": self.exchange_s, "exchange_link": self.exchange_link, "fill_s": self.fill_s,
-                "loss_s": self.loss_s, "loss_comm_s": self.loss_comm_s, "imbalance": self.imbalance,
+                "loss_s": self.loss_s, "loss_comm_s": self.loss_comm_s, "loss_bytes": self.loss_bytes,
+                "imbalance": self.imbalance,
                 "device_peak_bytes": self.device_peak_bytes, "peak_GiB": self.device_peak_bytes / GIBI,
                 "oom": self.oom}
 
@@ -111,15 +116,27 @@ def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int
     """(total, communication) seconds of the contrastive loss on ``ranks`` (module docstring)."""
     if "contrastive" not in spec.loss:
         return 0.0, 0.0
+    cost, dtype = _contrastive(spec, topology, ranks, batch, run)
     gpu = topology.cluster.node.gpu
-    dtype = run.plan.recipe.gemm_dtype_on(gpu.dtypes)
-    cost = ContrastiveCost(batch, spec.embed_dim, len(ranks), DTYPE_BYTES[dtype])
     comm = cost.gathers * (collective_s(topology, ranks, "all_gather", cost.all_gather_bytes)
                            + collective_s(topology, ranks, "reduce_scatter", cost.all_gather_bytes))
     eff = default_efficiency(gpu.architecture)
     one = float(gemm_times(np.array([cost.local_rows]), np.array([spec.embed_dim]), np.array([batch]),
                            np.array([1.0]), gpu, eff, dtype)[0])
     return comm + 6 * one, comm
+
+
+def _contrastive(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
+                 ) -> tuple[ContrastiveCost, str]:
+    dtype = run.plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)
+    return ContrastiveCost(batch, spec.embed_dim, len(ranks), DTYPE_BYTES[dtype]), dtype
+
+
+def loss_bytes(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun) -> float:
+    """Per-rank logits bytes of the contrastive loss (0 for other losses)."""
+    if "contrastive" not in spec.loss:
+        return 0.0
+    return _contrastive(spec, topology, ranks, batch, run)[0].logits_bytes_per_rank
 
 
 def _exchange(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
@@ -151,12 +168,16 @@ def distmm_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, Submod
     exchange, link, fill = _exchange(spec, topology, runs, batch)
     consumer = next((r for n, r in runs.items() if spec.vision is None or n != spec.vision.name),
                     next(iter(runs.values())))
-    loss, loss_comm = contrastive_loss_s(spec, topology, last_stage_ranks(consumer), batch, consumer)
-    return MultimodalStep("distmm", placement, runs, exchange, link, fill, loss, loss_comm, batch)
+    ranks = last_stage_ranks(consumer)
+    loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, consumer)
+    return MultimodalStep("distmm", placement, runs, exchange, link, fill, loss, loss_comm, batch,
+                          loss_bytes(spec, topology, ranks, batch, consumer))
 
 
 def uniform_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
                  ) -> MultimodalStep:
     run = next(iter(runs.values()))
-    loss, loss_comm = contrastive_loss_s(spec, topology, last_stage_ranks(run), batch, run)
-    return MultimodalStep("uniform", "colocated", runs, 0.0, "local", 0.0, loss, loss_comm, batch)
+    ranks = last_stage_ranks(run)
+    loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, run)
+    return MultimodalStep("uniform", "colocated", runs, 0.0, "local", 0.0, loss, loss_comm, batch,
+                          loss_bytes(spec, topology, ranks, batch, run))

@@ -153,7 +153,9 @@ def test_explicit_plan_runs_from_the_cli_with_json(tmp_path, capsys):
     assert step["step_s"] == pytest.approx(max(s["time"]["step_s"] for s in subs.values()) + step["exchange_s"]
                                            + step["fill_s"] + step["loss_s"])
     assert data["time"]["step_s"] == step["step_s"] and data["memory"]["device_peak_bytes"] == max(
-        s["memory"]["device_peak_bytes"] for s in subs.values())
+        s["memory"]["device_peak_bytes"] for s in subs.values()) + step["loss_bytes"]
+    # the contrastive logits a loss rank keeps: text on 4 GPUs (dp 4), b = 1024 / 4, two b x B fp32 matrices
+    assert step["loss_bytes"] == 2 * 256 * 1024 * 4
     assert main(["run", str(path)]) == 0
     assert "memory per GPU" in capsys.readouterr().out
 
@@ -169,7 +171,8 @@ def test_uniform_is_the_sum_and_colocated_memory_adds(tmp_path):
     step = result.step
     runs = list(step.runs.values())
     assert step.step_s == pytest.approx(sum(r.step_s for r in runs) + step.loss_s)
-    assert step.device_peak_bytes == pytest.approx(sum(r.stage_peaks[0] for r in runs) + runs[0].memory.runtime_bytes)
+    assert step.device_peak_bytes == pytest.approx(sum(r.stage_peaks[0] for r in runs) + runs[0].memory.runtime_bytes
+                                                   + 2 * (1024 / 16) * 1024 * 4)
 
 
 def test_shipped_scenarios_load():
@@ -287,4 +290,4 @@ def test_distmm_step_is_at_least_its_slowest_submodule(vision_gpus, how):
     step = distmm_step(spec, topology, runs, 256, how)
     assert step.step_s >= max(r.step_s for r in runs.values()) and step.loss_s > 0
     assert step.exchange_link == ("nvlink" if how == "same_node" else step.exchange_link)
-    assert step.device_peak_bytes == max(r.device_peak_bytes for r in runs.values())
+    assert step.device_peak_bytes == max(r.device_peak_bytes for r in runs.values()) + step.loss_bytes
