@@ -45,6 +45,8 @@ class MultimodalStep:
     global_batch: int
     loss_bytes: float = 0.0
     """Per-GPU bytes of the contrastive logits a loss rank keeps for the backward (two b x B fp32 matrices)."""
+    loss_submodule: str | None = None
+    """The submodule whose last-stage ranks compute the loss (DistMM); every GPU may for uniform."""
 
     @property
     def submodules_s(self) -> float:
@@ -68,12 +70,13 @@ class MultimodalStep:
 
     @property
     def device_peak_bytes(self) -> float:
-        """Largest per-GPU device memory: per submodule (DistMM) or summed per stage over submodules (uniform; the
-        stages' transient buffers are summed too: conservative), plus the contrastive logits (counted on the
-        busiest GPU: conservative when it is not a loss rank)."""
+        """Largest per-GPU device memory: per submodule (DistMM: the loss submodule's plus the contrastive logits) or
+        summed per stage over submodules (uniform; the stages' transient buffers are summed too: conservative),
+        plus the logits."""
         runs = list(self.runs.values())
         if self.strategy != "uniform":
-            return max(r.device_peak_bytes for r in runs) + self.loss_bytes
+            return max(r.device_peak_bytes + (self.loss_bytes if n == self.loss_submodule else 0.0)
+                       for n, r in self.runs.items())
         stages = max(len(r.stage_peaks) for r in runs)
         per_stage = [sum(r.stage_peaks[s] for r in runs if s < len(r.stage_peaks)) for s in range(stages)]
         return max(per_stage) + runs[0].memory.runtime_bytes + self.loss_bytes
@@ -171,7 +174,7 @@ def distmm_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, Submod
     ranks = last_stage_ranks(consumer)
     loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, consumer)
     return MultimodalStep("distmm", placement, runs, exchange, link, fill, loss, loss_comm, batch,
-                          loss_bytes(spec, topology, ranks, batch, consumer))
+                          loss_bytes(spec, topology, ranks, batch, consumer), consumer.sub.name)
 
 
 def uniform_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
