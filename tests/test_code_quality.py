@@ -23,13 +23,15 @@ ALLOWED = {
     "traffic": {"plan", "model", "units"},
     "moe": {"collectives", "topology", "hardware", "model", "units"},
     "schedule": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
+    "multimodal": {"report", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+                   "hardware", "units"},
     "scenario": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
                  "moe", "units"},
     "report": {"scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
     "validation": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
-    "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
+    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
     "measure": {"units"},
 }
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}
