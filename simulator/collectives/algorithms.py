@@ -166,13 +166,16 @@ def tree(ctx: Ctx, proto: str) -> Row:
 def nvls_bus_bw(ctx: Ctx, op: str) -> float:
     """NVLS bus bandwidth (Simple): k ranks on the switch, NCCL channel accounting and efficiency.
 
-    NCCL search.cc: the head GPU of a channel uses 2 bw on its NVSwitch link, the others 1 bw, so with one head per
-    GPU the k channels share B*k/(k+1); tuning.cc then applies nvlsEfficiency * (nCh-1)/nCh and, for all_reduce,
-    x2 ("AllReduce pipelines two operations") or, otherwise, (k-1)/k.
+    NCCL search.cc: the NVLS graph has nCh = min(k, NCCL_MAX_NVLS_ARITY = 32) channels, each headed by a different
+    GPU; a head uses 2 bw on its NVSwitch link, every other GPU 1 bw per channel, so the nCh channels share
+    B*nCh/(nCh+1); tuning.cc then applies nvlsEfficiency * (nCh-1)/nCh and, for all_reduce, x2 ("AllReduce
+    pipelines two operations") or, otherwise, (k-1)/k. Up to 32 ranks nCh = k (every NVSwitch node up to HGX);
+    a GB200 NVL72 rack's 72 ranks have 32 channels.
     """
     k = ctx.k
-    bw = ctx.links["nvlink"]["simple"].bandwidth_Bps * k / (k + 1)
-    bw *= ctx.c.nvls_efficiency[ctx.p.gpu_arch] * (k - 1) / k
+    ch = min(k, ctx.c.nvls_max_arity)
+    bw = ctx.links["nvlink"]["simple"].bandwidth_Bps * ch / (ch + 1)
+    bw *= ctx.c.nvls_efficiency[ctx.p.gpu_arch] * (ch - 1) / ch
     return bw * 2 if op == "all_reduce" else bw * (k - 1) / k
 
 

@@ -168,3 +168,19 @@ def test_ep64_inside_one_rack_is_nvlink_and_rdma_on_hgx_b200():
     assert _links(rack, "ep") == {"nvlink"}
     hgx = _scenario("hgx_b200", 8, plan, "gpt-oss-120b")
     assert _links(hgx, "ep") == {"rdma"}
+
+
+def test_nvls_on_a_72_gpu_rack_uses_32_channels_and_no_nvls_all_gather():
+    """NCCL (src/graph/search.cc, src/include/device.h NCCL_MAX_NVLS_ARITY = 32): the NVLS graph of a 72-GPU domain
+    has 32 channels, so the all_reduce bus bandwidth is 2 x B x nvlsEfficiency x (32-1)/(32+1) with
+    B = 18 links x 40.1 GB/s (NCCL's Blackwell NVLink rate) = 721.8 GB/s and efficiency 0.74: 1003.5 GB/s;
+    all_gather / reduce_scatter run NVLS only up to 32 local ranks."""
+    model = build_cost_model(place_group(_two_racks(), list(range(72))))
+    size = 2.0**36  # large enough for the latency term to vanish (< 0.1%)
+    ev = evaluate(model, "all_reduce", np.array([size]), "nvls")
+    busbw = size / ev.times_s[0] * 2 * 71 / 72
+    assert busbw == pytest.approx(2 * 721.8e9 * 0.74 * 31 / 33, rel=0.002)
+    with pytest.raises(UserError, match="at most 32 ranks"):
+        evaluate(model, "all_gather", np.array([size]), "nvls")
+    small = build_cost_model(place_group(_two_racks(), list(range(32))))
+    assert evaluate(small, "all_gather", np.array([size]), "nvls").times_s[0] > 0
