@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 Recompute = Literal["none", "selective", "full"]
-Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
+Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp4", "fp32"]
 
 
 class ParallelPlan(BaseModel):

@@ -184,3 +184,25 @@ def test_nvls_on_a_72_gpu_rack_uses_32_channels_and_no_nvls_all_gather():
         evaluate(model, "all_gather", np.array([size]), "nvls")
     small = build_cost_model(place_group(_two_racks(), list(range(32))))
     assert evaluate(small, "all_gather", np.array([size]), "nvls").times_s[0] > 0
+
+
+def _llama70b(profile: str, nodes: int, precision: str):
+    return simulator.simulate(simulator.load_scenario({
+        "system": {"profile": profile, "nodes": nodes, "gpus": 64}, "model": {"preset": "llama3-70b"},
+        "parallel": {"tp": 8, "sp": True, "recompute": "selective", "distributed_optimizer": True},
+        "training": {"seq_len": 8192, "micro_batch": 1, "global_batch": 64, "precision": precision}}))
+
+
+def test_fp4_recipe_runs_nvfp4_gemms_on_blackwell_and_bf16_on_hopper():
+    from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
+
+    r = resolve_recipe(ParallelPlan(), TrainingConfig(precision="fp4"))
+    assert (r.gemm_dtype, r.param, r.main, r.activation, r.serve_param) == ("fp4", 2, 4, 2, 0.5625)
+    assert r.gemm_dtype_on(load_gpu("b200_sxm").dtypes) == "fp4"
+    assert r.gemm_dtype_on(load_gpu("h100_sxm5").dtypes) == "bf16"
+    # Hopper has no fp4 tensor cores: the fp4 recipe is the bf16 step
+    assert _llama70b("dgx_h100", 8, "fp4").step.step_s == _llama70b("dgx_h100", 8, "bf16").step.step_s
+    # GB200: linear GEMMs at 10 / 5 PFLOP/s (x the same 0.684 fraction) -> fp4 compute below fp8's, memory as bf16
+    bf16, fp8, fp4 = (_llama70b("gb200_nvl72", 18, p) for p in ("bf16", "fp8", "fp4"))
+    assert fp4.step.compute_s < 0.75 * fp8.step.compute_s < 0.75 * bf16.step.compute_s
+    assert fp4.memory.peak_bytes == bf16.memory.peak_bytes
