@@ -206,3 +206,19 @@ def test_fp4_recipe_runs_nvfp4_gemms_on_blackwell_and_bf16_on_hopper():
     bf16, fp8, fp4 = (_llama70b("gb200_nvl72", 18, p) for p in ("bf16", "fp8", "fp4"))
     assert fp4.step.compute_s < 0.75 * fp8.step.compute_s < 0.75 * bf16.step.compute_s
     assert fp4.memory.peak_bytes == bf16.memory.peak_bytes
+
+
+def test_sixteen_trays_per_rack_make_64_gpu_domains():
+    """system.nvlink_domain_nodes: 16 of a rack's 18 trays in use: an EP 64 group fills one rack's domain, and
+    the next group the next rack's (with 18 trays per rack, EP group 1 would straddle two racks unevenly)."""
+    cluster = load_cluster("gb200_nvl72", 32, domain_nodes=16)
+    assert (cluster.domain_gpus, cluster.domains) == (64, 2)
+    topology = Topology(cluster)
+    second = place_group(topology, list(range(64, 128)))
+    assert second.n_nodes == 1 and second.intra_transport == "nvlink" and second.nvls
+    with pytest.raises(UserError, match="spread unevenly"):
+        place_group(Topology(load_cluster("gb200_nvl72", 36)), list(range(64, 128)))
+    with pytest.raises(UserError, match="2 to 18"):
+        load_cluster("gb200_nvl72", 38, domain_nodes=19)
+    with pytest.raises(UserError, match="no multi-node NVLink domain"):
+        load_cluster("hgx_b200", 2, domain_nodes=2)
