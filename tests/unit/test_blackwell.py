@@ -222,3 +222,17 @@ def test_sixteen_trays_per_rack_make_64_gpu_domains():
         load_cluster("gb200_nvl72", 38, domain_nodes=19)
     with pytest.raises(UserError, match="no multi-node NVLink domain"):
         load_cluster("hgx_b200", 2, domain_nodes=2)
+
+
+def test_moe_cli_prices_ep64_on_a_rack_over_nvlink(capsys):
+    import json
+
+    from simulator.cli import main
+
+    args = ["moe", "--ep", "64", "--tokens", "4096", "--hidden", "7168", "--top-k", "8", "--experts", "256", "--json"]
+    assert main([*args[:1], "--system", "gb200_nvl72", "--nodes", "16", *args[1:]]) == 0
+    rack = json.loads(capsys.readouterr().out)
+    assert main([*args[:1], "--system", "hgx_b200", "--nodes", "8", *args[1:]]) == 0
+    hgx = json.loads(capsys.readouterr().out)
+    assert (rack["bottleneck"], hgx["bottleneck"]) == ("nvlink", "rdma")
+    assert rack["dispatch_us"] < hgx["dispatch_us"] / 5
