@@ -190,12 +190,13 @@ def nvls(ctx: Ctx, op: str) -> Row:
 
 
 def nvls_tree(ctx: Ctx) -> Row:
-    """NVLS inside each node + tree across nodes (all_reduce, Simple), NCCL tuning.cc NVLSTree."""
+    """NVLS inside each node + tree across nodes (all_reduce, Simple), NCCL tuning.cc NVLSTree: the bus bandwidth is
+    min(NVLS intra, network (x2 on 2 nodes), nCh x perChMaxNVLSTreeBw) with nCh = min(k, 32) NVLS channels."""
     c, idx = ctx.c, nodes_index(ctx.nodes)
     intra = nvls_bus_bw(ctx, "all_reduce")
     net = ctx.net("simple")
     inter = net.bandwidth_Bps * (2 if ctx.nodes == 2 else 1)
-    cap = c.nvls_channels * c.per_ch_max_nvls_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
+    cap = min(ctx.k, c.nvls_max_arity) * c.per_ch_max_nvls_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
     bus = min(intra, inter, cap)
     lat = (ctx.step_latency("nvlink", "nvls_tree", "simple")
            + 2 * math.log2(ctx.nodes) * ctx.step_latency("net", "nvls_tree", "simple") + net.latency_shift_s)
