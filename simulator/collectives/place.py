@@ -60,12 +60,12 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
                         f"needs the same number of ranks on every one")
     rpn = counts.pop()
     spec = topology.cluster.node
-    first_node = [g for g in names if topology.domain_of(g) == topology.domain_of(names[0])]
-    pair = _local_pair(topology, first_node)
+    first_domain = [g for g in names if topology.domain_of(g) == topology.domain_of(names[0])]
+    pair = _local_pair(topology, first_domain)
     path = topology.path(*pair)
     fields = dict(
         n_ranks=len(names), ranks_per_node=rpn, gpu_arch=_arch(spec.gpu.compute_capability),
-        intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_node),
+        intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_domain),
         intra_latency_s=path.latency_s, nvswitch=spec.nvswitch is not None,
         nvls=bool(spec.nvswitch and spec.nvswitch.nvls
                   and spec.gpu.compute_capability_version >= NVLS_MIN_COMPUTE_CAPABILITY),
