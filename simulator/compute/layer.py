@@ -115,16 +115,23 @@ def _is_attn(op: GemmOp) -> bool:
     return op.name.startswith("attn.")
 
 
+def quantized(dtype: str) -> bool:
+    """An fp8 or fp4 (NVFP4) GEMM dtype: the linear layers quantize their operands, the rest stays 16-bit."""
+    return dtype.startswith(("fp8", "fp4"))
+
+
 def attention_dtype(dtype: str) -> str:
-    """Attention runs in 16 bits under fp8 recipes (Transformer Engine keeps the softmax and both attention GEMMs
-    in bf16; DeepSeek-V3 report Sec. 3.3 likewise)."""
-    return "bf16" if dtype.startswith("fp8") else dtype
+    """Attention runs in 16 bits under fp8 and fp4 recipes (Transformer Engine keeps the softmax and both attention
+    GEMMs in bf16; DeepSeek-V3 report Sec. 3.3 likewise; NVFP4 training, arXiv:2509.25149, quantizes the linear
+    layers only)."""
+    return "bf16" if quantized(dtype) else dtype
 
 
 def linear_dtype(name: str, dtype: str) -> str:
-    """The dtype of a linear GEMM: fp8 recipes keep the MoE router and the output layer in bf16 (Megatron-Core /
-    Transformer Engine: fp8 covers the transformer layers' linear layers; the router's logits stay 16-bit)."""
-    if dtype.startswith("fp8") and name.split(".")[0] in ("router", "output_layer"):
+    """The dtype of a linear GEMM: fp8/fp4 recipes keep the MoE router and the output layer in bf16 (Megatron-Core /
+    Transformer Engine: low precision covers the transformer layers' linear layers; the router's logits stay
+    16-bit)."""
+    if quantized(dtype) and name.split(".")[0] in ("router", "output_layer"):
         return "bf16"
     return dtype
 
@@ -175,7 +182,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
         params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
                      for t in layer_params(model, layer_index))
         mem += eager_memops(model, shape, params, amp=amp)
-    if dtype.startswith("fp8"):
+    if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)

@@ -15,7 +15,7 @@ _STRICT = ConfigDict(extra="forbid", frozen=True)
 Recompute = Literal["none", "selective", "full"]
 RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj"]
 """Megatron-LM ``--recompute-modules`` (with ``--recompute-granularity selective``; default ``core_attn``)."""
-Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
+Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp4", "fp32"]
 
 
 class ParallelPlan(BaseModel):
