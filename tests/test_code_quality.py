@@ -25,13 +25,15 @@ ALLOWED = {
     "schedule": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "serving": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
                 "moe", "units"},
+    "multimodal": {"report", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+                   "hardware", "units"},
     "scenario": {"serving", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                  "hardware", "moe", "units"},
     "report": {"serving", "scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
     "validation": {"serving", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
-    "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
+    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
     "measure": {"units"},
 }
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.model.params import embedding_params, head_params, layer_params, local_numel
+from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -46,7 +46,8 @@ def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]
 
 def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
-    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
+    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does, and so
+    is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``."""
     m, p = rp.model, rp.parallel
     scale = padded_vocab(m.vocab, p.tp, rp.recipe.megatron_vocab_padding) / m.vocab
     per_kind: dict[bool, tuple[float, float]] = {}
@@ -61,8 +62,8 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     if stage == 0:
         extra += embedding_params(m)
     if stage == p.pp - 1:
-        extra += head_params(m)
-        if m.tied_embeddings and p.pp > 1:
+        extra += head_params(m) + mtp_head_params(m)
+        if (m.tied_embeddings or m.mtp_layers) and p.pp > 1:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
     d, e = _local(extra, rp, scale)
     return StageParams(dense + d, expert + e, largest, len(rp.stage_layers[stage]))

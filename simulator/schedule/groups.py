@@ -63,8 +63,9 @@ class GroupTimer:
         self._models: dict[tuple, GroupCostModel] = {}
         self._moe: dict[tuple, MoeLayerComm] = {}
         self._times: dict[tuple, OpTiming] = {}
-        self._nodes = [topology.node_of(g) for g in topology.gpus]
-        self._local = [int(g.split("gpu")[1]) for g in topology.gpus]
+        per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
+        self._nodes = [r // per_domain for r in range(len(topology.gpus))]
+        self._local = [r % per_domain for r in range(len(topology.gpus))]
         self.stage_rank = plan.rank_groups("pp")[0]  # rank 0's pipeline: one representative rank per stage
 
     # ---- groups ---------------------------------------------------------------------------------------------
@@ -90,7 +91,8 @@ class GroupTimer:
         return kind, self.group_of(kind, self.stage_rank[stage])
 
     def key(self, kind: str, stage: int) -> tuple:
-        """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and node-relative shape."""
+        """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and shape relative to the NVLink
+        domains it occupies (nodes, or racks of a multi-node NVLink domain)."""
         kind, group = self._group(kind, stage)
         base = min(self._nodes[r] for r in group)
         return kind.split(":")[0], tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))

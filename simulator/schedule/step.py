@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
-from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time
+from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
-from simulator.model import ModelSpec, model_flops
+from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
@@ -36,7 +36,7 @@ from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
-from simulator.schedule.timeline import run_timeline
+from simulator.schedule.timeline import PairHiding, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 
@@ -60,14 +60,16 @@ class _Inputs:
 
 def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
                  ) -> dict[bool, LayerTime]:
-    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model."""
-    r, out = plan.recipe, {}
-    for index in range(model.layers):
-        kind = model.is_moe_layer(index)
-        if kind not in out:
-            out[kind] = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                                   eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
-    return out
+    """One :class:`LayerTime` per FFN kind (MoE or dense) present in the model; where layers of a kind differ in
+    their attention window (alternating sliding-window layers) it is their layer-weighted mean, exact for the
+    totals of any stage holding whole periods of the pattern."""
+    r, groups = plan.recipe, {}
+    for index, count in layer_kinds(model):
+        lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention, eager=r.eager,
+                        amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+        groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
+    return {kind: members[0][0] if len(members) == 1 else mean_layer_time(members)
+            for kind, members in groups.items()}
 
 
 def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,
@@ -93,17 +95,19 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
-    per_kind: dict[bool, tuple[Cost, Cost]] = {}
+    per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
+    modes = plan.layer_recompute(stage)
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
-        for index in layers[start:start + n]:
+        for index, mode in zip(layers[start:start + n], modes[start:start + n], strict=True):
             kind = ctx.model.is_moe_layer(index)
-            if kind not in per_kind:
-                per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
-                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
-            fwd.add(per_kind[kind][0])
-            bwd.add(per_kind[kind][1])
+            if (kind, mode) not in per_kind:
+                per_kind[kind, mode] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
+                                                   mode, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                                                   p.recomputed_modules)
+            fwd.add(per_kind[kind, mode][0])
+            bwd.add(per_kind[kind, mode][1])
         start += n
         if stage == 0 and c == 0:
             e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
@@ -186,8 +190,10 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
     kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
     rows = []
+    recomputed = [mode != "none" for mode in plan.layer_recompute(stage)]
     for op in ctx.traffic.layer:
-        n_layers = sum(1 for k in kinds if op.layer == "any" or (op.layer == "moe") == k)
+        n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
+                       if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
     rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
              for op in ctx.traffic.pipeline]
@@ -227,8 +233,15 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
               for s in range(p.pp)]
     p2p = _p2p_s(ctx)
     orders = stage_orders(p.schedule, p.pp, p.vpp, m)
+    pairing = None
+    if moe is not None and moe.microbatch_overlap and any(t is not None for t in ctx.moe):
+        pairing = PairHiding([[f.exposed["ep"] for f, _ in c] for c in chunks],
+                             [[b.exposed["ep"] for _, b in c] for c in chunks],
+                             [[f.compute for f, _ in c] for c in chunks],
+                             [[b.compute + b.recompute for _, b in c] for c in chunks],
+                             coefficients()["overlap_interference"])
     timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
-                             [[b.total for _, b in c] for c in chunks], 0.0)
+                             [[b.total for _, b in c] for c in chunks], 0.0, pairing)
     tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
@@ -239,6 +252,7 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         total.add(b, m)
     exposed_comm = {d: total.exposed[d] + tails[k][0][d] for d in DIMS}
     exposed_comm["pp"] += timelines[k].wait_pp_s
+    exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
     bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
     flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
@@ -263,5 +277,6 @@ def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     kind = model.is_moe_layer(layer_index)
     fwd, bwd = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
-                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
+                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                           plan.parallel.recomputed_modules)
     return fwd.total, bwd.total
