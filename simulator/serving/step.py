@@ -256,7 +256,8 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     kernels = 0
     for stage in range(p.pp):
-        layers = rp.stage_layers[stage]
+        # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
+        layers = [layer for layer in rp.stage_layers[stage] if layer < model.layers]
         kernels += kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
         kinds: dict[bool, list[int]] = {}
         for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
