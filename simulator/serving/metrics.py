@@ -137,8 +137,12 @@ def _sum_steps(steps: list[StepTime]) -> StepTime:
 
 
 def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> StepTime:
-    """One decode step of ``seqs`` sequences with ``past`` cached tokens each."""
-    return step_time(ctx, phase_plan(rp, seqs, 1), seqs, 1, past, phase="decode", graphs=ctx.serving.cuda_graphs)
+    """One decode step of ``seqs`` sequences with ``past`` cached tokens each; with pipeline parallelism the
+    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines)."""
+    m = min(rp.parallel.pp, seqs)
+    per = math.ceil(seqs / m)
+    return step_time(ctx, phase_plan(rp, per, 1), per, 1, past, phase="decode", graphs=ctx.serving.cuda_graphs,
+                     microbatches=m)
 
 
 def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:

@@ -16,8 +16,9 @@ new = the prompt or a chunk of it; decode: new 1, past = context - 1). Per layer
   expected counts; with ``moe.seed`` a decode step samples one batch's routing, prefill keeps expected counts);
   dispatch and combine by the phase's all-to-all backend.
 - TP: two all-reduces of ``tokens x h`` per layer (latency regime at decode: the collectives model's LL/NVLS/tree
-  choice); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h`` per stage boundary; the
-  stages run one after another for one batch (no micro-batch pipelining), so a step is the sum of its stages.
+  choice, or a measured custom kernel); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h /
+  tp`` per stage boundary; prefill runs the stages one after another, decode keeps up to ``pp`` micro-batches in
+  flight (``step_time(microbatches=...)``).
 - Without CUDA graphs (``cuda_graphs: false``, always for prefill, and for any step whose all-to-all backend cannot be
   captured: DeepEP's normal kernels) the host issues every kernel: the step takes at least
   ``kernels x host_launch_s``.
@@ -245,50 +246,68 @@ def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> No
             acc["tp_comm"] += _tp_all_reduce(ctx, rp, timer, stage, size, name, log)
 
 
-def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int, *, phase: str,
-              graphs: bool) -> StepTime:
-    """One step of ``seqs`` sequences adding ``new`` tokens on ``past`` cached ones (module docstring);
-    ``rp`` is the plan resolved for ``micro_batch = seqs, seq_len = new``."""
-    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase))
-    acc = dict.fromkeys(OP_CLASSES, 0.0)
-    log: list[dict] = []
+def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, seqs: int, new: int, past: int,
+           phase: str, log: list) -> tuple[dict[str, float], int]:
+    """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
     model, p = ctx.model, rp.parallel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
-    kernels = 0
-    for stage in range(p.pp):
-        # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
-        layers = [layer for layer in rp.stage_layers[stage] if layer < model.layers]
-        kernels += kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
-        kinds: dict[bool, list[int]] = {}
-        for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
-            kinds.setdefault(model.is_moe_layer(layer), []).append(layer)
-        for group in kinds.values():
-            one = dict.fromkeys(OP_CLASSES, 0.0)
-            before = len(log)
-            _layer(ctx, rp, timer, stage, group[0], seqs, new, past, phase, one, log)
-            for entry in log[before:]:
-                entry["count"] = len(group)
-            for key, value in one.items():
-                acc[key] += value * len(group)
-        if stage == 0:
-            acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, seqs * new) if o.phase == "fwd"),
-                                        ctx) + ctx.eff.launch_s
-        if stage == p.pp - 1:
-            kernels += kset.per_step
-            head = np.array([[seqs, model.hidden, model.vocab / p.tp, 1]], dtype=float).T
-            acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.recipe.gemm_dtype)[0])
-            acc["launch"] += 2 * ctx.eff.launch_s  # final norm, sampler
-            if p.tp > 1:
-                acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_gather", seqs * model.vocab * 2, 1,
-                                                      "step", "none", "logits"), stage, log)
-        if stage < p.pp - 1:
-            size = seqs * new * model.hidden * rp.recipe.activation / p.tp
-            acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
-                                                  "activations"), stage, log)
+    acc = dict.fromkeys(OP_CLASSES, 0.0)
+    # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
+    layers = [layer for layer in rp.stage_layers[stage] if layer < model.layers]
+    kernels = kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
+    kinds: dict[bool, list[int]] = {}
+    for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
+        kinds.setdefault(model.is_moe_layer(layer), []).append(layer)
+    for group in kinds.values():
+        one = dict.fromkeys(OP_CLASSES, 0.0)
+        before = len(log)
+        _layer(ctx, rp, timer, stage, group[0], seqs, new, past, phase, one, log)
+        for entry in log[before:]:
+            entry["count"] = len(group)
+        for key, value in one.items():
+            acc[key] += value * len(group)
+    if stage == 0:
+        acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, seqs * new) if o.phase == "fwd"),
+                                    ctx) + ctx.eff.launch_s
+    if stage == p.pp - 1:
+        kernels += kset.per_step
+        head = np.array([[seqs, model.hidden, model.vocab / p.tp, 1]], dtype=float).T
+        acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.recipe.gemm_dtype)[0])
+        acc["launch"] += 2 * ctx.eff.launch_s  # final norm, sampler
+        if p.tp > 1:
+            acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_gather", seqs * model.vocab * 2, 1,
+                                                  "step", "none", "logits"), stage, log)
+    else:
+        size = seqs * new * model.hidden * rp.recipe.activation / p.tp
+        acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
+                                              "activations"), stage, log)
+    return acc, kernels
+
+
+def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int, *, phase: str,
+              graphs: bool, microbatches: int = 1) -> StepTime:
+    """One step of ``seqs`` sequences adding ``new`` tokens on ``past`` cached ones (module docstring);
+    ``rp`` is the plan resolved for ``micro_batch = seqs, seq_len = new``.
+
+    ``microbatches`` m > 1 (pipeline parallelism, decode): the step's sequences are m micro-batches of ``seqs`` each
+    in flight over the stages at once (vLLM's virtual engines); every sequence advances one token in
+    ``max(sum of stage times, m x the slowest stage)`` (one traversal, or the slowest stage busy with all m); the
+    breakdown is scaled to that total."""
+    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase))
+    log: list[dict] = []
+    model, p = ctx.model, rp.parallel
+    stages = [_stage(ctx, rp, timer, stage, seqs, new, past, phase, log) for stage in range(p.pp)]
+    acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
+    kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())
+    if microbatches > 1:
+        pipelined = max(gpu_s, microbatches * max(sum(a.values()) for a, _ in stages))
+        acc = {key: value * pipelined / gpu_s for key, value in acc.items()}
+        gpu_s = pipelined
     backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
     if model.moe is not None and p.ep > 1 and not backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
+    kset = B.KERNEL_SETS[ctx.serving.kernels]
     host = 0.0 if graphs else kernels * kset.host_launch_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
