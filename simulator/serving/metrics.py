@@ -9,7 +9,8 @@ Static batch (the top-level numbers): ``batch`` sequences per replica are prefil
   prompt tokens too.
 
 Curve (continuous batching in steady state, closed loop of ``c`` requests in the system, ``b = c / replicas`` per
-replica, at most the KV-cache capacity): each iteration decodes ``b`` sequences at the mean context and admits
+replica, at most ``kv_capacity_seqs_steady``: sequences of staggered ages hold ``input_len + output_len / 2`` tokens
+on average, so more of them fit than at full length; more requests queue): each iteration decodes ``b`` sequences at the mean context and admits
 ``b / output_len`` new prompts (one finishes per ``output_len`` iterations per sequence slot), so
 ``iteration = decode(b) + (b / output_len) x prefill(1 sequence)``; ``tpot = iteration``; a new request waits half
 an iteration, then rides one iteration with its prefill: ``ttft = iteration / 2 + prefill(1) + decode(b)``;
@@ -53,6 +54,7 @@ class ServeResult:
     replicas: int
     gpus: int
     kv_capacity_seqs: int
+    kv_capacity_seqs_steady: int
     memory: MemoryReport
     curve: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
@@ -71,7 +73,8 @@ class ServeResult:
                "serve.tpot_s": self.tpot_s, "serve.e2e_s": self.e2e_s,
                "serve.tokens_per_s": d["throughput"]["tokens_per_s"],
                "serve.tokens_per_s_per_gpu": d["throughput"]["tokens_per_s_per_gpu"],
-               "serve.kv_capacity_seqs": self.kv_capacity_seqs}
+               "serve.kv_capacity_seqs": self.kv_capacity_seqs,
+               "serve.kv_capacity_seqs_steady": self.kv_capacity_seqs_steady}
         for p in self.curve:
             c = p["concurrency"]
             row.update({f"serve.curve.{c}.tpot_s": p["tpot_s"], f"serve.curve.{c}.ttft_s": p["ttft_s"],
@@ -89,7 +92,7 @@ class ServeResult:
             "throughput": {"tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s / self.gpus,
                            "total_tokens_per_s": total, "requests_per_s": self.replicas * s["batch"] / self.e2e_s,
                            "tokens_per_s_per_user": 1.0 / self.tpot_s, "replicas": self.replicas},
-            "kv_capacity_seqs": self.kv_capacity_seqs,
+            "kv_capacity_seqs": self.kv_capacity_seqs, "kv_capacity_seqs_steady": self.kv_capacity_seqs_steady,
             "memory": {**self.memory.to_dict(), "hbm_bytes": self.memory.hbm_capacity_bytes, "oom": self.memory.oom},
             "curve": list(self.curve),
             "disaggregation": self.disaggregation,
@@ -155,18 +158,20 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
     return float(np.trapezoid(times, points) / (points[-1] - points[0]))
 
 
-def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1) -> int:
-    """Sequences of ``tokens`` (input_len + output_len) a replica's KV cache can hold: HBM minus everything but
-    the cache on the fullest stage, over the cache one sequence takes there, its tokens rounded up to whole pages
-    of ``block`` tokens (vLLM's paged cache)."""
-    pages = math.ceil(tokens / block) * block / tokens
+def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None
+                ) -> int:
+    """Sequences a replica's KV cache can hold: HBM minus everything but the cache on the fullest stage, over the
+    cache one sequence takes there. The memory report holds ``seqs`` sequences of ``tokens`` each; a sequence here
+    occupies ``occupancy`` tokens (default ``tokens``), rounded up to whole pages of ``block`` tokens (vLLM's
+    paged cache)."""
+    occupied = math.ceil((occupancy or tokens) / block) * block
     best = None
     for st in memory.stages:
         kv = sum(i.bytes for i in st.items if i.name == "kv_cache")
         if kv <= 0:
             continue
         free = (memory.hbm_capacity_bytes or 0.0) - memory.runtime_bytes - (st.peak - kv)
-        n = max(0, math.floor(free / (kv / seqs * pages)))
+        n = max(0, math.floor(free / (kv / (seqs * tokens) * occupied)))
         best = n if best is None else min(best, n)
     return best if best is not None else 0
 
@@ -204,6 +209,9 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     mean = mean_decode_s(ctx, rp, s.batch)
     e2e = prefill.step_s + (s.output_len - 1) * mean
     capacity = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size)
+    # continuous batching staggers the sequences: on average each holds input_len + output_len / 2 tokens
+    steady = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
+                         s.input_len + s.output_len / 2)
     warnings = list(notes)
     if memory.oom:
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
@@ -220,17 +228,17 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     if s.concurrency:
         one, _ = prefill_time(ctx, rp, 1)
         if disagg is None:
-            curve = tuple(curve_point(ctx, rp, c, capacity, one.step_s, rp.world_size) for c in s.concurrency)
+            curve = tuple(curve_point(ctx, rp, c, steady, one.step_s, rp.world_size) for c in s.concurrency)
         else:
             def decode_s(b: int) -> float:
                 return decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
 
-            curve = tuple(disagg_point(ctx, rp, c, capacity, one.step_s, disagg["kv_transfer"]["time_s"], decode_s,
+            curve = tuple(disagg_point(ctx, rp, c, steady, one.step_s, disagg["kv_transfer"]["time_s"], decode_s,
                                        rp.world_size) for c in s.concurrency)
         if any(p["kv_limited"] for p in curve):
-            warnings.append(f"the KV cache holds at most {capacity} sequences per replica: larger concurrencies "
-                            "queue (their batch is capped)")
+            warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
+                            "concurrencies queue (their batch is capped)")
     return ServeResult(header=header, prefill=prefill, prefill_tokens=tokens, decode=decode, decode_mean_s=mean,
                        ttft_s=prefill.step_s, tpot_s=mean, e2e_s=e2e, replicas=rp.dp, gpus=rp.world_size,
-                       kv_capacity_seqs=capacity, memory=memory, curve=curve, warnings=tuple(warnings),
+                       kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve, warnings=tuple(warnings),
                        disaggregation=disagg)

@@ -182,6 +182,7 @@ def test_serve_json_keys(capsys):
     assert main(["serve", SERVE_SCENARIO, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) >= {"prefill", "decode", "ttft_s", "tpot_s", "e2e_s", "throughput", "memory", "kv_capacity_seqs",
+                         "kv_capacity_seqs_steady",
                          "curve", "serving", "parallel", "warnings"}
     assert set(data["prefill"]) >= {"step_s", "tokens", "gpu_s", "kernels", "breakdown_s", "comm"}
     assert set(data["decode"]) >= {"step_s", "mean_step_s", "gpu_s", "kernels", "breakdown_s", "comm"}

@@ -239,3 +239,10 @@ def test_pipeline_decode_keeps_pp_micro_batches_in_flight():
     assert alone8.step_s <= pipelined.step_s <= alone16.step_s
     assert pipelined.step_s == pytest.approx(sum(pipelined.breakdown_s.values()), rel=1e-12)
     assert simulate_serving(sc).decode.step_s == pipelined.step_s
+
+
+def test_staggered_sequences_fit_more_than_full_length_ones():
+    """Continuous batching staggers ages: a sequence of 1024 + 1024 tokens holds 1536 on average (96 pages of 16),
+    so 2048 / 1536 = 4/3 as many fit as at full length."""
+    r = serve(batch=8, input_len=1024, output_len=1024)
+    assert r.kv_capacity_seqs_steady == pytest.approx(r.kv_capacity_seqs * 2048 / 1536, abs=2)
