@@ -61,9 +61,20 @@ def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -
     """Micro-batches of this stage's layers held at once: the peak, over the stage's op order, of forwards run
     minus backwards done, in model chunks, divided by vpp (a chunk holds 1/vpp of the stage's layers).
 
-    This gives GPipe m, 1F1B min(p - i, m), and interleaved min(2(p - i - 1) + (v - 1)p + 1, m v) / v, which
-    is Korthikanti et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) (Narayanan et al., SC'21, Sec. 2.2).
+    In closed form from the orders above (a test checks it against :func:`in_flight_walk` on every small
+    schedule): GPipe runs all m forwards first, so m; 1F1B and interleaved 1F1B run their warm-up forwards
+    (min(w, m v) chunks, w = p - i - 1 or 2(p - i - 1) + (v - 1)p) and then one more forward before the first
+    backward when any is left, so min(w + 1, m v) / v. This is min(p - i, m) without interleaving and Korthikanti
+    et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) with it (Narayanan et al., SC'21, Sec. 2.2).
     """
+    if schedule == "gpipe":
+        return float(microbatches)
+    warm = pp - stage - 1 if vpp == 1 else (pp - stage - 1) * 2 + (vpp - 1) * pp
+    return min(warm + 1, microbatches * vpp) / vpp
+
+
+def in_flight_walk(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
+    """:func:`in_flight` by walking the stage's op order (the reference its closed form is tested against)."""
     held = peak = 0
     for kind, _, _ in stage_orders(schedule, pp, vpp, microbatches)[stage]:
         held += 1 if kind == "F" else -1

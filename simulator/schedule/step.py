@@ -36,7 +36,7 @@ from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
-from simulator.schedule.timeline import run_timeline
+from simulator.schedule.timeline import StageTimeline, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 
@@ -203,6 +203,32 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class StepParts:
+    """Everything of a step but the pipeline timeline: the inputs, the slowest GPU's pace and every stage's
+    (forward, backward) chunk costs. :func:`finish_step` turns them and the stage timelines into the result."""
+
+    ctx: _Inputs
+    slowest: float
+    chunks: list[list[tuple[Cost, Cost]]]
+
+    def durations(self) -> list[tuple[list[float], list[float]]]:
+        """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
+        return [([f.total for f, _ in c], [b.total for _, b in c]) for c in self.chunks]
+
+
+def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
+                 efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
+                 gpu_speed_sigma: float | None = None) -> StepParts:
+    """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`)."""
+    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
+    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
+    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
+    chunks = [[(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
+              for s in range(plan.parallel.pp)]
+    return StepParts(ctx, slowest, chunks)
+
+
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
                   gpu_speed_sigma: float | None = None) -> StepResult:
@@ -219,16 +245,22 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
     """
-    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
+    parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
+                         gpu_speed_sigma=gpu_speed_sigma)
+    p = plan.parallel
+    durations = parts.durations()
+    timelines = run_timeline(stage_orders(p.schedule, p.pp, p.vpp, plan.num_microbatches),
+                             [f for f, _ in durations], [b for _, b in durations], 0.0)
+    return finish_step(parts, timelines)
+
+
+def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
+    """Steps 4-5 of the module docstring from the chunk costs and each stage's timeline (the replay's, or
+    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False leaves the comm table empty (plan search)."""
+    ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
+    model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
-    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
-    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    chunks = [[(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
-              for s in range(p.pp)]
     p2p = _p2p_s(ctx)
-    orders = stage_orders(p.schedule, p.pp, p.vpp, m)
-    timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
-                             [[b.total for _, b in c] for c in chunks], 0.0)
     tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
@@ -248,7 +280,8 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,
-        hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype), comm=_comm_rows(ctx, k),
+        hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
+        comm=_comm_rows(ctx, k) if comm_table else (),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
