@@ -25,11 +25,13 @@ ALLOWED = {
     "schedule": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "scenario": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
                  "moe", "units"},
+    "search": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+               "hardware", "moe", "units"},
     "report": {"scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
     "validation": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
-    "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
+    "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units", "search"},
     "measure": {"units"},
 }
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}

@@ -105,6 +105,7 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines) -> dict[str
     row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "dp": plan.dp,
            "sp": p.sp, "schedule": p.schedule, "recompute": p.recompute, "sharding": point["sharding"],
            "micro_batch": plan.training.micro_batch, "micro_batches": plan.num_microbatches,
+           "global_batch": plan.training.global_batch, "seq_len": plan.training.seq_len,
            "step_s": step.step_s, "peak_bytes": memory.peak_bytes, "device_peak_bytes": memory.device_peak_bytes,
            "mfu": step.mfu, "tokens_per_s": step.tokens_per_s,
            "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,

@@ -63,7 +63,8 @@ def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
     parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "schedule", "recompute")}
     parallel.update(SHARDING[row["sharding"]])
     return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel,
-            "training": {"micro_batch": row["micro_batch"], "micro_batches": row["micro_batches"]},
+            "training": {"micro_batch": row["micro_batch"], "micro_batches": row["micro_batches"],
+                         "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
             "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
             "mfu": row["mfu"], "tokens_per_s": row["tokens_per_s"], "tokens_per_s_per_gpu": row["tokens_per_s_per_gpu"],
             "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"]}
