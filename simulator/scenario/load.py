@@ -19,8 +19,8 @@ from simulator.model.strict import build
 from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
-from simulator.scenario.search_section import SearchSection
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "sweep", "zip", "search")
