@@ -62,8 +62,9 @@ def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, r
         done, _ = ray.wait(list(pending), num_returns=1)
         for r in done:
             out.merge(ray.get(r))
+            size = pending.pop(r)
             if progress:
-                progress(pending.pop(r))
+                progress(size)
     return out
 
 
