@@ -48,6 +48,16 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
     output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does)."""
     m, p = rp.model, rp.parallel
+    layers = rp.stage_layers[stage]
+    kinds = len(layers) if m.moe is None else tuple(m.is_moe_layer(i) for i in layers)
+    key = ("stage_params", kinds, stage == 0, stage == p.pp - 1)   # what the result depends on
+    if key not in rp._memo:
+        rp._memo[key] = _stage_params(rp, stage)
+    return rp._memo[key]
+
+
+def _stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
+    m, p = rp.model, rp.parallel
     scale = padded_vocab(m.vocab, p.tp, rp.recipe.megatron_vocab_padding) / m.vocab
     per_kind: dict[bool, tuple[float, float]] = {}
     dense = expert = largest = 0.0

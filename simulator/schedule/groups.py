@@ -63,6 +63,7 @@ class GroupTimer:
         self._models: dict[tuple, GroupCostModel] = {}
         self._moe: dict[tuple, MoeLayerComm] = {}
         self._times: dict[tuple, OpTiming] = {}
+        self._keys: dict[tuple[str, int], tuple] = {}
         self._nodes = [topology.node_of(g) for g in topology.gpus]
         self._local = [int(g.split("gpu")[1]) for g in topology.gpus]
         self.stage_rank = plan.rank_groups("pp")[0]  # rank 0's pipeline: one representative rank per stage
@@ -91,6 +92,11 @@ class GroupTimer:
 
     def key(self, kind: str, stage: int) -> tuple:
         """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and node-relative shape."""
+        if (kind, stage) not in self._keys:
+            self._keys[(kind, stage)] = self._key(kind, stage)
+        return self._keys[(kind, stage)]
+
+    def _key(self, kind: str, stage: int) -> tuple:
         kind, group = self._group(kind, stage)
         base = min(self._nodes[r] for r in group)
         return kind.split(":")[0], tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))

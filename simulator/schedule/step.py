@@ -97,13 +97,16 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
+        kinds: dict[bool, int] = {}
         for index in layers[start:start + n]:
             kind = ctx.model.is_moe_layer(index)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        for kind, count in kinds.items():   # layers of one kind cost the same: add them count times at once
             if kind not in per_kind:
                 per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
                                              p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
-            fwd.add(per_kind[kind][0])
-            bwd.add(per_kind[kind][1])
+            fwd.add(per_kind[kind][0], count)
+            bwd.add(per_kind[kind][1], count)
         start += n
         if stage == 0 and c == 0:
             e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
