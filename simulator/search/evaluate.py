@@ -2,7 +2,8 @@
 
 For each candidate (docs/search.md, "The fast path"):
 1. the plan rules (:func:`simulator.plan.resolve_plan`) decide validity; a rejected candidate keeps its reason;
-2. memory (:func:`simulator.memory.estimate_memory`) prunes plans whose device peak plus the headroom exceeds HBM,
+2. memory (:func:`simulator.memory.estimate_memory` of the stages that bound the peak,
+   :func:`simulator.memory.estimate.bounding_stages`) prunes plans whose device peak plus the headroom exceeds HBM,
    before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory import estimate_memory
+from simulator.memory.estimate import bounding_stages, estimate_memory
 from simulator.plan import resolve_plan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
@@ -89,7 +90,7 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict,
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
-    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity)
+    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=bounding_stages(plan))
     if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
         return None

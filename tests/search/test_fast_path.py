@@ -117,3 +117,17 @@ def test_in_flight_closed_form_equals_the_walk(schedule, vpps):
             for m in range(1, 20):
                 for i in range(pp):
                     assert in_flight(schedule, pp, vpp, i, m) == in_flight_walk(schedule, pp, vpp, i, m)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_bounding_stages_give_the_peak_of_every_stage(data):
+    """The search computes memory only for the stages that bound the peak; their peak is every stage's peak."""
+    from simulator.memory.estimate import bounding_stages, estimate_memory
+
+    kind = data.draw(st.sampled_from(sorted(SPACES)))
+    ctx, points = SPACES[kind]
+    plan = resolve(ctx, data.draw(st.sampled_from(points)))
+    full = estimate_memory(plan, ctx.capacity)
+    part = estimate_memory(plan, ctx.capacity, stages=bounding_stages(plan))
+    assert part.peak_bytes == full.peak_bytes and part.device_peak_bytes == full.device_peak_bytes
