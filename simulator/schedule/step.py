@@ -227,9 +227,28 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    chunks = [[(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
-              for s in range(plan.parallel.pp)]
+    chunks, seen = [], {}
+    for s in range(plan.parallel.pp):
+        signature = _middle_signature(ctx, s)
+        if signature is None or signature not in seen:
+            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
+            if signature is not None:
+                seen[signature] = costs
+        chunks.append(costs if signature is None or signature not in seen else seen[signature])
     return StepParts(ctx, slowest, chunks)
+
+
+def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
+    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (and their
+    kinds), its per-stage comm ops, and the node-relative shape of the group each of its ops runs on. Middle stages
+    with one signature have the same chunk costs (computed once); None for the first and last stage."""
+    p = ctx.plan.parallel
+    if stage in (0, p.pp - 1):
+        return None
+    ops = (*ctx.traffic.layer, *ctx.traffic.stages[stage], *ctx.traffic.pipeline)
+    keys = tuple(ctx.timer.key(op.group, min(stage, p.pp - 2) if op.scope == "boundary" else stage) for op in ops)
+    kinds = None if ctx.model.moe is None else tuple(ctx.model.is_moe_layer(i) for i in ctx.plan.stage_layers[stage])
+    return ctx.plan.stage_chunks[stage], kinds, ctx.traffic.stages[stage], keys, id(ctx.moe[stage])
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
