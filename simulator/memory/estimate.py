@@ -43,7 +43,9 @@ def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list], flight: float) -> list[MemoryItem]:
     """Per-layer items x layers of that kind on the stage x micro-batches in flight."""
     counts: dict[bool, int] = {}
-    for i in rp.stage_layers[stage]:
+    if rp.model.moe is None:
+        counts = {False: len(rp.stage_layers[stage])} if rp.stage_layers[stage] else {}
+    for i in rp.stage_layers[stage] if rp.model.moe is not None else ():
         kind = rp.model.is_moe_layer(i)
         counts[kind] = counts.get(kind, 0) + 1
     items = []
@@ -87,7 +89,8 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
     p = rp.parallel
     rb = rp.recipe
     ctx = _context(rp)
-    kinds = {rp.model.is_moe_layer(i) for layers in rp.stage_layers for i in layers}
+    kinds = ({False} if rp.model.moe is None
+             else {rp.model.is_moe_layer(i) for layers in rp.stage_layers for i in layers})
     per_layer = {k: layer_activation_items(rp.model, ctx, moe_layer=k) for k in kinds}
     worst = None
     if True in kinds and rp.model.moe.capacity_factor is None:

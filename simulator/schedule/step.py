@@ -58,25 +58,35 @@ class _Inputs:
     moe: tuple[MoeLayerTiming | None, ...]
 
 
-def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
-                 ) -> dict[bool, LayerTime]:
-    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model."""
+def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+                 cache: dict | None = None) -> dict[bool, LayerTime]:
+    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model. ``cache``: a dict shared by
+    plans of one model on one GPU with one efficiency table (plan search), keyed by everything else
+    :func:`layer_time` reads."""
     r, out = plan.recipe, {}
     for index in range(model.layers):
         kind = model.is_moe_layer(index)
-        if kind not in out:
-            out[kind] = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                                   eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+        if kind in out:
+            continue
+        key = (plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes)
+        if cache is None or key not in cache:
+            value = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
+                               eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+            if cache is None:
+                out[kind] = value
+                continue
+            cache[key] = value
+        out[kind] = cache[key]
     return out
 
 
 def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,
-            moe: MoeSettings | None) -> _Inputs:
+            moe: MoeSettings | None, layer_cache: dict | None = None) -> _Inputs:
     gpu = topology.cluster.node.gpu
     eff = eff or default_efficiency(gpu.architecture)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
     timer = GroupTimer(plan, topology, calibration, moe)
-    layers = _layer_times(model, plan, gpu, eff, dtype)
+    layers = _layer_times(model, plan, gpu, eff, dtype, layer_cache)
     per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp
     if True in layers and plan.parallel.ep > 1:
         by_group: dict[tuple, MoeLayerTiming] = {}
@@ -222,9 +232,10 @@ class StepParts:
 
 def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                 gpu_speed_sigma: float | None = None) -> StepParts:
-    """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`)."""
-    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
+                 gpu_speed_sigma: float | None = None, layer_cache: dict | None = None) -> StepParts:
+    """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`; ``layer_cache``: a dict the caller
+    shares between plans of one model on one topology with one efficiency table, see :func:`_layer_times`)."""
+    ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
     chunks, seen = [], {}

@@ -72,6 +72,7 @@ class Context:
         self.topology = topology_of(self.fixed.cluster)
         self.calibration = _calibration(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
+        self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
 
 
 def resolve(ctx: Context, point: dict[str, Any]):
@@ -95,7 +96,7 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict,
         out.rejected[OOM_REASON] += 1
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma)
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
     return point, parts, memory
 
 
