@@ -48,59 +48,63 @@ class _Graph:
     """index of every stage's last op"""
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     orders = stage_orders(schedule, pp, vpp, m)
-    offsets = np.cumsum([0] + [len(o) for o in orders])
-    n = int(offsets[-1])
-    where: dict[tuple[str, int, int], int] = {}
+    offsets = [0]
+    for o in orders:
+        offsets.append(offsets[-1] + len(o))
+    n, last_u = offsets[-1], pp * vpp - 1
+    index_f, index_b = [0] * (pp * vpp * m), [0] * (pp * vpp * m)
     for i, order in enumerate(orders):
+        base = offsets[i]
         for k, (kind, j, c) in enumerate(order):
-            where[(kind, j, c * pp + i)] = int(offsets[i]) + k
-    last_u = pp * vpp - 1
-    prev, dep, dur = np.full(n, n), np.full(n, n), np.zeros(n, dtype=np.int64)
+            (index_f if kind == "F" else index_b)[(c * pp + i) * m + j] = base + k
+    prev, dep, dur = [], [], []
     for i, order in enumerate(orders):
+        base = offsets[i]
         for k, (kind, j, c) in enumerate(order):
-            g, u = int(offsets[i]) + k, c * pp + i
-            if k:
-                prev[g] = g - 1
+            u = c * pp + i
+            prev.append(base + k - 1 if k else n)
             if kind == "F":
-                dep[g] = where[("F", j, u - 1)] if u > 0 else n
+                dep.append(index_f[(u - 1) * m + j] if u > 0 else n)
             else:
-                dep[g] = where[("B", j, u + 1)] if u < last_u else where[("F", j, u)]
-            dur[g] = (i * vpp + c) * 2 + (kind == "B")
-    level = np.zeros(n + 1, dtype=np.int64)
-    level[n] = -1
-    for g in _topological(orders, offsets, prev, dep, n):
-        level[g] = max(level[prev[g]], level[dep[g]]) + 1
-    lv = level[:n]
+                dep.append(index_b[(u + 1) * m + j] if u < last_u else index_f[u * m + j])
+            dur.append((i * vpp + c) * 2 + (kind == "B"))
+    level = _levels(offsets, prev, dep, n)
+    prev_a, dep_a, dur_a, lv = np.array(prev), np.array(dep), np.array(dur), np.array(level[:n])
     order = np.argsort(lv, kind="stable")
     bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
-    levels = tuple((order[a:b], prev[order[a:b]], dep[order[a:b]], dur[order[a:b]])
+    levels = tuple((order[a:b], prev_a[order[a:b]], dep_a[order[a:b]], dur_a[order[a:b]])
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-    return _Graph(n, levels, offsets[1:] - 1)
+    return _Graph(n, levels, np.array(offsets[1:]) - 1)
 
 
-def _topological(orders, offsets, prev, dep, n: int) -> list[int]:
-    """Op indices in an order where every op follows its predecessors (the replay's own sweep over stages)."""
-    done = np.zeros(n + 1, dtype=bool)
-    done[n] = True
-    ptr = [0] * len(orders)
-    out: list[int] = []
-    while len(out) < n:
+def _levels(offsets: list[int], prev: list[int], dep: list[int], n: int) -> list[int]:
+    """Length of the longest chain of predecessors of every op, found in the replay's own sweep over stages (each
+    stage advances while its next op's predecessors are done)."""
+    level = [-2] * (n + 1)
+    level[n] = -1
+    ptr, ends = offsets[:-1], offsets[1:]
+    stages = range(len(ptr))
+    remaining = n
+    while remaining:
         progressed = False
-        for i, order in enumerate(orders):
-            while ptr[i] < len(order):
-                g = int(offsets[i]) + ptr[i]
-                if not (done[prev[g]] and done[dep[g]]):
+        for i in stages:
+            g, end = ptr[i], ends[i]
+            while g < end:
+                a, b = level[prev[g]], level[dep[g]]
+                if a == -2 or b == -2:
                     break
-                done[g] = True
-                out.append(g)
-                ptr[i] += 1
+                level[g] = (a if a > b else b) + 1
+                g += 1
+            if g > ptr[i]:
+                remaining -= g - ptr[i]
+                ptr[i] = g
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked (internal error)")
-    return out
+    return level
 
 
 def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) -> np.ndarray:
