@@ -28,7 +28,7 @@ from simulator.memory.estimate import bounding_stages, estimate_memory
 from simulator.plan import resolve_plan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
-from simulator.scenario.simulate import _calibration, topology_of
+from simulator.scenario.simulate import calibration_of, topology_of
 from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.step import StepParts, finish_step, prepare_step
 from simulator.search.space import Space, parallel_of
@@ -70,7 +70,7 @@ class Context:
 
     def __post_init__(self) -> None:
         self.topology = topology_of(self.fixed.cluster)
-        self.calibration = _calibration(self.fixed.calibration_path) if self.fixed.calibration_path else None
+        self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
 

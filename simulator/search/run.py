@@ -20,8 +20,8 @@ from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
 from simulator.search.evaluate import Context, Evaluated, reason_of, resolve
-from simulator.search.rank import OBJECTIVES, rank
-from simulator.search.space import build_space
+from simulator.search.rank import OBJECTIVES, TERMS, rank
+from simulator.search.space import SHARDING, build_space
 
 #: largest plan space a search evaluates unless --max-plans raises it
 MAX_SEARCH_PLANS = 1_000_000
@@ -57,9 +57,6 @@ class SearchResult:
 
 def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
     """One plan of the JSON output: rank, parallel, training, the headline numbers and the breakdown."""
-    from simulator.search.rank import TERMS
-    from simulator.search.space import SHARDING
-
     parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "schedule", "recompute")}
     parallel.update(SHARDING[row["sharding"]])
     return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel,
