@@ -56,6 +56,16 @@ class _Inputs:
     timer: GroupTimer
     layers: dict[bool, LayerTime]
     moe: tuple[MoeLayerTiming | None, ...]
+    cache: dict | None = None
+    """shared between plans of one model on one GPU with one efficiency table (plan search); None: not shared"""
+
+    def cached(self, key: tuple, compute):
+        """``compute()``, or its value stored under ``key`` in the shared cache."""
+        if self.cache is None:
+            return compute()
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
 
 
 def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
@@ -85,7 +95,7 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
     gpu = topology.cluster.node.gpu
     eff = eff or default_efficiency(gpu.architecture)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
-    timer = GroupTimer(plan, topology, calibration, moe)
+    timer = GroupTimer(plan, topology, calibration, moe, shared=layer_cache)
     layers = _layer_times(model, plan, gpu, eff, dtype, layer_cache)
     per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp
     if True in layers and plan.parallel.ep > 1:
@@ -96,7 +106,7 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
                 by_group[key] = moe_layer_timing(model, plan, layers[True], timer.moe_comm(s), timer.moe_algorithm(s),
                                                  gpu, eff, dtype)
             per_stage[s] = by_group[key]
-    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage))
+    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage), layer_cache)
 
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
@@ -119,11 +129,12 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
             bwd.add(per_kind[kind][1], count)
         start += n
         if stage == 0 and c == 0:
-            e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
+            e = ctx.cached(("embedding", plan.shape), lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype)
+            h = ctx.cached(("head", plan.shape, ctx.dtype),
+                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
