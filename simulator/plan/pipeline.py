@@ -57,6 +57,34 @@ def _interleaved(i: int, pp: int, vpp: int, m: int) -> list[Op]:
     return order
 
 
+def stage_order_arrays(schedule: str, pp: int, vpp: int, microbatches: int) -> list[tuple]:
+    """:func:`stage_orders` as numpy arrays per stage, ``(backward, micro-batch, chunk)`` (backward 0/1), built
+    without a Python loop over ops (the plan search's level timeline reads them; a test keeps the two equal)."""
+    import numpy as np
+
+    m, out = microbatches, []
+    for i in range(pp):
+        if schedule == "gpipe":
+            j = np.repeat(np.arange(m), vpp)
+            c = np.tile(np.arange(vpp), m)
+            out.append((np.repeat([0, 1], m * vpp), np.concatenate([j, j]), np.concatenate([c, vpp - 1 - c])))
+            continue
+        total = m * vpp
+        warm = min(pp - i - 1, m) if vpp == 1 else min((pp - i - 1) * 2 + (vpp - 1) * pp, total)
+        steady = total - warm
+        k_f = np.concatenate([np.arange(warm), np.ravel(np.column_stack([warm + np.arange(steady),
+                                                                         np.full(steady, -1)])), np.full(warm, -1)])
+        k_b = np.concatenate([np.full(warm, -1), np.ravel(np.column_stack([np.full(steady, -1),
+                                                                           np.arange(steady)])),
+                              np.arange(steady, total)])
+        backward = (k_b >= 0).astype(np.int64)
+        k = np.where(backward == 1, k_b, k_f)
+        group, within = np.divmod(k, pp * vpp)
+        chunk = (k % (pp * vpp)) // pp
+        out.append((backward, group * pp + within % pp, np.where(backward == 1, vpp - 1 - chunk, chunk)))
+    return out
+
+
 def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
     """Micro-batches of this stage's layers held at once: the peak, over the stage's op order, of forwards run
     minus backwards done, in model chunks, divided by vpp (a chunk holds 1/vpp of the stage's layers).

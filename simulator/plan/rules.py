@@ -7,6 +7,8 @@ needs SP, layers % (pp*vpp), megatron-FSDP needs the distributed optimizer), Meg
 
 from __future__ import annotations
 
+import itertools
+
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -169,11 +171,11 @@ def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], 
             raise _err(f"pipeline_layers {list(sizes)} must have pp*vpp = {chunks_total} non-negative entries "
                        f"summing to layers ({m.layers}); got {len(sizes)} entries summing to {sum(sizes)}",
                        "parallel.pipeline_layers")
-    starts = [sum(sizes[:c]) for c in range(chunks_total)]
+    starts = [0, *itertools.accumulate(sizes)]
     ranks = []
     chunks = []
     for i in range(p.pp):
         cs = [i + j * p.pp for j in range(p.vpp)]
-        ranks.append(tuple(layer for c in cs for layer in range(starts[c], starts[c] + sizes[c])))
+        ranks.append(tuple(itertools.chain.from_iterable(range(starts[c], starts[c] + sizes[c]) for c in cs)))
         chunks.append(tuple(sizes[c] for c in cs))
     return tuple(ranks), tuple(chunks)

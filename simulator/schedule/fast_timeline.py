@@ -33,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.plan.pipeline import stage_orders
+from simulator.plan.pipeline import stage_order_arrays
 from simulator.schedule.timeline import StageTimeline
 
 
@@ -50,34 +50,30 @@ class _Graph:
 
 @lru_cache(maxsize=256)
 def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
-    orders = stage_orders(schedule, pp, vpp, m)
-    offsets = [0]
-    for o in orders:
-        offsets.append(offsets[-1] + len(o))
-    n, last_u = offsets[-1], pp * vpp - 1
-    index_f, index_b = [0] * (pp * vpp * m), [0] * (pp * vpp * m)
-    for i, order in enumerate(orders):
-        base = offsets[i]
-        for k, (kind, j, c) in enumerate(order):
-            (index_f if kind == "F" else index_b)[(c * pp + i) * m + j] = base + k
-    prev, dep, dur = [], [], []
-    for i, order in enumerate(orders):
-        base = offsets[i]
-        for k, (kind, j, c) in enumerate(order):
-            u = c * pp + i
-            prev.append(base + k - 1 if k else n)
-            if kind == "F":
-                dep.append(index_f[(u - 1) * m + j] if u > 0 else n)
-            else:
-                dep.append(index_b[(u + 1) * m + j] if u < last_u else index_f[u * m + j])
-            dur.append((i * vpp + c) * 2 + (kind == "B"))
-    level = _levels(offsets, prev, dep, n)
-    prev_a, dep_a, dur_a, lv = np.array(prev), np.array(dep), np.array(dur), np.array(level[:n])
+    orders = stage_order_arrays(schedule, pp, vpp, m)
+    sizes = [len(b) for b, _, _ in orders]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    n, last_u = int(offsets[-1]), pp * vpp - 1
+    stage = np.repeat(np.arange(pp), sizes)
+    backward = np.concatenate([b for b, _, _ in orders])
+    j = np.concatenate([x for _, x, _ in orders])
+    c = np.concatenate([x for _, _, x in orders])
+    u = c * pp + stage
+    ops = np.arange(n)
+    index = np.zeros((2, pp * vpp * m), dtype=np.int64)     # [backward, u * m + j] -> op
+    index[backward, u * m + j] = ops
+    prev = ops - 1
+    prev[offsets[:-1]] = n
+    dep = np.where(backward == 0,
+                   np.where(u > 0, index[0, np.maximum(u - 1, 0) * m + j], n),
+                   np.where(u < last_u, index[1, np.minimum(u + 1, last_u) * m + j], index[0, u * m + j]))
+    dur = (stage * vpp + c) * 2 + backward
+    lv = np.array(_levels(offsets.tolist(), prev.tolist(), dep.tolist(), n)[:n])
     order = np.argsort(lv, kind="stable")
     bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
-    levels = tuple((order[a:b], prev_a[order[a:b]], dep_a[order[a:b]], dur_a[order[a:b]])
+    levels = tuple((order[a:b], prev[order[a:b]], dep[order[a:b]], dur[order[a:b]])
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-    return _Graph(n, levels, np.array(offsets[1:]) - 1)
+    return _Graph(n, levels, offsets[1:] - 1)
 
 
 def _levels(offsets: list[int], prev: list[int], dep: list[int], n: int) -> list[int]:

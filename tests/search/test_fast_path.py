@@ -131,3 +131,18 @@ def test_bounding_stages_give_the_peak_of_every_stage(data):
     full = estimate_memory(plan, ctx.capacity)
     part = estimate_memory(plan, ctx.capacity, stages=bounding_stages(plan))
     assert part.peak_bytes == full.peak_bytes and part.device_peak_bytes == full.device_peak_bytes
+
+
+@pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
+def test_order_arrays_equal_the_orders(schedule, vpps):
+    from simulator.plan.pipeline import stage_order_arrays
+
+    for pp in range(1, 8):
+        for vpp in vpps:
+            if vpp > 1 and pp == 1:
+                continue
+            for m in range(1, 17):
+                arrays = stage_order_arrays(schedule, pp, vpp, m)
+                for i, order in enumerate(stage_orders(schedule, pp, vpp, m)):
+                    got = [("B" if b else "F", int(j), int(c)) for b, j, c in zip(*arrays[i], strict=True)]
+                    assert got == order, (schedule, pp, vpp, m, i)
