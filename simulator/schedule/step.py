@@ -300,12 +300,21 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
 
 def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
     """Steps 4-5 of the module docstring from the chunk costs and each stage's timeline (the replay's, or
-    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False leaves the comm table empty (plan search)."""
+    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table and the
+    tail's trace events empty, and times the tail of middle stages of one signature once."""
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
     p2p = _p2p_s(ctx)
-    tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
+    tails, seen = [], {}
+    for s in range(p.pp):
+        signature = None if comm_table else _middle_signature(ctx, s)
+        if signature is None:
+            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest))
+            continue
+        if signature not in seen:      # the tail's times do not depend on its start; its events are dropped
+            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest)[:2] + ([],)
+        tails.append(seen[signature])
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
