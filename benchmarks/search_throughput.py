@@ -11,7 +11,8 @@ For each case, medians over ``--repeats`` full searches (caches cleared before e
 and, on ``--reference`` valid plans drawn from the result (seeded), seconds per plan of the fast path
 (``evaluate_points`` on just those plans, caches cleared) and of ``simulate()``, and their ratio; and the whole
 search's seconds per valid plan (rejected candidates included) against ``simulate()``'s per plan. One process, one
-core. Run: ``python benchmarks/search_throughput.py [--case a|b|both] [--repeats 3] [--reference 20]``.
+core; times are the process's CPU time (``time.process_time``), so that other work on the machine does not count.
+Run: ``python benchmarks/search_throughput.py [--case a|b|both] [--repeats 3] [--reference 20]``.
 """
 
 from __future__ import annotations
@@ -52,21 +53,23 @@ def run_case(key: str, repeats: int, reference: int) -> dict:
     rates, valid_rates, seconds = [], [], []
     for _ in range(repeats):
         _clear()
+        start = time.process_time()
         result = search(data)
-        rates.append(result.evaluated / result.seconds)
-        valid_rates.append(result.valid / result.seconds)
-        seconds.append(result.seconds)
+        cpu = time.process_time() - start
+        rates.append(result.evaluated / cpu)
+        valid_rates.append(result.valid / cpu)
+        seconds.append(cpu)
     ctx = search_context(data)
     rows = random.Random(0).sample(result.plans, min(reference, len(result.plans)))
     points = [{**_point(r), "sp": r["sp"] or r["tp"] == 1} for r in rows]
     _clear()
-    start = time.perf_counter()
+    start = time.process_time()
     evaluate_points(ctx, points)
-    fast_s = (time.perf_counter() - start) / len(points)
-    start = time.perf_counter()
+    fast_s = (time.process_time() - start) / len(points)
+    start = time.process_time()
     for p in points:
         simulate(ctx.fixed.with_plan(resolve(ctx, p)))
-    sim_s = (time.perf_counter() - start) / len(points)
+    sim_s = (time.process_time() - start) / len(points)
     return {"name": name, "evaluated": result.evaluated, "valid": result.valid, "candidates_per_s":
             statistics.median(rates), "valid_per_s": statistics.median(valid_rates), "fast_s": fast_s,
             "simulate_s": sim_s, "reference": len(points), "target": target,
