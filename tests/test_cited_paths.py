@@ -7,7 +7,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SUFFIXES = {".py", ".md", ".yaml", ".csv", ".txt", ".ipynb", ".toml", ".jsonl"}
 FOLDERS = ("simulator", "docs", "tests", "scenarios", "hardware_profiles", "benchmarks", "notebooks", ".ci")
-SKIP = {"build", "dist", "__pycache__", ".git", ".venv", "venv"}
+SKIP = {"build", "dist", "__pycache__", ".git", ".venv", "venv", ".devrun"}  # .devrun: device scratch (git-excluded)
 #: a path into the repository: a top-level folder (or a stale one: reference/, shared/), then more path characters
 PATH = re.compile(r"(?<![\w/.-])((?:\.\./)*(?:reference|shared|calibration|" + "|".join(re.escape(f) for f in FOLDERS)
                   + r")/[\w./*-]*[\w*])")

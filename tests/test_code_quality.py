@@ -23,6 +23,8 @@ ALLOWED = {
     "traffic": {"plan", "model", "units"},
     "moe": {"collectives", "topology", "hardware", "model", "units"},
     "schedule": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
+    "multimodal": {"report", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+                   "hardware", "units"},
     "scenario": {"schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
                  "moe", "units"},
     "search": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
@@ -31,7 +33,8 @@ ALLOWED = {
                "units"},
     "validation": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
-    "cli": {"scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units", "search"},
+    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units",
+            "search"},
     "measure": {"units"},
 }
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}

@@ -59,9 +59,10 @@ def run(args) -> int:
         raise UserError(f"--ep {args.ep} over --nodes {args.nodes} puts {rpn} ranks on a node, but {args.system} has "
                         f"{gpus_per_node} GPUs per node (use --nodes {-(-args.ep // gpus_per_node)} or more)",
                         key_path="nodes")
-    routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups, ranks_per_node=rpn,
-                    seed=args.seed)
     placement = placement_for_profile(args.system, args.ep, ranks_per_node=rpn)
+    # ranks per NVLink domain: the node, or a multi-node domain (a GB200 NVL72 rack) whose trays talk over NVLink
+    routing = route(args.tokens, args.top_k, args.experts, args.ep, node_limit=args.topk_groups,
+                    ranks_per_node=placement.ranks_per_node, seed=args.seed)
     settings = CommSettings(backend=args.backend, transport=args.transport, qps=args.qps,
                             dispatch_dtype=args.dispatch_dtype)
     comm = ep_comm(routing, placement, args.hidden, settings)

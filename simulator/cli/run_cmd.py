@@ -48,6 +48,10 @@ def load(path: str, force_calibration: bool = False):
 
 
 def _run(args) -> int:
+    from simulator.cli.multimodal_cmd import is_multimodal, run_multimodal
+
+    if is_multimodal(args.scenario):  # a `multimodal:` section: submodules with plans of their own
+        return run_multimodal(args)
     scenario = load(args.scenario, args.force_calibration)
     if args.trace and scenario.training.mode == "inference":
         raise UserError("--trace needs a training step; this scenario is training.mode: inference")

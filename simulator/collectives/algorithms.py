@@ -166,13 +166,16 @@ def tree(ctx: Ctx, proto: str) -> Row:
 def nvls_bus_bw(ctx: Ctx, op: str) -> float:
     """NVLS bus bandwidth (Simple): k ranks on the switch, NCCL channel accounting and efficiency.
 
-    NCCL search.cc: the head GPU of a channel uses 2 bw on its NVSwitch link, the others 1 bw, so with one head per
-    GPU the k channels share B*k/(k+1); tuning.cc then applies nvlsEfficiency * (nCh-1)/nCh and, for all_reduce,
-    x2 ("AllReduce pipelines two operations") or, otherwise, (k-1)/k.
+    NCCL search.cc: the NVLS graph has nCh = min(k, NCCL_MAX_NVLS_ARITY = 32) channels, each headed by a different
+    GPU; a head uses 2 bw on its NVSwitch link, every other GPU 1 bw per channel, so the nCh channels share
+    B*nCh/(nCh+1); tuning.cc then applies nvlsEfficiency * (nCh-1)/nCh and, for all_reduce, x2 ("AllReduce
+    pipelines two operations") or, otherwise, (k-1)/k. Up to 32 ranks nCh = k (every NVSwitch node up to HGX);
+    a GB200 NVL72 rack's 72 ranks have 32 channels.
     """
     k = ctx.k
-    bw = ctx.links["nvlink"]["simple"].bandwidth_Bps * k / (k + 1)
-    bw *= ctx.c.nvls_efficiency[ctx.p.gpu_arch] * (k - 1) / k
+    ch = min(k, ctx.c.nvls_max_arity)
+    bw = ctx.links["nvlink"]["simple"].bandwidth_Bps * ch / (ch + 1)
+    bw *= ctx.c.nvls_efficiency[ctx.p.gpu_arch] * (ch - 1) / ch
     return bw * 2 if op == "all_reduce" else bw * (k - 1) / k
 
 
@@ -187,12 +190,13 @@ def nvls(ctx: Ctx, op: str) -> Row:
 
 
 def nvls_tree(ctx: Ctx) -> Row:
-    """NVLS inside each node + tree across nodes (all_reduce, Simple), NCCL tuning.cc NVLSTree."""
+    """NVLS inside each node + tree across nodes (all_reduce, Simple), NCCL tuning.cc NVLSTree: the bus bandwidth is
+    min(NVLS intra, network (x2 on 2 nodes), nCh x perChMaxNVLSTreeBw) with nCh = min(k, 32) NVLS channels."""
     c, idx = ctx.c, nodes_index(ctx.nodes)
     intra = nvls_bus_bw(ctx, "all_reduce")
     net = ctx.net("simple")
     inter = net.bandwidth_Bps * (2 if ctx.nodes == 2 else 1)
-    cap = c.nvls_channels * c.per_ch_max_nvls_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
+    cap = min(ctx.k, c.nvls_max_arity) * c.per_ch_max_nvls_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
     bus = min(intra, inter, cap)
     lat = (ctx.step_latency("nvlink", "nvls_tree", "simple")
            + 2 * math.log2(ctx.nodes) * ctx.step_latency("net", "nvls_tree", "simple") + net.latency_shift_s)

@@ -81,7 +81,11 @@ class Coefficients(BaseModel):
     per_ch_max_nvls_tree_bw_GBps: dict[str, list[float]] = Field(
         default={"sm90": [0.0, 57.7, 45.5], "sm100": [0.0, 96.0, 80.0]},
         description="NCCL tuning.cc perChMaxNVLSTreeBws (1 / 2 / >2 nodes)")
-    nvls_channels: int = Field(default=8, description="NVLS graph channels on DGX H100 (nccl#1197: Pattern 5, nChannels 8)")
+    nvls_max_arity: int = Field(
+        default=32, description="NCCL src/include/device.h NCCL_MAX_NVLS_ARITY 32: the NVLS graph has min(32, GPUs) "
+                                "channels, one head each (src/graph/search.cc ncclTopoCompute; 8 on DGX H100, "
+                                "nccl#1197 'Pattern 5, nChannels 8'), and NVLS runs all_gather / reduce_scatter only "
+                                "with at most 32 local ranks (src/enqueue.cc)")
     pat_efficiency: float = Field(default=0.75, description="NCCL tuning.cc: PAT busBw*0.75 (since 2.24)")
     pat_latency_per_rank_us: float = Field(default=2.8, description="NCCL tuning.cc PAT 'still a linear part' 2.8 us/rank")
 

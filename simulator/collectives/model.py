@@ -81,6 +81,9 @@ def _infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
         return "multi-node NVLS needs IB SHARP (CollNet), not modelled; use nvls_tree"
     if algo in ("nvls", "nvls_tree") and ctx.k < 2:
         return "NVLS needs at least 2 ranks of the group on each NVSwitch"
+    if algo == "nvls" and op != "all_reduce" and ctx.k > ctx.c.nvls_max_arity:
+        return (f"NCCL runs NVLS {op} with at most {ctx.c.nvls_max_arity} ranks per NVLink domain "
+                f"(NCCL_MAX_NVLS_ARITY); this group has {ctx.k}")
     if algo == "nvls_tree" and ctx.nodes < 2:
         return "nvls_tree spans nodes; this group is on one node (use nvls)"
     if algo == "pat" and (ctx.k != 1 or ctx.nodes < 2):

@@ -3,6 +3,10 @@
 This is where the collective model meets the hardware: bandwidths and latencies come from the group's GPUs on the
 graph (max-flow to its peers, the PCIe route to each GPU's NIC, the NICs the group uses per node, the switch hops
 between its nodes, NICs shared with concurrent groups), never from a per-system constant.
+
+The "node" of the collective model (``GroupPlacement.ranks_per_node``, ``n_nodes``, NCCL's intra/inter split) is the
+NVLink domain the topology reports: the server, or a multi-node NVLink domain (a GB200 NVL72 rack's 18 trays). A
+group inside one rack is priced on NVLink (NVLS included) and one spanning racks on the NICs of its domains.
 """
 
 from __future__ import annotations
@@ -48,19 +52,20 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
     names = [topology.gpu(g) for g in gpus]
     if len(set(names)) != len(names):
         raise UserError(f"a group lists a GPU twice: {names}")
-    per_node = Counter(topology.node_of(g) for g in names)
-    counts = set(per_node.values())
+    per_domain = Counter(topology.domain_of(g) for g in names)
+    counts = set(per_domain.values())
     if len(counts) != 1:
-        raise UserError(f"the group's GPUs are spread unevenly over nodes {dict(per_node)}; the collective model "
-                        "needs the same number of ranks on every node")
+        what = "nodes" if topology.cluster.domain_nodes == 1 else "NVLink domains"
+        raise UserError(f"the group's GPUs are spread unevenly over {what} {dict(per_domain)}; the collective model "
+                        f"needs the same number of ranks on every one")
     rpn = counts.pop()
     spec = topology.cluster.node
-    first_node = [g for g in names if topology.node_of(g) == topology.node_of(names[0])]
-    pair = _local_pair(topology, first_node)
+    first_domain = [g for g in names if topology.domain_of(g) == topology.domain_of(names[0])]
+    pair = _local_pair(topology, first_domain)
     path = topology.path(*pair)
     fields = dict(
         n_ranks=len(names), ranks_per_node=rpn, gpu_arch=_arch(spec.gpu.compute_capability),
-        intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_node),
+        intra_transport=_TRANSPORT[path.transport], intra_bw_Bps=_intra_bandwidth(topology, pair[0], first_domain),
         intra_latency_s=path.latency_s, nvswitch=spec.nvswitch is not None,
         nvls=bool(spec.nvswitch and spec.nvswitch.nvls
                   and spec.gpu.compute_capability_version >= NVLS_MIN_COMPUTE_CAPABILITY),
@@ -74,18 +79,18 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
 
 def _gpu_pcie_bandwidth(topology: Topology, gpu: str) -> float:
     """The GPU's own PCIe link (the host path of SHM transport when there is no NIC)."""
-    node = topology.node_graph(0)
-    local = f"n0.{gpu.split('.', 1)[1]}"
-    return max(node.edges[local, v]["bandwidth_Bps"] for v in node.successors(local)
-               if node.edges[local, v]["link"] == "pcie")
+    graph = topology.domain_graph()
+    local = topology.to_template(gpu)
+    return max(graph.edges[local, v]["bandwidth_Bps"] for v in graph.successors(local)
+               if graph.edges[local, v]["link"] == "pcie")
 
 
 def _local_pair(topology: Topology, local: list[str]) -> tuple[str, str]:
-    """Two GPUs of one node: two of the group's when it has them, else the node's first two (any pair of the node
-    tells the transport; a group with one GPU per node never uses it)."""
+    """Two GPUs of one NVLink domain: two of the group's when it has them, else the domain's first two (any pair
+    tells the transport; a group with one GPU per domain never uses it)."""
     if len(local) >= 2:
         return local[0], local[1]
-    node_gpus = topology.gpus_of_node(topology.node_of(local[0]))
+    node_gpus = topology.gpus_of_domain(topology.domain_of(local[0]))
     other = next(g for g in node_gpus if g != local[0]) if len(node_gpus) > 1 else None
     if other is None:
         raise UserError(f"node profile {topology.cluster.node.name} has one GPU; nothing to place")
@@ -93,42 +98,43 @@ def _local_pair(topology: Topology, local: list[str]) -> tuple[str, str]:
 
 
 def _intra_bandwidth(topology: Topology, gpu: str, local: list[str]) -> float:
-    """Per-direction bandwidth from ``gpu`` to all other GPUs of its node at once (max-flow to a virtual sink):
-    all of its NVLinks on an NVSwitch node, the bridge on a bridged pair, its PCIe link otherwise."""
-    peers = local[1:] if len(local) > 1 else [g for g in topology.gpus_of_node(topology.node_of(gpu)) if g != gpu]
+    """Per-direction bandwidth from ``gpu`` to all other GPUs of its NVLink domain at once (max-flow to a virtual
+    sink): all of its NVLinks on an NVSwitch node or rack, the bridge on a bridged pair, its PCIe link otherwise."""
+    domain = topology.gpus_of_domain(topology.domain_of(gpu))
+    peers = local[1:] if len(local) > 1 else [g for g in domain if g != gpu]
     transport = topology.path(gpu, peers[0]).transport
     return _flow_to_peers(topology, gpu, tuple(peers), transport)
 
 
 def _flow_to_peers(topology: Topology, gpu: str, peers: tuple[str, ...], transport: str) -> float:
-    """Max-flow inside one node, computed on node 0 (every node is a copy) and cached on the topology."""
-    local = gpu.split(".", 1)[1]
-    local_peers = tuple(p.split(".", 1)[1] for p in peers)
+    """Max-flow inside one NVLink domain, computed on domain 0 (every domain is a copy), cached on the topology."""
+    local = topology.to_template(gpu)
+    local_peers = tuple(topology.to_template(p) for p in peers)
     cache = topology.__dict__.setdefault("_flow_cache", {})
     key = (local, local_peers, transport)
     if key not in cache:
-        node = topology.node_graph(0)
-        keep = [(u, v) for u, v, k in node.edges(data="link") if (k == "nvlink") == (transport == "nvlink")]
-        view = nx.DiGraph(node.edge_subgraph(keep))
+        graph = topology.domain_graph()
+        keep = [(u, v) for u, v, k in graph.edges(data="link") if (k == "nvlink") == (transport == "nvlink")]
+        view = nx.DiGraph(graph.edge_subgraph(keep))
         for peer in local_peers:
-            view.add_edge(f"n0.{peer}", "sink", bandwidth_Bps=float("inf"))
-        cache[key] = float(nx.maximum_flow_value(view, f"n0.{local}", "sink", capacity="bandwidth_Bps"))
+            view.add_edge(peer, "sink", bandwidth_Bps=float("inf"))
+        cache[key] = float(nx.maximum_flow_value(view, local, "sink", capacity="bandwidth_Bps"))
     return cache[key]
 
 
 def _network_fields(topology: Topology, names: list[str], concurrent: Sequence[Sequence]) -> dict:
     spec = topology.cluster.node
     nics = {topology.home_nic(g) for g in names}
-    first_node = topology.node_of(names[0])
-    nics_per_node = len({n for n in nics if topology.node_of(n) == first_node})
+    first_domain = topology.domain_of(names[0])
+    nics_per_node = len({n for n in nics if topology.domain_of(n) == first_domain})
     gpu = names[0]
     pcie = topology._intra_route(gpu, topology.home_nic(gpu))
     pcie_bw = min(topology.edge(*e)["bandwidth_Bps"] for e in zip(pcie, pcie[1:], strict=False))
     fields = dict(pcie_bw_Bps=pcie_bw, nics_per_node=nics_per_node, nic_bw_Bps=spec.nics.bandwidth)
-    nodes = sorted({topology.node_of(g) for g in names})
-    if len(nodes) > 1:
+    domains = sorted({topology.domain_of(g) for g in names})
+    if len(domains) > 1:
         route = topology._fabric_route(topology.home_nic(gpu), topology.home_nic(
-            next(g for g in names if topology.node_of(g) != first_node)))
+            next(g for g in names if topology.domain_of(g) != first_domain)))
         switches = [v for v in route if topology.node_of(v) is None]  # leaves and spines
         fabric = topology.cluster.effective_fabric
         # NCCL's network latency constant already covers one switch; each further switch adds its latency
@@ -140,11 +146,12 @@ def _network_fields(topology: Topology, names: list[str], concurrent: Sequence[S
 
 
 def _nic_sharing(topology: Topology, names: list[str], concurrent: Sequence[Sequence]) -> int:
-    """Largest number of multi-node groups (this one included) whose traffic leaves through one of our NICs."""
+    """Largest number of groups spanning NVLink domains (this one included) whose traffic leaves through one of our
+    NICs."""
     users: Counter = Counter()
     for group in [names, *concurrent]:
         members = [topology.gpu(g) for g in group]
-        if len({topology.node_of(g) for g in members}) > 1:
+        if len({topology.domain_of(g) for g in members}) > 1:
             users.update({topology.home_nic(g) for g in members})
     return max(users[topology.home_nic(g)] for g in names)
 
@@ -173,7 +180,8 @@ def _topology(profile: str, nodes: int) -> Topology:
 def placement_for_profile(profile: str, n_ranks: int, ranks_per_node: int | None = None,
                           **overrides) -> GroupPlacement:
     """A group of ``n_ranks`` on a cluster of node profile ``profile``: the first ``ranks_per_node`` GPUs (default:
-    as many as fit) of as many nodes as needed. ``overrides`` as in :func:`place_group`."""
+    as many as fit) of as many nodes as needed (a multi-node NVLink domain counts its nodes: 72 ranks on
+    ``gb200_nvl72`` are 4 per tray on 18 trays, one domain). ``overrides`` as in :func:`place_group`."""
     gpus_per_node = _topology(profile, 1).cluster.node.gpus
     rpn = ranks_per_node or min(n_ranks, gpus_per_node)
     if rpn > gpus_per_node or n_ranks % rpn:

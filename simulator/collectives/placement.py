@@ -26,7 +26,8 @@ class GroupPlacement(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n_ranks: int = Field(ge=1, description="ranks in the group")
-    ranks_per_node: int = Field(ge=1, description="ranks of the group on each node (uniform)")
+    ranks_per_node: int = Field(ge=1, description="ranks of the group on each node (uniform); a node here is an NVLink "
+                                                  "domain: the server, or a multi-node domain such as a GB200 NVL72 rack")
     gpu_arch: GpuArch = Field(description="SM generation; NCCL's constants are indexed by it")
     intra_transport: IntraTransport = Field(
         description="how two ranks of one node talk: NVLink P2P, PCIe P2P, or host shared memory (no P2P)")

@@ -13,7 +13,7 @@ Recompute (Korthikanti et al. 2023, Sec. 5): ``full`` re-runs the whole layer fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -63,13 +63,25 @@ class LayerTime:
     fwd_flops: float = 0.0
     bwd_flops: float = 0.0
     attn_fwd_flops: float = 0.0
+    module_fwd: tuple[tuple[str, float, float], ...] = ()
 
-    def recompute_s(self, mode: str) -> float:
-        """Seconds re-run in backward: the layer forward (full), the core attention forward (selective), or 0."""
-        return {"full": self.fwd_s, "selective": self.attn_fwd_s}.get(mode, 0.0)
+    def _modules(self, modules) -> tuple[tuple[str, float, float], ...]:
+        chosen = modules or ("core_attn",)
+        parts = dict((name, (sec, flops)) for name, sec, flops in self.module_fwd)
+        parts.setdefault("core_attn", (self.attn_fwd_s, self.attn_fwd_flops))
+        return tuple((name, *parts[name]) for name in chosen if name in parts)
 
-    def recompute_flops(self, mode: str) -> float:
-        return {"full": self.fwd_flops, "selective": self.attn_fwd_flops}.get(mode, 0.0)
+    def recompute_s(self, mode: str, modules: frozenset[str] | None = None) -> float:
+        """Seconds re-run in backward: the layer forward (full), the forward of the selectively recomputed
+        ``modules`` (default core attention; ``module_fwd``), or 0."""
+        if mode == "full":
+            return self.fwd_s
+        return sum(sec for _, sec, _ in self._modules(modules)) if mode == "selective" else 0.0
+
+    def recompute_flops(self, mode: str, modules: frozenset[str] | None = None) -> float:
+        if mode == "full":
+            return self.fwd_flops
+        return sum(fl for _, _, fl in self._modules(modules)) if mode == "selective" else 0.0
 
 
 def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
@@ -103,16 +115,23 @@ def _is_attn(op: GemmOp) -> bool:
     return op.name.startswith("attn.")
 
 
+def quantized(dtype: str) -> bool:
+    """An fp8 or fp4 (NVFP4) GEMM dtype: the linear layers quantize their operands, the rest stays 16-bit."""
+    return dtype.startswith(("fp8", "fp4"))
+
+
 def attention_dtype(dtype: str) -> str:
-    """Attention runs in 16 bits under fp8 recipes (Transformer Engine keeps the softmax and both attention GEMMs
-    in bf16; DeepSeek-V3 report Sec. 3.3 likewise)."""
-    return "bf16" if dtype.startswith("fp8") else dtype
+    """Attention runs in 16 bits under fp8 and fp4 recipes (Transformer Engine keeps the softmax and both attention
+    GEMMs in bf16; DeepSeek-V3 report Sec. 3.3 likewise; NVFP4 training, arXiv:2509.25149, quantizes the linear
+    layers only)."""
+    return "bf16" if quantized(dtype) else dtype
 
 
 def linear_dtype(name: str, dtype: str) -> str:
-    """The dtype of a linear GEMM: fp8 recipes keep the MoE router and the output layer in bf16 (Megatron-Core /
-    Transformer Engine: fp8 covers the transformer layers' linear layers; the router's logits stay 16-bit)."""
-    if dtype.startswith("fp8") and name.split(".")[0] in ("router", "output_layer"):
+    """The dtype of a linear GEMM: fp8/fp4 recipes keep the MoE router and the output layer in bf16 (Megatron-Core /
+    Transformer Engine: low precision covers the transformer layers' linear layers; the router's logits stay
+    16-bit)."""
+    if quantized(dtype) and name.split(".")[0] in ("router", "output_layer"):
         return "bf16"
     return dtype
 
@@ -156,13 +175,14 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     attn_bwd_flops = sum(o.flops for o in core if o.phase != "fwd")
     moe = model.is_moe_layer(layer_index)
     shape = LayerShape(tokens=sh.tokens, norm_tokens=sh.norm_tokens, scores=sh.q_rows * sh.heads * sh.seq_len,
-                       ffn_local=0.0 if moe else sh.ffn, qk_width=(sh.heads + sh.kv_heads) * model.dhead)
+                       ffn_local=0.0 if moe else sh.ffn, qk_width=(sh.heads + sh.kv_heads) * model.dhead,
+                       expert_ffn_local=model.moe.expert_ffn_hidden / sh.etp if moe else 0.0)
     mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0)
     if eager:
         params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
                      for t in layer_params(model, layer_index))
         mem += eager_memops(model, shape, params, amp=amp)
-    if dtype.startswith("fp8"):
+    if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
@@ -176,12 +196,55 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
         attn_bwd += _mem_seconds(mem, gpu, eff, "bwd", attention=True)
     other_fwd = _mem_seconds(mem, gpu, eff, "fwd", attention=False)
     other_bwd = _mem_seconds(mem, gpu, eff, "bwd", attention=False)
+    modules = _module_forwards(linear, lin_s, mem, gpu, eff)
     return LayerTime(
         fwd_s=by_phase["fwd"] + attn_fwd + other_fwd,
         bwd_s=by_phase["bwd_dgrad"] + by_phase["bwd_wgrad"] + attn_bwd + other_bwd,
         attn_fwd_s=attn_fwd, attn_bwd_s=attn_bwd, wgrad_s=by_phase["bwd_wgrad"], dgrad_s=by_phase["bwd_dgrad"],
         fwd_gemm_s=by_phase["fwd"], expert_fwd_s=expert[("fwd",)], expert_bwd_s=expert[("bwd_dgrad", "bwd_wgrad")],
-        fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops)
+        fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops,
+        module_fwd=modules)
+
+
+def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:
+    """The layer-count-weighted mean of layers that differ only in attention (e.g. sliding-window and full layers),
+    field by field (module forwards by module)."""
+    n = sum(count for _, count in members)
+    nums = {f.name: sum(getattr(lt, f.name) * c for lt, c in members) / n for f in fields(LayerTime)
+            if f.name != "module_fwd"}
+    modules = {}
+    for lt, c in members:
+        for name, sec, flops in lt.module_fwd:
+            s0, f0 = modules.get(name, (0.0, 0.0))
+            modules[name] = (s0 + sec * c / n, f0 + flops * c / n)
+    return LayerTime(**nums, module_fwd=tuple((k, s, f) for k, (s, f) in modules.items()))
+
+
+#: Megatron-LM ``--recompute-modules`` -> (forward GEMM name prefixes, forward memory-bound op names) they re-run
+#: (core_attn is the attention core, timed apart: ``LayerTime.attn_fwd_s``)
+RECOMPUTE_MODULE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "layernorm": ((), ("norm1", "norm2")),
+    "mlp": (("mlp.",), ("activation",)),
+    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "expert_activation", "shared_activation")),
+    "moe_act": ((), ("expert_activation",)),
+    "shared_experts": (("shared_experts.",), ("shared_activation",)),
+    "mla_up_proj": (("q_b_proj", "kv_b_proj"), ()),
+}
+
+
+def _module_forwards(linear: list[GemmOp], lin_s, mem: list[MemOp], gpu: GpuSpec, eff: ComputeEfficiency
+                     ) -> tuple[tuple[str, float, float], ...]:
+    """(module, forward seconds, forward FLOPs) of each module selective recompute can re-run (the layer's own
+    forward GEMMs and memory-bound kernels of that module)."""
+    out = []
+    for name, (gemms, memops) in RECOMPUTE_MODULE_OPS.items():
+        picked = [(o, t) for o, t in zip(linear, lin_s, strict=True) if o.phase == "fwd" and o.name.startswith(gemms)]
+        mems = [o for o in mem if o.phase == "fwd" and o.name in memops]
+        if not picked and not mems:
+            continue
+        sec = sum(t for _, t in picked) + _mem_seconds(mems, gpu, eff, "fwd")
+        out.append((name, float(sec), float(sum(o.flops for o, _ in picked))))
+    return tuple(out)
 
 
 def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, rows_per_expert,

@@ -37,6 +37,7 @@ class LayerShape:
     scores: float          # score-matrix elements of unfused attention: b * heads_local * s/cp * s
     ffn_local: float       # FFN activation width on this rank (dense: ffn/tp)
     qk_width: float        # (local q heads + local k heads) * head dim, for RoPE
+    expert_ffn_local: float = 0.0  # routed-expert FFN width on this rank (expert_ffn / etp; 0 for dense layers)
 
 
 def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0
@@ -64,6 +65,9 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
         # permute before the experts and un-permute after: each reads and writes the routed tokens (2 bytes)
         moved = 2 * 4 * moe_routed_tokens * h
         ops += [MemOp("moe_permute", "fwd", moved), MemOp("moe_permute", "bwd", moved)]
+        if shape.expert_ffn_local:  # the routed experts' activation (SwiGLU / GeLU) over the routed rows
+            ops += [MemOp("expert_activation", "fwd", act_f * moe_routed_tokens * shape.expert_ffn_local),
+                    MemOp("expert_activation", "bwd", act_b * moe_routed_tokens * shape.expert_ffn_local)]
         if model.moe is not None and model.moe.shared_ffn:
             act = act_f if model.glu else 4.0
             ops.append(MemOp("shared_activation", "fwd", act * shape.tokens * model.moe.shared_ffn))
@@ -72,11 +76,11 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
 
 def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local: float) -> list[MemOp]:
     """Final norm and the vocab-parallel cross entropy (Megatron upcasts logits to fp32: reads 2 and writes 4
-    bytes per logit forward, reads 4 and writes 2 backward) on the last stage."""
-    h = model.hidden
-    return [MemOp("final_norm", "fwd", 4 * norm_tokens * h), MemOp("final_norm", "bwd", 6 * norm_tokens * h),
-            MemOp("cross_entropy", "fwd", 6 * tokens * vocab_local),
-            MemOp("cross_entropy", "bwd", 6 * tokens * vocab_local)]
+    bytes per logit forward, reads 4 and writes 2 backward) on the last stage, once more per MTP module."""
+    h, norms, heads = model.hidden, 1 + 3 * model.mtp_layers, 1 + model.mtp_layers  # MTP: its head norm, enorm, hnorm
+    return [MemOp("final_norm", "fwd", norms * 4 * norm_tokens * h), MemOp("final_norm", "bwd", norms * 6 * norm_tokens * h),
+            MemOp("cross_entropy", "fwd", heads * 6 * tokens * vocab_local),
+            MemOp("cross_entropy", "bwd", heads * 6 * tokens * vocab_local)]
 
 
 def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:

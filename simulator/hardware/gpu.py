@@ -14,9 +14,9 @@ from pydantic import Field, model_validator
 from simulator.hardware.fields import Bandwidth, Bytes, FlopRate, Hertz, Spec
 
 #: the number formats a GPU may compute in; ``fp64_tensor`` is the FP64 tensor-core (DMMA) path
-Dtype = Literal["fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
-#: 16/8-bit and TF32 tensor-core dtypes, whose peaks NVIDIA quotes at the tensor peak clock
-TENSOR_DTYPES: tuple[str, ...] = ("tf32", "fp16", "bf16", "fp8", "int8")
+Dtype = Literal["fp64", "fp64_tensor", "fp32", "tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8"]
+#: 16/8/6/4-bit and TF32 tensor-core dtypes (fp6 and fp4: Blackwell), whose peaks NVIDIA quotes at the tensor peak clock
+TENSOR_DTYPES: tuple[str, ...] = ("tf32", "fp16", "bf16", "fp8", "fp6", "fp4", "int8")
 #: stated peaks must match the SM-level derivation within this relative error
 PEAK_CONSISTENCY_TOLERANCE = 0.01
 #: vector (non-tensor) datasheet figures are often rounded to two digits (e.g. H100 "FP64 34 TFLOP/s" = 33.5)

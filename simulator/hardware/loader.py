@@ -80,13 +80,32 @@ def load_node(name: str) -> NodeSpec:
     return _validate(NodeSpec, data, located)
 
 
-def load_cluster(name: str, nodes: int = 1, fabric: dict | FabricSpec | None = None) -> ClusterSpec:
-    """A cluster of ``nodes`` copies of node profile ``name`` over ``fabric`` (default: the profile's fabric)."""
+def load_cluster(name: str, nodes: int = 1, fabric: dict | FabricSpec | None = None,
+                 domain_nodes: int | None = None) -> ClusterSpec:
+    """A cluster of ``nodes`` copies of node profile ``name`` over ``fabric`` (default: the profile's fabric).
+
+    ``domain_nodes``: use that many nodes of each multi-node NVLink domain (16 of a GB200 NVL72 rack's 18 trays);
+    ``nodes`` then counts the nodes in use (32 = two racks of 16)."""
     node = load_node(name)
+    if domain_nodes is not None:
+        node = used_domain(node, domain_nodes)
     try:
         return ClusterSpec(node=node, nodes=nodes, fabric=fabric)
     except ValidationError as exc:
         raise validation_error_to_user_error(exc, key_prefix="system") from None
+
+
+def used_domain(node: NodeSpec, nodes: int) -> NodeSpec:
+    """``node`` with ``nodes`` of each multi-node NVLink domain in use (the rest idle): the job's domains are that
+    many nodes wide, every GPU keeping its links to the domain's switches."""
+    domain = node.nvlink_domain
+    key = "system.nvlink_domain_nodes"
+    if domain is None:
+        raise UserError(f"node profile {node.name} has no multi-node NVLink domain (its NVLink domain is the node)",
+                        key_path=key)
+    if not 2 <= nodes <= domain.nodes:
+        raise UserError(f"{nodes} nodes per NVLink domain: a {node.name} domain has 2 to {domain.nodes}", key_path=key)
+    return node.model_copy(update={"nvlink_domain": domain.model_copy(update={"nodes": nodes})})
 
 
 def _looks_like_node(data: Any) -> bool:

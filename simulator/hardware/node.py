@@ -14,7 +14,8 @@ class NvSwitchSpec(Spec):
     """The NVSwitch planes of a node. Every GPU connects to every switch with ``links_per_gpu[i]`` NVLinks."""
 
     count: int = Field(gt=0)
-    generation: int = Field(ge=1, le=5, description="NVSwitch generation: 2 on DGX A100, 3 on DGX H100 / HGX H200")
+    generation: int = Field(ge=1, le=5, description="NVSwitch generation: 2 on DGX A100, 3 on DGX H100 / HGX H200, "
+                                                    "4 on HGX B200 and the GB200 NVL72 NVLink switch trays")
     nvls: bool = Field(description="NVLink SHARP in-switch reduction and multicast (NVSwitch gen3+)")
     links_per_gpu: list[int] = Field(description="NVLinks from each GPU to switch i (len == count)")
 
@@ -27,6 +28,24 @@ class NvSwitchSpec(Spec):
         if self.nvls and self.generation < 3:
             raise ValueError(f"NVLS needs NVSwitch gen3 or newer, this is gen{self.generation}")
         return self
+
+
+class NvlinkDomainSpec(Spec):
+    """NVSwitches shared by several nodes: one NVLink domain that spans ``nodes`` consecutive nodes (a GB200 NVL72 rack
+    is 18 compute trays whose GPUs all reach the rack's NVLink switch trays). The node's ``nvswitch`` then describes
+    the domain's switch chips (every GPU of every node of the domain links to each of them); without this section the
+    NVLink domain is the node."""
+
+    nodes: int = Field(gt=1, description="consecutive nodes (compute trays) that share the NVSwitches")
+    switch_trays: int = Field(gt=0, description="NVLink switch trays holding the switch chips (descriptive)")
+    source: str = Field(description="where the domain's layout comes from")
+
+
+class C2cSpec(Spec):
+    """A cache-coherent chip-to-chip link between each GPU and the CPU of its PCIe complex (Grace-Blackwell NVLink-C2C)."""
+
+    bandwidth: Bandwidth = Field(description="per direction, per GPU (NVLink-C2C: 900 GB/s bidirectional = 450)")
+    source: str
 
 
 class NvlinkBridge(Spec):
@@ -58,7 +77,7 @@ class CpuSpec(Spec):
     sockets: int = Field(gt=0)
     cores_per_socket: int = Field(gt=0)
     numa_per_socket: int = Field(gt=0, description="NUMA domains per socket (NPS4 on DGX A100 gives 4)")
-    socket_link: Literal["upi", "xgmi"] = Field(description="socket-to-socket interconnect")
+    socket_link: Literal["upi", "xgmi", "c2c"] = Field(description="socket-to-socket interconnect")
     socket_link_bandwidth: Bandwidth = Field(description="per direction, all socket links together")
     numa_link_bandwidth: Bandwidth = Field(description="between NUMA domains of one socket, per direction")
 
@@ -104,6 +123,9 @@ class NodeSpec(Spec):
     gpus: int = Field(gt=0)
     nvswitch: NvSwitchSpec | None = None
     nvlink_bridges: list[NvlinkBridge] = Field(default_factory=list)
+    nvlink_domain: NvlinkDomainSpec | None = Field(
+        None, description="NVSwitches shared with the next nodes (multi-node NVLink); default: the domain is the node")
+    c2c: C2cSpec | None = Field(None, description="GPU-CPU coherent link (Grace Blackwell); default: none")
     pcie: PcieSpec
     cpu: CpuSpec
     nics: NicSpec | None = None
@@ -122,6 +144,8 @@ class NodeSpec(Spec):
         for c in self.pcie.complexes:
             if c.numa >= self.cpu.numa_domains:
                 raise ValueError(f"complex on NUMA domain {c.numa}, but the CPUs have {self.cpu.numa_domains}")
+        if self.nvlink_domain is not None and self.nvswitch is None:
+            raise ValueError("nvlink_domain needs the nvswitch section that describes the domain's switch chips")
         if (self.nvswitch or self.nvlink_bridges) and self.gpu.nvlink is None:
             raise ValueError(f"NVLink wiring given, but GPU {self.gpu.name} has no NVLink")
         self._check_link_budget()

@@ -34,6 +34,11 @@ class ActContext:
     framework: str = "megatron"
     dtype_bytes: int = 2
     moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
+    recompute_modules: frozenset[str] | None = None  # selective: Megatron --recompute-modules; None = core_attn
+
+    def recomputed(self, module: str) -> bool:
+        """Whether selective recompute re-runs ``module`` in backward (so its inner tensors are not kept)."""
+        return self.recompute == "selective" and module in (self.recompute_modules or {"core_attn"})
 
     @classmethod
     def build(cls, model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
@@ -79,7 +84,7 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
     ]
     if c.framework == "pytorch":
         items.append(("attn.sdpa_out", by * rows * q_heads * dv, f"{by}*T*a*d_v/t  [SDPA output]"))
-    if c.attention == "flash" or c.recompute == "selective":
+    if c.attention == "flash" or c.recomputed("core_attn"):
         if c.attention == "flash":
             items.append(("attn.lse", LSE_BYTES * rows * q_heads, f"{LSE_BYTES}*b*s/cp*a/(t*u)  [flash logsumexp]"))
         return items
@@ -94,14 +99,18 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
 def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
     by, h, r, tok = c.dtype_bytes, m.hidden, c.rep, c.tokens
     gathered = tok if c.framework == "pytorch" else r    # Megatron keeps the SP shard and re-gathers in backward
-    items: list[Item] = [("attn.norm_in", by * r * h, f"{by}*r*h  [norm input]"),
-                         ("attn.qkv_in", by * gathered * h, f"{by}*r*h  [QKV GEMM input]")]
+    items: list[Item] = [("attn.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
+    if not c.recomputed("layernorm"):
+        items.append(("attn.qkv_in", by * gathered * h, f"{by}*r*h  [QKV GEMM input]"))
     if m.mla is not None:
         ml = m.mla
         if ml.q_lora_rank:
             items.append(("attn.q_latent", by * tok * ml.q_lora_rank, f"{by}*T*q_lora_rank  [q_b input]"))
         items.append(("attn.kv_latent", by * tok * ml.kv_lora_rank, f"{by}*T*kv_lora_rank  [kv_b input]"))
-    items += _attention_core(m, c)
+    core = _attention_core(m, c)
+    if m.mla is not None and c.recomputed("mla_up_proj"):
+        core = [i for i in core if i[0] not in ("attn.q", "attn.k", "attn.v")]  # rebuilt from the latents
+    items += core
     items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.shape.tp, f"{by}*T*a*d_v/t  [output projection input]"))
     if m.dropout > 0:
         items.append(("attn.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
@@ -149,14 +158,20 @@ def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
     by, h = c.dtype_bytes, m.hidden
     t_in = c.shape.norm_tokens
     routed, how = _routed_tokens(m, c)
-    items: list[Item] = [
-        ("moe.router_in", by * c.rep * h, f"{by}*r*h  [router and shared-expert input]"),
+    router_in = ("moe.router_in", by * c.rep * h, f"{by}*r*h  [router and shared-expert input]")
+    if c.recomputed("moe"):
+        return [router_in]                       # the whole MoE block is re-run from its input
+    items: list[Item] = [] if c.recomputed("layernorm") else [router_in]
+    items += [
         ("moe.router_probs", PROB_BYTES * t_in * moe.experts, f"{PROB_BYTES}*T_in*E  [fp32 router probabilities]"),
         ("moe.experts.fc1_in", by * routed * h, f"{by}*R*h, R = {how}  [permuted tokens]"),
     ]
-    items += _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.shape.etp, "moe.experts")
+    expert_core = _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.shape.etp, "moe.experts")
+    if c.recomputed("moe_act"):                  # the activation output (fc2 input) is rebuilt from its input
+        expert_core = [i for i in expert_core if not i[0].endswith(".fc2_in")]
+    items += expert_core
     items.append(("moe.experts.out", by * routed * h, f"{by}*R*h  [expert output kept for the probability gradient]"))
-    if moe.shared_ffn:
+    if moe.shared_ffn and not c.recomputed("shared_experts"):
         items += _mlp_core(m, c, c.tokens, moe.shared_ffn, c.shape.tp, "moe.shared")
     return items
 
@@ -168,8 +183,10 @@ def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
         items += _moe_block(m, c)
     else:
         fc1_in = c.tokens if c.framework == "pytorch" else r
-        items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
-        items += _mlp_core(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
+        if not c.recomputed("layernorm") or c.recomputed("mlp"):   # the MLP checkpoint keeps its input
+            items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
+        if not c.recomputed("mlp"):
+            items += _mlp_core(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
     if m.dropout > 0:
         items.append(("mlp.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
     if c.framework == "pytorch":

@@ -46,8 +46,10 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
     logits (Megatron's fused vocab-parallel cross entropy works in place)."""
     v = rp.model.vocab / c.shape.tp
-    n = c.tokens * v
-    items = [MemoryItem("other", "logits.fp32", FP32 * n, f"4*T*v/t = 4*{c.tokens:g}*{v:g}  [fp32 softmax for the loss]"),
+    n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
+    heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
+    items = [MemoryItem("other", "logits.fp32", FP32 * n,
+                        f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
                         f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
     if c.framework == "pytorch":
@@ -84,7 +86,7 @@ def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[Memor
 
 
 def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int,
-                 per_layer: dict[bool, list]) -> list[MemoryItem]:
+                 per_layer: dict[tuple[bool, str], list]) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel
@@ -95,10 +97,14 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     has_moe = m.moe is not None and any(m.is_moe_layer(i) for i in layers)
     if has_moe:
         items += _moe_items(rp, c)
-    if p.recompute == "full" and layers:
-        full = replace(c, recompute="none")
-        b = sum(x[1] for x in layer_activation_items(m, full, moe_layer=has_moe))
-        items.append(MemoryItem("transient", "recompute.layer", b, "one layer's activations rebuilt in backward"))
+    if p.recompute != "none" and layers:
+        kept = replace(c, recompute="none")
+        b = sum(x[1] for x in layer_activation_items(m, kept, moe_layer=has_moe))
+        if p.recompute == "selective":
+            b -= sum(x[1] for x in layer_activation_items(m, c, moe_layer=has_moe))
+        if b > 0:
+            items.append(MemoryItem("transient", "recompute.layer", b,
+                                    f"one layer's activations rebuilt in backward ({p.recompute} recompute)"))
     if rb.amp_casts and rb.stage < 3:
         n = sp.dense + sp.expert
         items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,

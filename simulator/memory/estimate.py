@@ -6,6 +6,8 @@ docs/interface.md (weights, gradients, main_params, optimizer, activations, othe
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from simulator.memory.activations import ActContext, layer_activation_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
@@ -37,20 +39,31 @@ def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryIt
 
 def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
-                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation, moe_load=moe_load)
+                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
+                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None)
 
 
-def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list], flight: float) -> list[MemoryItem]:
-    """Per-layer items x layers of that kind on the stage x micro-batches in flight."""
-    counts: dict[bool, int] = {}
-    if rp.model.moe is None:
-        counts = {False: len(rp.stage_layers[stage])} if rp.stage_layers[stage] else {}
-    for i in rp.stage_layers[stage] if rp.model.moe is not None else ():
-        kind = rp.model.is_moe_layer(i)
-        counts[kind] = counts.get(kind, 0) + 1
+def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:
+    """(MoE layer?, recompute mode) of each layer of ``stage`` (block recompute: only some layers recompute)."""
+    return [(rp.model.is_moe_layer(i), mode) for i, mode in zip(rp.stage_layers[stage], rp.layer_recompute(stage),
+                                                                  strict=True)]
+
+
+def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list]:
+    keys = {k for s in range(rp.parallel.pp) for k in _layer_keys(rp, s)}
+    return {(moe, mode): layer_activation_items(rp.model, replace(ctx, recompute=mode), moe_layer=moe)
+            for moe, mode in keys}
+
+
+def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, str], list], flight: float
+                      ) -> list[MemoryItem]:
+    """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
+    counts: dict[tuple[bool, str], int] = {}
+    for key in _layer_keys(rp, stage):
+        counts[key] = counts.get(key, 0) + 1
     items = []
-    for kind, n in counts.items():
-        for name, b, formula in per_layer[kind]:
+    for key, n in counts.items():
+        for name, b, formula in per_layer[key]:
             items.append(MemoryItem("activations", name, b * n * flight,
                                     f"{formula} x {n} layers x {flight:g} in flight"))
     return items
@@ -59,11 +72,11 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[bool, list],
 def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
     """Stages whose memory bounds every stage's, so that their peak is the plan's peak (plan search).
 
-    For a dense model whose middle stages 1..p-2 hold the same number of layers in the same chunks, a middle stage
-    differs from stage 1 only in its micro-batches in flight, which no schedule increases with the stage index
-    (:func:`simulator.plan.pipeline.in_flight`): its states, buffers and per-layer activations are stage 1's and
-    only stage 0 (embedding) and p-1 (head, logits) hold more kinds of items. So stages 0, 1 and p-1 suffice;
-    otherwise (MoE layer patterns, uneven splits) every stage.
+    For a dense model whose middle stages 1..p-2 hold the same number of layers in the same chunks (hence the same
+    recompute modes), a middle stage differs from stage 1 only in its micro-batches in flight, which no schedule
+    increases with the stage index (:func:`simulator.plan.pipeline.in_flight`): its states, buffers and per-layer
+    activations are stage 1's and only stage 0 (embedding) and p-1 (head, logits, MTP) hold more kinds of items.
+    So stages 0, 1 and p-1 suffice; otherwise (MoE layer patterns, uneven splits) every stage.
     """
     pp = rp.parallel.pp
     middle = rp.stage_chunks[1:pp - 1]
@@ -89,12 +102,10 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
     p = rp.parallel
     rb = rp.recipe
     ctx = _context(rp)
-    kinds = ({False} if rp.model.moe is None
-             else {rp.model.is_moe_layer(i) for layers in rp.stage_layers for i in layers})
-    per_layer = {k: layer_activation_items(rp.model, ctx, moe_layer=k) for k in kinds}
+    per_layer = _per_layer(rp, ctx)
     worst = None
-    if True in kinds and rp.model.moe.capacity_factor is None:
-        worst = {k: layer_activation_items(rp.model, _context(rp, "worst"), moe_layer=k) for k in kinds}
+    if any(moe for moe, _ in per_layer) and rp.model.moe.capacity_factor is None:
+        worst = _per_layer(rp, _context(rp, "worst"))
     out = []
     for s in range(p.pp) if stages is None else stages:
         flight = in_flight(p.schedule, p.pp, p.vpp, s, rp.num_microbatches)

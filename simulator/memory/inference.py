@@ -3,7 +3,7 @@
 ``training.mode: inference`` holds ``micro_batch`` sequences of ``seq_len`` tokens (prompt plus generated) per
 replica. Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 - weights: the stage's parameters after TP/EP sharding x the parameter bytes of the precision (bf16/fp16 2,
-  fp8 1, fp32 4); no gradients, master copy or optimizer state;
+  fp8 1, fp4 0.5625 (NVFP4: 4 bits + an fp8 scale per 16), fp32 4); no gradients, master copy or optimizer state;
 - KV cache (``other``): 2 (K and V) x layers on the stage x micro_batch x seq_len/cp x K/V heads per TP rank x
   head dim x element bytes; K/V heads are replicated when tp > kv_heads. With MLA (DeepSeek) the cache holds the
   compressed latent and the shared rotary key, (kv_lora_rank + qk_rope_head_dim) per token and layer, on every TP

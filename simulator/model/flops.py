@@ -67,13 +67,24 @@ def _linear(name: str, m: float, k: float, n: float, batch: float = 1) -> list[G
             GemmOp(f"{name}.wgrad", "bwd_wgrad", k, m, n, batch)]
 
 
+def window_density(seq_len: float, window: int | None) -> float:
+    """Share of the s x s score matrix a causal kernel computes: 1/2 (``CAUSAL_FRACTION``), or with a sliding
+    window of w keys (each query attends the w most recent tokens, itself included) the pairs 0 <= i - j < w:
+    sum over queries of min(i + 1, w) = w*s - w*(w - 1)/2, over s^2 (flash kernels skip the tiles outside the band;
+    Beltagy et al. 2020, Longformer, Sec. 3; Mistral 7B, Jiang et al. 2023, Sec. 2)."""
+    if window is None or window >= seq_len:
+        return CAUSAL_FRACTION
+    return (window * seq_len - window * (window - 1) / 2) / seq_len**2
+
+
 def _core_attention(model: ModelSpec, b: int, s_q: float, s_k: float, heads: float, causal: bool,
-                    attention: str) -> list[GemmOp]:
+                    attention: str, window: int | None = None) -> list[GemmOp]:
     """S = Q K^T and O = P V per head, and their backward (dQ, dK, dP, dV); flash recomputes S in backward.
+    ``window``: a causal sliding window (:func:`window_density`).
 
     Source: 4*b*s^2*h forward FLOPs of attention (Korthikanti et al. 2023, App. A; Narayanan et al. 2021 Eq. 3).
     """
-    d, dv, rho = model.dhead, model.dhead_v, CAUSAL_FRACTION if causal else 1.0
+    d, dv, rho = model.dhead, model.dhead_v, window_density(s_k, window) if causal else 1.0
     bh = b * heads
     ops = [GemmOp("attn.qk", "fwd", s_q, d, s_k, bh, rho), GemmOp("attn.pv", "fwd", s_q, s_k, dv, bh, rho),
            GemmOp("attn.qk.dq", "bwd_dgrad", s_q, s_k, d, bh, rho),
@@ -145,7 +156,7 @@ def layer_flops(model: ModelSpec, shape: RankShape, *, layer_index: int = 0, cau
     """
     ops = _attention_projections(model, shape)
     ops += _core_attention(model, shape.micro_batch, shape.seq_len / shape.cp, shape.seq_len,
-                           shape.heads, causal, attention)
+                           shape.heads, causal, attention, model.attention_window(layer_index))
     if model.is_moe_layer(layer_index):
         ops += _moe(model, shape)
     else:
@@ -154,8 +165,12 @@ def layer_flops(model: ModelSpec, shape: RankShape, *, layer_index: int = 0, cau
 
 
 def logits_flops(model: ModelSpec, shape: RankShape) -> LayerFlops:
-    """Output layer GEMM (tokens x hidden x vocab/tp), forward and backward: 2*b*s*h*v forward."""
-    return LayerFlops(tuple(_linear("output_layer", shape.tokens, model.hidden, model.vocab / shape.tp)))
+    """Output layer GEMM (tokens x hidden x vocab/tp), forward and backward: 2*b*s*h*v forward; each MTP module
+    runs the shared output layer once more and first projects [norm(h); norm(emb)] (2h -> h/tp)."""
+    ops = _linear("output_layer", shape.tokens, model.hidden, model.vocab / shape.tp, 1 + model.mtp_layers)
+    if model.mtp_layers:
+        ops += _linear("mtp.eh_proj", shape.tokens, 2 * model.hidden, model.hidden / shape.tp, model.mtp_layers)
+    return LayerFlops(tuple(ops))
 
 
 def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = False,
@@ -166,10 +181,14 @@ def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = Fa
     (Korthikanti et al. 2023, App. A), the convention MFU is quoted in.
     """
     total = 0.0
-    for index, count in _layer_kinds(model):
+    for index, count in layer_kinds(model):
         f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
                         attention=attention)
         total += count * (f.forward_flops + f.backward_flops)
+    if model.mtp_layers:  # the MTP modules' layers (the last layer's kind)
+        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=model.layers, causal=causal,
+                        attention=attention)
+        total += model.mtp_layers * (f.forward_flops + f.backward_flops)
     lg = logits_flops(model, rank_shape(model, seq_len, batch))
     return total + lg.forward_flops + lg.backward_flops
 
@@ -183,7 +202,7 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
     ``attention='flash'`` adds the kernel's recomputation of Q K^T in backward.
     """
     total = model_flops(model, seq_len, batch, causal=causal, attention=attention)
-    for index, count in _layer_kinds(model):
+    for index, count in layer_kinds(model):
         f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
                         attention=attention)
         extra = f.recompute_flops
@@ -195,14 +214,13 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
     return total
 
 
-def _layer_kinds(model: ModelSpec) -> list[tuple[int, int]]:
-    """(a representative layer index, how many layers share its shape): layers differ only dense vs MoE."""
-    moe = [i for i in range(model.layers) if model.is_moe_layer(i)]
-    dense = model.layers - len(moe)
-    kinds = [(moe[0], len(moe))] if moe else []
-    if dense:
-        kinds.append((next(i for i in range(model.layers) if not model.is_moe_layer(i)), dense))
-    return kinds
+def layer_kinds(model: ModelSpec) -> list[tuple[int, int]]:
+    """(a representative layer index, how many layers share its shape): layers differ by dense vs MoE FFN and by
+    their attention window."""
+    groups: dict[tuple[bool, int | None], list[int]] = {}
+    for i in range(model.layers):
+        groups.setdefault((model.is_moe_layer(i), model.attention_window(i)), []).append(i)
+    return [(members[0], len(members)) for members in groups.values()]
 
 
 def korthikanti_model_flops(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:

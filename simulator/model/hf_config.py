@@ -89,7 +89,31 @@ def _map(cfg: dict[str, Any], mtype: str) -> dict[str, Any]:
     moe = _moe(cfg, mtype)
     if moe:
         data["moe"] = moe
+    if cfg.get("num_nextn_predict_layers"):
+        data["mtp_layers"] = int(cfg["num_nextn_predict_layers"])
+    data.update(_window(cfg))
     return data
+
+
+def _window(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Sliding-window attention: ``sliding_window`` with ``layer_types`` (gpt-oss, Gemma-3: which layers slide)
+    or ``use_sliding_window`` (Mistral, Qwen2: every layer); the pattern is the period of ``layer_types``."""
+    window = cfg.get("sliding_window")
+    if not window or cfg.get("use_sliding_window") is False:
+        return {}
+    types = cfg.get("layer_types")
+    if not types:
+        return {"sliding_window": int(window)}
+    full = [i for i, t in enumerate(types) if t != "sliding_attention"]
+    if not full:
+        return {"sliding_window": int(window)}
+    period = full[0] + 1
+    expected = ["full_attention" if i % period == period - 1 else "sliding_attention" for i in range(len(types))]
+    if [t if t == "sliding_attention" else "full_attention" for t in types] != expected:
+        raise UserError(f"layer_types is not a periodic sliding/full pattern (first full layer {full[0]}); "
+                        "write the model by hand with sliding_window and sliding_window_pattern",
+                        key_path="layer_types")
+    return {"sliding_window": int(window), "sliding_window_pattern": period}
 
 
 def _moe(cfg: dict[str, Any], mtype: str) -> dict[str, Any] | None:

@@ -131,11 +131,25 @@ def head_params(model: ModelSpec) -> list[ParamTensor]:
     return out
 
 
+def mtp_head_params(model: ModelSpec) -> list[ParamTensor]:
+    """What the multi-token-prediction modules add besides their transformer layers (layer indices ``layers`` on,
+    :func:`layer_params`): per module the norms of the hidden state and of the next token's embedding and the
+    projection of their concatenation 2h -> h (the HF DeepSeek-V3 checkpoint's enorm, hnorm, eh_proj; the embedding
+    and output layer are shared with the main model). Megatron shards the projection like a column-parallel
+    linear."""
+    out: list[ParamTensor] = []
+    for k in range(model.mtp_layers):
+        out += _norm(f"mtp{k}.enorm", model.hidden, model, "mtp") + _norm(f"mtp{k}.hnorm", model.hidden, model, "mtp")
+        out += _linear(f"mtp{k}.eh_proj", 2 * model.hidden, model.hidden, False, "tp", "mtp")
+    return out
+
+
 def param_counts(model: ModelSpec) -> dict[str, int]:
     """Parameters per component over the whole model, plus ``total`` and ``active`` (per token, MoE).
 
     Components: embedding, attention, mlp (dense FFN and the pre-FFN norm), router, experts, shared_experts,
-    final_norm, output_layer. ``active`` counts top_k routed experts instead of all of them.
+    final_norm, output_layer. ``active`` counts top_k routed experts instead of all of them. ``mtp`` (models with
+    multi-token-prediction modules) is outside ``total``.
     """
     counts: dict[str, int] = {}
     tensors = embedding_params(model) + head_params(model)
@@ -144,6 +158,9 @@ def param_counts(model: ModelSpec) -> dict[str, int]:
     for t in tensors:
         counts[t.component] = counts.get(t.component, 0) + t.numel
     counts["total"] = sum(t.numel for t in tensors)
+    if model.mtp_layers:  # listed apart: published sizes count the main model (DeepSeek-V3: 671B + 14B MTP)
+        counts["mtp"] = sum(t.numel for t in mtp_head_params(model)) + sum(
+            t.numel for k in range(model.mtp_layers) for t in layer_params(model, model.layers + k))
     experts = counts.get("experts", 0)
     counts["active"] = counts["total"] - experts + (
         experts * model.moe.top_k // model.moe.experts if model.moe else 0)

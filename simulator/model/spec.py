@@ -90,6 +90,17 @@ class ModelSpec(BaseModel):
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="hidden and attention dropout probability")
     moe: MoESpec | None = Field(None, description="mixture-of-experts FFN; null = dense")
     mla: MLASpec | None = Field(None, description="multi-head latent attention; null = standard MHA/GQA")
+    sliding_window: int | None = Field(None, ge=1, description="causal sliding-window attention: each query "
+                                                                "attends the last sliding_window tokens (Mistral, "
+                                                                "gpt-oss, Gemma); null = full attention")
+    sliding_window_pattern: int = Field(1, ge=1, description="with sliding_window: of every n layers the last one "
+                                                             "keeps full attention (gpt-oss 2: alternating, Gemma-3 6); "
+                                                             "1 = every layer is windowed")
+    mtp_layers: int = Field(0, ge=0, description="multi-token-prediction modules trained after the last layer "
+                                                 "(DeepSeek-V3: 1; HF num_nextn_predict_layers, Megatron "
+                                                 "--mtp-num-layers); each is one more layer of the model's last kind "
+                                                 "plus a 2h->h projection, two norms and its own pass through the "
+                                                 "shared output layer and loss")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -141,8 +152,17 @@ class ModelSpec(BaseModel):
     def has_qkv_bias(self) -> bool:
         return self.linear_bias if self.qkv_bias is None else self.qkv_bias
 
+    def attention_window(self, index: int) -> int | None:
+        """The sliding window of layer ``index`` (None = full causal attention)."""
+        if self.sliding_window is None:
+            return None
+        p = self.sliding_window_pattern
+        return self.sliding_window if p == 1 or index % p != p - 1 else None
+
     def is_moe_layer(self, index: int) -> bool:
-        """Whether layer ``index`` (0-based) has a routed-expert FFN."""
+        """Whether layer ``index`` (0-based) has a routed-expert FFN; indices from ``layers`` on are the MTP
+        modules' layers, of the last layer's kind."""
+        index = min(index, self.layers - 1)
         if self.moe is None or index < self.moe.first_dense_layers:
             return False
         return (index - self.moe.first_dense_layers) % self.moe.layer_freq == 0

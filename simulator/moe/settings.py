@@ -51,6 +51,11 @@ class MoeSettings(BaseModel):
         None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks; null: "
                           "sequential for nccl, streamed for the DeepEP / CPU-proxy kernels")
     seed: int | None = Field(None, ge=0, description="null: expected token counts; an int: one sampled batch")
+    microbatch_overlap: bool = Field(
+        False, description="hide one micro-batch's dispatch/combine behind another micro-batch's compute: a stage's "
+                           "back-to-back forward and backward of different micro-batches run merged (Megatron-Core "
+                           "--overlap-moe-expert-parallel-comm, the 1F1B A2A overlap; DeepSeek DualPipe's overlapped "
+                           "chunk pairs)")
 
     @model_validator(mode="after")
     def _check(self) -> MoeSettings:

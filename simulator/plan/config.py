@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 Recompute = Literal["none", "selective", "full"]
-Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp32"]
+RecomputeModule = Literal["core_attn", "layernorm", "mlp", "moe", "moe_act", "shared_experts", "mla_up_proj"]
+"""Megatron-LM ``--recompute-modules`` (with ``--recompute-granularity selective``; default ``core_attn``)."""
+Precision = Literal["bf16", "fp16", "amp_bf16", "pure_bf16", "fp8", "fp4", "fp32"]
 
 
 class ParallelPlan(BaseModel):
@@ -37,6 +39,14 @@ class ParallelPlan(BaseModel):
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
     schedule: Literal["1f1b", "gpipe"] = Field("1f1b", description="pipeline schedule (interleaved when vpp > 1)")
     recompute: Recompute = Field("none", description="activation recomputation")
+    recompute_layers: int | None = Field(
+        None, ge=1, description="with recompute full: the first N layers of every model chunk are recomputed, the "
+                                "others keep their activations (Megatron --recompute-method block "
+                                "--recompute-num-layers N); null = every layer")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        None, description="with recompute selective: the modules re-run in backward, as Megatron-LM "
+                          "--recompute-modules (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "
+                          "mla_up_proj); null = [core_attn] (Megatron's default)")
     overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
     overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
     tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")
@@ -44,6 +54,14 @@ class ParallelPlan(BaseModel):
         None, description="explicit layers per virtual stage (pp*vpp entries, Megatron chunk order); "
                           "null = layers / (pp*vpp) each")
     cp_comm: Literal["p2p", "all_gather"] = Field("p2p", description="CP K/V exchange: ring P2P or all-gather")
+
+    @property
+    def recomputed_modules(self) -> frozenset[str]:
+        """What selective recompute re-runs (``recompute_modules``, default core attention); empty otherwise (full
+        recompute re-runs the whole layer)."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
 
 class TrainingConfig(BaseModel):
@@ -69,5 +87,10 @@ class TrainingConfig(BaseModel):
     grad_set_to_none: bool = Field(
         True, description="framework pytorch: optimizer.zero_grad(set_to_none=...); false keeps the gradient "
                           "tensors alive between steps")
+    grad_reduce_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="framework megatron: dtype of the main-gradient buffer and of the data-parallel gradient "
+                          "reduction (Megatron --grad-reduce-in-bf16 / DDP grad_reduce_in_fp32, NeMo "
+                          "optim.grad_sync_dtype); null = the framework default (fp32 with bf16/fp8, fp16's own "
+                          "16-bit reduction)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

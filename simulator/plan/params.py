@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simulator.model.params import embedding_params, head_params, layer_params, local_numel
+from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
 from simulator.model.spec import ModelSpec
 from simulator.plan.resolved import ResolvedPlan
 
@@ -48,7 +48,8 @@ def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float
 
 def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
-    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does).
+    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does, and so
+    is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``.
 
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
     share the model, the sharding degrees and the stage's layers share the result)."""
@@ -73,8 +74,8 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
     if first:
         extra += embedding_params(m)
     if last:
-        extra += head_params(m)
-        if m.tied_embeddings and pipelined:
+        extra += head_params(m) + mtp_head_params(m)
+        if (m.tied_embeddings or m.mtp_layers) and pipelined:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
     d, e = _local(extra, m, tp, ep, etp, scale)
     return StageParams(dense + d, expert + e, largest, len(layers))

@@ -10,7 +10,15 @@ Sources:
   with fp16 the gradients are reduced in fp16 (docs/memory.md, "Model states").
 - Rajbhandari et al. 2020 "ZeRO" Sec. 3: 16-bit params and grads, fp32 params + moments = 16 B/param; DeepSpeed
   ZeRO and PyTorch keep 16-bit gradients with 16-bit params.
+- Megatron ``--grad-reduce-in-bf16`` (Megatron-Core ``DistributedDataParallelConfig.grad_reduce_in_fp32=False``,
+  NeMo ``optim.grad_sync_dtype: bf16``): the main-gradient buffer is allocated in the parameter dtype (bf16) and
+  reduced in it: 2 B/param held and on the wire (``training.grad_reduce_dtype``).
 - Megatron ``--fp8-param-gather``: fp8 primary weights replace the 16-bit copy (1 B/param), gathered in fp8.
+- NVFP4 training (NVIDIA 2025, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149, Sec. 3-4): the
+  linear layers' GEMMs (forward, dgrad, wgrad) take 4-bit E2M1 operands with one E4M3 scale per 16 elements
+  (4.5 bits = 0.5625 B per element) on Blackwell tensor cores; weights, master weights, gradients and optimizer
+  states are kept as in the bf16 recipe, attention and the output layer stay 16-bit. Serving an NVFP4 checkpoint
+  holds 0.5625 B per weight. Without fp4 tensor cores the GEMMs fall back to bf16 (``gemm_dtype_on``).
 - PyTorch AMP (``torch.autocast`` over fp32 params): fp32 params, grads and moments, no main copy; DDP gradient
   buckets of the gradient size; autocast casts every weight to bf16 in forward.
 - Optimizer step (Megatron ``FusedAdam`` / PyTorch ``foreach`` Adam, one streaming multi-tensor kernel): per owned
@@ -29,6 +37,8 @@ from simulator.plan.config import ParallelPlan, TrainingConfig
 
 FP32, BF16, FP8 = 4, 2, 1
 """Bytes per element of the dtypes model states, activations and messages use."""
+FP4 = 0.5 + 1 / 16
+"""NVFP4 bytes per element: a 4-bit E2M1 value plus one 8-bit E4M3 scale per 16 elements (arXiv:2509.25149)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +66,7 @@ class PrecisionRow:
     moment: int
     activation: int
     gemm: str
-    serve_param: int
+    serve_param: float
     ddp_bucket: int
 
 
@@ -64,6 +74,7 @@ PRECISIONS: dict[str, PrecisionRow] = {
     "bf16": PrecisionRow(BF16, FP32, FP32, BF16, FP32, FP32, BF16, "bf16", BF16, 0),
     "fp16": PrecisionRow(BF16, FP32, FP32, BF16, BF16, FP32, BF16, "fp16", BF16, 0),
     "fp8": PrecisionRow(FP8, FP32, FP32, BF16, FP32, FP32, BF16, "fp8", FP8, 0),
+    "fp4": PrecisionRow(BF16, FP32, FP32, BF16, FP32, FP32, BF16, "fp4", FP4, 0),
     "amp_bf16": PrecisionRow(FP32, 0, FP32, FP32, FP32, FP32, BF16, "bf16", BF16, FP32),
     "fp32": PrecisionRow(FP32, 0, FP32, FP32, FP32, FP32, FP32, "fp32", FP32, FP32),
     "pure_bf16": PrecisionRow(BF16, 0, BF16, BF16, BF16, BF16, BF16, "bf16", BF16, 0),
@@ -107,7 +118,8 @@ class Recipe:
         weight_compute: bytes of a weight as the GEMMs read it (ZeRO-3 / FSDP gathered layers).
         activation: bytes per activation element (memory and messages).
         gemm_dtype: tensor dtype of the GEMMs before the GPU fallback (:meth:`gemm_dtype_on`): ``fp8`` for
-            tensor-wise scaled fp8, ``fp8_block`` for block-wise scaled fp8.
+            tensor-wise scaled fp8, ``fp8_block`` for block-wise scaled fp8 (MXFP8-like on Blackwell, whose tensor
+            cores apply the block scales), ``fp4`` for NVFP4.
         fp8_cast_bytes: extra HBM bytes per element of (linear input, output gradient) the fp8 recipe quantizes per
             micro-batch; both operands also need an fp8 transpose for the dgrad / wgrad GEMMs. Megatron with
             Transformer Engine fuses the casts into the kernels that produce the tensors (LayerNormLinear,
@@ -146,8 +158,8 @@ class Recipe:
     eager: bool
     grads_freed_between_steps: bool
     amp_casts: bool
-    serve_param: int
-    kv_cache: int
+    serve_param: float
+    kv_cache: float
     moe_dispatch_dtype: str
 
     def per_param(self, d: int) -> float:
@@ -175,11 +187,17 @@ class Recipe:
         return self.grad + master + copy + 2 * self.moments + self.grad
 
 
-def _fp8_cast_bytes(fp8: bool, eager: bool) -> tuple[float, float]:
-    if not fp8:
+#: element bytes of the quantized GEMM operands of each low-precision GEMM dtype
+QUANTIZED_BYTES = {"fp8": FP8, "fp4": FP4}
+
+
+def _cast_bytes(gemm: str, eager: bool) -> tuple[float, float]:
+    """Extra HBM bytes per element of (input, output gradient) the quantized recipes cast per micro-batch."""
+    q = QUANTIZED_BYTES.get(gemm)
+    if q is None:
         return (0.0, 0.0)
-    unfused = BF16 + 2 * FP8
-    return (unfused, unfused) if eager else (FP8, 2 * FP8)
+    unfused = BF16 + 2 * q
+    return (unfused, unfused) if eager else (q, 2 * q)
 
 
 def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
@@ -191,6 +209,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
     mixed = row.main > 0
     grad = row.grad_megatron if megatron_ddp else row.grad_zero
     grad_wire = row.grad_wire_megatron if megatron_ddp else grad
+    if megatron_ddp and training.grad_reduce_dtype is not None and mixed:
+        grad = grad_wire = {"fp32": FP32, "bf16": BF16}[training.grad_reduce_dtype]
     if mixed:
         convention = "Megatron mixed precision" if megatron_ddp else "ZeRO mixed precision"
     else:
@@ -207,8 +227,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         moment_count=MOMENTS[training.optimizer], grad_wire=grad_wire, param_wire=param_wire,
         weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
         gemm_dtype="fp8_block" if row.gemm == "fp8" and training.fp8_recipe == "blockwise" else row.gemm,
-        fp8_cast_bytes=_fp8_cast_bytes(row.gemm == "fp8", eager), attention=attention, eager=eager,
+        fp8_cast_bytes=_cast_bytes(row.gemm, eager), attention=attention, eager=eager,
         grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
         serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
-        moe_dispatch_dtype="fp8" if row.gemm == "fp8" else "bf16")
+        moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16")

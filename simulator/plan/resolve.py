@@ -14,6 +14,7 @@ from simulator.plan.rules import (
     check_batch,
     check_heads,
     check_moe,
+    check_recompute_modules,
     check_sequence,
     check_switches,
     derive_dp,
@@ -43,6 +44,7 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
     order = parse_order(plan.order)
     dp = derive_dp(plan, world_size)
     notes = check_heads(model, plan)
+    check_recompute_modules(model, plan)
     check_sequence(plan, train)
     edp = check_moe(model, plan, train, dp)
     micro = check_batch(train, dp, plan)

@@ -42,6 +42,15 @@ class ResolvedPlan(BaseModel):
         return rank_shape(self.model, t.seq_len, t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses, ep=p.ep,
                           etp=p.etp, sp=p.sp)
 
+    def layer_recompute(self, stage: int) -> tuple[str, ...]:
+        """The recompute mode of each layer of ``stage`` (in ``stage_layers`` order): ``parallel.recompute``, except
+        that with ``recompute_layers`` N only the first N layers of each model chunk are fully recomputed."""
+        p = self.parallel
+        if p.recompute != "full" or p.recompute_layers is None:
+            return (p.recompute,) * len(self.stage_layers[stage])
+        return tuple("full" if pos < p.recompute_layers else "none"
+                     for n in self.stage_chunks[stage] for pos in range(n))
+
     @property
     def dense_shard_degree(self) -> int:
         """d for dense weights: dp * cp * ulysses (docs/memory.md, "Precision recipes")."""

@@ -35,6 +35,20 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if t.framework == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
+    if p.recompute_layers is not None and p.recompute != "full":
+        raise _err(f"recompute_layers ({p.recompute_layers}) needs recompute: full (got {p.recompute!r}); it is "
+                   "Megatron's --recompute-method block --recompute-num-layers", "parallel.recompute_layers")
+    if p.recompute_modules is not None and p.recompute != "selective":
+        raise _err(f"recompute_modules {list(p.recompute_modules)} need recompute: selective (got {p.recompute!r}); "
+                   "Megatron reads --recompute-modules only with --recompute-granularity selective",
+                   "parallel.recompute_modules")
+    if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
+        raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
+    if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
+                                             or t.precision in ("amp_bf16", "pure_bf16", "fp32")):
+        raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
+                   f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
+                   f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":
@@ -101,6 +115,18 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
     return notes
 
 
+def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
+    """A recomputed module the model does not have is a mistake, not a no-op."""
+    needs = {"moe": m.moe is not None, "moe_act": m.moe is not None,
+             "shared_experts": m.moe is not None and bool(m.moe.shared_ffn), "mla_up_proj": m.mla is not None,
+             "mlp": any(not m.is_moe_layer(i) for i in range(m.layers))}
+    for name in p.recompute_modules or ():
+        if not needs.get(name, True):
+            raise _err(f"recompute_modules names {name!r}, but {m.name} has no such module "
+                       f"({'no MoE layers' if name.startswith(('moe', 'shared')) else 'no MLA' if name == 'mla_up_proj' else 'no dense MLP layers'})",
+                       "parallel.recompute_modules")
+
+
 def check_sequence(p: ParallelPlan, t: TrainingConfig) -> None:
     """seq % (2*cp) for head-tail CP; (seq/cp) % ulysses; (seq/(cp*ulysses)) % tp with sp."""
     s = t.seq_len
@@ -155,18 +181,19 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
 
 
 def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving).
+    """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
+    the MTP modules' layers (indices ``layers`` on) end the last chunk.
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers)
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, m.mtp_layers)
 
 
 @functools.lru_cache(maxsize=1024)
-def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None
+def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None, mtp_layers: int
            ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """:func:`split_layers` of its four inputs (cached: a search asks for the same split many times)."""
+    """:func:`split_layers` of its inputs (cached: a search asks for the same split many times)."""
     chunks_total = pp * vpp
     if pipeline_layers is None:
         if layers % chunks_total:
@@ -186,4 +213,7 @@ def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | No
         cs = [i + j * pp for j in range(vpp)]
         ranks.append(tuple(itertools.chain.from_iterable(range(starts[c], starts[c] + sizes[c]) for c in cs)))
         chunks.append(tuple(sizes[c] for c in cs))
+    if mtp_layers:  # Megatron places the MTP modules after the last layer, on the last stage's last chunk
+        ranks[-1] += tuple(range(layers, layers + mtp_layers))
+        chunks[-1] = chunks[-1][:-1] + (chunks[-1][-1] + mtp_layers,)
     return tuple(ranks), tuple(chunks)

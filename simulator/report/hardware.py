@@ -51,6 +51,9 @@ def node_table(node: NodeSpec) -> str:
         ("GPUs", f"{node.gpus}x {node.gpu.name}"),
         ("NVSwitch", f"{nvs.count}x gen {nvs.generation}{' with NVLS' if nvs.nvls else ''}, links per GPU per switch "
                      f"{nvs.links_per_gpu}" if nvs else "none"),
+        ("NVLink domain", f"{node.nvlink_domain.nodes} nodes ({node.nvlink_domain.nodes * node.gpus} GPUs) share "
+                          f"the NVSwitches ({node.nvlink_domain.switch_trays} switch trays)"
+         if node.nvlink_domain else "the node"),
         ("NVLink bridges", ", ".join(f"GPU{b.gpus[0]}-GPU{b.gpus[1]} x{b.links}" for b in node.nvlink_bridges)
          or "none"),
         ("PCIe", f"Gen{node.pcie.generation}, {node.pcie.switch_levels} switch level(s), GPU P2P over PCIe: "

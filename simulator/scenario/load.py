@@ -43,6 +43,9 @@ class SystemSection(BaseModel):
                                         "its GPUs (null: 0.015 from Sinha et al. SC'22; 0: identical GPUs)")
     nvls: bool | None = Field(None, description="false turns NVLink SHARP off (as NCCL_NVLS_ENABLE=0); "
                                                 "null keeps the node profile's")
+    nvlink_domain_nodes: int | None = Field(
+        None, ge=2, description="nodes of each multi-node NVLink domain the job uses: 16 of a GB200 NVL72 rack's 18 "
+                                "compute trays gives 64-GPU domains (the other trays idle as spares); null: all")
     force_calibration: bool = Field(False, description="apply a calibration measured on another system (a warning "
                                                        "instead of an error; the CLI's --force-calibration)")
 
@@ -195,7 +198,7 @@ def _system(data: Any, document: Document) -> SystemSection:
 def _cluster(system: SystemSection) -> ClusterSpec:
     try:
         check_gpu_count(system.nodes, load_node(system.profile))
-        cluster = load_cluster(system.profile, system.nodes, system.fabric)
+        cluster = load_cluster(system.profile, system.nodes, system.fabric, system.nvlink_domain_nodes)
     except UserError as exc:
         if exc.file:  # a problem inside the profile file itself: keep its own location
             raise

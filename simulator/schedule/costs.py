@@ -76,8 +76,10 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
 
 
 def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: str, cp: int, timer: GroupTimer,
-                stage: int, moe: MoeLayerTiming | None = None) -> tuple[Cost, Cost]:
-    """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``.
+                stage: int, moe: MoeLayerTiming | None = None, modules: frozenset[str] | None = None
+                ) -> tuple[Cost, Cost]:
+    """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``; ``modules``:
+    what selective recompute re-runs (default core attention).
 
     ``moe``: the MoE layer on this stage's EP group (:mod:`simulator.schedule.moe_layer`); its layer time (the
     busiest rank's expert GEMMs) replaces ``lt`` and its backend's overlap prices the EP ops' exposure."""
@@ -87,11 +89,12 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
         lt, overlap = moe.layer, moe.comm.overlap
     fwd = Cost(compute=lt.fwd_s, flops=lt.fwd_flops)
     _comm_cost([o for o in mine if o.scope == "layer_fwd"], timer, stage, _windows(lt, cp, "fwd"), fwd, overlap)
-    bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute),
-               flops=lt.bwd_flops + lt.recompute_flops(recompute))
+    bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute, modules),
+               flops=lt.bwd_flops + lt.recompute_flops(recompute, modules))
     _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd, overlap)
-    _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
-               overlap)
+    if recompute != "none":  # a layer that keeps its activations (block recompute) repeats no collective
+        _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
+                   overlap)
     return fwd, bwd
 
 

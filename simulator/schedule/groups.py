@@ -71,14 +71,9 @@ class GroupTimer:
         self._shared = shared
         self._layout = (plan.order, tuple(plan._sizes(False).items()), tuple(plan._sizes(True).items()),
                         plan.world_size)
-
-    @cached_property
-    def _nodes(self) -> list[int]:
-        return [self.topology.node_of(g) for g in self.topology.gpus]
-
-    @cached_property
-    def _local(self) -> list[int]:
-        return [int(g.split("gpu")[1]) for g in self.topology.gpus]
+        per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
+        self._nodes = [r // per_domain for r in range(len(topology.gpus))]
+        self._local = [r % per_domain for r in range(len(topology.gpus))]
 
     @cached_property
     def stage_rank(self) -> tuple[int, ...]:
@@ -108,7 +103,8 @@ class GroupTimer:
         return kind, self.group_of(kind, self.stage_rank[stage])
 
     def key(self, kind: str, stage: int) -> tuple:
-        """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and node-relative shape."""
+        """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and shape relative to the NVLink
+        domains it occupies (nodes, or racks of a multi-node NVLink domain)."""
         if (kind, stage) not in self._keys:
             shared_key = ("group key", self._layout, kind, stage)
             if self._shared is not None and shared_key in self._shared:

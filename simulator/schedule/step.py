@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
-from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time
+from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
-from simulator.model import ModelSpec, model_flops
+from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
@@ -36,7 +36,7 @@ from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
-from simulator.schedule.timeline import StageTimeline, run_timeline
+from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 
@@ -70,24 +70,23 @@ class _Inputs:
 
 def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
                  cache: dict | None = None) -> dict[bool, LayerTime]:
-    """One :class:`LayerTime` per layer kind (MoE or dense) present in the model. ``cache``: a dict shared by
-    plans of one model on one GPU with one efficiency table (plan search), keyed by everything else
-    :func:`layer_time` reads."""
-    r, out = plan.recipe, {}
-    for index in range(model.layers):
-        kind = model.is_moe_layer(index)
-        if kind in out:
-            continue
-        key = (plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes)
-        if cache is None or key not in cache:
-            value = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                               eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
-            if cache is None:
-                out[kind] = value
-                continue
-            cache[key] = value
-        out[kind] = cache[key]
-    return out
+    """One :class:`LayerTime` per FFN kind (MoE or dense) present in the model; where layers of a kind differ in
+    their attention window (alternating sliding-window layers) it is their layer-weighted mean, exact for the
+    totals of any stage holding whole periods of the pattern. ``cache``: a dict shared by plans of one model on
+    one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
+    r, groups = plan.recipe, {}
+    for index, count in layer_kinds(model):
+        key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes)
+        if cache is not None and key in cache:
+            lt = cache[key]
+        else:
+            lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
+                            eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+            if cache is not None:
+                cache[key] = lt
+        groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
+    return {kind: members[0][0] if len(members) == 1 else mean_layer_time(members)
+            for kind, members in groups.items()}
 
 
 def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,
@@ -113,20 +112,22 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
-    per_kind: dict[bool, tuple[Cost, Cost]] = {}
+    per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
+    modes = plan.layer_recompute(stage)
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
-        kinds: dict[bool, int] = {}
-        for index in layers[start:start + n]:
-            kind = ctx.model.is_moe_layer(index)
-            kinds[kind] = kinds.get(kind, 0) + 1
-        for kind, count in kinds.items():   # layers of one kind cost the same: add them count times at once
-            if kind not in per_kind:
-                per_kind[kind] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
-                                             p.recompute, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
-            fwd.add(per_kind[kind][0], count)
-            bwd.add(per_kind[kind][1], count)
+        kinds: dict[tuple[bool, str], int] = {}
+        for index, mode in zip(layers[start:start + n], modes[start:start + n], strict=True):
+            key = (ctx.model.is_moe_layer(index), mode)
+            kinds[key] = kinds.get(key, 0) + 1
+        for (kind, mode), count in kinds.items():   # layers of one kind and mode cost the same: add them at once
+            if (kind, mode) not in per_kind:
+                per_kind[kind, mode] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
+                                                   mode, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                                                   p.recomputed_modules)
+            fwd.add(per_kind[kind, mode][0], count)
+            bwd.add(per_kind[kind, mode][1], count)
         start += n
         if stage == 0 and c == 0:
             e = ctx.cached(("embedding", plan.shape), lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff))
@@ -210,8 +211,10 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
     kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
     rows = []
+    recomputed = [mode != "none" for mode in plan.layer_recompute(stage)]
     for op in ctx.traffic.layer:
-        n_layers = sum(1 for k in kinds if op.layer == "any" or (op.layer == "moe") == k)
+        n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
+                       if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
     rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
              for op in ctx.traffic.pipeline]
@@ -229,16 +232,29 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
 
 @dataclass(frozen=True)
 class StepParts:
-    """Everything of a step but the pipeline timeline: the inputs, the slowest GPU's pace and every stage's
-    (forward, backward) chunk costs. :func:`finish_step` turns them and the stage timelines into the result."""
+    """Everything of a step but the pipeline timeline: the inputs, the MoE settings, the slowest GPU's pace and
+    every stage's (forward, backward) chunk costs. :func:`finish_step` turns them and the stage timelines into the
+    result."""
 
     ctx: _Inputs
+    moe: MoeSettings | None
     slowest: float
     chunks: list[list[tuple[Cost, Cost]]]
 
     def durations(self) -> list[tuple[list[float], list[float]]]:
         """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
         return [([f.total for f, _ in c], [b.total for _, b in c]) for c in self.chunks]
+
+    def pairing(self) -> PairHiding | None:
+        """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""
+        moe, chunks = self.moe, self.chunks
+        if not (moe is not None and moe.microbatch_overlap and any(t is not None for t in self.ctx.moe)):
+            return None
+        return PairHiding([[f.exposed["ep"] for f, _ in c] for c in chunks],
+                          [[b.exposed["ep"] for _, b in c] for c in chunks],
+                          [[f.compute for f, _ in c] for c in chunks],
+                          [[b.compute + b.recompute for _, b in c] for c in chunks],
+                          coefficients()["overlap_interference"])
 
 
 def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
@@ -257,13 +273,14 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
             if signature is not None:
                 seen[signature] = costs
         chunks.append(costs if signature is None or signature not in seen else seen[signature])
-    return StepParts(ctx, slowest, chunks)
+    return StepParts(ctx, moe, slowest, chunks)
 
 
 def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
-    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (and their
-    kinds), its per-stage comm ops, and the node-relative shape of the group each of its ops runs on. Middle stages
-    with one signature have the same chunk costs (computed once); None for the first and last stage."""
+    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (which also
+    fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, and the node-relative shape of
+    the group each of its ops runs on. Middle stages with one signature have the same chunk costs (computed once);
+    None for the first and last stage."""
     p = ctx.plan.parallel
     if stage in (0, p.pp - 1):
         return None
@@ -291,11 +308,16 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
     """
     parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
                          gpu_speed_sigma=gpu_speed_sigma)
-    p = plan.parallel
+    return finish_step(parts, replay_timelines(parts))
+
+
+def replay_timelines(parts: StepParts) -> list[StageTimeline]:
+    """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
+    reference, and the only one that runs MoE micro-batch overlap pairs."""
+    p = parts.ctx.plan.parallel
     durations = parts.durations()
-    timelines = run_timeline(stage_orders(p.schedule, p.pp, p.vpp, plan.num_microbatches),
-                             [f for f, _ in durations], [b for _, b in durations], 0.0)
-    return finish_step(parts, timelines)
+    return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
+                        [f for f, _ in durations], [b for _, b in durations], 0.0, parts.pairing())
 
 
 def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
@@ -324,6 +346,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
         total.add(b, m)
     exposed_comm = {d: total.exposed[d] + tails[k][0][d] for d in DIMS}
     exposed_comm["pp"] += timelines[k].wait_pp_s
+    exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
     bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
     flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
@@ -349,5 +372,6 @@ def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
     kind = model.is_moe_layer(layer_index)
     fwd, bwd = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
-                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None)
+                           plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
+                           plan.parallel.recomputed_modules)
     return fwd.total, bwd.total

@@ -3,6 +3,14 @@
 A forward of micro-batch j on virtual stage u = c * p + i starts when stage i is free and the forward of j on
 u - 1 has finished and its activations arrived (one sendrecv); a backward on u waits for the backward on u + 1 (or,
 on the last virtual stage, for its own forward). The bubble is what the schedule leaves idle.
+
+Micro-batch overlap of expert-parallel communication (``pair_hiding``; Megatron-Core
+``--overlap-moe-expert-parallel-comm``, the 1F1B A2A overlap, and the overlapped forward/backward chunk pairs of
+DeepSeek's DualPipe): a forward and a backward of different micro-batches that a stage runs back to back are
+merged, so the dispatch/combine of each hides behind the other's compute. The pair takes
+``hidden = min(ep_a, compute_b) + min(ep_b, compute_a)`` less time, minus the share ``interference`` of the hidden
+time by which the communication kernels still slow the compute (the engine-wide overlap rule,
+:func:`simulator.schedule.overlap.exposed`). Each op joins at most one pair; warm-up and cool-down ops stay alone.
 """
 
 from __future__ import annotations
@@ -22,12 +30,36 @@ class StageTimeline:
     busy_s: float
     wait_s: float
     wait_pp_s: float
+    pair_hidden_s: float = 0.0
 
 
-def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[list[float]], p2p_s: float
-                 ) -> list[StageTimeline]:
+@dataclass(frozen=True)
+class PairHiding:
+    """What micro-batch overlap may hide (module docstring): per stage and chunk, the exposed EP seconds and the
+    compute seconds of a forward and of a backward, and the interference share of hidden time."""
+
+    ep_f: list[list[float]]
+    ep_b: list[list[float]]
+    comp_f: list[list[float]]
+    comp_b: list[list[float]]
+    interference: float
+
+    def saving(self, i: int, prev: tuple[str, int, int], kind: str, c: int) -> float:
+        """Seconds the op (kind, chunk c) saves when merged with the stage's previous op ``prev``."""
+        pk, pj, pc = prev
+        if pk == kind:
+            return 0.0
+        ep_a, comp_a = (self.ep_f[i][pc], self.comp_f[i][pc]) if pk == "F" else (self.ep_b[i][pc], self.comp_b[i][pc])
+        ep_b, comp_b = (self.ep_f[i][c], self.comp_f[i][c]) if kind == "F" else (self.ep_b[i][c], self.comp_b[i][c])
+        hidden = min(ep_a, comp_b) + min(ep_b, comp_a)
+        return hidden * (1.0 - self.interference)
+
+
+def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[list[float]], p2p_s: float,
+                 pair_hiding: PairHiding | None = None) -> list[StageTimeline]:
     """Event timeline of the stage orders. ``fwd_s[i][c]``/``bwd_s[i][c]``: duration of a forward/backward of
-    model chunk c on stage i (one micro-batch); ``p2p_s``: one boundary sendrecv.
+    model chunk c on stage i (one micro-batch); ``p2p_s``: one boundary sendrecv; ``pair_hiding``: micro-batch
+    overlap of EP communication (module docstring).
 
     Each stage runs its ops in order as soon as the op's input is there; end times live in flat lists indexed by
     (virtual stage, micro-batch), since sweeps run this loop for thousands of plans.
@@ -40,7 +72,8 @@ def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[l
     end_b: list[float | None] = [None] * (pp * vpp * m)
     ptr, free = [0] * pp, [0.0] * pp
     events: list[list] = [[] for _ in range(pp)]
-    wait, wait_pp, busy = [0.0] * pp, [0.0] * pp, [0.0] * pp
+    wait, wait_pp, busy, hidden = [0.0] * pp, [0.0] * pp, [0.0] * pp, [0.0] * pp
+    paired: list[set[int]] = [set() for _ in range(pp)]
     remaining = sum(len(o) for o in orders)
     while remaining:
         progressed = False
@@ -60,6 +93,12 @@ def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[l
                     dur = b_i[c]
                 if dep is None:
                     break
+                if pair_hiding is not None and k > 0 and k - 1 not in paired[i] and order[k - 1][1] != j:
+                    save = pair_hiding.saving(i, order[k - 1], kind, c)
+                    if save > 0:
+                        paired[i].update((k - 1, k))
+                        dur -= save
+                        hidden[i] += save
                 arrival = dep + lag
                 begin = t if t > arrival else arrival
                 if begin > t:
@@ -76,4 +115,4 @@ def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[l
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked (internal error)")
-    return [StageTimeline(tuple(events[i]), free[i], busy[i], wait[i], wait_pp[i]) for i in range(pp)]
+    return [StageTimeline(tuple(events[i]), free[i], busy[i], wait[i], wait_pp[i], hidden[i]) for i in range(pp)]

@@ -7,7 +7,9 @@ For each candidate (docs/search.md, "The fast path"):
    before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
-   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact);
+   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
+   whose MoE layers overlap two micro-batches (``moe.microbatch_overlap``) falls back to the replay, the only
+   timeline that pairs them, and its ``timeline`` column says so;
 5. the step's tail and breakdown (:func:`simulator.schedule.step.finish_step`, the same code again).
 
 So a plan's numbers equal ``simulate()``'s (a hypothesis test checks 1e-9 relative); only the timeline differs
@@ -30,7 +32,7 @@ from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
 from simulator.schedule.fast_timeline import fast_timelines
-from simulator.schedule.step import StepParts, finish_step, prepare_step
+from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
 from simulator.search.space import Space, parallel_of
 from simulator.traffic import DIMS
 
@@ -100,7 +102,7 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict,
     return point, parts, memory
 
 
-def _row(point: dict[str, Any], parts: StepParts, memory, timelines) -> dict[str, Any]:
+def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:
     plan = parts.ctx.plan
     step = finish_step(parts, timelines, comm_table=False)
     p = plan.parallel
@@ -113,7 +115,7 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines) -> dict[str
            "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,
            "compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
            "optimizer_s": step.optimizer_s,
-           "timeline": "closed form" if p.schedule == "gpipe" else "levels"}
+           "timeline": how}
     row.update({f"exposed_{d}_s": step.exposed_comm_s[d] for d in DIMS})
     return row
 
@@ -124,14 +126,19 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
     for start in range(0, len(points), BATCH):
         prepared = [x for x in (_prepare(ctx, p, out) for p in points[start:start + BATCH]) if x is not None]
         groups: dict[tuple, list[int]] = {}
+        timelines: dict[int, list] = {}
+        how: dict[int, str] = {}
         for i, (_, parts, _) in enumerate(prepared):
             p = parts.ctx.plan.parallel
+            if parts.pairing() is not None:   # MoE micro-batch overlap pairs: only the replay runs them
+                timelines[i], how[i] = replay_timelines(parts), "replay (MoE micro-batch overlap)"
+                continue
             groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
-        timelines: dict[int, list] = {}
         for (schedule, pp, vpp, m), members in groups.items():
             durations = np.array([[list(zip(f, b, strict=True)) for f, b in prepared[i][1].durations()]
                                   for i in members])
             for i, tl in zip(members, fast_timelines(schedule, pp, vpp, m, durations), strict=True):
-                timelines[i] = tl
-        out.rows += [_row(point, parts, memory, timelines[i]) for i, (point, parts, memory) in enumerate(prepared)]
+                timelines[i], how[i] = tl, "closed form" if schedule == "gpipe" else "levels"
+        out.rows += [_row(point, parts, memory, timelines[i], how[i])
+                     for i, (point, parts, memory) in enumerate(prepared)]
     return out

@@ -3,8 +3,13 @@
 Vertices are typed (``kind``: gpu, nvswitch, pcie_switch, cpu, nic, leaf, spine) and named ``n<node>.<part>``
 (``n0.gpu3``, ``n1.nvsw0``, ``n0.pcie2.g``, ``n0.cpu3``, ``n1.nic7``) or ``leaf<j>`` / ``spine<k>``. Every physical
 link is a pair of directed edges, each carrying ``bandwidth_Bps`` (per direction), ``latency_s`` and ``link``
-(nvlink, pcie, cpu, upi, xgmi, ib, eth). Bandwidths are datasheet figures; achievable efficiency is the collective
-model's business.
+(nvlink, pcie, cpu, upi, xgmi, c2c, ib, eth). Bandwidths are datasheet figures; achievable efficiency is the
+collective model's business.
+
+The unit that repeats is the NVLink domain: one node, or (``nvlink_domain`` in the node profile) the consecutive
+nodes that share NVSwitches, whose switch chips are then vertices of the domain, ``d<domain>.nvsw<i>`` (a GB200
+NVL72 rack: 18 trays whose 72 GPUs each link to the rack's 18 switch chips). Domain 0 is built once
+(:func:`domain_template`) and every other domain is a relabelled copy; the fabric joins the nodes' NICs.
 """
 
 from __future__ import annotations
@@ -19,10 +24,34 @@ UPSTREAM_LANES = 16  # PCIe switch uplinks and CPU root ports are x16 on every s
 
 
 def node_template(spec: NodeSpec) -> nx.DiGraph:
-    """Node 0 alone (vertices ``n0.*``): every node of a cluster is a relabelled copy of it."""
+    """Node 0 alone (vertices ``n0.*``), with its own NVSwitches (a domain of one node)."""
     template = nx.DiGraph()
-    _add_node(template, spec, 0)
+    _add_node(template, spec, 0, own_switches=True)
     return template
+
+
+def domain_template(cluster: ClusterSpec) -> nx.DiGraph:
+    """NVLink domain 0: nodes ``n0 .. n<D-1>`` and, when the domain spans nodes, its shared switches ``d0.nvsw<i>``.
+    Every domain of the cluster is a relabelled copy of it (:func:`relabel_vertex`)."""
+    spec, size = cluster.node, cluster.domain_nodes
+    if size == 1:
+        return node_template(spec)
+    template = nx.DiGraph()
+    for node in range(size):
+        _add_node(template, spec, node, own_switches=False)
+    _add_domain_switches(template, spec, size)
+    return template
+
+
+def relabel_vertex(vertex: str, domain: int, domain_nodes: int) -> str:
+    """A vertex of domain 0's template as the same vertex of ``domain`` (``n3.gpu1`` -> ``n21.gpu1``,
+    ``d0.nvsw4`` -> ``d1.nvsw4`` with 18 nodes per domain)."""
+    if domain == 0:
+        return vertex
+    head, rest = vertex.split(".", 1)
+    if head[0] == "d":
+        return f"d{domain}.{rest}"
+    return f"n{int(head[1:]) + domain * domain_nodes}.{rest}"
 
 
 def fabric_graph(cluster: ClusterSpec) -> nx.DiGraph:
@@ -37,17 +66,23 @@ def build_graph(cluster: ClusterSpec, template: nx.DiGraph | None = None,
                 fabric: nx.DiGraph | None = None) -> nx.DiGraph:
     """The whole cluster as a directed graph (see module docstring for names and attributes)."""
     graph = nx.DiGraph(name=f"{cluster.nodes}x {cluster.node.name}")
-    template = template if template is not None else node_template(cluster.node)
-    vertices = [(v[len("n0."):], data) for v, data in template.nodes(data=True)]
-    edges = [(u[len("n0."):], v[len("n0."):], data) for u, v, data in template.edges(data=True)]
-    for node in range(cluster.nodes):  # every node is a relabelled copy of node 0 (bulk adds: large clusters)
-        p = f"n{node}."
-        graph.add_nodes_from((p + v, {**data, "node": node}) for v, data in vertices)
-        graph.add_edges_from((p + u, p + v, data) for u, v, data in edges)
+    template = template if template is not None else domain_template(cluster)
+    size = cluster.domain_nodes
+    for domain in range(cluster.domains):  # every domain is a relabelled copy of domain 0 (bulk adds: large clusters)
+        names = {v: relabel_vertex(v, domain, size) for v in template}
+        graph.add_nodes_from((names[v], _shifted(data, domain, size)) for v, data in template.nodes(data=True))
+        graph.add_edges_from((names[u], names[v], data) for u, v, data in template.edges(data=True))
     fabric = fabric if fabric is not None else fabric_graph(cluster)
     graph.add_nodes_from((v, data) for v, data in fabric.nodes(data=True) if "kind" in data)
     graph.add_edges_from(fabric.edges(data=True))
     return graph
+
+
+def _shifted(data: dict, domain: int, domain_nodes: int) -> dict:
+    """Vertex attributes of a copy in ``domain``: its node index (or, for shared switches, its domain) moved."""
+    if data.get("node") is not None:
+        return {**data, "node": data["node"] + domain * domain_nodes}
+    return {**data, "domain": domain}
 
 
 def _link(graph: nx.DiGraph, a: str, b: str, bandwidth_Bps: float, latency_s: float, link: str) -> None:
@@ -55,18 +90,42 @@ def _link(graph: nx.DiGraph, a: str, b: str, bandwidth_Bps: float, latency_s: fl
         graph.add_edge(u, v, bandwidth_Bps=float(bandwidth_Bps), latency_s=float(latency_s), link=link)
 
 
-def _add_node(graph: nx.DiGraph, spec: NodeSpec, node: int) -> None:
+def _add_node(graph: nx.DiGraph, spec: NodeSpec, node: int, *, own_switches: bool) -> None:
     p = f"n{node}."
     for i in range(spec.gpus):
         graph.add_node(f"{p}gpu{i}", kind="gpu", node=node, index=i)
-    _add_nvlink(graph, spec, p)
+    _add_nvlink(graph, spec, p, own_switches)
     _add_cpus(graph, spec, node)
     _add_pcie(graph, spec, node)
+    _add_c2c(graph, spec, node)
 
 
-def _add_nvlink(graph: nx.DiGraph, spec: NodeSpec, p: str) -> None:
+def _add_domain_switches(graph: nx.DiGraph, spec: NodeSpec, nodes: int) -> None:
+    """The switch chips shared by the ``nodes`` nodes of domain 0: every GPU of every node links to each of them."""
+    nvlink, switch = spec.gpu.nvlink, spec.nvswitch
+    for s, links in enumerate(switch.links_per_gpu):
+        name = f"d0.nvsw{s}"
+        graph.add_node(name, kind="nvswitch", node=None, domain=0, index=s, nvls=switch.nvls,
+                       generation=switch.generation)
+        for node in range(nodes):
+            for i in range(spec.gpus):
+                _link(graph, f"n{node}.gpu{i}", name, links * nvlink.bandwidth_per_link, spec.latency.nvlink_hop,
+                      "nvlink")
+
+
+def _add_c2c(graph: nx.DiGraph, spec: NodeSpec, node: int) -> None:
+    """NVLink-C2C between each GPU and the CPU of its PCIe complex (Grace Blackwell)."""
+    if spec.c2c is None:
+        return
+    p = f"n{node}."
+    for complex_ in spec.pcie.complexes:
+        for g in complex_.gpus:
+            _link(graph, f"{p}gpu{g}", f"{p}cpu{complex_.numa}", spec.c2c.bandwidth, spec.latency.cpu_hop, "c2c")
+
+
+def _add_nvlink(graph: nx.DiGraph, spec: NodeSpec, p: str, own_switches: bool) -> None:
     nvlink = spec.gpu.nvlink
-    if spec.nvswitch is not None and nvlink is not None:
+    if spec.nvswitch is not None and nvlink is not None and own_switches:
         for s, links in enumerate(spec.nvswitch.links_per_gpu):
             name = f"{p}nvsw{s}"
             graph.add_node(name, kind="nvswitch", node=int(p[1:-1]), index=s, nvls=spec.nvswitch.nvls,

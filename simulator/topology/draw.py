@@ -15,7 +15,7 @@ from simulator.topology.topology import Topology
 #: vertical layer of each vertex kind: fabric on top, then CPUs, PCIe switches, NICs and GPUs, NVSwitches below
 LAYERS = {"spine": 8, "leaf": 7, "cpu": 6, "pcie_switch": 4, "nic": 3, "gpu": 2, "nvswitch": 0.5}
 LINK_COLOURS = {"nvlink": "#76b900", "pcie": "#1f77b4", "cpu": "#7f7f7f", "upi": "#7f7f7f", "xgmi": "#7f7f7f",
-                "ib": "#d62728", "eth": "#ff7f0e"}
+                "c2c": "#2ca02c", "ib": "#d62728", "eth": "#ff7f0e"}
 MAX_NODES_DRAWN = 4
 
 

@@ -12,10 +12,12 @@ import networkx as nx
 
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec
-from simulator.topology.build import build_graph, fabric_graph, node_template
+from simulator.topology.build import build_graph, domain_template, fabric_graph, relabel_vertex
 
 #: vertex names inside a node: ``n<node>.<kind><index>...`` (``n3.gpu5``, ``n0.nic1``, ``n2.pcie0.g``)
 _VERTEX = re.compile(r"^n(\d+)\.([a-z_]+?)(\d+)")
+#: switch chips shared by the nodes of a multi-node NVLink domain: ``d<domain>.nvsw<i>``
+_DOMAIN_VERTEX = re.compile(r"^d(\d+)\.")
 _GPU = re.compile(r"n(\d+)\.gpu(\d+)")
 #: link types that count as each transport
 NVLINK = frozenset({"nvlink"})
@@ -50,20 +52,22 @@ class Topology:
     """A cluster as a networkx graph, with path, bandwidth and link-sharing queries.
 
     GPUs are addressed by vertex name (``n1.gpu3``) or global rank index (node-major: rank 11 is ``n1.gpu3`` on
-    8-GPU nodes).
+    8-GPU nodes). The NVLink domain (the node, or the nodes sharing NVSwitches: a GB200 NVL72 rack) is what repeats:
+    paths inside a domain are answered on domain 0's template, paths between domains through the NICs and fabric.
     """
 
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
-        self._template = node_template(cluster.node)
+        self._domain_nodes = cluster.domain_nodes
+        self._template = domain_template(cluster)
         self._fabric = fabric_graph(cluster)
         self._path_cache: dict[tuple[str, str], list[Path]] = {}
 
     @cached_property
     def graph(self) -> nx.DiGraph:
-        """The whole cluster, built on first use. Paths, NICs and placements are answered from node 0's template and
-        the fabric alone (every node is a copy of node 0), so a large cluster's full graph is built only for the
-        queries that need it (max-flow across nodes, NVLink domains, drawings, GraphML)."""
+        """The whole cluster, built on first use. Paths, NICs and placements are answered from domain 0's template and
+        the fabric alone (every NVLink domain is a copy of domain 0), so a large cluster's full graph is built only
+        for the queries that need it (max-flow across domains, NVLink domains, drawings, GraphML)."""
         return build_graph(self.cluster, self._template, self._fabric)
 
     # ---- naming -------------------------------------------------------------------------------------------------
@@ -86,9 +90,36 @@ class Topology:
                         f"(gpu0..gpu{len(self.gpus) - 1}, or n<node>.gpu<i>)")
 
     def node_of(self, vertex: str) -> int | None:
-        """Node index of a vertex (None for fabric switches)."""
+        """Node index of a vertex (None for fabric switches and a domain's shared NVSwitches)."""
         match = _VERTEX.match(vertex)
         return int(match.group(1)) if match else None
+
+    def domain_of(self, vertex: str) -> int | None:
+        """NVLink domain of a vertex: its node's domain, a shared switch's own (None for fabric switches)."""
+        node = self.node_of(vertex)
+        if node is not None:
+            return node // self._domain_nodes
+        match = _DOMAIN_VERTEX.match(vertex)
+        return int(match.group(1)) if match else None
+
+    def gpus_of_domain(self, domain: int) -> list[str]:
+        """GPUs of one NVLink domain, node by node (by name, so a view with its ranks reordered gets the same)."""
+        first = domain * self._domain_nodes
+        return [g for node in range(first, first + self._domain_nodes) for g in self.gpus_of_node(node)]
+
+    def to_template(self, vertex: str) -> str:
+        """The vertex's counterpart in domain 0's template (``n21.gpu1`` -> ``n3.gpu1`` with 18 nodes per domain)."""
+        domain = self.domain_of(vertex)
+        if not domain:
+            return vertex
+        head, rest = vertex.split(".", 1)
+        if head[0] == "d":
+            return f"d0.{rest}"
+        return f"n{int(head[1:]) - domain * self._domain_nodes}.{rest}"
+
+    def from_template(self, vertex: str, domain: int) -> str:
+        """A template vertex as the same vertex of ``domain``."""
+        return relabel_vertex(vertex, domain, self._domain_nodes)
 
     def gpus_of_node(self, node: int) -> list[str]:
         return [f"n{node}.gpu{i}" for i in range(self.cluster.node.gpus)]
@@ -103,29 +134,29 @@ class Topology:
     # ---- paths --------------------------------------------------------------------------------------------------
     def paths(self, a: int | str, b: int | str) -> list[Path]:
         """All equally good routes from GPU ``a`` to GPU ``b``: over NVLink when it connects them, the widest
-        (largest bottleneck) routes, and among those the lowest-latency ones. Inside a node this finds, e.g., the six parallel NVSwitch planes of a DGX A100
-        pair; across nodes the GPUDirect RDMA route through each GPU's nearest NIC (same index as the GPU where
+        (largest bottleneck) routes, and among those the lowest-latency ones. Inside an NVLink domain this finds, e.g.,
+        the six parallel NVSwitch planes of a DGX A100 pair, or the 18 switch chips between two trays of a GB200 NVL72
+        rack; across domains the GPUDirect RDMA route through each GPU's nearest NIC (same index as the GPU where
         counts match, as NCCL pairs them)."""
         a, b = self.gpu(a), self.gpu(b)
         if a == b:
             raise UserError(f"a path needs two different GPUs, got {a} twice")
-        na, nb = self.node_of(a), self.node_of(b)
-        if na == nb:
-            local = self._intra_paths(a.split(".", 1)[1], b.split(".", 1)[1])
-            return [self._relabel(p, na) for p in local]
+        da, db = self.domain_of(a), self.domain_of(b)
+        if da == db:
+            local = self._intra_paths(self.to_template(a), self.to_template(b))
+            return [self._relabel(p, da) for p in local]
         return self._inter_paths(a, b)
 
     def path(self, a: int | str, b: int | str) -> Path:
         """The preferred route (first of :meth:`paths`)."""
         return self.paths(a, b)[0]
 
-    def _intra_paths(self, a_local: str, b_local: str) -> list[Path]:
-        """Inside a node NVLink wins whenever it connects the pair (as NCCL's P2P transport prefers it), even when
-        one switch plane is narrower than the PCIe route (HGX H800: 2 links = 50 GB/s per plane); only a pair with
-        no NVLink route falls back to PCIe/CPU routes."""
-        key = (a_local, b_local)
+    def _intra_paths(self, a: str, b: str) -> list[Path]:
+        """Inside a domain (template names) NVLink wins whenever it connects the pair (as NCCL's P2P transport
+        prefers it), even when one switch plane is narrower than the PCIe route (HGX H800: 2 links = 50 GB/s per
+        plane); only a pair with no NVLink route falls back to PCIe/CPU routes."""
+        key = (a, b)
         if key not in self._path_cache:
-            a, b = f"n0.{a_local}", f"n0.{b_local}"
             nvlink = self._node0_nvlink_view
             view = nvlink if a in nvlink and b in nvlink and nx.has_path(nvlink, a, b) else self._node0_view
             self._path_cache[key] = _widest_then_fastest(view, a, b, self._transport_of)
@@ -140,23 +171,29 @@ class Topology:
     def _node0_view(self) -> nx.DiGraph:
         return self._template
 
+    def domain_graph(self) -> nx.DiGraph:
+        """Domain 0's graph (do not modify it): one node, or the nodes sharing NVSwitches with their switches; every
+        domain is a copy of it (:meth:`to_template`, :meth:`from_template`)."""
+        return self._template
+
     def node_graph(self, node: int = 0) -> nx.DiGraph:
-        """The subgraph of one node (do not modify it); every node is a copy of node 0."""
-        if node == 0:
+        """The subgraph of one node (do not modify it); on a multi-node NVLink domain it leaves out the shared
+        switches."""
+        if node == 0 and self._domain_nodes == 1:
             return self._template
         return self.graph.subgraph([v for v, n in self.graph.nodes(data="node") if n == node])
 
     def edge(self, u: str, v: str) -> dict:
-        """Attributes of the directed edge u -> v (from node 0's template or the fabric; no full graph needed)."""
-        nu, nv = self.node_of(u), self.node_of(v)
-        if nu is not None and nu == nv:
-            return self._template.edges[f"n0.{u.split('.', 1)[1]}", f"n0.{v.split('.', 1)[1]}"]
+        """Attributes of the directed edge u -> v (from domain 0's template or the fabric; no full graph needed)."""
+        du, dv = self.domain_of(u), self.domain_of(v)
+        if du is not None and du == dv:
+            return self._template.edges[self.to_template(u), self.to_template(v)]
         return self._fabric.edges[u, v]
 
-    def _relabel(self, path: Path, node: int) -> Path:
-        if node == 0:
+    def _relabel(self, path: Path, domain: int) -> Path:
+        if domain == 0:
             return path
-        hops = tuple(f"n{node}.{h.split('.', 1)[1]}" for h in path.hops)
+        hops = tuple(self.from_template(h, domain) for h in path.hops)
         return Path(hops, path.links, path.bottleneck_Bps, path.latency_s, path.transport)
 
     def home_nic(self, gpu: str) -> str:
@@ -182,14 +219,14 @@ class Topology:
         return [self._make_path(hops)]
 
     def _intra_route(self, a: str, b: str) -> list[str]:
-        node = self.node_of(a)
-        local_a, local_b = a.split(".", 1)[1], b.split(".", 1)[1]
-        key = ("route", local_a, local_b)
+        """The lowest-latency route between two vertices of one domain off NVLink (a GPU to its NIC)."""
+        domain = self.domain_of(a)
+        key = ("route", self.to_template(a), self.to_template(b))
         if key not in self._path_cache:
             view = self._node0_view.edge_subgraph(
                 [(u, v) for u, v, link in self._node0_view.edges(data="link") if link not in NVLINK])
-            self._path_cache[key] = nx.shortest_path(view, f"n0.{local_a}", f"n0.{local_b}", weight="latency_s")
-        return [f"n{node}.{h.split('.', 1)[1]}" for h in self._path_cache[key]]
+            self._path_cache[key] = nx.shortest_path(view, key[1], key[2], weight="latency_s")
+        return [self.from_template(h, domain) for h in self._path_cache[key]]
 
     def _fabric_route(self, nic_a: str, nic_b: str) -> list[str]:
         """NIC to NIC through the leaves and, when they differ, one spine chosen by a deterministic ECMP hash."""

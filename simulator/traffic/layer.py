@@ -39,11 +39,11 @@ def tp_ops(rp: ResolvedPlan, blocks: int, layer: str) -> list[CommOp]:
     return fwd + bwd + _recompute(rp, fwd)
 
 
-def _recompute(rp: ResolvedPlan, fwd: list[CommOp], selective: bool = False) -> list[CommOp]:
-    """Full recompute repeats the layer's forward collectives inside backward; ``selective`` ops (core attention)
-    are repeated by selective recompute too."""
+def _recompute(rp: ResolvedPlan, fwd: list[CommOp], module: str | None = None) -> list[CommOp]:
+    """Full recompute repeats the layer's forward collectives inside backward; selective recompute repeats those
+    of a recomputed ``module`` (core_attn: the CP exchange; moe: the EP dispatch and combine)."""
     mode = rp.parallel.recompute
-    if mode == "full" or (mode == "selective" and selective):
+    if mode == "full" or (module is not None and module in rp.parallel.recomputed_modules):
         return [CommOp(o.dim, o.group, o.op, o.bytes, o.count, "layer_recompute", o.overlap, o.name, o.layer)
                 for o in fwd]
     return []
@@ -65,7 +65,7 @@ def cp_ops(rp: ResolvedPlan) -> list[CommOp]:
         bwd = [CommOp("cp", "cp", "all_gather", block * p.cp, 1, "layer_bwd", "none", "K/V re-gather", "any"),
                CommOp("cp", "cp", "reduce_scatter", block * p.cp, 1, "layer_bwd", "none", "dK/dV reduce-scatter",
                       "any")]
-    return fwd + bwd + _recompute(rp, fwd, selective=True)
+    return fwd + bwd + _recompute(rp, fwd, "core_attn")
 
 
 def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
@@ -96,7 +96,7 @@ def ep_ops(rp: ResolvedPlan) -> list[CommOp]:
     mk = lambda scope, name: CommOp("ep", "ep", "all_to_all", size, 1, scope, "experts", name, "moe")  # noqa: E731
     fwd = [mk("layer_fwd", "dispatch"), mk("layer_fwd", "combine")]
     bwd = [mk("layer_bwd", "combine gradient"), mk("layer_bwd", "dispatch gradient")]
-    return fwd + bwd + _recompute(rp, fwd)
+    return fwd + bwd + _recompute(rp, fwd, "moe")
 
 
 def layer_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:

@@ -39,6 +39,13 @@ PUBLISHED_ROWS = [
     ("DGX H100 7 ranks NVLS", "dgx_h100", 7, None, "nvls", {}, 460, "nccl#1455"),
     ("DGX A100 2 nodes 16 ranks", "dgx_a100_80gb", 16, 8, "auto", {}, 192, "nccl#812"),
     ("DGX H100 2 nodes 16 ranks ring", "dgx_h100", 16, 8, "auto", {"nvls": False}, 330, "nccl#1221"),
+    # Blackwell (docs/collectives.md, "Blackwell and multi-node NVLink"): one GB200 tray, two trays of one NVL72 rack
+    # over multi-node NVLink, two HGX B200 nodes over 8x 400G InfiniBand
+    ("GB200 NVL72 1 tray 4 ranks ring", "gb200_nvl72", 4, None, "ring", {}, 673.06,
+     "Azure/AI-benchmarking-guide ND_GB200_v6_results.md"),
+    ("GB200 NVL72 2 trays 8 ranks MNNVL", "gb200_nvl72", 8, 4, "auto", {}, 811,
+     "lixueduan.com 13-gb200-mnnvl-nccl-test"),
+    ("HGX B200 2 nodes 16 ranks", "hgx_b200", 16, 8, "auto", {}, 690.07, "coreweave/nccl-tests#92 (8 GiB)"),
 ]
 #: reported beside, not gated (outside the issue's list; docs/collectives.md says why they miss)
 INFORMATIONAL_ROWS = [
@@ -46,6 +53,7 @@ INFORMATIONAL_ROWS = [
     ("DGX H100 2 nodes NVLS on", "dgx_h100", 16, 8, "auto", {}, 430, "nccl#1221"),
     ("2x RTX 2080Ti-like SHM (3090 profile)", "rtx3090_x4_pcie", 2, None, "auto", {"intra_bw_Bps": 15.75e9}, 4.0,
      "nccl issues (Gen3 no P2P)"),
+    ("GB200 NVL72 full rack 72 ranks", "gb200_nvl72", 72, 4, "auto", {}, 839.16, "coreweave/nccl-tests#43"),
 ]
 
 

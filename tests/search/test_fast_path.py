@@ -40,7 +40,10 @@ def _valid_points(data: dict) -> tuple:
     return ctx, valid
 
 
-SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE)}
+#: MoE layers overlapping two micro-batches: the timeline pairs them, so these plans fall back to the replay
+MOE_PAIRED = {**MOE, "moe": {"microbatch_overlap": True}, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1]}}
+
+SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED)}
 
 
 def _close(a: float, b: float, scale: float = 0.0) -> bool:
@@ -50,7 +53,9 @@ def _close(a: float, b: float, scale: float = 0.0) -> bool:
 
 
 def test_spaces_cover_every_schedule():
-    for _, points in SPACES.values():
+    for name, (_, points) in SPACES.items():
+        if name == "moe_paired":
+            continue
         kinds = {(p["schedule"], p["vpp"] > 1) for p in points}
         assert {("gpipe", False), ("1f1b", False), ("1f1b", True)} <= kinds
 
@@ -71,6 +76,7 @@ def test_fast_path_equals_simulate(kind, data):
             assert key not in rows, "a plan that does not fit must be pruned"
             continue
         row = rows[key]
+        assert (row["timeline"] == "replay (MoE micro-batch overlap)") == (kind == "moe_paired" and point["ep"] > 1)
         step = reference.step
         assert _close(row["step_s"], step.step_s)
         assert _close(row["peak_bytes"], reference.memory.peak_bytes)
@@ -146,3 +152,16 @@ def test_order_arrays_equal_the_orders(schedule, vpps):
                 for i, order in enumerate(stage_orders(schedule, pp, vpp, m)):
                     got = [("B" if b else "F", int(j), int(c)) for b, j, c in zip(*arrays[i], strict=True)]
                     assert got == order, (schedule, pp, vpp, m, i)
+
+
+def test_moe_microbatch_overlap_falls_back_to_the_replay():
+    """Plans whose MoE layers overlap two micro-batches are timed by the replay (it pairs them), and say so."""
+    ctx, points = SPACES["moe_paired"]
+    drawn = [p for p in points if p["ep"] > 1 and p["recompute"] == "full"]
+    rows = evaluate_points(ctx, drawn).rows
+    assert rows and all(r["timeline"] == "replay (MoE micro-batch overlap)" for r in rows)
+    for row in rows[:3]:
+        point = next(p for p in drawn if all(p[k] == row[k] for k in ("tp", "pp", "ep", "recompute", "sharding",
+                                                                      "micro_batch", "schedule")))
+        reference = simulate(ctx.fixed.with_plan(resolve(ctx, point))).step
+        assert _close(row["step_s"], reference.step_s) and _close(row["exposed_ep_s"], reference.exposed_comm_s["ep"])

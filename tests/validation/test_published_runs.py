@@ -33,9 +33,11 @@ def test_development_set_error_does_not_regress(runs):
     other way on purpose: its GEMMs took bf16's efficiency until the H200 measurement gave fp8 its own (0.679 of
     the fp8 peak, not 0.720) and the recipe gained its quantization kernels: 4.9% optimistic -> 11.7% pessimistic
     (mean 18.7%). Measured grouped-GEMM efficiency for the routed experts: MoE 28.6% -> 26.4%, mean 18.3%,
-    median -8.7%. Tighten as the model improves."""
+    median -8.7%. Session 3 (23 runs): bf16 gradient reduction as the MLPerf configs set it (fp8 11.7% -> 6.1%),
+    Megatron per-module recompute for the Qwen3 runs, the experts' activation kernel, the 1F1B A2A overlap row:
+    mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.184
-    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.118 and s["mean_moe"] <= 0.265
+    assert s["mean"] <= 0.156
+    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
     assert s["median_signed"] >= -0.088
     assert s["oom_trained"] == 0

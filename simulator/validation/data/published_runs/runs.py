@@ -39,7 +39,8 @@ def _mlperf_gpt3(id, ver, repo, resdir, cfg, nodes, gbs, mbs, tp, pp, vpp, step,
         source_locator=f"{resdir}/result_*.txt (:::MLLOG block_start/block_stop, global_batch_size); {cfg}",
         gpu="H100-SXM5-80GB", gpus=gpus, nodes=nodes, model="gpt3-175b (MLPerf GPT-3, 96L h12288)", params_B=175,
         seq_len=2048, global_batch=gbs, micro_batch=mbs, tp=tp, pp=pp, vpp=vpp, cp=1, ep=1, dp=dp, sp="yes",
-        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True)", recompute="none",
+        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, conf/optim/distributed_fused_adam.yaml "
+                        "grad_sync_dtype: bf16)", recompute="none",
         precision="fp8 (TE delayed scaling HYBRID e4m3/e5m2, amax history 1024, max; fp8 params)",
         measured_quantity="step_s", measured_value=round(step, 3), measured_memory_GiB="", trained="yes",
         unsaid=("overlap_grad_reduce=true;overlap_param_gather=true (NeMo distributed_fused_adam overlap default);"
@@ -56,7 +57,8 @@ def _mlperf_gpt3(id, ver, repo, resdir, cfg, nodes, gbs, mbs, tp, pp, vpp, step,
                       parallel=dict(tp=tp, pp=pp, vpp=vpp, dp=dp, sp=True, recompute="none",
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True),
-                      training=dict(seq_len=2048, micro_batch=mbs, global_batch=gbs, precision="fp8")))
+                      training=dict(seq_len=2048, micro_batch=mbs, global_batch=gbs, precision="fp8",
+                                    grad_reduce_dtype="bf16")))
 
 
 def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
@@ -67,7 +69,8 @@ def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
         source_locator=f"{resdir}/result_*.txt (:::MLLOG tracked_stats train_step_time); {cfg}",
         gpu="H100-SXM5-80GB", gpus=gpus, nodes=nodes, model="llama3-405b (Llama 3.1 405B)", params_B=405,
         seq_len=8192, global_batch=gbs, micro_batch=1, tp=8, pp=8, vpp=8, cp=2, ep=1, dp=dp, sp="yes",
-        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, overlap grad/param gather=True)",
+        zero_or_distopt="distopt (USE_DIST_OPTIMIZER=True, FP8_PARAMS=True, overlap grad/param gather=True, "
+                        "pretrain.py DistributedDataParallelConfig grad_reduce_in_fp32=False)",
         recompute="none", precision="fp8 (TE delayed scaling, fp8 params)",
         measured_quantity="step_s", measured_value=round(step, 3), measured_memory_GiB="", trained="yes",
         unsaid=("recompute=none (no recompute key in custom.yaml / config);cp_comm=p2p (TE default a2a/p2p not stated);"
@@ -82,7 +85,8 @@ def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
                       parallel=dict(tp=8, pp=8, vpp=8, cp=2, dp=dp, sp=True, recompute="none",
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True, pipeline_layers=[1] + [2] * 62 + [1]),
-                      training=dict(seq_len=8192, micro_batch=1, global_batch=gbs, precision="fp8")))
+                      training=dict(seq_len=8192, micro_batch=1, global_batch=gbs, precision="fp8",
+                                    grad_reduce_dtype="bf16")))
 
 
 N31 = "NVIDIA/benchmarks/gpt3/implementations/pytorch"
@@ -259,7 +263,8 @@ QWEN3 = dict(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=
 QLOC = "best_practice/qwen3/readme.md (Performance Results, H100 table)"
 
 
-def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, layers, extra_unsaid="", **par):
+def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, layers, extra_unsaid="",
+          overlap=False, **par):
     return dict(
         id=id, group="moe", source=f"Megatron MoE model zoo (NVIDIA Megatron-Core MoE team), {ZOO}",
         source_locator=f"{QLOC}, row: {row}; model_configs/benchmarking/Qwen3-235B-A22B.yaml; best_practice/qwen3/run_h100_235b.sh",
@@ -268,26 +273,32 @@ def _qwen(id, row, tp, ep, pp, vpp, dp, edp, recompute, backend, step, tflops, l
         sp="yes", zero_or_distopt="distopt (+overlap grad/param gather)", recompute=recompute, precision="bf16",
         measured_quantity="step_s", measured_value=step, measured_memory_GiB="", trained="no",
         unsaid=("routing=uniform (run script passes --moe-router-force-load-balancing; the table row does not say);"
-                "EP overlap off (the +1f1b overlap row is separate);pipeline_layers per "
+                + ("" if overlap else "EP overlap off (the +1f1b overlap row is separate);") + "pipeline_layers per "
                 "--account-for-embedding/loss-in-pipeline-split" + extra_unsaid),
         notes=(f"Table: step time {step} s, {tflops} TFLOP/s per GPU; ETP 1, EDP {edp} (MoE parallel folding: "
-               f"EP spans TP x DP). recompute '{recompute}' = --recompute-modules; simulator has only "
-               "none/selective(core attention)/full: closest chosen. CUDA graphs for router/preprocess in script."),
+               f"EP spans TP x DP). recompute '{recompute}' = --recompute-granularity selective "
+               "--recompute-modules layernorm moe_act (best_practice/qwen3/run_235b.sh), written as "
+               "recompute_modules. CUDA graphs for router/preprocess in script."),
         measured_step_s=step,
         yaml_comment=(f"{id}: Qwen3-235B-A22B on 256 H100 (32 nodes), TP{tp} EP{ep} PP{pp} VPP{vpp} DP{dp}, MBS1 GBS2048 seq 4096, BF16.\n"
                       f"Source: {ZOO} {QLOC}.\nMeasured: {step} s per step ({tflops} TFLOP/s/GPU)."),
         scenario=dict(name=id, system=dict(profile="dgx_h100", nodes=32), model=dict(QWEN3),
                       parallel=dict(tp=tp, pp=pp, vpp=vpp, ep=ep, etp=1, dp=dp, sp=True,
                                     recompute="selective" if recompute != "none" else "none",
+                                    **({"recompute_modules": ["layernorm", "moe_act"]} if recompute != "none" else {}),
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     pipeline_layers=layers, **par),
                       training=dict(seq_len=4096, micro_batch=1, global_batch=2048, precision="bf16"),
-                      moe=dict(backend=backend, distribution="uniform")))
+                      moe=dict(backend=backend, distribution="uniform",
+                               **({"microbatch_overlap": True} if overlap else {}))))
 
 
 RUNS += [
     _qwen("zoo_qwen3_235b_deepep_ep32", "DeepEP TP2 EP32 PP8 VPP4 DP16, norm+act recompute, moe_dev(f3e6c5)",
           2, 32, 8, 4, 16, 1, "selective: layernorm + moe_act", "deepep_normal", 19.7, 245, [2] + [3] * 30 + [2]),
+    _qwen("zoo_qwen3_235b_deepep_ep32_overlap", "DeepEP TP2 EP32 PP8 VPP4 DP16, norm+act recompute, +1f1b overlap, "
+          "moe_dev(f3e6c5)", 2, 32, 8, 4, 16, 1, "selective: layernorm + moe_act", "deepep_normal", 17.6, 276,
+          [2] + [3] * 30 + [2], overlap=True),
     _qwen("zoo_qwen3_235b_a2a_pp32", "A2A TP2 EP8 PP32 VPP3 DP4, norm+act recompute, main(1e057005)",
           2, 8, 32, 3, 4, 1, "selective: layernorm + moe_act", "nccl", 24.2, 200, [0] + [1] * 94 + [0]),
     _qwen("zoo_qwen3_235b_tp4_norecompute", "DeepEP TP4 EP8 PP8 VPP4 DP8 EDP4, no recompute, main(1e057005)",

@@ -1,0 +1,186 @@
+"""A multimodal step from its submodules' runs: DistMM's concurrent plan or the uniform colocated plan.
+
+- **DistMM** (submodules on disjoint GPUs, running at once): step = max over submodules of their step + the exchange
+  between submodules + the loss. A submodule whose tokens feed another's layers (CoCa's cross-attention, LLaVA's
+  LLM) also delays the consumer by one forward micro-batch of the producer (the fill: the consumer's first
+  micro-batch waits for it).
+- **Uniform** (every submodule on every GPU with one plan, Megatron-style): the submodules run one after the other
+  on the same GPUs: step = sum of their steps + the loss; every GPU holds a stage of every submodule, so its memory
+  is the sum of the submodules' stage memories.
+
+Exchange (DistMM): the vision replicas' last stages send their embeddings (contrastive: B x e) or image tokens
+(cross-attention, LLM: B x N x h_v) to the consumer's replicas, pair by pair at once, forward and the gradient back
+(:func:`simulator.multimodal.evaluate.p2p_s` on the placed GPUs). Loss (contrastive): :mod:`simulator.multimodal.loss`
+on the consumer's last-stage ranks: two all-gathers and two reduce-scatters of B x e, and the logits GEMMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.compute import default_efficiency
+from simulator.compute.gemm import DTYPE_BYTES, gemm_times
+from simulator.multimodal.evaluate import SubmoduleRun, collective_s, p2p_s
+from simulator.multimodal.loss import ContrastiveCost
+from simulator.multimodal.spec import MultimodalSpec
+from simulator.topology import Topology
+from simulator.units import GIBI
+
+
+@dataclass(frozen=True)
+class MultimodalStep:
+    """One multimodal training step: the submodules' runs, how they combine, and the time parts."""
+
+    strategy: str
+    """``distmm`` or ``uniform``."""
+    placement: str
+    runs: dict[str, SubmoduleRun]
+    exchange_s: float
+    exchange_link: str
+    fill_s: float
+    loss_s: float
+    loss_comm_s: float
+    global_batch: int
+    loss_bytes: float = 0.0
+    """Per-GPU bytes of the contrastive logits a loss rank keeps for the backward (two b x B fp32 matrices)."""
+    loss_submodule: str | None = None
+    """The submodule whose last-stage ranks compute the loss (DistMM); every GPU may for uniform."""
+
+    @property
+    def submodules_s(self) -> float:
+        """The submodules' part of the step: the slowest (DistMM) or the sum (uniform)."""
+        times = [r.step_s for r in self.runs.values()]
+        return sum(times) if self.strategy == "uniform" else max(times)
+
+    @property
+    def step_s(self) -> float:
+        return self.submodules_s + self.exchange_s + self.fill_s + self.loss_s
+
+    @property
+    def gpus(self) -> int:
+        if self.strategy == "uniform":
+            return next(iter(self.runs.values())).choice.gpus
+        return sum(r.choice.gpus for r in self.runs.values())
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.global_batch / self.step_s
+
+    @property
+    def device_peak_bytes(self) -> float:
+        """Largest per-GPU device memory: per submodule (DistMM: the loss submodule's plus the contrastive logits) or
+        summed per stage over submodules (uniform; the stages' transient buffers are summed too: conservative),
+        plus the logits."""
+        runs = list(self.runs.values())
+        if self.strategy != "uniform":
+            return max(r.device_peak_bytes + (self.loss_bytes if n == self.loss_submodule else 0.0)
+                       for n, r in self.runs.items())
+        stages = max(len(r.stage_peaks) for r in runs)
+        per_stage = [sum(r.stage_peaks[s] for r in runs if s < len(r.stage_peaks)) for s in range(stages)]
+        return max(per_stage) + runs[0].memory.runtime_bytes + self.loss_bytes
+
+    @property
+    def oom(self) -> bool:
+        cap = next(iter(self.runs.values())).memory.hbm_capacity_bytes
+        return cap is not None and self.device_peak_bytes > cap
+
+    @property
+    def imbalance(self) -> float:
+        """Slowest over fastest submodule step (DistMM's data load balancer drives it towards 1)."""
+        times = [r.step_s for r in self.runs.values()]
+        return max(times) / min(times)
+
+    def to_dict(self) -> dict:
+        return {"strategy": self.strategy, "placement": self.placement, "gpus": self.gpus, "step_s": self.step_s,
+                "samples_per_s": self.samples_per_s, "submodules_s": self.submodules_s,
+                "exchange_s": self.exchange_s, "exchange_link": self.exchange_link, "fill_s": self.fill_s,
+                "loss_s": self.loss_s, "loss_comm_s": self.loss_comm_s, "loss_bytes": self.loss_bytes,
+                "imbalance": self.imbalance,
+                "device_peak_bytes": self.device_peak_bytes, "peak_GiB": self.device_peak_bytes / GIBI,
+                "oom": self.oom}
+
+
+def last_stage_ranks(run: SubmoduleRun) -> list[int]:
+    """Global GPUs of TP rank 0 of the last stage of every replica (rank = tp_i + tp (dp_i + dp pp_i), Megatron's
+    default order)."""
+    c = run.choice
+    return [run.gpus[c.tp * (d + c.dp * (c.pp - 1))] for d in range(c.dp)]
+
+
+def first_stage_ranks(run: SubmoduleRun) -> list[int]:
+    c = run.choice
+    return [run.gpus[c.tp * d] for d in range(c.dp)]
+
+
+def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
+                       ) -> tuple[float, float]:
+    """(total, communication) seconds of the contrastive loss on ``ranks`` (module docstring)."""
+    if "contrastive" not in spec.loss:
+        return 0.0, 0.0
+    cost, dtype = _contrastive(spec, topology, ranks, batch, run)
+    gpu = topology.cluster.node.gpu
+    comm = cost.gathers * (collective_s(topology, ranks, "all_gather", cost.all_gather_bytes)
+                           + collective_s(topology, ranks, "reduce_scatter", cost.all_gather_bytes))
+    eff = default_efficiency(gpu.architecture)
+    one = float(gemm_times(np.array([cost.local_rows]), np.array([spec.embed_dim]), np.array([batch]),
+                           np.array([1.0]), gpu, eff, dtype)[0])
+    return comm + 6 * one, comm
+
+
+def _contrastive(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
+                 ) -> tuple[ContrastiveCost, str]:
+    dtype = run.plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)
+    return ContrastiveCost(batch, spec.embed_dim, len(ranks), DTYPE_BYTES[dtype]), dtype
+
+
+def loss_bytes(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun) -> float:
+    """Per-rank logits bytes of the contrastive loss (0 for other losses)."""
+    if "contrastive" not in spec.loss:
+        return 0.0
+    return _contrastive(spec, topology, ranks, batch, run)[0].logits_bytes_per_rank
+
+
+def _exchange(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
+              ) -> tuple[float, str, float]:
+    """(exchange seconds, link, fill seconds) between the vision submodule and its consumer (DistMM)."""
+    vision = spec.vision
+    if vision is None or len(runs) < 2:
+        return 0.0, "local", 0.0
+    src = runs[vision.name]
+    dst = next(r for n, r in runs.items() if n != vision.name)
+    gpu = topology.cluster.node.gpu
+    width = DTYPE_BYTES[src.plan.recipe.gemm_dtype_on(gpu.dtypes)]
+    feeds = spec.feeds(vision)
+    per_sample = (vision.own_tokens * vision.hidden if feeds else 0) + \
+        (spec.embed_dim if "contrastive" in spec.loss else 0)
+    senders = last_stage_ranks(src)
+    receivers = first_stage_ranks(dst) if feeds else last_stage_ranks(dst)
+    n = min(len(senders), len(receivers))
+    pairs = list(zip(senders[:n], receivers[:n], strict=True))
+    t, link = p2p_s(topology, pairs, batch * per_sample * width / n)
+    fill = 0.0
+    if feeds:   # the consumer's first micro-batch waits for one forward micro-batch of the producer
+        fill = src.step.compute_s / (3 * src.plan.num_microbatches)
+    return 2 * t, link, fill
+
+
+def distmm_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int,
+                placement: str) -> MultimodalStep:
+    exchange, link, fill = _exchange(spec, topology, runs, batch)
+    consumer = next((r for n, r in runs.items() if spec.vision is None or n != spec.vision.name),
+                    next(iter(runs.values())))
+    ranks = last_stage_ranks(consumer)
+    loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, consumer)
+    return MultimodalStep("distmm", placement, runs, exchange, link, fill, loss, loss_comm, batch,
+                          loss_bytes(spec, topology, ranks, batch, consumer), consumer.sub.name)
+
+
+def uniform_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
+                 ) -> MultimodalStep:
+    run = next(iter(runs.values()))
+    ranks = last_stage_ranks(run)
+    loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, run)
+    return MultimodalStep("uniform", "colocated", runs, 0.0, "local", 0.0, loss, loss_comm, batch,
+                          loss_bytes(spec, topology, ranks, batch, run))

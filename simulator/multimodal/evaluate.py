@@ -1,0 +1,230 @@
+"""One submodule on its own GPUs, priced by the single-stack engine, and the exchanges between submodules.
+
+:func:`evaluate_submodule` resolves the submodule's plan with :func:`simulator.plan.resolve_plan` (the stack of
+:meth:`SubmoduleSpec.engine_model`, ``seq_len`` = its tokens per sample, ``global_batch`` = the model's batch),
+estimates its memory with :func:`simulator.memory.estimate_memory` and times its step with
+:func:`simulator.schedule.simulate_step` on a view of the topology whose rank r is the submodule's r-th GPU, so its
+TP / DP / PP groups are priced on the links its placement gives it. Two things the engine does not have are added:
+the parameters of the real input table and the cross-attention blocks (:attr:`SubmoduleSpec.extra_params`, on the
+first stage), and the cross-attention GEMMs of a CoCa decoder (:func:`cross_attention_s`).
+
+The pipeline runs in batch-sync order (GPipe: every micro-batch's forward before the loss, DistMM section 4.4):
+a contrastive loss needs the embeddings of the whole batch before any backward.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from simulator.collectives import build_cost_model, evaluate, place_group
+from simulator.compute import default_efficiency
+from simulator.compute.gemm import gemm_times
+from simulator.errors import UserError
+from simulator.memory import MemoryReport, estimate_memory
+from simulator.model import param_counts
+from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
+from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.schedule import StepResult, simulate_step
+from simulator.topology import Topology
+from simulator.units import GIBI
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """A submodule's plan: degrees, micro-batch and recompute (what the partitioner and balancer choose)."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    recompute: str = "none"
+    sp: bool = False
+    distributed_optimizer: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def to_dict(self) -> dict:
+        return {"gpus": self.gpus, "tp": self.tp, "pp": self.pp, "dp": self.dp, "micro_batch": self.micro_batch,
+                "recompute": self.recompute, "sp": self.sp}
+
+
+@dataclass(frozen=True)
+class SubmoduleRun:
+    """A submodule's predicted memory and step on its GPUs."""
+
+    sub: SubmoduleSpec
+    choice: PlanChoice
+    gpus: tuple[int, ...]
+    """Global GPU indices, in the submodule's rank order."""
+    plan: ResolvedPlan
+    memory: MemoryReport
+    extra_bytes: float
+    """Per-GPU bytes of :attr:`SubmoduleSpec.extra_params` on the first stage (states under the plan's recipe)."""
+    step: StepResult
+    cross_attention_s: float
+
+    @property
+    def step_s(self) -> float:
+        """The engine's step plus the cross-attention GEMMs."""
+        return self.step.step_s + self.cross_attention_s
+
+    @property
+    def compute_s(self) -> float:
+        return self.step.compute_s + self.step.recompute_s + self.cross_attention_s
+
+    @cached_property
+    def stage_peaks(self) -> tuple[float, ...]:
+        """Tensor peak per stage, the extra parameters' states on stage 0."""
+        return tuple(s.peak + (self.extra_bytes if s.stage == 0 else 0.0) for s in self.memory.stages)
+
+    @property
+    def device_peak_bytes(self) -> float:
+        return max(self.stage_peaks) + self.memory.runtime_bytes
+
+    @property
+    def oom(self) -> bool:
+        cap = self.memory.hbm_capacity_bytes
+        return cap is not None and self.device_peak_bytes > cap
+
+    def to_dict(self) -> dict:
+        s, m = self.step, self.memory
+        return {
+            "role": self.sub.role, "tokens_per_sample": self.plan.training.seq_len, **self.choice.to_dict(),
+            "micro_batches": self.plan.num_microbatches, "gpu_ids": list(self.gpus),
+            "params": self.params,
+            "memory": {"device_peak_bytes": self.device_peak_bytes, "peak_GiB": self.device_peak_bytes / GIBI,
+                       "extra_params_bytes": self.extra_bytes, "oom": self.oom,
+                       "stages": [{**st.to_dict(), "peak": pk} for st, pk in
+                                  zip(m.stages, self.stage_peaks, strict=True)]},
+            "time": {"step_s": self.step_s, "compute_s": s.compute_s, "recompute_s": s.recompute_s,
+                     "bubble_s": s.bubble_s, "optimizer_s": s.optimizer_s, "cross_attention_s": self.cross_attention_s,
+                     "exposed_comm_s": dict(s.exposed_comm_s)},
+        }
+
+    @property
+    def params(self) -> float:
+        return param_counts(self.plan.model)["total"] + self.sub.extra_params
+
+
+def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
+    """``topology`` whose rank r is GPU ``gpus[r]``: the engine places a plan's rank r on ``topology.gpus[r]``.
+    A shallow copy shares the graph and its caches; only the rank order differs."""
+    view = copy.copy(topology)
+    view.__dict__ = dict(topology.__dict__)
+    names = topology.gpus
+    view.__dict__["gpus"] = [names[g] for g in gpus]
+    view.__dict__.pop("_placement_cache", None)
+    return view
+
+
+def replica_batch(global_batch: int, dp: int, micro_batch: int) -> int:
+    """Samples one replica runs: ceil(B / dp) rounded up to whole micro-batches. When dp does not divide the
+    batch, the largest replica sets the pace (the others idle), so the padding is paid, not hidden."""
+    per = -(-global_batch // dp)
+    return -(-per // micro_batch) * micro_batch
+
+
+def resolve_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, global_batch: int,
+                      precision: str, optimizer: str) -> ResolvedPlan:
+    """The engine plan of one submodule (errors re-keyed to ``multimodal.plans.<name>``)."""
+    seq = spec.seq_len(sub)
+    parallel = {"tp": choice.tp, "pp": choice.pp, "dp": choice.dp, "recompute": choice.recompute, "sp": choice.sp,
+                "schedule": "gpipe" if "contrastive" in spec.loss else "1f1b",
+                "distributed_optimizer": choice.distributed_optimizer}
+    padded = replica_batch(global_batch, choice.dp, choice.micro_batch) * choice.dp
+    training = {"seq_len": seq, "micro_batch": choice.micro_batch, "global_batch": padded,
+                "precision": precision, "optimizer": optimizer}
+    try:
+        return resolve_plan(sub.engine_model(seq), parallel, training, choice.gpus)
+    except UserError as exc:
+        key = (exc.key_path or "").split(".")[-1]
+        raise UserError(f"submodule {sub.name!r}: {exc.message}",
+                        key_path=f"multimodal.plans.{sub.name}" + (f".{key}" if key else "")) from None
+
+
+def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
+    """Per-GPU bytes of ``params`` extra parameters held by a TP rank of stage 0 under the plan's recipe (weights,
+    gradients, fp32 main copy, moments; the sharded ones over the replicas as the recipe's stage says)."""
+    r, d = plan.recipe, plan.dense_shard_degree
+    per_tp = params / plan.parallel.tp
+    out = 0.0
+    for per, min_stage in ((r.param, 3), (r.grad, 2), (r.main, 1), (r.moments, 1)):
+        out += per_tp * per / (d if r.stage >= min_stage else 1)
+    return out
+
+
+def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
+    """Seconds per step of the cross-attention blocks the engine's stack lacks (CoCa's multimodal decoder).
+
+    Per block and micro-batch of b samples (T text tokens, N image tokens of width h_v, decoder width h, TP t):
+    Q and O projections (bT x h x h/t), K and V projections of the image tokens (bN x h_v x h/t), and the
+    attention scores and values (b heads/t batched GEMMs of T x d x N and T x N x d). Backward = 2 x forward.
+    The pipeline's stages each run their share, so a step adds m x blocks / pp x (fwd + bwd) on the busiest stage
+    (the pipeline fill and drain of these GEMMs are not modelled).
+    """
+    if not sub.cross_attention_layers or spec.vision is None:
+        return 0.0
+    p, t = plan.parallel, plan.training
+    b, T, N = t.micro_batch, t.seq_len, spec.vision.own_tokens
+    h, hv, heads = sub.hidden, spec.vision.hidden, sub.heads / p.tp
+    d = sub.hidden // sub.heads
+    eff = default_efficiency(gpu.architecture)
+    m = np.array([b * T, b * T, b * N, b * N, T, T], dtype=float)
+    k = np.array([h, h / p.tp, hv, hv, d, N], dtype=float)
+    n = np.array([h / p.tp, h, h / p.tp, h / p.tp, N, d], dtype=float)
+    batch = np.array([1, 1, 1, 1, b * heads, b * heads], dtype=float)
+    fwd = float(gemm_times(m, k, n, batch, gpu, eff, dtype).sum())
+    return 3.0 * fwd * sub.cross_attention_layers / p.pp * plan.num_microbatches
+
+
+def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, gpus: tuple[int, ...],
+                       topology: Topology, global_batch: int, precision: str = "bf16", optimizer: str = "adam",
+                       calibration=None) -> SubmoduleRun:
+    """Memory and step of ``sub`` under ``choice`` on the global GPUs ``gpus`` (module docstring)."""
+    plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
+    gpu = topology.cluster.node.gpu
+    memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
+    view = topology_view(topology, gpus)
+    step = simulate_step(plan.model, plan, view, calibration=calibration)
+    dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
+    extra = extra_state_bytes(plan, sub.extra_params)
+    return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra, step,
+                        cross_attention_s(spec, sub, plan, gpu, dtype))
+
+
+def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
+    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once (each pair a sendrecv group, the other
+    pairs sharing its NICs), and the link type of the first pair's path."""
+    pairs = [(a, b) for a, b in pairs if a != b]
+    if not pairs or bytes_per_pair <= 0:
+        return 0.0, "local"
+    groups = [list(p) for p in pairs]
+    placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
+    t = float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0])
+    link = topology.path(*pairs[0]).links
+    return t, "nvlink" if set(link) <= {"nvlink"} else ("network" if {"ib", "eth"} & set(link) else "pcie")
+
+
+def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:
+    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes is priced
+    on its largest even subset (the collectives model needs the same ranks per node)."""
+    if len(gpus) < 2 or nbytes <= 0:
+        return 0.0
+    try:
+        placement = place_group(topology, gpus)
+    except UserError:
+        nodes: dict[int, list[int]] = {}
+        for g in gpus:
+            nodes.setdefault(topology.node_of(topology.gpus[g]), []).append(g)
+        k = min(len(v) for v in nodes.values())
+        even = [g for v in nodes.values() for g in v[:k]]
+        if len(even) < 2:
+            return 0.0
+        placement = place_group(topology, even)
+    return float(evaluate(build_cost_model(placement), op, [nbytes]).times_s[0])

@@ -1,0 +1,235 @@
+"""A multimodal model as named submodules (DistMM, Huang et al., NSDI'24, section 2): each submodule is a
+transformer stack of its own with its own input length per sample, and a loss ties their outputs.
+
+Roles: ``vision`` (a ViT: ``image_size`` / ``patch_size`` squared patch tokens, plus a class token), ``text`` (a
+text transformer over ``tokens`` per sample), ``decoder`` (a text decoder; CoCa's multimodal decoder attends to the
+image tokens through ``cross_attention_layers`` cross-attention blocks), ``llm`` (a LLaVA-style language model that
+reads the projected image tokens in front of its text tokens).
+
+How a submodule runs on the existing single-stack engine (:meth:`SubmoduleSpec.engine_model`): the stack keeps its
+layers, width, heads and FFN; the engine's input embedding and output layer (``vocab``) are replaced by the
+submodule's output projection (``embed_dim`` rows, untied), so the engine times the projection GEMM over every token
+(ViT-L/14: 2 x 257 x 1024 x 768 FLOPs per sample, 0.3% of its layers') and the real input table (the text
+vocabulary, or the 3 p^2 x h patch embedding) is added back as parameters by :attr:`SubmoduleSpec.extra_params`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simulator.errors import UserError
+from simulator.model.spec import ModelSpec
+from simulator.model.strict import build
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+Role = Literal["vision", "text", "decoder", "llm"]
+Loss = Literal["contrastive", "captioning", "contrastive+captioning", "lm"]
+
+
+class ProjectorSpec(BaseModel):
+    """LLaVA-1.5's MLP projector from the vision width to the LLM width (Liu et al. 2023, "Improved Baselines",
+    section 3.2: two linear layers with a GELU)."""
+
+    model_config = _STRICT
+
+    input: int = Field(ge=1, description="width of the encoder's tokens")
+    hidden: int = Field(ge=1, description="width of the hidden layer")
+    output: int = Field(ge=1, description="width of the LLM's tokens")
+
+    @property
+    def params(self) -> float:
+        """Weights and biases of the two linear layers."""
+        return self.input * self.hidden + self.hidden + self.hidden * self.output + self.output
+
+    def flops_per_token(self) -> float:
+        """Forward FLOPs per token: 2 x (in x hidden + hidden x out)."""
+        return 2.0 * (self.input * self.hidden + self.hidden * self.output)
+
+
+class SubmoduleSpec(BaseModel):
+    """One submodule: a transformer stack, its input length per sample and its output width."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="label (vision, text, ...)")
+    role: Role = Field(description="vision | text | decoder | llm (module docstring)")
+    layers: int = Field(ge=1, description="transformer layers")
+    hidden: int = Field(ge=1, description="width h")
+    heads: int = Field(ge=1, description="attention heads")
+    kv_heads: int | None = Field(None, ge=1, description="K/V heads (GQA); null = heads")
+    ffn_hidden: int | None = Field(None, ge=1, description="MLP width; null = 4 h")
+    activation: Literal["gelu", "swiglu"] = Field("gelu", description="MLP activation")
+    norm: Literal["layernorm", "rmsnorm"] = Field("layernorm", description="normalization")
+    image_size: int | None = Field(None, ge=1, description="vision: input resolution in pixels (square)")
+    patch_size: int | None = Field(None, ge=1, description="vision: patch side in pixels")
+    class_token: bool = Field(True, description="vision: a class token is prepended to the patches")
+    tokens: int | None = Field(None, ge=1, description="text/decoder/llm: text tokens per sample")
+    vocab: int | None = Field(None, ge=1, description="text/decoder/llm: vocabulary rows of the input embedding")
+    embed_dim: int = Field(ge=1, description="output width: the contrastive embedding, or the vocabulary of an "
+                                             "LM / captioning head")
+    causal: bool = Field(False, description="causal self-attention (text decoders, LLMs)")
+    cross_attention_layers: int = Field(0, ge=0, description="decoder: layers with a cross-attention block over the "
+                                                             "image tokens (CoCa's multimodal decoder)")
+
+    @model_validator(mode="after")
+    def _check(self) -> SubmoduleSpec:
+        if self.role == "vision":
+            if self.image_size is None or self.patch_size is None:
+                raise UserError("a vision submodule needs image_size and patch_size", key_path="image_size")
+            if self.image_size % self.patch_size:
+                raise UserError(f"image_size ({self.image_size}) is not a multiple of patch_size "
+                                f"({self.patch_size})", key_path="patch_size")
+        elif self.tokens is None or self.vocab is None:
+            raise UserError(f"a {self.role} submodule needs tokens and vocab", key_path="tokens")
+        if self.cross_attention_layers > self.layers:
+            raise UserError(f"cross_attention_layers ({self.cross_attention_layers}) exceeds layers "
+                            f"({self.layers})", key_path="cross_attention_layers")
+        return self
+
+    @property
+    def patches(self) -> int:
+        """(image_size / patch_size)^2 (0 for a non-vision submodule)."""
+        if self.role != "vision":
+            return 0
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def own_tokens(self) -> int:
+        """Tokens per sample this submodule's own input gives: patches (+ class token) or text tokens."""
+        if self.role == "vision":
+            return self.patches + int(self.class_token)
+        return self.tokens
+
+    @property
+    def input_rows(self) -> int:
+        """Rows of the real input table: 3 p^2 for a patch embedding (a linear layer over RGB patches), else the
+        vocabulary."""
+        return 3 * self.patch_size ** 2 if self.role == "vision" else self.vocab
+
+    def engine_model(self, seq_len: int) -> ModelSpec:
+        """The stack as the engine's :class:`ModelSpec` (module docstring): the output projection of
+        ``embed_dim`` rows stands for the embedding and head."""
+        return ModelSpec(name=self.name, layers=self.layers, hidden=self.hidden, heads=self.heads,
+                         kv_heads=self.kv_heads, ffn_hidden=self.ffn_hidden, vocab=self.embed_dim,
+                         activation=self.activation, norm=self.norm, tied_embeddings=False,
+                         linear_bias=self.norm == "layernorm", position_embedding="learned",
+                         max_position=max(seq_len, 1))
+
+    @property
+    def extra_params(self) -> float:
+        """Parameters the engine model lacks: the real input table minus the ``embed_dim`` x h stand-in, plus the
+        cross-attention blocks (Q, K, V, O: 4 h^2 and a norm per block)."""
+        table = (self.input_rows - self.embed_dim) * self.hidden
+        return float(table + self.cross_attention_layers * (4 * self.hidden ** 2 + 2 * self.hidden))
+
+
+class MultimodalSpec(BaseModel):
+    """A multimodal model: its submodules, the loss that ties them and (LLaVA) the projector."""
+
+    model_config = _STRICT
+
+    name: str = Field("custom", description="preset name or a label")
+    loss: Loss = Field(description="contrastive (CLIP, LiT), contrastive+captioning (CoCa), lm (LLaVA)")
+    submodules: tuple[SubmoduleSpec, ...] = Field(min_length=1, description="the submodules, in data-flow order")
+    projector: ProjectorSpec | None = Field(None, description="vision-to-LLM projector (LLaVA)")
+    embed_dim: int | None = Field(None, ge=1, description="width of the contrastive embedding (contrastive losses)")
+
+    @model_validator(mode="after")
+    def _check(self) -> MultimodalSpec:
+        names = [s.name for s in self.submodules]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise UserError(f"submodule names must be unique; repeated: {', '.join(dup)}", key_path="submodules")
+        if "contrastive" in self.loss:
+            roles = sorted(s.role for s in self.submodules)
+            if len(roles) != 2 or roles[1] != "vision" or roles[0] not in ("text", "decoder"):
+                raise UserError(f"a contrastive loss needs one vision and one text (or decoder) submodule, got "
+                                f"{', '.join(roles)}", key_path="loss")
+            if self.embed_dim is None:
+                raise UserError("a contrastive loss needs embed_dim (the embedding width)", key_path="embed_dim")
+        if self.loss == "lm" and [s.role for s in self.submodules].count("llm") != 1:
+            raise UserError("an lm loss needs exactly one llm submodule", key_path="loss")
+        return self
+
+    def submodule(self, name: str) -> SubmoduleSpec:
+        for s in self.submodules:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def vision(self) -> SubmoduleSpec | None:
+        return next((s for s in self.submodules if s.role == "vision"), None)
+
+    def seq_len(self, sub: SubmoduleSpec) -> int:
+        """Tokens per sample the submodule's stack processes: its own, plus the image tokens an LLM reads (the
+        class token dropped, as LLaVA takes the patch tokens)."""
+        if sub.role == "llm" and self.vision is not None:
+            return sub.own_tokens + self.vision.patches
+        return sub.own_tokens
+
+    def feeds(self, sub: SubmoduleSpec) -> bool:
+        """Whether ``sub``'s output tokens feed another submodule's layers (CoCa's cross-attention, LLaVA's LLM)
+        rather than only the loss."""
+        return sub.role == "vision" and any(s.role == "llm" or s.cross_attention_layers for s in self.submodules)
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("simulator.multimodal") / "presets"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+@cache
+def load_multimodal_preset(name: str) -> MultimodalSpec:
+    """The shipped preset ``name`` (``simulator/multimodal/presets/<name>.yaml``, each with its source)."""
+    names = preset_names()
+    if name not in names:
+        raise UserError(f"unknown multimodal preset {name!r}; accepted: {', '.join(names)}",
+                        key_path="multimodal.model.preset")
+    path = resources.files("simulator.multimodal") / "presets" / f"{name}.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return build_spec(data, key_prefix="multimodal.model", file=str(path))
+
+
+def build_spec(data: dict, *, key_prefix: str, file: str | None = None) -> MultimodalSpec:
+    """A :class:`MultimodalSpec` from a mapping whose ``submodules`` is a name -> fields mapping."""
+    if not isinstance(data, dict):
+        raise UserError(f"expected a mapping, got {type(data).__name__}", file=file, key_path=key_prefix)
+    subs = data.get("submodules")
+    if not isinstance(subs, dict) or not subs:
+        raise UserError("submodules must be a mapping of name -> fields", file=file,
+                        key_path=f"{key_prefix}.submodules")
+    built = []
+    for name, fields in subs.items():
+        if not isinstance(fields, dict):
+            raise UserError(f"expected a mapping, got {type(fields).__name__}", file=file,
+                            key_path=f"{key_prefix}.submodules.{name}")
+        where = f"{key_prefix}.submodules.{name}"
+        try:
+            built.append(build(SubmoduleSpec, {"name": str(name), **fields}, key_prefix=where, file=file))
+        except UserError as exc:   # a cross-field rule of SubmoduleSpec names its key relative to the submodule
+            if exc.key_path and exc.key_path.startswith(where):
+                raise
+            raise exc.located(key_prefix=where) from None
+    projector = data.get("projector")
+    rest = {k: v for k, v in data.items() if k not in ("submodules", "projector")}
+    try:
+        return MultimodalSpec(**rest, submodules=tuple(built),
+                              projector=build(ProjectorSpec, projector, key_prefix=f"{key_prefix}.projector",
+                                              file=file) if projector is not None else None)
+    except UserError as exc:
+        raise exc.located(file=file, key_prefix=key_prefix) from None
+    except Exception as exc:  # pydantic ValidationError on name / loss
+        from pydantic import ValidationError
+
+        if isinstance(exc, ValidationError):
+            from simulator.yamlio import validation_error_to_user_error
+
+            raise validation_error_to_user_error(exc, file=file, key_prefix=key_prefix) from None
+        raise
