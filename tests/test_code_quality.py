@@ -29,11 +29,14 @@ ALLOWED = {
                    "hardware", "units"},
     "scenario": {"serving", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                  "hardware", "moe", "units"},
+    "search": {"scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+               "hardware", "moe", "units"},
     "report": {"serving", "scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
     "validation": {"serving", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
-    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units"},
+    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units",
+            "search"},
     "measure": {"units"},
 }
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}

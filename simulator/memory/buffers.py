@@ -94,7 +94,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     if stage == p.pp - 1:
         items += _logit_items(rp, c)
     layers = rp.stage_layers[stage]
-    has_moe = any(m.is_moe_layer(i) for i in layers)
+    has_moe = m.moe is not None and any(m.is_moe_layer(i) for i in layers)
     if has_moe:
         items += _moe_items(rp, c)
     if p.recompute != "none" and layers:

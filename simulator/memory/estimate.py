@@ -69,13 +69,31 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, 
     return items
 
 
-def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -> MemoryReport:
+def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
+    """Stages whose memory bounds every stage's, so that their peak is the plan's peak (plan search).
+
+    For a dense model whose middle stages 1..p-2 hold the same number of layers in the same chunks (hence the same
+    recompute modes), a middle stage differs from stage 1 only in its micro-batches in flight, which no schedule
+    increases with the stage index (:func:`simulator.plan.pipeline.in_flight`): its states, buffers and per-layer
+    activations are stage 1's and only stage 0 (embedding) and p-1 (head, logits, MTP) hold more kinds of items.
+    So stages 0, 1 and p-1 suffice; otherwise (MoE layer patterns, uneven splits) every stage.
+    """
+    pp = rp.parallel.pp
+    middle = rp.stage_chunks[1:pp - 1]
+    if rp.model.moe is None and all(c == middle[0] for c in middle):
+        return tuple(sorted({0, min(1, pp - 1), pp - 1}))
+    return tuple(range(pp))
+
+
+def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
+                    stages: tuple[int, ...] | None = None) -> MemoryReport:
     """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
     memory, :mod:`simulator.memory.inference`).
 
     Args:
         rp: a plan from :func:`simulator.plan.resolve_plan`.
         hbm_capacity_bytes: GPU memory; when given the report flags OOM and the margin.
+        stages: only these stages (default all; :func:`bounding_stages` gives the ones that set the peak).
     """
     if rp.training.mode == "inference":
         from simulator.memory.inference import inference_memory
@@ -88,8 +106,8 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
     worst = None
     if any(moe for moe, _ in per_layer) and rp.model.moe.capacity_factor is None:
         worst = _per_layer(rp, _context(rp, "worst"))
-    stages = []
-    for s in range(p.pp):
+    out = []
+    for s in range(p.pp) if stages is None else stages:
         flight = in_flight(p.schedule, p.pp, p.vpp, s, rp.num_microbatches)
         sp_ = stage_params(rp, s)
         items = _state_items(sp_, rb, rp) + _activation_items(rp, s, per_layer, flight)
@@ -98,6 +116,6 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -
         worst_bytes = None
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
-        stages.append(StageMemory(s, tuple(items), worst_bytes,
-                                  gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1))
-    return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)
+        out.append(StageMemory(s, tuple(items), worst_bytes,
+                               gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1))
+    return MemoryReport(tuple(out), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

@@ -170,4 +170,6 @@ class ModelSpec(BaseModel):
     @property
     def moe_layers(self) -> int:
         """How many layers are MoE layers."""
+        if self.moe is None:
+            return 0
         return sum(self.is_moe_layer(i) for i in range(self.layers))

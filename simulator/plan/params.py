@@ -7,8 +7,10 @@ the plan, computed once by one rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
+from simulator.model.spec import ModelSpec
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -31,10 +33,10 @@ def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
     return -(-vocab // unit) * unit
 
 
-def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]:
-    p, dense, expert = rp.parallel, 0.0, 0.0
+def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float) -> tuple[float, float]:
+    dense, expert = 0.0, 0.0
     for t in tensors:
-        n = local_numel(t, tp=p.tp, kv_heads=rp.model.kv, ep=p.ep, etp=p.etp)
+        n = local_numel(t, tp=tp, kv_heads=m.kv, ep=ep, etp=etp)
         if t.name in ("word_embeddings", "output_layer"):
             n *= vocab_scale
         if t.shard.startswith("expert"):
@@ -47,23 +49,33 @@ def _local(tensors, rp: ResolvedPlan, vocab_scale: float) -> tuple[float, float]
 def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
     output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does, and so
-    is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``."""
-    m, p = rp.model, rp.parallel
-    scale = padded_vocab(m.vocab, p.tp, rp.recipe.megatron_vocab_padding) / m.vocab
+    is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``.
+
+    A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
+    share the model, the sharding degrees and the stage's layers share the result)."""
+    p = rp.parallel
+    return _stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers[stage],
+                         stage == 0, stage == p.pp - 1, p.pp > 1)
+
+
+@lru_cache(maxsize=4096)
+def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool, layers: tuple[int, ...],
+                  first: bool, last: bool, pipelined: bool) -> StageParams:
+    scale = padded_vocab(m.vocab, tp, vocab_padding) / m.vocab
     per_kind: dict[bool, tuple[float, float]] = {}
     dense = expert = largest = 0.0
-    for i in rp.stage_layers[stage]:
+    for i in layers:
         kind = m.is_moe_layer(i)
         if kind not in per_kind:
-            per_kind[kind] = _local(layer_params(m, i), rp, scale)
+            per_kind[kind] = _local(layer_params(m, i), m, tp, ep, etp, scale)
         d, e = per_kind[kind]
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
     extra = []
-    if stage == 0:
+    if first:
         extra += embedding_params(m)
-    if stage == p.pp - 1:
+    if last:
         extra += head_params(m) + mtp_head_params(m)
-        if (m.tied_embeddings or m.mtp_layers) and p.pp > 1:  # MTP embeds the next tokens on the last stage
+        if (m.tied_embeddings or m.mtp_layers) and pipelined:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
-    d, e = _local(extra, rp, scale)
-    return StageParams(dense + d, expert + e, largest, len(rp.stage_layers[stage]))
+    d, e = _local(extra, m, tp, ep, etp, scale)
+    return StageParams(dense + d, expert + e, largest, len(layers))

@@ -57,13 +57,52 @@ def _interleaved(i: int, pp: int, vpp: int, m: int) -> list[Op]:
     return order
 
 
+def stage_order_arrays(schedule: str, pp: int, vpp: int, microbatches: int) -> list[tuple]:
+    """:func:`stage_orders` as numpy arrays per stage, ``(backward, micro-batch, chunk)`` (backward 0/1), built
+    without a Python loop over ops (the plan search's level timeline reads them; a test keeps the two equal)."""
+    import numpy as np
+
+    m, out = microbatches, []
+    for i in range(pp):
+        if schedule == "gpipe":
+            j = np.repeat(np.arange(m), vpp)
+            c = np.tile(np.arange(vpp), m)
+            out.append((np.repeat([0, 1], m * vpp), np.concatenate([j, j]), np.concatenate([c, vpp - 1 - c])))
+            continue
+        total = m * vpp
+        warm = min(pp - i - 1, m) if vpp == 1 else min((pp - i - 1) * 2 + (vpp - 1) * pp, total)
+        steady = total - warm
+        k_f = np.concatenate([np.arange(warm), np.ravel(np.column_stack([warm + np.arange(steady),
+                                                                         np.full(steady, -1)])), np.full(warm, -1)])
+        k_b = np.concatenate([np.full(warm, -1), np.ravel(np.column_stack([np.full(steady, -1),
+                                                                           np.arange(steady)])),
+                              np.arange(steady, total)])
+        backward = (k_b >= 0).astype(np.int64)
+        k = np.where(backward == 1, k_b, k_f)
+        group, within = np.divmod(k, pp * vpp)
+        chunk = (k % (pp * vpp)) // pp
+        out.append((backward, group * pp + within % pp, np.where(backward == 1, vpp - 1 - chunk, chunk)))
+    return out
+
+
 def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
     """Micro-batches of this stage's layers held at once: the peak, over the stage's op order, of forwards run
     minus backwards done, in model chunks, divided by vpp (a chunk holds 1/vpp of the stage's layers).
 
-    This gives GPipe m, 1F1B min(p - i, m), and interleaved min(2(p - i - 1) + (v - 1)p + 1, m v) / v, which
-    is Korthikanti et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) (Narayanan et al., SC'21, Sec. 2.2).
+    In closed form from the orders above (a test checks it against :func:`in_flight_walk` on every small
+    schedule): GPipe runs all m forwards first, so m; 1F1B and interleaved 1F1B run their warm-up forwards
+    (min(w, m v) chunks, w = p - i - 1 or 2(p - i - 1) + (v - 1)p) and then one more forward before the first
+    backward when any is left, so min(w + 1, m v) / v. This is min(p - i, m) without interleaving and Korthikanti
+    et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) with it (Narayanan et al., SC'21, Sec. 2.2).
     """
+    if schedule == "gpipe":
+        return float(microbatches)
+    warm = pp - stage - 1 if vpp == 1 else (pp - stage - 1) * 2 + (vpp - 1) * pp
+    return min(warm + 1, microbatches * vpp) / vpp
+
+
+def in_flight_walk(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
+    """:func:`in_flight` by walking the stage's op order (the reference its closed form is tested against)."""
     held = peak = 0
     for kind, _, _ in stage_orders(schedule, pp, vpp, microbatches)[stage]:
         held += 1 if kind == "F" else -1

@@ -67,9 +67,20 @@ class ResolvedPlan(BaseModel):
             return {"tp": p.etp, "cp": 1, "ulysses": 1, "ep": p.ep, "dp": self.edp, "pp": p.pp}
         return {"tp": p.tp, "cp": p.cp, "ulysses": p.ulysses, "ep": 1, "dp": self.dp, "pp": p.pp}
 
+    @cached_property
+    def _memo(self) -> dict:
+        """Per-plan memo of derived tables (rank groups, stage parameters): pure functions of this frozen plan."""
+        return {}
+
     def rank_groups(self, dim: str) -> tuple[tuple[int, ...], ...]:
         """Global ranks of every group of ``dim``: tp, cp, ulysses, dp, pp (dense grid), etp, ep, edp (expert grid),
         or dp_cp (the dense data-parallel shard group dp x cp x ulysses)."""
+        key = ("rank_groups", dim)
+        if key not in self._memo:
+            self._memo[key] = self._rank_groups(dim)
+        return self._memo[key]
+
+    def _rank_groups(self, dim: str) -> tuple[tuple[int, ...], ...]:
         if dim in EXPERT_DIMS:
             real = {"etp": "tp", "ep": "ep", "edp": "dp"}[dim]
             return grid_groups(self.order, self._sizes(True), (real,))

@@ -7,6 +7,9 @@ needs SP, layers % (pp*vpp), megatron-FSDP needs the distributed optimizer), Meg
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -184,26 +187,33 @@ def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    chunks_total = p.pp * p.vpp
-    if p.pipeline_layers is None:
-        if m.layers % chunks_total:
-            raise _err(f"layers ({m.layers}) is not divisible by pp ({p.pp}) * vpp ({p.vpp}) = {chunks_total}; "
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, m.mtp_layers)
+
+
+@functools.lru_cache(maxsize=1024)
+def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None, mtp_layers: int
+           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """:func:`split_layers` of its inputs (cached: a search asks for the same split many times)."""
+    chunks_total = pp * vpp
+    if pipeline_layers is None:
+        if layers % chunks_total:
+            raise _err(f"layers ({layers}) is not divisible by pp ({pp}) * vpp ({vpp}) = {chunks_total}; "
                        "give parallel.pipeline_layers for an uneven split", "parallel.pp")
-        sizes = (m.layers // chunks_total,) * chunks_total
+        sizes = (layers // chunks_total,) * chunks_total
     else:
-        sizes = p.pipeline_layers
-        if len(sizes) != chunks_total or sum(sizes) != m.layers or min(sizes) < 0:
+        sizes = pipeline_layers
+        if len(sizes) != chunks_total or sum(sizes) != layers or min(sizes) < 0:
             raise _err(f"pipeline_layers {list(sizes)} must have pp*vpp = {chunks_total} non-negative entries "
-                       f"summing to layers ({m.layers}); got {len(sizes)} entries summing to {sum(sizes)}",
+                       f"summing to layers ({layers}); got {len(sizes)} entries summing to {sum(sizes)}",
                        "parallel.pipeline_layers")
-    starts = [sum(sizes[:c]) for c in range(chunks_total)]
+    starts = [0, *itertools.accumulate(sizes)]
     ranks = []
     chunks = []
-    for i in range(p.pp):
-        cs = [i + j * p.pp for j in range(p.vpp)]
-        ranks.append(tuple(layer for c in cs for layer in range(starts[c], starts[c] + sizes[c])))
+    for i in range(pp):
+        cs = [i + j * pp for j in range(vpp)]
+        ranks.append(tuple(itertools.chain.from_iterable(range(starts[c], starts[c] + sizes[c]) for c in cs)))
         chunks.append(tuple(sizes[c] for c in cs))
-    if m.mtp_layers:  # Megatron places the MTP modules after the last layer, on the last stage's last chunk
-        ranks[-1] += tuple(range(m.layers, m.layers + m.mtp_layers))
-        chunks[-1] = chunks[-1][:-1] + (chunks[-1][-1] + m.mtp_layers,)
+    if mtp_layers:  # Megatron places the MTP modules after the last layer, on the last stage's last chunk
+        ranks[-1] += tuple(range(layers, layers + mtp_layers))
+        chunks[-1] = chunks[-1][:-1] + (chunks[-1][-1] + mtp_layers,)
     return tuple(ranks), tuple(chunks)

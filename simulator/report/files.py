@@ -13,3 +13,15 @@ def write_text(path: str | Path, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot write: {exc.strerror}", file=str(path)) from None
+
+
+def write_parquet(path: str | Path, frame) -> None:
+    """Write a pandas DataFrame as Parquet (needs pyarrow: ``pip install -e '.[ray]'`` brings it)."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise UserError("--parquet needs pyarrow: pip install pyarrow (or -e '.[ray]')", file=str(path)) from None
+    try:
+        frame.to_parquet(path, index=False)
+    except OSError as exc:
+        raise UserError(f"cannot write: {exc.strerror}", file=str(path)) from None

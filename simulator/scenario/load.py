@@ -5,6 +5,7 @@ Every section is validated strictly; a mistake is reported with the file, the li
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,12 @@ from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.search_section import SearchSection
 from simulator.serving.config import ServingConfig
 from simulator.yamlio import is_file, validation_error_to_user_error
 
-TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip")
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip",
+                  "search")
 
 
 class SystemSection(BaseModel):
@@ -94,8 +97,40 @@ def load_scenario(source: str | Path | dict, overrides: dict | None = None) -> S
         raise document.locate(exc) from None
 
 
-def scenario_from_document(document: Document) -> Scenario:
-    """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
+@dataclass(frozen=True)
+class Fixed:
+    """The parts of a scenario a plan does not change: name, system, cluster, model, training, MoE settings and
+    calibration (what ``simulator search`` keeps while it varies the plan)."""
+
+    name: str
+    system: SystemSection
+    cluster: ClusterSpec
+    model: ModelSpec
+    training: TrainingConfig
+    moe: MoeSettings
+    calibration_path: str | None
+    notes: tuple[str, ...]
+    serving: ServingConfig | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.system.gpus or self.cluster.gpus
+
+    def with_plan(self, plan: ResolvedPlan, file: str | None = None) -> Scenario:
+        """The full scenario of one resolved plan on these fixed parts."""
+        return Scenario(file=file, name=self.name, system=self.system, cluster=self.cluster, model=self.model,
+                        parallel=plan.parallel, training=plan.training, plan=plan,
+                        calibration_path=self.calibration_path, moe=self.moe, notes=self.notes, serving=self.serving)
+
+
+def fixed_parts(document: Document) -> Fixed:
+    """Validate everything of a scenario but its plan (``parallel:`` is checked by the search that varies it);
+    errors carry key paths (the caller adds file and line)."""
+    return _parts(document, with_parallel=False)[0]
+
+
+def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan | None]:
+    """The sections in the order a user reads them, so the first mistake is the one reported."""
     data = document.data
     unknown = [k for k in data if k not in TOP_LEVEL_KEYS]
     if unknown:
@@ -104,18 +139,24 @@ def scenario_from_document(document: Document) -> Scenario:
     system = _system(data.get("system"), document)
     cluster = _cluster(system)
     model = _model(data.get("model"), document)
-    parallel = build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
     serving = build(ServingConfig, data["serving"], key_prefix="serving") if data.get("serving") else None
+    parallel = (build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
+                if with_parallel or serving is not None else None)
     training = build(TrainingConfig, _serving_training(data, serving, parallel, system, cluster),
                      key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
+    build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training)
-    plan = resolve_plan(model, parallel, training, system.gpus or cluster.gpus)
+    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
+
+
+def scenario_from_document(document: Document) -> Scenario:
+    """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
+    fixed, parallel = _parts(document, with_parallel=True)
+    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus)
     check_timeline(plan)
-    return Scenario(file=document.file, name=name, system=system, cluster=cluster, model=model,
-                    parallel=parallel, training=training, plan=plan, calibration_path=calibration, moe=moe,
-                    notes=notes, serving=serving)
+    return fixed.with_plan(plan, document.file)
 
 
 def _serving_training(data: dict, serving: ServingConfig | None, parallel: ParallelPlan, system: SystemSection,

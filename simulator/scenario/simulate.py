@@ -131,6 +131,11 @@ def _calibration(path: str) -> Calibration:
     return load_calibration(path)
 
 
+def calibration_of(path: str) -> Calibration:
+    """The (cached) calibration at ``path``."""
+    return _calibration(path)
+
+
 def topology_of(cluster: ClusterSpec) -> Topology:
     """The (cached) topology graph of a cluster."""
     return _topology(cluster.model_dump_json())

@@ -12,6 +12,7 @@ routing skew, DeepEP / NCCL / CPU proxy, IBGDA), on the same placement.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,7 +54,10 @@ class GroupTimer:
     scenario's ``moe:`` settings."""
 
     def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
-                 moe: MoeSettings | None = None) -> None:
+                 moe: MoeSettings | None = None, shared: dict | None = None) -> None:
+        """``shared``: a dict the caller keeps between plans on this topology with this calibration and these MoE
+        settings (plan search); group keys and op times are stored there under the plan's rank layout (rank
+        order and every grid size), which with the topology determines every group and its placement."""
         self.plan, self.topology, self.calibration = plan, topology, calibration
         if plan.world_size > len(topology.gpus):
             raise ValueError(f"plan needs {plan.world_size} GPUs, topology has {len(topology.gpus)}")
@@ -63,10 +67,18 @@ class GroupTimer:
         self._models: dict[tuple, GroupCostModel] = {}
         self._moe: dict[tuple, MoeLayerComm] = {}
         self._times: dict[tuple, OpTiming] = {}
+        self._keys: dict[tuple[str, int], tuple] = {}
+        self._shared = shared
+        self._layout = (plan.order, tuple(plan._sizes(False).items()), tuple(plan._sizes(True).items()),
+                        plan.world_size)
         per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
         self._nodes = [r // per_domain for r in range(len(topology.gpus))]
         self._local = [r % per_domain for r in range(len(topology.gpus))]
-        self.stage_rank = plan.rank_groups("pp")[0]  # rank 0's pipeline: one representative rank per stage
+
+    @cached_property
+    def stage_rank(self) -> tuple[int, ...]:
+        """Rank 0's pipeline: one representative rank per stage."""
+        return self.plan.rank_groups("pp")[0]
 
     # ---- groups ---------------------------------------------------------------------------------------------
     def groups(self, kind: str) -> tuple[tuple[int, ...], ...]:
@@ -93,6 +105,17 @@ class GroupTimer:
     def key(self, kind: str, stage: int) -> tuple:
         """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and shape relative to the NVLink
         domains it occupies (nodes, or racks of a multi-node NVLink domain)."""
+        if (kind, stage) not in self._keys:
+            shared_key = ("group key", self._layout, kind, stage)
+            if self._shared is not None and shared_key in self._shared:
+                self._keys[(kind, stage)] = self._shared[shared_key]
+            else:
+                self._keys[(kind, stage)] = self._key(kind, stage)
+                if self._shared is not None:
+                    self._shared[shared_key] = self._keys[(kind, stage)]
+        return self._keys[(kind, stage)]
+
+    def _key(self, kind: str, stage: int) -> tuple:
         kind, group = self._group(kind, stage)
         base = min(self._nodes[r] for r in group)
         return kind.split(":")[0], tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))
@@ -144,6 +167,15 @@ class GroupTimer:
     def time(self, op: CommOp, stage: int) -> OpTiming:
         """One call of ``op`` on the group of stage ``stage``."""
         key = (self.key(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
+        if key not in self._times and self._shared is not None:
+            moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
+            shared_key = ("op time", self._layout, key, moe_inputs)
+            if shared_key not in self._shared:
+                self._shared[shared_key] = self._time(op, stage, key)
+            self._times[key] = self._shared[shared_key]
+        return self._time(op, stage, key)
+
+    def _time(self, op: CommOp, stage: int, key: tuple) -> OpTiming:
         if key not in self._times:
             model = self.model(op.group, stage)
             if model.placement.n_ranks == 1 or op.bytes <= 0:

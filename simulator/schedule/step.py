@@ -36,7 +36,7 @@ from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
-from simulator.schedule.timeline import PairHiding, run_timeline
+from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
 
@@ -56,29 +56,46 @@ class _Inputs:
     timer: GroupTimer
     layers: dict[bool, LayerTime]
     moe: tuple[MoeLayerTiming | None, ...]
+    cache: dict | None = None
+    """shared between plans of one model on one GPU with one efficiency table (plan search); None: not shared"""
+
+    def cached(self, key: tuple, compute):
+        """``compute()``, or its value stored under ``key`` in the shared cache."""
+        if self.cache is None:
+            return compute()
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
 
 
-def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
-                 ) -> dict[bool, LayerTime]:
+def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+                 cache: dict | None = None) -> dict[bool, LayerTime]:
     """One :class:`LayerTime` per FFN kind (MoE or dense) present in the model; where layers of a kind differ in
     their attention window (alternating sliding-window layers) it is their layer-weighted mean, exact for the
-    totals of any stage holding whole periods of the pattern."""
+    totals of any stage holding whole periods of the pattern. ``cache``: a dict shared by plans of one model on
+    one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
     r, groups = plan.recipe, {}
     for index, count in layer_kinds(model):
-        lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention, eager=r.eager,
-                        amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+        key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes)
+        if cache is not None and key in cache:
+            lt = cache[key]
+        else:
+            lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
+                            eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+            if cache is not None:
+                cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
     return {kind: members[0][0] if len(members) == 1 else mean_layer_time(members)
             for kind, members in groups.items()}
 
 
 def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration, eff: ComputeEfficiency | None,
-            moe: MoeSettings | None) -> _Inputs:
+            moe: MoeSettings | None, layer_cache: dict | None = None) -> _Inputs:
     gpu = topology.cluster.node.gpu
     eff = eff or default_efficiency(gpu.architecture)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
-    timer = GroupTimer(plan, topology, calibration, moe)
-    layers = _layer_times(model, plan, gpu, eff, dtype)
+    timer = GroupTimer(plan, topology, calibration, moe, shared=layer_cache)
+    layers = _layer_times(model, plan, gpu, eff, dtype, layer_cache)
     per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp
     if True in layers and plan.parallel.ep > 1:
         by_group: dict[tuple, MoeLayerTiming] = {}
@@ -88,7 +105,7 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
                 by_group[key] = moe_layer_timing(model, plan, layers[True], timer.moe_comm(s), timer.moe_algorithm(s),
                                                  gpu, eff, dtype)
             per_stage[s] = by_group[key]
-    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage))
+    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage), layer_cache)
 
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
@@ -100,21 +117,25 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
+        kinds: dict[tuple[bool, str], int] = {}
         for index, mode in zip(layers[start:start + n], modes[start:start + n], strict=True):
-            kind = ctx.model.is_moe_layer(index)
+            key = (ctx.model.is_moe_layer(index), mode)
+            kinds[key] = kinds.get(key, 0) + 1
+        for (kind, mode), count in kinds.items():   # layers of one kind and mode cost the same: add them at once
             if (kind, mode) not in per_kind:
                 per_kind[kind, mode] = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense",
                                                    mode, p.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
                                                    p.recomputed_modules)
-            fwd.add(per_kind[kind, mode][0])
-            bwd.add(per_kind[kind, mode][1])
+            fwd.add(per_kind[kind, mode][0], count)
+            bwd.add(per_kind[kind, mode][1], count)
         start += n
         if stage == 0 and c == 0:
-            e = embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff)
+            e = ctx.cached(("embedding", plan.shape), lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype)
+            h = ctx.cached(("head", plan.shape, ctx.dtype),
+                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
@@ -209,6 +230,66 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class StepParts:
+    """Everything of a step but the pipeline timeline: the inputs, the MoE settings, the slowest GPU's pace and
+    every stage's (forward, backward) chunk costs. :func:`finish_step` turns them and the stage timelines into the
+    result."""
+
+    ctx: _Inputs
+    moe: MoeSettings | None
+    slowest: float
+    chunks: list[list[tuple[Cost, Cost]]]
+
+    def durations(self) -> list[tuple[list[float], list[float]]]:
+        """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
+        return [([f.total for f, _ in c], [b.total for _, b in c]) for c in self.chunks]
+
+    def pairing(self) -> PairHiding | None:
+        """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""
+        moe, chunks = self.moe, self.chunks
+        if not (moe is not None and moe.microbatch_overlap and any(t is not None for t in self.ctx.moe)):
+            return None
+        return PairHiding([[f.exposed["ep"] for f, _ in c] for c in chunks],
+                          [[b.exposed["ep"] for _, b in c] for c in chunks],
+                          [[f.compute for f, _ in c] for c in chunks],
+                          [[b.compute + b.recompute for _, b in c] for c in chunks],
+                          coefficients()["overlap_interference"])
+
+
+def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
+                 efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
+                 gpu_speed_sigma: float | None = None, layer_cache: dict | None = None) -> StepParts:
+    """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`; ``layer_cache``: a dict the caller
+    shares between plans of one model on one topology with one efficiency table, see :func:`_layer_times`)."""
+    ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
+    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
+    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
+    chunks, seen = [], {}
+    for s in range(plan.parallel.pp):
+        signature = _middle_signature(ctx, s)
+        if signature is None or signature not in seen:
+            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
+            if signature is not None:
+                seen[signature] = costs
+        chunks.append(costs if signature is None or signature not in seen else seen[signature])
+    return StepParts(ctx, moe, slowest, chunks)
+
+
+def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
+    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (which also
+    fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, and the node-relative shape of
+    the group each of its ops runs on. Middle stages with one signature have the same chunk costs (computed once);
+    None for the first and last stage."""
+    p = ctx.plan.parallel
+    if stage in (0, p.pp - 1):
+        return None
+    ops = (*ctx.traffic.layer, *ctx.traffic.stages[stage], *ctx.traffic.pipeline)
+    keys = tuple(ctx.timer.key(op.group, min(stage, p.pp - 2) if op.scope == "boundary" else stage) for op in ops)
+    kinds = None if ctx.model.moe is None else tuple(ctx.model.is_moe_layer(i) for i in ctx.plan.stage_layers[stage])
+    return ctx.plan.stage_chunks[stage], kinds, ctx.traffic.stages[stage], keys, id(ctx.moe[stage])
+
+
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
                   gpu_speed_sigma: float | None = None) -> StepResult:
@@ -225,24 +306,37 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
     """
-    ctx = _inputs(model, plan, topology, calibration, efficiency, moe)
+    parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
+                         gpu_speed_sigma=gpu_speed_sigma)
+    return finish_step(parts, replay_timelines(parts))
+
+
+def replay_timelines(parts: StepParts) -> list[StageTimeline]:
+    """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
+    reference, and the only one that runs MoE micro-batch overlap pairs."""
+    p = parts.ctx.plan.parallel
+    durations = parts.durations()
+    return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
+                        [f for f, _ in durations], [b for _, b in durations], 0.0, parts.pairing())
+
+
+def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
+    """Steps 4-5 of the module docstring from the chunk costs and each stage's timeline (the replay's, or
+    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table and the
+    tail's trace events empty, and times the tail of middle stages of one signature once."""
+    ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
+    model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
-    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
-    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    chunks = [[(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
-              for s in range(p.pp)]
     p2p = _p2p_s(ctx)
-    orders = stage_orders(p.schedule, p.pp, p.vpp, m)
-    pairing = None
-    if moe is not None and moe.microbatch_overlap and any(t is not None for t in ctx.moe):
-        pairing = PairHiding([[f.exposed["ep"] for f, _ in c] for c in chunks],
-                             [[b.exposed["ep"] for _, b in c] for c in chunks],
-                             [[f.compute for f, _ in c] for c in chunks],
-                             [[b.compute + b.recompute for _, b in c] for c in chunks],
-                             coefficients()["overlap_interference"])
-    timelines = run_timeline(orders, [[f.total for f, _ in c] for c in chunks],
-                             [[b.total for _, b in c] for c in chunks], 0.0, pairing)
-    tails = [_tail(ctx, s, chunks[s], timelines[s].end_s, slowest) for s in range(p.pp)]
+    tails, seen = [], {}
+    for s in range(p.pp):
+        signature = None if comm_table else _middle_signature(ctx, s)
+        if signature is None:
+            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest))
+            continue
+        if signature not in seen:      # the tail's times do not depend on its start; its events are dropped
+            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest)[:2] + ([],)
+        tails.append(seen[signature])
     ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
     k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
@@ -262,7 +356,8 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,
-        hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype), comm=_comm_rows(ctx, k),
+        hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
+        comm=_comm_rows(ctx, k) if comm_table else (),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
         chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,

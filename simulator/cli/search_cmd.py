@@ -1,0 +1,58 @@
+"""``simulator search SCENARIO``: the best plans for a scenario's model, system and batch (docs/search.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from simulator.cli.args import bounded_int, output_path, positive_int
+from simulator.cli.output import print_json
+from simulator.report.files import write_parquet, write_text
+from simulator.report.search import render_search
+from simulator.search import MAX_SEARCH_PLANS, search
+from simulator.search.rank import OBJECTIVES, why
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("search", help="search every valid plan of a scenario and rank the best")
+    p.add_argument("scenario", help="scenario YAML (parallel: values pin dimensions, search: restricts the others)")
+    p.add_argument("--top", type=positive_int, default=10, help="plans to print (default 10)")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="step_time",
+                   help="rank by step time (smallest first) or tokens per second per GPU (largest first)")
+    p.add_argument("--max-plans", type=bounded_int(1, what="a plan count"), default=MAX_SEARCH_PLANS,
+                   help=f"refuse a plan space larger than this (default {MAX_SEARCH_PLANS:,})")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="evaluate here or on a Ray cluster (pip install -e '.[ray]')")
+    p.add_argument("--ray-address", help="Ray cluster address (default: RAY_ADDRESS, else a local cluster)")
+    p.add_argument("--json", action="store_true", help="print the JSON object of docs/interface.md")
+    p.add_argument("--csv", metavar="FILE", type=output_path, help="write every valid plan as CSV")
+    p.add_argument("--parquet", metavar="FILE", type=output_path, help="write every valid plan as Parquet")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_search)
+
+
+def _search(args) -> int:
+    progress, bar = None, None
+    if not args.no_progress and not args.json and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit="plan", file=sys.stderr, mininterval=0.5)
+        progress = bar.update
+    try:
+        result = search(args.scenario, objective=args.objective, max_plans=args.max_plans, executor=args.executor,
+                        ray_address=args.ray_address, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.csv:
+        write_text(args.csv, result.to_frame().to_csv(index=False))
+    if args.parquet:
+        write_parquet(args.parquet, result.to_frame())
+    if args.json:
+        print_json(result.to_dict(args.top))
+        return 0
+    line = why(result.plans[0], result.plans[1]) if len(result.plans) > 1 else None
+    print(render_search(result, args.top, line))
+    for path in (args.csv, args.parquet):
+        if path:
+            print(f"wrote {len(result.plans):,} plans to {path}")
+    return 0

@@ -1,0 +1,58 @@
+"""The ``search:`` section of a scenario: which plans ``simulator search`` may consider (docs/search.md).
+
+Every field restricts one dimension of the plan space; ``null`` (the default) lets the search choose from the
+default candidates listed in the field's description. A dimension given in ``parallel:`` is pinned to that value
+and its ``search:`` list, if any, must contain it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from simulator.errors import UserError
+from simulator.plan.config import Recompute
+from simulator.units import parse_quantity
+
+Sharding = Literal["none", "distributed_optimizer", "zero1", "zero2", "zero3"]
+"""How optimizer states, gradients and parameters are sharded over data parallel ranks: none, Megatron's
+distributed optimizer, or ZeRO stage 1-3 (FSDP)."""
+
+
+def _bytes(value: object) -> float:
+    try:
+        return parse_quantity(value, "bytes")
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+
+
+Sizes = Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=64)]
+HeadroomBytes = Annotated[float, BeforeValidator(_bytes), Field(ge=0)]
+
+
+class SearchSection(BaseModel):
+    """Constraints of a plan search (docs/search.md, "The plan space")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: Sizes | None = Field(None, description="GPU counts to try (each at most the system's); null: the "
+                                                  "system's GPU count")
+    tp: Sizes | None = Field(None, description="tensor parallel sizes; null: powers of two up to the GPUs per node")
+    pp: Sizes | None = Field(None, description="pipeline stages; null: every divisor of the layer count")
+    vpp: Sizes | None = Field(None, description="virtual stages per rank; null: 1, 2, 3, 4, 6, 8")
+    cp: Sizes | None = Field(None, description="context parallel sizes; null: 1 below 32K tokens, else 1, 2, 4, 8")
+    ep: Sizes | None = Field(None, description="expert parallel sizes; null: 1 for dense models, every divisor of "
+                                               "the expert count for MoE")
+    micro_batch: Sizes | None = Field(None, description="micro-batch sizes; null: 1, 2, 4, 8")
+    recompute: list[Recompute] | None = Field(None, min_length=1, description="recompute modes; null: all three")
+    sharding: list[Sharding] | None = Field(
+        None, min_length=1, description="data parallel sharding; null: none, distributed_optimizer (Megatron), "
+                                        "zero1, zero2, zero3")
+    schedule: list[Literal["1f1b", "gpipe"]] | None = Field(None, min_length=1,
+                                                             description="pipeline schedules; null: both")
+    sp: list[bool] | None = Field(None, min_length=1, description="sequence parallelism with tp > 1; null: [true] "
+                                                                 "(Megatron's recommendation: it only saves memory)")
+    tp_within_node: bool = Field(True, description="keep each TP group inside one node (tp <= GPUs per node)")
+    memory_headroom: HeadroomBytes = Field(0.0, description="HBM to leave free above the device peak, bytes or "
+                                                            "a quantity (\"4 GiB\")")

@@ -1,0 +1,144 @@
+"""The fast path: memory first, then the step time of every valid plan, timelines batched across plans.
+
+For each candidate (docs/search.md, "The fast path"):
+1. the plan rules (:func:`simulator.plan.resolve_plan`) decide validity; a rejected candidate keeps its reason;
+2. memory (:func:`simulator.memory.estimate_memory` of the stages that bound the peak,
+   :func:`simulator.memory.estimate.bounding_stages`) prunes plans whose device peak plus the headroom exceeds HBM,
+   before any time is computed;
+3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
+4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
+   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
+   whose MoE layers overlap two micro-batches (``moe.microbatch_overlap``) falls back to the replay, the only
+   timeline that pairs them, and its ``timeline`` column says so;
+5. the step's tail and breakdown (:func:`simulator.schedule.step.finish_step`, the same code again).
+
+So a plan's numbers equal ``simulate()``'s (a hypothesis test checks 1e-9 relative); only the timeline differs
+in how it is computed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import UserError
+from simulator.memory.estimate import bounding_stages, estimate_memory
+from simulator.plan import resolve_plan
+from simulator.scenario.limits import check_timeline
+from simulator.scenario.load import Fixed
+from simulator.scenario.simulate import calibration_of, topology_of
+from simulator.schedule.fast_timeline import fast_timelines
+from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
+from simulator.search.space import Space, parallel_of
+from simulator.traffic import DIMS
+
+#: plans whose timelines are evaluated together (bounds the memory held by prepared plans)
+BATCH = 256
+
+OOM_REASON = "memory: device peak + search.memory_headroom exceeds HBM"
+
+
+def reason_of(exc: UserError) -> str:
+    """A rejection reason without its numbers, so that one rule counts as one reason."""
+    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", exc.message)
+    return f"{exc.key_path}: {text}" if exc.key_path else text
+
+
+@dataclass
+class Evaluated:
+    """Rows of the valid plans and the count of rejected candidates by reason."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    rejected: Counter = field(default_factory=Counter)
+    evaluated: int = 0
+
+    def merge(self, other: Evaluated) -> None:
+        self.rows += other.rows
+        self.rejected.update(other.rejected)
+        self.evaluated += other.evaluated
+
+
+@dataclass
+class Context:
+    """What evaluating a plan reads besides the plan: the fixed scenario parts, the topology and calibration."""
+
+    fixed: Fixed
+    space: Space
+    headroom_bytes: float
+
+    def __post_init__(self) -> None:
+        self.topology = topology_of(self.fixed.cluster)
+        self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
+        self.capacity = self.fixed.cluster.node.gpu.memory.capacity
+        self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
+
+
+def resolve(ctx: Context, point: dict[str, Any]):
+    """The resolved plan of a candidate (raises UserError when a rule rejects it)."""
+    training = ctx.fixed.training.model_copy(update={"micro_batch": point.get("micro_batch",
+                                                                             ctx.fixed.training.micro_batch)})
+    plan = resolve_plan(ctx.fixed.model, parallel_of(point, ctx.space), training, point["gpus"])
+    check_timeline(plan)
+    return plan
+
+
+def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict, StepParts, Any] | None:
+    out.evaluated += 1
+    try:
+        plan = resolve(ctx, point)
+    except UserError as exc:
+        out.rejected[reason_of(exc)] += 1
+        return None
+    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=bounding_stages(plan))
+    if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
+        out.rejected[OOM_REASON] += 1
+        return None
+    parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
+    return point, parts, memory
+
+
+def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:
+    plan = parts.ctx.plan
+    step = finish_step(parts, timelines, comm_table=False)
+    p = plan.parallel
+    row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "dp": plan.dp,
+           "sp": p.sp, "schedule": p.schedule, "recompute": p.recompute, "sharding": point["sharding"],
+           "micro_batch": plan.training.micro_batch, "micro_batches": plan.num_microbatches,
+           "global_batch": plan.training.global_batch, "seq_len": plan.training.seq_len,
+           "step_s": step.step_s, "peak_bytes": memory.peak_bytes, "device_peak_bytes": memory.device_peak_bytes,
+           "mfu": step.mfu, "tokens_per_s": step.tokens_per_s,
+           "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,
+           "compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
+           "optimizer_s": step.optimizer_s,
+           "timeline": how}
+    row.update({f"exposed_{d}_s": step.exposed_comm_s[d] for d in DIMS})
+    return row
+
+
+def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
+    """Evaluate candidates in batches (module docstring); rows in candidate order."""
+    out = Evaluated()
+    for start in range(0, len(points), BATCH):
+        prepared = [x for x in (_prepare(ctx, p, out) for p in points[start:start + BATCH]) if x is not None]
+        groups: dict[tuple, list[int]] = {}
+        timelines: dict[int, list] = {}
+        how: dict[int, str] = {}
+        for i, (_, parts, _) in enumerate(prepared):
+            p = parts.ctx.plan.parallel
+            if parts.pairing() is not None:   # MoE micro-batch overlap pairs: only the replay runs them
+                timelines[i], how[i] = replay_timelines(parts), "replay (MoE micro-batch overlap)"
+                continue
+            groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
+        for (schedule, pp, vpp, m), members in groups.items():
+            durations = np.array([[list(zip(f, b, strict=True)) for f, b in prepared[i][1].durations()]
+                                  for i in members])
+            for i, tl in zip(members, fast_timelines(schedule, pp, vpp, m, durations), strict=True):
+                timelines[i], how[i] = tl, "closed form" if schedule == "gpipe" else "levels"
+        out.rows += [_row(point, parts, memory, timelines[i], how[i])
+                     for i, (point, parts, memory) in enumerate(prepared)]
+    return out

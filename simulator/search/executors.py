@@ -1,0 +1,77 @@
+"""Where candidates are evaluated: this process (``local``) or shards on a Ray cluster (``ray``), keyed by name.
+
+Both evaluate with :func:`simulator.search.evaluate.evaluate_points` and return the same rows; ranking happens
+after (:func:`simulator.search.rank.rank`, with a deterministic tie-break), so the ranking does not depend on the
+executor. Ray is an optional extra (``pip install -e '.[ray]'``), imported only when asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from simulator.errors import UserError
+from simulator.scenario.document import Document
+from simulator.search.evaluate import Context, Evaluated, evaluate_points
+
+#: candidates per shard (a local progress step; a Ray task)
+SHARD = 2048
+
+
+def _shards(points: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    return [points[i:i + size] for i in range(0, len(points), size)]
+
+
+def run_local(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,
+              progress: Callable[[int], None] | None = None) -> Evaluated:
+    """Evaluate in this process, shard by shard."""
+    del document, ray_address
+    out = Evaluated()
+    for shard in _shards(points, SHARD):
+        out.merge(evaluate_points(ctx, shard))
+        if progress:
+            progress(len(shard))
+    return out
+
+
+def _ray_shard(document: Document, shard: list[dict[str, Any]]) -> Evaluated:
+    """One Ray task: rebuild the context from the scenario (cheap, cached per worker) and evaluate."""
+    from simulator.search.run import search_context
+
+    return evaluate_points(search_context(document), shard)
+
+
+def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,
+            progress: Callable[[int], None] | None = None) -> Evaluated:
+    """Shard the candidates over a Ray cluster (``ray_address``, else ``RAY_ADDRESS``, else a local cluster);
+    results stream back as shards finish."""
+    del ctx
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--executor ray needs Ray: pip install -e '.[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                 log_to_driver=False)
+    task = ray.remote(_ray_shard)
+    ref = ray.put(document)
+    pending = {task.remote(ref, shard): len(shard) for shard in _shards(points, SHARD)}
+    out = Evaluated()
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for r in done:
+            out.merge(ray.get(r))
+            size = pending.pop(r)
+            if progress:
+                progress(size)
+    return out
+
+
+EXECUTORS = {"local": run_local, "ray": run_ray}
+
+
+def run_executor(name: str, document: Document, ctx: Context, points: list[dict[str, Any]], **kwargs) -> Evaluated:
+    if name not in EXECUTORS:
+        raise UserError(f"unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}")
+    return EXECUTORS[name](document, ctx, points, **kwargs)

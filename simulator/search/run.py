@@ -1,0 +1,145 @@
+""":func:`search`: the best plans for a scenario's model, system and batch (docs/search.md).
+
+Enumerates the plan space (:mod:`simulator.search.space`), rejects a whole structure at once when a rule that
+does not depend on the inner dimensions (recompute, sharding, micro-batch) rejects it, evaluates the rest on an
+executor (:mod:`simulator.search.executors`) with the fast path (:mod:`simulator.search.evaluate`) and ranks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import UserError
+from simulator.model.strict import build
+from simulator.scenario.document import Document, read_document
+from simulator.scenario.load import fixed_parts
+from simulator.scenario.search_section import SearchSection
+from simulator.search.evaluate import Context, Evaluated, reason_of, resolve
+from simulator.search.rank import OBJECTIVES, TERMS, rank
+from simulator.search.space import SHARDING, build_space
+
+#: largest plan space a search evaluates unless --max-plans raises it
+MAX_SEARCH_PLANS = 1_000_000
+
+#: rules whose rejection holds for every recompute, sharding and micro-batch choice (their key paths)
+STRUCTURAL = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.vpp", "parallel.schedule", "parallel.cp",
+              "parallel.ep", "parallel.etp", "parallel.sp", "parallel.ulysses", "training.seq_len"}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Counts, timing and every valid plan, best first (rows as :func:`simulator.search.evaluate` writes them)."""
+
+    evaluated: int
+    valid: int
+    rejected: dict[str, int]
+    seconds: float
+    plans: list[dict[str, Any]]
+    objective: str
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        """docs/interface.md ``simulator search --json``: the ``top`` best plans."""
+        return {"evaluated": self.evaluated, "valid": self.valid, "rejected": self.rejected,
+                "seconds": self.seconds, "objective": self.objective,
+                "plans": [plan_dict(r) for r in self.plans[:top]]}
+
+    def to_frame(self):
+        """Every valid plan as one row (pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.plans)
+
+
+def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """One plan of the JSON output: rank, parallel, training, the headline numbers and the breakdown."""
+    parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "schedule", "recompute")}
+    parallel.update(SHARDING[row["sharding"]])
+    return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel,
+            "training": {"micro_batch": row["micro_batch"], "micro_batches": row["micro_batches"],
+                         "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
+            "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
+            "mfu": row["mfu"], "tokens_per_s": row["tokens_per_s"], "tokens_per_s_per_gpu": row["tokens_per_s_per_gpu"],
+            "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"]}
+
+
+def search_context(source: str | Path | dict | Document) -> Context:
+    """The fixed parts, the plan space and the headroom of a scenario (validated; UserError located)."""
+    document = source if isinstance(source, Document) else read_document(source)
+    try:
+        fixed = fixed_parts(document)
+        section = build(SearchSection, document.data.get("search") or {}, key_prefix="search")
+        parallel = document.data.get("parallel") or {}
+        if not isinstance(parallel, dict):
+            raise UserError(f"expected a mapping, got {type(parallel).__name__}", key_path="parallel")
+        return Context(fixed, build_space(fixed, dict(parallel), section), section.memory_headroom)
+    except UserError as exc:
+        raise document.locate(exc) from None
+
+
+def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Evaluated]:
+    """Candidates worth evaluating, and the structures the plan rules reject outright (counted per plan)."""
+    space = ctx.space
+    if space.size > max_plans:
+        sizes = " x ".join(f"{k} {len(v)}" for k, v in space.values.items() if len(v) > 1)
+        raise UserError(f"the plan space has {sizes} = {space.size:,} points, more than --max-plans {max_plans:,}; "
+                        "narrow it with search: lists or parallel: values", key_path="search")
+    points, skipped = [], Evaluated()
+    inner = space.inner_size()
+    for outer in space.outer():
+        first = next(space.inner(False))
+        try:
+            plan = resolve(ctx, {**outer, **first})
+        except UserError as exc:
+            if exc.key_path in STRUCTURAL:
+                skipped.rejected[reason_of(exc)] += inner
+                skipped.evaluated += inner
+                continue
+            plan = None
+        single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
+                                                                       or plan.expert_shard_degree == 1)
+        points += [{**outer, **i} for i in space.inner(single)]
+    return points, skipped
+
+
+def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
+           executor: str = "local", ray_address: str | None = None,
+           progress: Callable[[int], None] | None = None) -> SearchResult:
+    """Search the plans of a scenario (docs/search.md).
+
+    Args:
+        source: a scenario path, mapping or Document; its ``parallel:`` values pin dimensions, ``search:``
+            restricts the others.
+        objective: ``step_time`` (smallest first) or ``tokens_per_s_per_gpu`` (largest first).
+        max_plans: refuse a plan space with more points than this.
+        executor: ``local`` (this process) or ``ray`` (shards on a Ray cluster; ``pip install -e '.[ray]'``).
+        ray_address: the Ray cluster (default ``RAY_ADDRESS``, else a local one).
+        progress: called with the number of candidates finished after each shard.
+
+    Raises:
+        UserError: bad scenario or constraints, or no valid plan (with the most common rejection reasons).
+    """
+    if objective not in OBJECTIVES:
+        raise UserError(f"unknown objective {objective!r}; accepted: {', '.join(OBJECTIVES)}")
+    from simulator.search.executors import run_executor
+
+    start = time.perf_counter()
+    document = source if isinstance(source, Document) else read_document(source)
+    ctx = search_context(document)
+    points, out = candidates(ctx, max_plans)
+    out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
+    if not out.rows:
+        raise UserError(no_plan_message(out), file=document.file, key_path="search")
+    plans = rank(out.rows, objective)
+    return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
+                        plans, objective)
+
+
+def no_plan_message(out: Evaluated) -> str:
+    common = Counter(out.rejected).most_common(3)
+    lines = "; ".join(f"{n:,} x {reason}" for reason, n in common)
+    return f"no valid plan among {out.evaluated:,} candidates; most common rejections: {lines}"

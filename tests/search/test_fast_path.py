@@ -1,0 +1,167 @@
+"""The fast path of the plan search equals ``simulate()`` (the event-timeline reference) to 1e-9 relative, on
+hypothesis-drawn plans of a dense and a MoE model under every schedule; the fast timelines equal the replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulator.errors import UserError
+from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
+from simulator.scenario.simulate import simulate
+from simulator.schedule.fast_timeline import gpipe_ends, level_ends
+from simulator.schedule.timeline import run_timeline
+from simulator.search.evaluate import evaluate_points, resolve
+from simulator.search.rank import PLAN_KEYS, TERMS
+from simulator.search.run import candidates, search_context
+
+REL = 1e-9
+
+DENSE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "llama3-8b"},
+         "training": {"seq_len": 4096, "global_batch": 32},
+         "search": {"micro_batch": [1, 2], "vpp": [1, 2, 4], "recompute": ["none", "selective", "full"]}}
+MOE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "mixtral-8x7b"},
+       "training": {"seq_len": 4096, "global_batch": 64},
+       "search": {"micro_batch": [1, 2], "vpp": [1, 2], "tp": [1, 2, 4], "pp": [1, 2, 4, 8]}}
+
+
+def _valid_points(data: dict) -> tuple:
+    ctx = search_context(data)
+    points, _ = candidates(ctx, 10**6)
+    valid = []
+    for p in points:
+        try:
+            resolve(ctx, p)
+        except UserError:
+            continue
+        valid.append(p)
+    return ctx, valid
+
+
+#: MoE layers overlapping two micro-batches: the timeline pairs them, so these plans fall back to the replay
+MOE_PAIRED = {**MOE, "moe": {"microbatch_overlap": True}, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1]}}
+
+SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED)}
+
+
+def _close(a: float, b: float, scale: float = 0.0) -> bool:
+    """Relative to the values, or to ``scale`` for a residual (the bubble is the step minus its other parts, so
+    its rounding is the step's)."""
+    return abs(a - b) <= REL * max(abs(a), abs(b), scale, 1e-300)
+
+
+def test_spaces_cover_every_schedule():
+    for name, (_, points) in SPACES.items():
+        if name == "moe_paired":
+            continue
+        kinds = {(p["schedule"], p["vpp"] > 1) for p in points}
+        assert {("gpipe", False), ("1f1b", False), ("1f1b", True)} <= kinds
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(SPACES)), data=st.data())
+def test_fast_path_equals_simulate(kind, data):
+    ctx, points = SPACES[kind]
+    drawn = data.draw(st.lists(st.sampled_from(points), min_size=1, max_size=5))
+    rows = {tuple(str(r[k]) for k in PLAN_KEYS): r for r in evaluate_points(ctx, drawn).rows}
+    for point in drawn:
+        plan = resolve(ctx, point)
+        reference = simulate(ctx.fixed.with_plan(plan))
+        key = tuple(str(v) for v in (plan.world_size, point["tp"], point["pp"], point["vpp"], point["cp"],
+                                     point["ep"], plan.dp, plan.parallel.sp, point["schedule"], point["recompute"],
+                                     point["sharding"], point["micro_batch"]))
+        if reference.memory.device_peak_bytes > ctx.capacity:
+            assert key not in rows, "a plan that does not fit must be pruned"
+            continue
+        row = rows[key]
+        assert (row["timeline"] == "replay (MoE micro-batch overlap)") == (kind == "moe_paired" and point["ep"] > 1)
+        step = reference.step
+        assert _close(row["step_s"], step.step_s)
+        assert _close(row["peak_bytes"], reference.memory.peak_bytes)
+        assert _close(row["mfu"], step.mfu)
+        assert _close(row["tokens_per_s"], step.tokens_per_s)
+        expected = {"compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
+                    "optimizer_s": step.optimizer_s, **{f"exposed_{d}_s": v for d, v in step.exposed_comm_s.items()}}
+        for term in TERMS:
+            assert _close(row[term], expected[term], step.step_s if term == "bubble_s" else 0.0), term
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedule=st.sampled_from(["1f1b", "gpipe"]), pp=st.integers(1, 8), vpp=st.integers(1, 4),
+       groups=st.integers(1, 4), extra=st.integers(0, 5), seed=st.integers(0, 2**32 - 1))
+def test_fast_timelines_equal_the_replay(schedule, pp, vpp, groups, extra, seed):
+    if schedule == "gpipe" or pp == 1:
+        vpp = 1
+    m = pp * groups if vpp > 1 else groups + extra
+    d = np.random.default_rng(seed).uniform(0.01, 3.0, (3, pp, vpp, 2))
+    for b in range(3):
+        replay = run_timeline(stage_orders(schedule, pp, vpp, m), [list(d[b, i, :, 0]) for i in range(pp)],
+                              [list(d[b, i, :, 1]) for i in range(pp)], 0.0)
+        ends = np.array([t.end_s for t in replay])
+        assert np.array_equal(level_ends(schedule, pp, vpp, m, d)[b], ends)   # the same max and + : bit-identical
+        if schedule == "gpipe":
+            assert np.allclose(gpipe_ends(m, d)[b], ends, rtol=1e-12, atol=0)
+
+
+def test_gpipe_closed_form_by_hand():
+    """Two stages, f = (1, 2), b = (3, 1), m = 3: the forwards end on stage 0 at 3 and on stage 1 at 1 + 2 + 2*2
+    = 7 (stage 1 paces); the backwards of stage 1 end at 7 + 3*1 = 10; stage 0's at max(3 + 3 + 2*3 (its own
+    release), 7 + (3 + 1) + 2*3 (stage 1's release, then stage 0 paces)) = 17 (by hand on the replay: B(0, j)
+    end at 11, 14, 17)."""
+    d = np.array([[[[1.0, 3.0]], [[2.0, 1.0]]]])
+    assert gpipe_ends(3, d)[0].tolist() == [17.0, 10.0]
+
+
+@pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
+def test_in_flight_closed_form_equals_the_walk(schedule, vpps):
+    for pp in range(1, 9):
+        for vpp in vpps:
+            if vpp > 1 and pp == 1:
+                continue
+            for m in range(1, 20):
+                for i in range(pp):
+                    assert in_flight(schedule, pp, vpp, i, m) == in_flight_walk(schedule, pp, vpp, i, m)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_bounding_stages_give_the_peak_of_every_stage(data):
+    """The search computes memory only for the stages that bound the peak; their peak is every stage's peak."""
+    from simulator.memory.estimate import bounding_stages, estimate_memory
+
+    kind = data.draw(st.sampled_from(sorted(SPACES)))
+    ctx, points = SPACES[kind]
+    plan = resolve(ctx, data.draw(st.sampled_from(points)))
+    full = estimate_memory(plan, ctx.capacity)
+    part = estimate_memory(plan, ctx.capacity, stages=bounding_stages(plan))
+    assert part.peak_bytes == full.peak_bytes and part.device_peak_bytes == full.device_peak_bytes
+
+
+@pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
+def test_order_arrays_equal_the_orders(schedule, vpps):
+    from simulator.plan.pipeline import stage_order_arrays
+
+    for pp in range(1, 8):
+        for vpp in vpps:
+            if vpp > 1 and pp == 1:
+                continue
+            for m in range(1, 17):
+                arrays = stage_order_arrays(schedule, pp, vpp, m)
+                for i, order in enumerate(stage_orders(schedule, pp, vpp, m)):
+                    got = [("B" if b else "F", int(j), int(c)) for b, j, c in zip(*arrays[i], strict=True)]
+                    assert got == order, (schedule, pp, vpp, m, i)
+
+
+def test_moe_microbatch_overlap_falls_back_to_the_replay():
+    """Plans whose MoE layers overlap two micro-batches are timed by the replay (it pairs them), and say so."""
+    ctx, points = SPACES["moe_paired"]
+    drawn = [p for p in points if p["ep"] > 1 and p["recompute"] == "full"]
+    rows = evaluate_points(ctx, drawn).rows
+    assert rows and all(r["timeline"] == "replay (MoE micro-batch overlap)" for r in rows)
+    for row in rows[:3]:
+        point = next(p for p in drawn if all(p[k] == row[k] for k in ("tp", "pp", "ep", "recompute", "sharding",
+                                                                      "micro_batch", "schedule")))
+        reference = simulate(ctx.fixed.with_plan(resolve(ctx, point))).step
+        assert _close(row["step_s"], reference.step_s) and _close(row["exposed_ep_s"], reference.exposed_comm_s["ep"])

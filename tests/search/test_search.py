@@ -1,0 +1,110 @@
+"""``simulator search``: the ranking, the constraints, the errors (exit 2 with the most common rejections), the
+outputs; and Korthikanti et al. 2023 Table 5: the search finds a plan no slower than the paper's, and the paper's
+plan ranks in the top 5% of valid plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulator.cli import main
+from simulator.errors import UserError
+from simulator.scenario.document import read_document
+from simulator.search import search
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ROOT / "scenarios" / "search_llama3_8b_h100.yaml"
+
+
+def _write(tmp_path, data: dict) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _small(**search_section) -> dict:
+    data = read_document(SMALL).data
+    data["search"] = {**data["search"], **search_section}
+    return data
+
+
+def test_search_ranks_by_step_time_and_respects_memory():
+    result = search(_small(micro_batch=[1]))
+    steps = [p["step_s"] for p in result.plans]
+    assert steps == sorted(steps) and result.valid == len(result.plans) > 10
+    assert result.evaluated == result.valid + sum(result.rejected.values())
+    headroom = 2 * 2**30
+    assert all(p["device_peak_bytes"] + headroom <= 80 * 2**30 for p in result.plans)   # H100 80 GiB
+    assert all(p["micro_batch"] == 1 for p in result.plans)
+
+
+def test_pinned_parallel_values_fix_their_dimension():
+    data = _small(micro_batch=[1])
+    data["parallel"] = {"tp": 2, "recompute": "full"}
+    result = search(data)
+    assert {(p["tp"], p["recompute"]) for p in result.plans} == {(2, "full")}
+
+
+def test_tokens_per_gpu_objective_prefers_fewer_gpus_at_equal_speed():
+    result = search(_small(micro_batch=[1], gpus=[8, 16], pp=[1]), objective="tokens_per_s_per_gpu")
+    rates = [p["tokens_per_s_per_gpu"] for p in result.plans]
+    assert rates == sorted(rates, reverse=True) and {p["gpus"] for p in result.plans} == {8, 16}
+
+
+def test_no_valid_plan_exits_2_with_the_most_common_reasons(tmp_path, capsys):
+    data = _small(tp=[1, 2], pp=[1, 2], memory_headroom="79 GiB")     # 1 GiB left of 80: nothing fits
+    code = main(["search", str(_write(tmp_path, data))])
+    err = capsys.readouterr().err
+    assert code == 2 and "no valid plan" in err and "memory: device peak" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("section,key", [({"gpus": [4096]}, "search.gpus"), ({"tp": [0]}, "search.tp"),
+                                        ({"typo": 1}, "search.typo"), ({"recompute": ["some"]}, "search.recompute")])
+def test_impossible_constraints_exit_2_naming_the_key(tmp_path, capsys, section, key):
+    code = main(["search", str(_write(tmp_path, _small(**section)))])
+    err = capsys.readouterr().err
+    assert code == 2 and key in err and "Traceback" not in err
+
+
+def test_pin_outside_the_search_list_is_an_error():
+    data = _small(tp=[1, 2])
+    data["parallel"] = {"tp": 4}
+    with pytest.raises(UserError, match="search.tp"):
+        search(data)
+
+
+def test_max_plans_refuses_a_larger_space():
+    with pytest.raises(UserError, match="--max-plans 100"):
+        search(_small(), max_plans=100)
+
+
+def test_cli_json_csv_and_why(tmp_path, capsys):
+    csv = tmp_path / "plans.csv"
+    assert main(["search", str(SMALL), "--top", "3", "--json", "--csv", str(csv)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) >= {"evaluated", "valid", "rejected", "seconds", "plans"} and len(data["plans"]) == 3
+    plan = data["plans"][0]
+    assert set(plan) >= {"rank", "parallel", "training", "step_s", "peak_bytes", "mfu", "tokens_per_s"}
+    assert plan["rank"] == 1 and set(plan["parallel"]) >= {"tp", "pp", "dp", "cp", "ep", "vpp", "zero"}
+    assert len(csv.read_text().splitlines()) == data["valid"] + 1
+    assert main(["search", str(SMALL), "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "#1 beats #2" in out and "the largest difference is" in out and "rejected (count, rule)" in out
+
+
+# Korthikanti et al., MLSys'23, Table 5 (the scenarios' plans: tp 8, pp 8 / 35, vpp 3, sp, selective recompute,
+# micro-batch 1, on 64 / 280 A100s with global batch 64 / 280).
+@pytest.mark.parametrize("name", ["korthikanti_175b", "korthikanti_530b"])
+def test_search_matches_or_beats_korthikanti_plan(name):
+    data = read_document(ROOT / "scenarios" / f"{name}.yaml").data
+    paper = data.pop("parallel")
+    result = search(data)
+    mine = [p for p in result.plans if (p["tp"], p["pp"], p["vpp"], p["dp"], p["sp"], p["recompute"],
+                                        p["micro_batch"], p["schedule"], p["sharding"])
+            == (paper["tp"], paper["pp"], paper["vpp"], 1, True, "selective", 1, "1f1b", "none")]
+    assert len(mine) == 1, "the paper's plan is in the search space"
+    assert result.plans[0]["step_s"] <= mine[0]["step_s"]
+    assert mine[0]["rank"] <= 0.05 * result.valid, (mine[0]["rank"], result.valid)
