@@ -9,6 +9,7 @@ from simulator.memory import estimate_memory
 from simulator.scenario.load import Scenario
 from simulator.scenario.simulate import _calibration, topology_of
 from simulator.serving import ServeResult, serve
+from simulator.serving.backends import EXPERT_KERNELS
 from simulator.serving.step import StepContext
 
 
@@ -17,6 +18,12 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
     if scenario.serving is None:
         raise UserError("simulator serve needs a serving: section (batch, input_len, output_len; docs/serving.md)",
                         file=scenario.file, key_path="serving")
+    kernel = EXPERT_KERNELS[scenario.serving.expert_kernel]
+    dtype = scenario.plan.recipe.gemm_dtype
+    if scenario.model.moe is not None and kernel.fp8_only and not dtype.startswith("fp8"):
+        raise UserError(f"expert_kernel {scenario.serving.expert_kernel} runs fp8 weights; training.precision gives "
+                        f"{dtype} GEMMs (precision: fp8, or expert_kernel: triton_fused / cutlass_grouped)",
+                        file=scenario.file, key_path="serving.expert_kernel")
     gpu = scenario.cluster.node.gpu
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
     calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None

@@ -246,3 +246,11 @@ def test_staggered_sequences_fit_more_than_full_length_ones():
     so 2048 / 1536 = 4/3 as many fit as at full length."""
     r = serve(batch=8, input_len=1024, output_len=1024)
     assert r.kv_capacity_seqs_steady == pytest.approx(r.kv_capacity_seqs * 2048 / 1536, abs=2)
+
+
+def test_deepgemm_needs_fp8_weights():
+    sc = {"system": {"profile": "hgx_h200", "nodes": 1}, "model": {"preset": "deepseek-v3"},
+          "parallel": {"tp": 1, "ep": 8}, "training": {"mode": "inference", "precision": "bf16"},
+          "serving": {"batch": 8, "input_len": 64, "output_len": 1, "expert_kernel": "deepgemm"}}
+    with pytest.raises(UserError, match="serving.expert_kernel"):
+        simulate_serving(load_scenario(sc))
