@@ -73,9 +73,10 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
     extra = []
     if first:
         extra += embedding_params(m)
+    mtp = any(i >= m.layers for i in layers)  # the MTP modules' layers are on this stage (training)
     if last:
-        extra += head_params(m) + mtp_head_params(m)
-        if (m.tied_embeddings or m.mtp_layers) and pipelined:  # MTP embeds the next tokens on the last stage
+        extra += head_params(m) + (mtp_head_params(m) if mtp else [])
+        if (m.tied_embeddings or mtp) and pipelined:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
     d, e = _local(extra, m, tp, ep, etp, scale)
     return StageParams(dense + d, expert + e, largest, len(layers))

@@ -48,7 +48,7 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
     check_sequence(plan, train)
     edp = check_moe(model, plan, train, dp)
     micro = check_batch(train, dp, plan)
-    stage_layers, chunks = split_layers(model, plan)
+    stage_layers, chunks = split_layers(model, plan, model.mtp_layers if train.mode == "train" else 0)
     return ResolvedPlan(model=model, parallel=plan, training=train, world_size=world_size, dp=dp, edp=edp,
                         num_microbatches=micro, order=order, stage_layers=stage_layers, stage_chunks=chunks,
                         notes=tuple(notes))

@@ -180,14 +180,16 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
     return micro
 
 
-def split_layers(m: ModelSpec, p: ParallelPlan) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
+                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
-    the MTP modules' layers (indices ``layers`` on) end the last chunk.
+    ``mtp_layers`` MTP modules' layers (indices ``layers`` on; training only: serving runs them only to draft
+    speculative tokens) end the last chunk.
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, m.mtp_layers)
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers)
 
 
 @functools.lru_cache(maxsize=1024)

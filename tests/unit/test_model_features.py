@@ -86,3 +86,16 @@ def test_hf_sliding_window_and_mtp_import(tmp_path):
                                          "layer_types": ["sliding_attention", "full_attention", "full_attention",
                                                          "sliding_attention"]}))
     assert load_hf_config(_write(tmp_path, {**BASE, "num_nextn_predict_layers": 1})).mtp_layers == 1
+
+
+def test_serving_plans_leave_the_mtp_modules_out():
+    """MTP modules train with the model; serving runs them only to draft speculative tokens (not modelled), so an
+    inference plan holds neither their layers nor their projections."""
+    from simulator.plan.params import stage_params
+
+    m = load_model_preset("deepseek-v3")
+    par = {"pp": 2, "ep": 8, "pipeline_layers": [31, 30]}
+    train = resolve_plan(m, par, {"seq_len": 4096}, 16)
+    serve = resolve_plan(m, par, {"seq_len": 4096, "mode": "inference"}, 16)
+    assert train.stage_layers[-1][-1] == 61 and serve.stage_layers[-1][-1] == 60
+    assert stage_params(train, 1).dense > stage_params(serve, 1).dense
