@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from simulator.cli.args import bounded_int, output_path, positive_int
+from simulator.cli.args import bounded_int, output_path, plot_path, positive_int
 from simulator.cli.output import print_json
 from simulator.report.files import write_parquet, write_text
 from simulator.report.search import render_search
@@ -26,6 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON object of docs/interface.md")
     p.add_argument("--csv", metavar="FILE", type=output_path, help="write every valid plan as CSV")
     p.add_argument("--parquet", metavar="FILE", type=output_path, help="write every valid plan as Parquet")
+    p.add_argument("--plot", metavar="FILE", type=plot_path,
+                   help="step time vs device peak memory of every valid plan, with the Pareto front")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_search)
 
@@ -47,12 +49,16 @@ def _search(args) -> int:
         write_text(args.csv, result.to_frame().to_csv(index=False))
     if args.parquet:
         write_parquet(args.parquet, result.to_frame())
+    if args.plot:
+        from simulator.report.search import plot_search
+
+        plot_search(result, args.plot)
     if args.json:
         print_json(result.to_dict(args.top))
         return 0
     line = why(result.plans[0], result.plans[1]) if len(result.plans) > 1 else None
     print(render_search(result, args.top, line))
-    for path in (args.csv, args.parquet):
+    for path in (args.csv, args.parquet, args.plot):
         if path:
             print(f"wrote {len(result.plans):,} plans to {path}")
     return 0

@@ -50,7 +50,10 @@ def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:
 
 
 def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list]:
-    keys = {k for s in range(rp.parallel.pp) for k in _layer_keys(rp, s)}
+    stages = range(rp.parallel.pp)
+    if rp.model.moe is None:   # every layer dense: a stage's keys follow from its chunks (its recompute modes)
+        stages = {rp.stage_chunks[s]: s for s in reversed(stages)}.values()
+    keys = {k for s in stages for k in _layer_keys(rp, s)}
     return {(moe, mode): layer_activation_items(rp.model, replace(ctx, recompute=mode), moe_layer=moe)
             for moe, mode in keys}
 

@@ -45,3 +45,42 @@ def render_search(result, top: int, why_line: str | None) -> str:
         if len(result.rejected) > 8:
             out.append(f"{sum(list(result.rejected.values())[8:]):>10,}  ({len(result.rejected) - 8} other rules)")
     return "\n".join(out)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both coordinates (smaller is better in both), sorted by the
+    first coordinate."""
+    order = sorted(range(len(points)), key=lambda i: points[i])
+    front, best = [], float("inf")
+    for i in order:
+        if points[i][1] < best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def plot_search(result, path: str) -> str:
+    """Step time against device peak memory of every valid plan, the Pareto front (no plan both faster and
+    smaller) drawn as a line and the best plan marked; GPU counts as colours when the search tried several."""
+    from simulator.report.plots import _pyplot
+
+    plt = _pyplot()
+    plans = result.plans
+    x = [p["device_peak_bytes"] / GIBI for p in plans]
+    y = [p["step_s"] for p in plans]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    gpus = sorted({p["gpus"] for p in plans})
+    for n in gpus:
+        idx = [i for i, p in enumerate(plans) if p["gpus"] == n]
+        ax.scatter([x[i] for i in idx], [y[i] for i in idx], s=10, alpha=0.5, label=f"{n} GPUs")
+    front = pareto_front(list(zip(x, y, strict=True)))
+    ax.plot([x[i] for i in front], [y[i] for i in front], "k-", lw=1, label="Pareto front")
+    ax.scatter([x[0]], [y[0]], marker="*", s=120, color="red", zorder=3, label="best")
+    ax.set_xlabel("device peak memory per GPU (GiB)")
+    ax.set_ylabel("step time (s)")
+    ax.set_title(f"{result.valid:,} valid plans of {result.evaluated:,}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path

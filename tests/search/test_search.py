@@ -108,3 +108,18 @@ def test_search_matches_or_beats_korthikanti_plan(name):
     assert len(mine) == 1, "the paper's plan is in the search space"
     assert result.plans[0]["step_s"] <= mine[0]["step_s"]
     assert mine[0]["rank"] <= 0.05 * result.valid, (mine[0]["rank"], result.valid)
+
+
+def test_pareto_front_by_hand():
+    from simulator.report.search import pareto_front
+
+    # (memory, time): (1, 5) and (2, 3) and (4, 1) trade off; (3, 4) is beaten by (2, 3); (5, 1) by (4, 1)
+    points = [(3, 4), (1, 5), (4, 1), (2, 3), (5, 1)]
+    assert pareto_front(points) == [1, 3, 2]
+
+
+def test_cli_plot_draws_the_pareto_front(tmp_path, capsys):
+    plot = tmp_path / "front.png"
+    data = _small(micro_batch=[1], pp=[1, 2])
+    assert main(["search", str(_write(tmp_path, data)), "--plot", str(plot)]) == 0
+    assert plot.stat().st_size > 1000 and f"to {plot}" in capsys.readouterr().out
