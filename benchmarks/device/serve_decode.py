@@ -31,10 +31,15 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import warm_clocks  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -43,16 +48,6 @@ MAX_CACHE_TOKENS = 512 * 1024  # batch x context at most: 64 GiB of K/V for this
 PREFILL_TOKENS = (512, 1024, 2048, 4096, 8192, 16384)
 PREFILL_BATCHED = ((4, 1024), (8, 2048), (16, 512))  # (sequences, tokens each)
 EAGER = ((1, 1024), (1, 8192), (8, 4096), (64, 2048), (256, 1024))
-
-
-def _warm_clocks(seconds: float) -> None:
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for _ in range(20):
-            torch.matmul(a, a, out=c)
-        torch.cuda.synchronize()
 
 
 class Model:
@@ -326,7 +321,7 @@ def main() -> None:
            "sm_count": props.multi_processor_count, "tp": tp,
            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if tp > 1 else None}
-    _warm_clocks(args.warm_s)
+    warm_clocks(args.warm_s)
     m = Model(tp, MAX_CACHE_TOKENS)
     env["weight_bytes_per_gpu"] = m.weight_bytes
 
