@@ -2,6 +2,7 @@
 
 * ``warm_clocks``: a cold H200 idles near 345 MHz and reads about half rate at first, so each script first runs
   bf16 8192^3 matrix products back to back for a few seconds.
+* ``time_once``: seconds of one call, timed with CUDA events.
 * ``bench``: CUDA-graph timing. ``fn`` is captured ``calls`` times back to back in one graph (enough for about
   ``target_s`` of GPU work, or fewer when its outputs would take too much memory), the graph is replayed once to
   warm up and then ``repeats`` times, each replay timed with CUDA events; the result is the median replay time over
@@ -34,7 +35,7 @@ def warm_clocks(seconds: float = 5.0) -> None:
     del a, c
 
 
-def _time_once(fn) -> float:
+def time_once(fn) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     fn()
@@ -49,7 +50,7 @@ def bench(fn, target_s: float = 0.02, repeats: int = 7, max_calls: int = 200, ou
     spread (min/max per-call over the repeats), calls per timed replay, repeats, and the method used."""
     fn()  # warm-up: handles, workspace, autotuning, lazy module load
     torch.cuda.synchronize()
-    once = max(_time_once(fn), 1e-6)
+    once = max(time_once(fn), 1e-6)
     calls = int(max(1, min(max_calls, math.ceil(target_s / once))))
     if out_bytes:
         calls = max(1, min(calls, max_graph_bytes // max(out_bytes, 1)))
@@ -80,7 +81,7 @@ def bench(fn, target_s: float = 0.02, repeats: int = 7, max_calls: int = 200, ou
                 fn()
         run()
         torch.cuda.synchronize()
-    samples = [_time_once(run) / calls for _ in range(repeats)]
+    samples = [time_once(run) / calls for _ in range(repeats)]
     del run
     return {"time_s": statistics.median(samples), "time_min_s": min(samples), "time_max_s": max(samples),
             "calls_per_replay": calls, "repeats": repeats, "timing": method}

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import warm_clocks  # noqa: E402
+from _bench import time_once, warm_clocks  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -164,15 +164,7 @@ def _causal_attention(q, k, v):
 
 
 def _events_time(fn, repeats: int) -> list[float]:
-    out = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / 1e3)
-    return out
+    return [time_once(fn) for _ in range(repeats)]
 
 
 def _rope_tables(positions, shape):

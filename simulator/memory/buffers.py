@@ -85,8 +85,7 @@ def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[Memor
     return items
 
 
-def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int,
-                 per_layer: dict[tuple[bool, str], list]) -> list[MemoryItem]:
+def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel

@@ -115,7 +115,7 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         sp_ = stage_params(rp, s)
         items = _state_items(sp_, rb, rp) + _activation_items(rp, s, per_layer, flight)
         items += stage_extra_activations(rp, ctx, s, flight)
-        items += buffer_items(rp, ctx, rb, sp_, s, per_layer)
+        items += buffer_items(rp, ctx, rb, sp_, s)
         worst_bytes = None
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))

@@ -13,6 +13,7 @@ import itertools
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.recipe import PRECISIONS
 
 _ORDER_DIMS = ("tp", "cp", "ep", "dp", "pp")
 
@@ -45,7 +46,7 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
         raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
     if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
-                                             or t.precision in ("amp_bf16", "pure_bf16", "fp32")):
+                                             or not PRECISIONS[t.precision].main):
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
                    f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
                    f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
