@@ -113,6 +113,10 @@ class ModelSpec(BaseModel):
         if self.activation == "swiglu" and self.ffn_hidden is None and self.moe is None:
             raise UserError("activation swiglu needs ffn_hidden (its width is not 4 * hidden)",
                             key_path="model.ffn_hidden")
+        if self.sliding_window_pattern != 1 and self.sliding_window is None:
+            raise UserError(f"sliding_window_pattern ({self.sliding_window_pattern}) needs sliding_window (the window "
+                            "in tokens); without it every layer has full attention",
+                            key_path="model.sliding_window_pattern")
         if self.moe is not None and self.moe.first_dense_layers > self.layers:
             raise UserError(f"moe.first_dense_layers ({self.moe.first_dense_layers}) exceeds layers ({self.layers})",
                             key_path="model.moe.first_dense_layers")

@@ -99,3 +99,15 @@ def test_serving_plans_leave_the_mtp_modules_out():
     serve = resolve_plan(m, par, {"seq_len": 4096, "mode": "inference"}, 16)
     assert train.stage_layers[-1][-1] == 61 and serve.stage_layers[-1][-1] == 60
     assert stage_params(train, 1).dense > stage_params(serve, 1).dense
+
+
+def test_a_window_pattern_without_a_window_is_refused(tmp_path):
+    """`sliding_window_pattern` alone would silently change nothing: exit 2 naming the key and the rule."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.yaml"
+    path.write_text("system: {profile: dgx_h100, nodes: 1}\nmodel:\n  preset: llama3-8b\n  sliding_window_pattern: 2\n")
+    run = subprocess.run([sys.executable, "-m", "simulator", "run", str(path)], capture_output=True, text=True)
+    assert run.returncode == 2 and "model.sliding_window_pattern" in run.stderr and "needs sliding_window" in run.stderr
+    assert "Traceback" not in run.stderr
