@@ -31,8 +31,11 @@ from simulator.hardware import GpuSpec
 from simulator.model import (
     GemmOp,
     ModelSpec,
+    ParamTensor,
     RankShape,
+    embedding_params,
     expert_mlp_ops,
+    head_params,
     layer_flops,
     layer_params,
     local_numel,
@@ -151,9 +154,19 @@ def fp8_cast_memops(linear: list[GemmOp], cast_bytes: tuple[float, float]) -> li
     return ops
 
 
+def grad_accumulation_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, bytes_per_param: float
+                             ) -> list[MemOp]:
+    """A separate gradient-accumulation pass over this rank's share of ``params`` after each micro-batch's backward
+    (``Recipe.grad_accum_bytes`` per parameter; none when the weight-gradient GEMM accumulates itself)."""
+    if not bytes_per_param:
+        return []
+    numel = sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
+    return [MemOp("grad_accumulation", "bwd", bytes_per_param * numel)]
+
+
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
                layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
-               fp8_cast_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerTime:
+               fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
@@ -161,6 +174,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`). With an fp8 ``dtype`` the
     linear layers run in fp8 and quantize their input (forward) and output gradient (backward) at
     ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
+    ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
     """
     flash = attention in ("flash", "sdpa")
     lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention=attention)
@@ -184,6 +198,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
         mem += eager_memops(model, shape, params, amp=amp)
     if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
+    mem += grad_accumulation_memops(layer_params(model, layer_index), sh, model.kv, grad_accum_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
         peak = peak_flops(gpu, attention_dtype(dtype)) * fraction
@@ -263,12 +278,17 @@ def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtyp
                  for phase in ("fwd", "bwd_dgrad", "bwd_wgrad"))
 
 
-def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> LayerTime:
-    """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch."""
+def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+              grad_accum_bytes: float = 0.0, embedding_copy: bool = False) -> LayerTime:
+    """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch;
+    ``grad_accum_bytes`` as :func:`layer_time`, over the head's parameters and, with ``embedding_copy`` (tied
+    embeddings split over pipeline stages), the last stage's copy of the word embedding."""
     lf = logits_flops(model, sh)
     ops = list(lf.ops)
     secs = _linear_seconds(ops, gpu, eff, dtype)
     mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp)
+    params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
+    mem += grad_accumulation_memops(params, sh, model.kv, grad_accum_bytes)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
     dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
@@ -277,7 +297,10 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
                      bwd_flops=lf.backward_flops)
 
 
-def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency) -> LayerTime:
-    """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound)."""
+def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency,
+                   grad_accum_bytes: float = 0.0) -> LayerTime:
+    """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound); ``grad_accum_bytes``
+    as :func:`layer_time`."""
     mem = embedding_memops(model, sh.tokens)
+    mem += grad_accumulation_memops(embedding_params(model), sh, model.kv, grad_accum_bytes)
     return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

@@ -92,5 +92,11 @@ class TrainingConfig(BaseModel):
                           "reduction (Megatron --grad-reduce-in-bf16 / DDP grad_reduce_in_fp32, NeMo "
                           "optim.grad_sync_dtype); null = the framework default (fp32 with bf16/fp8, fp16's own "
                           "16-bit reduction)")
+    grad_accumulation: Literal["fused", "separate_fp32"] = Field(
+        "fused", description="framework megatron: how each micro-batch's weight gradients reach the fp32 "
+                             "accumulation buffer. fused: the weight-gradient GEMM accumulates into it in its "
+                             "epilogue (Megatron --gradient-accumulation-fusion); separate_fp32: a pass over the "
+                             "stage's gradients after every micro-batch's backward, cast to fp32 and added (DeepSpeed "
+                             "BF16_Optimizer.update_hp_grads): 18 B of HBM traffic per parameter per micro-batch")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

@@ -36,6 +36,11 @@ from typing import Literal
 from simulator.plan.config import ParallelPlan, TrainingConfig
 
 FP32, BF16, FP8 = 4, 2, 1
+
+#: HBM bytes per parameter of one separate fp32 gradient-accumulation pass (DeepSpeed BF16_Optimizer
+#: ``update_hp_grads``: ``hp_grad.add_(lp.grad.to(fp32))``): the cast reads the 16-bit gradient and writes an fp32
+#: temporary, the add reads it and the fp32 accumulator and writes the accumulator back
+SEPARATE_FP32_ACCUMULATION_BYTES = BF16 + FP32 + FP32 + FP32 + FP32
 """Bytes per element of the dtypes model states, activations and messages use."""
 FP4 = 0.5 + 1 / 16
 """NVFP4 bytes per element: a 4-bit E2M1 value plus one 8-bit E4M3 scale per 16 elements (arXiv:2509.25149)."""
@@ -136,6 +141,9 @@ class Recipe:
         serve_param: weight (and transient activation) element bytes when serving.
         kv_cache: KV-cache element bytes when serving (default: ``serve_param``).
         moe_dispatch_dtype: default MoE dispatch payload (fp8 with the fp8 recipe, DeepEP; combine stays bf16).
+        grad_accum_bytes: HBM bytes per parameter each micro-batch's backward spends adding its weight gradients
+            into the fp32 accumulator outside the GEMMs (``training.grad_accumulation``: 0 when fused into the
+            weight-gradient GEMM, :data:`SEPARATE_FP32_ACCUMULATION_BYTES` for a separate pass).
     """
 
     precision: str
@@ -161,6 +169,7 @@ class Recipe:
     serve_param: float
     kv_cache: float
     moe_dispatch_dtype: str
+    grad_accum_bytes: float = 0.0
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -231,4 +240,5 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
         serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
-        moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16")
+        moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
+        grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0)

@@ -50,6 +50,11 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
                    f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
                    f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
+    if t.grad_accumulation == "separate_fp32" and (t.framework != "megatron" or not PRECISIONS[t.precision].main):
+        raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
+                   f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
+                   f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
+                   "training.grad_accumulation")
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":

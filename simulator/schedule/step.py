@@ -76,12 +76,14 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
     r, groups = plan.recipe, {}
     for index, count in layer_kinds(model):
-        key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes)
+        key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
+               r.grad_accum_bytes)
         if cache is not None and key in cache:
             lt = cache[key]
         else:
             lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
-                            eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes)
+                            eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes,
+                            grad_accum_bytes=r.grad_accum_bytes)
             if cache is not None:
                 cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
@@ -114,6 +116,7 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
     modes = plan.layer_recompute(stage)
+    accum, copy = plan.recipe.grad_accum_bytes, ctx.model.tied_embeddings and p.pp > 1
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
@@ -130,12 +133,13 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
             bwd.add(per_kind[kind, mode][1], count)
         start += n
         if stage == 0 and c == 0:
-            e = ctx.cached(("embedding", plan.shape), lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff))
+            e = ctx.cached(("embedding", plan.shape, accum),
+                           lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, accum))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = ctx.cached(("head", plan.shape, ctx.dtype),
-                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype))
+            h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy),
+                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)

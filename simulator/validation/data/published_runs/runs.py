@@ -140,17 +140,21 @@ def _mtnlg(id, nodes, step, tflops):
         unsaid=("micro_batch=1 (not stated in the quote);zero=1 (DeepSpeed ZeRO stage not stated);"
                 "recompute=full (DeepSpeed/Megatron 2021 activation checkpointing default for 530B);"
                 "precision=fp16 (mixed precision, dtype not stated);schedule=1f1b non-interleaved;"
-                "overlap_grad_reduce=false (DeepSpeed ZeRO-1 2021: after backward);vocab=50257 (GPT-2 BPE)"),
+                "overlap_grad_reduce=false (DeepSpeed ZeRO-1 2021: after backward);vocab=50257 (GPT-2 BPE);"
+                "grad_accumulation=fused (how DeepSpeed's 2021 fp16 ZeRO-1 optimizer accumulated is not stated)"),
         notes=(f"Reported {tflops} TFLOP/s per GPU (Narayanan formula, counts recompute). llm-analysis quotes 8x "
                "A100-SXM 40GB per node; Microsoft/NVIDIA blog says Selene DGX A100 80GB; we use 80GB. "
-               "Model = Korthikanti 530B preset (same shape) with vocab 50257."),
+               "Model = Korthikanti 530B preset (same shape) with vocab 50257. attention unfused: the run predates "
+               "FlashAttention (Dao et al., arXiv:2205.14135, May 2022); Megatron's fused scale-mask-softmax between "
+               "two batched GEMMs."),
         measured_step_s=step,
         yaml_comment=(f"{id}: MT-NLG 530B on {nodes} DGX A100 ({gpus} GPUs), TP8 x PP35 x DP{dp}, GBS 1920.\n"
                       f"Source: {MTNLG}.\nMeasured: {step} s per iteration ({tflops} TFLOP/s/GPU)."),
         scenario=dict(name=id, system=dict(profile="dgx_a100_80gb", nodes=nodes),
                       model=dict(preset="korthikanti-530b", vocab=50257),
                       parallel=dict(tp=8, pp=35, dp=dp, sp=False, recompute="full", zero=1),
-                      training=dict(seq_len=2048, micro_batch=1, global_batch=1920, precision="fp16")))
+                      training=dict(seq_len=2048, micro_batch=1, global_batch=1920, precision="fp16",
+                                    attention="unfused")))
 
 
 RUNS += [_mtnlg("mtnlg_530b_a100_2240", 280, 60.1, 126), _mtnlg("mtnlg_530b_a100_2800", 350, 50.2, 121),
@@ -167,21 +171,27 @@ RUNS.append(dict(
     zero_or_distopt="ZeRO-1 (DeepSpeed BF16_Optimizer)", recompute="full", precision="bf16",
     measured_quantity="step_s", measured_value=105.22, measured_memory_GiB="", trained="yes",
     unsaid=("schedule=1f1b (DeepSpeed pipeline engine);overlap_grad_reduce=false (BF16_Optimizer);"
-            "pipeline_layers=[5,6x10,5] (tied embeddings count as layers: 72/12);node=dgx_a100_80gb (Jean Zay: "
-            "4x100 Gb/s Omni-Path per node, not 8x200 Gb/s IB; NVSwitch assumed)"),
+            "pipeline_layers=[5,6x10,5] (tied embeddings count as layers: 72/12);node=jean_zay_a100_80gb (4x100 "
+            "Gb/s Omni-Path per node from the README; NVSwitch baseboard, one adapter per GPU pair and the CPU "
+            "model assumed)"),
     notes=("Megatron-DeepSpeed. TFLOPs in the log are hardware TFLOPs (4x2 coefficient, counting recompute). "
-           "ALiBi modelled as rope (no position parameters either way); embedding LayerNorm not modelled."),
+           "ALiBi modelled as rope (no position parameters either way); embedding LayerNorm not modelled. "
+           "attention unfused: training began 2022-03-11, before FlashAttention (arXiv:2205.14135, May 2022); "
+           "grad_accumulation separate_fp32: DeepSpeed's pipeline engine calls BF16_Optimizer.update_hp_grads "
+           "after every micro-batch's backward (deepspeed/runtime/pipe/engine.py _exec_backward_pass; "
+           "deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(fp32)))."),
     measured_step_s=105.22,
     yaml_comment=("bloom_176b_a100_384: BLOOM-176B on Jean Zay, 48 nodes x 8 A100 80GB, TP4 PP12 DP8, MBS 2, GBS 2048.\n"
                   f"Source: {BIGS} train/tr11-176B-ml/README.md, chronicles.md line 45.\n"
-                  "Measured: 105.22 s per iteration (149.02 hardware TFLOP/s per GPU). Interconnect differs (see notes)."),
-    scenario=dict(name="bloom_176b_a100_384", system=dict(profile="dgx_a100_80gb", nodes=48),
+                  "Measured: 105.22 s per iteration (149.02 hardware TFLOP/s per GPU)."),
+    scenario=dict(name="bloom_176b_a100_384", system=dict(profile="jean_zay_a100_80gb", nodes=48),
                   model=dict(name="bloom-176b", layers=70, hidden=14336, heads=112, vocab=250880, activation="gelu",
                              norm="layernorm", linear_bias=True, tied_embeddings=True, position_embedding="rope",
                              max_position=2048),
                   parallel=dict(tp=4, pp=12, dp=8, sp=False, recompute="full", zero=1,
                                 pipeline_layers=[5] + [6] * 10 + [5]),
-                  training=dict(seq_len=2048, micro_batch=2, global_batch=2048, precision="bf16"))))
+                  training=dict(seq_len=2048, micro_batch=2, global_batch=2048, precision="bf16",
+                                attention="unfused", grad_accumulation="separate_fp32"))))
 
 
 def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8192):
