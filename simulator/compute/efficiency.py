@@ -53,6 +53,10 @@ class ComputeEfficiency(BaseModel):
                                                              "streaming (memory-bound) kernels")
     attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
                                                                 "of the tensor peak")
+    flash2_efficiency: float | None = Field(
+        None, gt=0, le=1, description="the FlashAttention-2 package's fused attention rate as a fraction of the "
+                                      "tensor peak (None: attention_efficiency, where FlashAttention-2 is the "
+                                      "architecture's fused kernel)")
     grouped_efficiency: dict[str, float] = Field(
         default_factory=dict, description="grouped-GEMM kernels (MoE routed experts) relative to a dense GEMM of the "
                                           "same shape, per dtype (1 where not listed)")
@@ -67,8 +71,11 @@ class ComputeEfficiency(BaseModel):
 
     def attention_fraction(self, kernel: str, seq_len: float, head_dim: float) -> float:
         """Fraction of the tensor peak a fused attention kernel reaches: ``flash`` (Megatron / Transformer Engine
-        fused attention) at ``attention_efficiency``; ``sdpa`` (plain PyTorch) from the measured SDPA table when the
-        architecture has one: e(head_dim) x s / (s + sdpa_half_seq)."""
+        fused attention) at ``attention_efficiency``; ``flash2`` (the FlashAttention-2 package) at
+        ``flash2_efficiency`` where the architecture has its own figure; ``sdpa`` (plain PyTorch) from the measured
+        SDPA table when the architecture has one: e(head_dim) x s / (s + sdpa_half_seq)."""
+        if kernel == "flash2" and self.flash2_efficiency is not None:
+            return self.flash2_efficiency
         if kernel != "sdpa" or not self.sdpa_by_head_dim:
             return self.attention_efficiency
         dims = sorted(self.sdpa_by_head_dim)

@@ -176,7 +176,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
     ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
     """
-    flash = attention in ("flash", "sdpa")
+    flash = attention in ("flash", "flash2", "sdpa")
     lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention=attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
     core = [o for o in lf.ops if _is_attn(o)]

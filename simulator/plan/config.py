@@ -77,6 +77,11 @@ class TrainingConfig(BaseModel):
     framework: Literal["megatron", "pytorch"] = Field("megatron", description="activation accounting and buffers")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")
+    attention_kernel: Literal["fused", "flash2"] = Field(
+        "fused", description="attention flash: the kernel that runs it. fused: the architecture's fused attention "
+                             "(Transformer Engine's cuDNN / FlashAttention-3 on Hopper, FlashAttention-2 on Ampere) "
+                             "at ComputeEfficiency.attention_efficiency; flash2: the FlashAttention-2 package (e.g. "
+                             "Megatron --use-flash-attn with flash-attn 2) at flash2_efficiency")
     mode: Literal["train", "inference"] = Field(
         "train", description="train: a training step; inference: serving memory (weights + KV cache of micro_batch "
                              "sequences of seq_len tokens per replica)")

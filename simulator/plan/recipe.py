@@ -132,8 +132,9 @@ class Recipe:
             fp8 copy): (1, 2) extra bytes, the transpose written beside a narrower output and the gradient's fp8
             copy and transpose. Plain PyTorch (torchao float8) runs separate cast kernels: read 2, write 1 + 1 =
             (4, 4). (0, 0) without fp8.
-        attention: ``flash`` (fused kernel), ``unfused`` (s x s scores) or ``sdpa`` (PyTorch's
-            F.scaled_dot_product_attention, flash backend, measured rate).
+        attention: the attention kernel compute times: ``flash`` (the architecture's fused kernel), ``flash2``
+            (the FlashAttention-2 package, ``training.attention_kernel``), ``unfused`` (s x s scores) or ``sdpa``
+            (PyTorch's F.scaled_dot_product_attention, flash backend, measured rate).
         eager: plain PyTorch modules: layout copies, DDP always overlapping.
         grads_freed_between_steps: gradient tensors do not exist between optimizer steps (PyTorch
             ``zero_grad(set_to_none=True)``); Megatron's contiguous gradient buffer always exists.
@@ -162,7 +163,7 @@ class Recipe:
     activation: int
     gemm_dtype: str
     fp8_cast_bytes: tuple[float, float]
-    attention: Literal["flash", "unfused", "sdpa"]
+    attention: Literal["flash", "flash2", "unfused", "sdpa"]
     eager: bool
     grads_freed_between_steps: bool
     amp_casts: bool
@@ -229,7 +230,9 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
     # FSDP gathers fp32 params of AMP in the compute dtype (FSDP mixed precision ``param_dtype``)
     param_wire = BF16 if stage >= 3 and training.precision == "amp_bf16" else row.param
     eager = training.framework == "pytorch"
-    attention = "sdpa" if eager and training.attention == "flash" else training.attention
+    attention = training.attention
+    if attention == "flash":
+        attention = "sdpa" if eager else ("flash2" if training.attention_kernel == "flash2" else "flash")
     return Recipe(
         precision=training.precision, optimizer=training.optimizer, convention=convention, stage=stage,
         param=row.param, grad=grad, main=row.main, moments=MOMENTS[training.optimizer] * row.moment, bucket=bucket,

@@ -25,6 +25,7 @@ def _err(message: str, key: str) -> UserError:
 def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Switches that need another switch: sp/tp, megatron_fsdp/distributed_optimizer, zero vs Megatron sharding,
     vpp/pp/schedule, framework-specific features."""
+    check_training_switches(p, t)
     if p.sp and p.tp == 1:
         raise _err("sp (sequence parallelism) needs tp > 1, got tp = 1", "parallel.sp")
     if p.megatron_fsdp is not None and not p.distributed_optimizer:
@@ -45,21 +46,29 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "parallel.recompute_modules")
     if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
         raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
-    if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
-                                             or not PRECISIONS[t.precision].main):
-        raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
-                   f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
-                   f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
-    if t.grad_accumulation == "separate_fp32" and (t.framework != "megatron" or not PRECISIONS[t.precision].main):
-        raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
-                   f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
-                   f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
-                   "training.grad_accumulation")
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":
         raise _err(f"vpp ({p.vpp}) > 1 is the interleaved 1F1B schedule; schedule {p.schedule!r} cannot interleave",
                    "parallel.schedule")
+
+
+def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Framework switches of ``training:`` that hold only for some frameworks, precisions or attention kernels."""
+    if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
+                                             or not PRECISIONS[t.precision].main):
+        raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
+                   f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
+                   f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
+    if t.attention_kernel == "flash2" and (t.attention != "flash" or t.framework != "megatron"):
+        raise _err(f"attention_kernel flash2 names the kernel of fused attention: it needs attention flash (got "
+                   f"{t.attention}) and framework megatron (got {t.framework}; plain PyTorch runs "
+                   "F.scaled_dot_product_attention at its measured rate)", "training.attention_kernel")
+    if t.grad_accumulation == "separate_fp32" and (t.framework != "megatron" or not PRECISIONS[t.precision].main):
+        raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
+                   f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
+                   f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
+                   "training.grad_accumulation")
 
 
 def parse_order(order: str) -> tuple[str, ...]:

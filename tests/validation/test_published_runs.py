@@ -35,9 +35,12 @@ def test_development_set_error_does_not_regress(runs):
     (mean 18.7%). Measured grouped-GEMM efficiency for the routed experts: MoE 28.6% -> 26.4%, mean 18.3%,
     median -8.7%. Session 3 (23 runs): bf16 gradient reduction as the MLPerf configs set it (fp8 11.7% -> 6.1%),
     Megatron per-module recompute for the Qwen3 runs, the experts' activation kernel, the 1F1B A2A overlap row:
-    mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Tighten as the model improves."""
+    mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Session 4: what the dense sources say their
+    stacks ran (MT-NLG / BLOOM predate FlashAttention; BLOOM's Omni-Path network and DeepSpeed BF16_Optimizer's
+    per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 on H100): mean 13.6%, dense 17.1%, median -6.0%.
+    Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.156
-    assert s["mean_dense"] <= 0.225 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
-    assert s["median_signed"] >= -0.088
+    assert s["mean"] <= 0.137
+    assert s["mean_dense"] <= 0.172 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
+    assert s["median_signed"] >= -0.061
     assert s["oom_trained"] == 0

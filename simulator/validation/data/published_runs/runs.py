@@ -212,13 +212,15 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
                 "Megatron core_v0.6 default off);tp_comm_overlap=false (not passed);memory = nvidia-smi GB used "
                 "(reported X/80), converted to GiB"),
         notes=(f"Benchmark run (300 steps), token/p/s = {tok_gpu} per GPU from Megatron 'elapsed time per iteration'; "
-               f"step = GBS*seq/tokens_per_s = {step:.2f} s. Megatron-Core core_v0.6.0, TE, flash attention."),
+               f"step = GBS*seq/tokens_per_s = {step:.2f} s. Megatron-Core core_v0.6.0, TE, --use-flash-attn; "
+               "attention_kernel flash2: the README's optimisation list names 'flash attention 2' (优化策略)."),
         measured_step_s=step,
         yaml_comment=(f"{id}: FlagPerf {preset} Megatron-Core on {gpus} H100, TP{tp} PP{pp} DP{dp}, GBS {gbs}, seq {seq}.\n"
                       f"Source: {FLAG} {readme}.\nMeasured: {tok_gpu} tokens/s per GPU ({step:.2f} s per step), memory {mem}/80 GB."),
         scenario=dict(name=id, system=dict(profile="dgx_h100", nodes=nodes), model=dict(preset=preset),
                       parallel=dict(tp=tp, pp=pp, dp=dp, sp=True, recompute="selective", distributed_optimizer=True),
-                      training=dict(seq_len=seq, micro_batch=1, global_batch=gbs, precision="bf16")))
+                      training=dict(seq_len=seq, micro_batch=1, global_batch=gbs, precision="bf16",
+                                    attention_kernel="flash2")))
 
 
 R70 = "training/nvidia/llama3_70B-megatron/README.md"
