@@ -81,7 +81,7 @@ class TrainingConfig(BaseModel):
         "fused", description="attention flash: the kernel that runs it. fused: the architecture's fused attention "
                              "(Transformer Engine's cuDNN / FlashAttention-3 on Hopper, FlashAttention-2 on Ampere) "
                              "at ComputeEfficiency.attention_efficiency; flash2: the FlashAttention-2 package (e.g. "
-                             "Megatron --use-flash-attn with flash-attn 2) at flash2_efficiency")
+                             "Megatron --use-flash-attn with flash-attn 2) at flash2_efficiency (measured on H200)")
     mode: Literal["train", "inference"] = Field(
         "train", description="train: a training step; inference: serving memory (weights + KV cache of micro_batch "
                              "sequences of seq_len tokens per replica)")

@@ -16,9 +16,9 @@ def test_recipe_names_the_kernel_compute_times():
     assert resolve_recipe(ParallelPlan(), TrainingConfig(attention_kernel="flash2")).attention == "flash2"
 
 
-def test_flash2_on_h100_runs_the_core_attention_at_333_of_989_tflops():
+def test_flash2_on_h100_runs_the_core_attention_at_measured_flash2_rate():
     """Llama-3-8B at TP 2, 8K tokens: 16 query heads of 128 per rank; causal Q K^T and P V forward = 2 GEMMs x
-    2 x (s^2 / 2) x 128 x 16 = 2.749e11 FLOPs; at FlashAttention-2's 333 TFLOP/s (0.337 x 989) plus one launch."""
+    2 x (s^2 / 2) x 128 x 16 = 2.749e11 FLOPs; at FlashAttention-2's measured H200 rate (0.272 x 989) plus one launch."""
     model = load_model_preset("llama3-8b")
     gpu, eff = load_gpu("h100_sxm5"), default_efficiency("hopper")
     sh = rank_shape(model, tp=2, seq_len=8192, micro_batch=1, sp=True)
@@ -27,8 +27,8 @@ def test_flash2_on_h100_runs_the_core_attention_at_333_of_989_tflops():
     flops = 2 * 2 * 8192**2 / 2 * 128 * 16
     assert fa2.attn_fwd_flops == pytest.approx(flops, rel=1e-12)
     assert peak_flops(gpu, "bf16") == pytest.approx(989.4e12, rel=2e-3)
-    assert fa2.attn_fwd_s == pytest.approx(flops / (peak_flops(gpu, "bf16") * 0.337) + eff.launch_s, rel=1e-12)
-    assert (fa2.attn_fwd_s - eff.launch_s) / (fused.attn_fwd_s - eff.launch_s) == pytest.approx(0.55 / 0.337,
+    assert fa2.attn_fwd_s == pytest.approx(flops / (peak_flops(gpu, "bf16") * 0.272) + eff.launch_s, rel=1e-12)
+    assert (fa2.attn_fwd_s - eff.launch_s) / (fused.attn_fwd_s - eff.launch_s) == pytest.approx(0.55 / 0.272,
                                                                                                  rel=1e-12)
     assert fa2.fwd_s - fa2.attn_fwd_s == pytest.approx(fused.fwd_s - fused.attn_fwd_s, rel=1e-12)
 

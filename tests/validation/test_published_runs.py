@@ -37,10 +37,11 @@ def test_development_set_error_does_not_regress(runs):
     Megatron per-module recompute for the Qwen3 runs, the experts' activation kernel, the 1F1B A2A overlap row:
     mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Session 4: what the dense sources say their
     stacks ran (MT-NLG / BLOOM predate FlashAttention; BLOOM's Omni-Path network and DeepSpeed BF16_Optimizer's
-    per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 on H100): mean 13.6%, dense 17.1%, median -6.0%.
+    per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 on H100 at its H200-measured rate): mean 12.9%,
+    dense 14.9%, median -5.0%.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.137
-    assert s["mean_dense"] <= 0.172 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
-    assert s["median_signed"] >= -0.061
+    assert s["mean"] <= 0.130
+    assert s["mean_dense"] <= 0.150 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
+    assert s["median_signed"] >= -0.051
     assert s["oom_trained"] == 0
