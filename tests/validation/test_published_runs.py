@@ -38,10 +38,27 @@ def test_development_set_error_does_not_regress(runs):
     mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Session 4: what the dense sources say their
     stacks ran (MT-NLG / BLOOM predate FlashAttention; BLOOM's Omni-Path network and DeepSpeed BF16_Optimizer's
     per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 on H100 at its H200-measured rate): mean 12.9%,
-    dense 14.9%, median -5.0%.
+    dense 14.9%, median -5.0%; then seven FlagPerf DGX A800 runs joined unseen (-4..-9%): 30 runs, mean 11.2%,
+    dense 10.7%, median -5.3%.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.130
-    assert s["mean_dense"] <= 0.150 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
-    assert s["median_signed"] >= -0.051
+    assert s["mean"] <= 0.113
+    assert s["mean_dense"] <= 0.108 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
+    assert s["median_signed"] >= -0.054
     assert s["oom_trained"] == 0
+
+
+def test_flagperf_a800_plan_that_ran_out_of_memory_is_predicted_out_of_memory(runs, tmp_path):
+    """FlagPerf's A100 ablation (training/nvidia/llama3_8B-megatron/README.md, DGX A800): PP1DP8TP1 'OOM' while the
+    seven plans beside it ran; the model agrees on all eight (it predicts 96 GiB for the plan that did not fit)."""
+    from simulator.scenario.simulate import simulate
+
+    ran = [r for r in runs if r.id.startswith("flagperf_llama3_8b_a800_")]
+    assert len(ran) == 7 and not any(r.oom for r in ran)
+    base = published.RUNS / "flagperf_llama3_8b_a800_pp2dp4tp1.yaml"
+    oom = tmp_path / "flagperf_llama3_8b_a800_pp1dp8tp1.yaml"
+    oom.write_text(base.read_text().replace("tp: 1, pp: 2, dp: 4", "tp: 1, pp: 1, dp: 8"))
+    scenario = load_scenario(oom)
+    assert (scenario.parallel.pp, scenario.parallel.dp) == (1, 8)
+    peak = simulate(scenario).memory.peak_bytes
+    assert peak > scenario.cluster.node.gpu.memory.capacity

@@ -194,16 +194,17 @@ RUNS.append(dict(
                                 attention="unfused", grad_accumulation="separate_fp32"))))
 
 
-def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8192):
+def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8192, gpu="H100-SXM5-80GB",
+                profile="dgx_h100", table="性能指标 table"):
     gpus = nodes * 8
     dp = gpus // (tp * pp)
     tps = tok_gpu * gpus
     step = gbs * seq / tps
     return dict(
         id=id, group="dense", source=f"FlagPerf (BAAI) NVIDIA Megatron-Core case, {FLAG}",
-        source_locator=f"{readme} (性能指标 table); {cfg}; training/benchmarks/{'llama3_70B' if '70' in preset else 'llama3_8B'}/megatron/pretrain_llama3.sh",
-        gpu="H100-SXM5-80GB", gpus=gpus, nodes=nodes, model=preset, params_B=70 if "70" in preset else 8,
-        seq_len=seq, global_batch=gbs, micro_batch=1, tp=tp, pp=pp, vpp=1, cp=1, ep=1, dp=dp, sp="yes",
+        source_locator=f"{readme} ({table}); {cfg}; training/benchmarks/{'llama3_70B' if '70' in preset else 'llama3_8B'}/megatron/pretrain_llama3.sh",
+        gpu=gpu, gpus=gpus, nodes=nodes, model=preset, params_B=70 if "70" in preset else 8,
+        seq_len=seq, global_batch=gbs, micro_batch=1, tp=tp, pp=pp, vpp=1, cp=1, ep=1, dp=dp, sp="yes" if tp > 1 else "no",
         zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (README says recompute-activations; script has no flag)",
         precision="bf16", measured_quantity="tokens_per_s", measured_value=round(tps, 1),
         measured_memory_GiB=round(mem * 1e9 / 2**30, 1) if mem else "", trained="no",
@@ -215,10 +216,11 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
                f"step = GBS*seq/tokens_per_s = {step:.2f} s. Megatron-Core core_v0.6.0, TE, --use-flash-attn; "
                "attention_kernel flash2: the README's optimisation list names 'flash attention 2' (优化策略)."),
         measured_step_s=step,
-        yaml_comment=(f"{id}: FlagPerf {preset} Megatron-Core on {gpus} H100, TP{tp} PP{pp} DP{dp}, GBS {gbs}, seq {seq}.\n"
-                      f"Source: {FLAG} {readme}.\nMeasured: {tok_gpu} tokens/s per GPU ({step:.2f} s per step), memory {mem}/80 GB."),
-        scenario=dict(name=id, system=dict(profile="dgx_h100", nodes=nodes), model=dict(preset=preset),
-                      parallel=dict(tp=tp, pp=pp, dp=dp, sp=True, recompute="selective", distributed_optimizer=True),
+        yaml_comment=(f"{id}: FlagPerf {preset} Megatron-Core on {gpus} {gpu.split('-')[0]}, TP{tp} PP{pp} DP{dp}, GBS {gbs}, "
+                      f"seq {seq}.\nSource: {FLAG} {readme}.\n"
+                      f"Measured: {tok_gpu} tokens/s per GPU ({step:.2f} s per step), memory {mem}/80 GB."),
+        scenario=dict(name=id, system=dict(profile=profile, nodes=nodes), model=dict(preset=preset),
+                      parallel=dict(tp=tp, pp=pp, dp=dp, sp=tp > 1, recompute="selective", distributed_optimizer=True),
                       training=dict(seq_len=seq, micro_batch=1, global_batch=gbs, precision="bf16",
                                     attention_kernel="flash2")))
 
@@ -234,6 +236,19 @@ RUNS += [
                 "training/nvidia/llama3_8B-megatron/config/config_H100x1x8.py (TP2 PP1; 2 nodes)"),
     _flag_llama("flagperf_llama3_8b_h100_440", "llama3-8b", 55, 2, 1, 1760, 7047, 55, R8,
                 "training/nvidia/llama3_8B-megatron/config/config_H100x1x8.py (TP2 PP1; 55 nodes, gbs=1760)"),
+]
+# The same README's A100 rows: one DGX A800 (A800-SXM4-80GB, NVLink 400 GB/s), megatron-core core_v0.6.0, flash
+# attention 2, the baseline plan and its ablation table (A100单机8卡 消融实验). Its PP1DP8TP1 row ran out of memory
+# and has no time; docs/validation.md states what the model predicts for it.
+_A800 = dict(gpu="A800-SXM4-80GB", profile="dgx_a800_80gb")
+_A8CFG = "training/nvidia/llama3_8B-megatron/config/config_A100x1x8.py"
+RUNS += [
+    _flag_llama("flagperf_llama3_8b_a800_pp2dp4tp1", "llama3-8b", 1, 1, 2, 512, 3698.7, 76, R8, _A8CFG, **_A800),
+    *(_flag_llama(f"flagperf_llama3_8b_a800_pp{pp}dp{8 // (pp * tp)}tp{tp}", "llama3-8b", 1, tp, pp, 512, tok, mem, R8,
+                  f"{_A8CFG} (tensor_parallel {tp}, pipeline_parallel {pp})", table="A100单机8卡 消融实验 table",
+                  **_A800)
+      for pp, tp, tok, mem in ((4, 1, 3306.5, 59), (2, 2, 3409.2, 51), (2, 4, 3006.1, 35),
+                               (8, 1, 2690.3, 55), (1, 8, 2451.2, 30), (4, 2, 3042.7, 45))),
 ]
 
 # Mixtral 8x7B, Megatron-Core MoE README: 438 TFLOPS at MCore v0.8 with the v0.8 reference mapping.
