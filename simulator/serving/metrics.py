@@ -21,6 +21,7 @@ iteration varies between requests, uniform on [0, iteration): the q-quantiles ar
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ from simulator.errors import UserError
 from simulator.memory import MemoryReport
 from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
+from simulator.serving.loop import LoopCosts, LoopLimits
+from simulator.serving.rate import rate_curve
 from simulator.serving.step import StepContext, StepTime, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
@@ -59,6 +62,9 @@ class ServeResult:
     curve: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
     disaggregation: dict | None = None
+    kv_capacity_blocks: int = 0
+    saturation_request_rate: float | None = None
+    rate_curve: tuple[dict, ...] = ()
 
     @property
     def tokens_per_s(self) -> float:
@@ -79,6 +85,14 @@ class ServeResult:
             c = p["concurrency"]
             row.update({f"serve.curve.{c}.tpot_s": p["tpot_s"], f"serve.curve.{c}.ttft_s": p["ttft_s"],
                         f"serve.curve.{c}.tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"]})
+        if self.rate_curve:
+            row["serve.saturation_request_rate"] = self.saturation_request_rate
+            for p in self.rate_curve:
+                r = f"{p['request_rate']:g}"
+                row[f"serve.rate.{r}.stable"] = float(p["stable"])
+                row.update({f"serve.rate.{r}.{k}": p[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+                                                                   "e2e_p99_s", "tokens_per_s_per_gpu")
+                            if p[k] is not None})
         return row
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +109,9 @@ class ServeResult:
             "kv_capacity_seqs": self.kv_capacity_seqs, "kv_capacity_seqs_steady": self.kv_capacity_seqs_steady,
             "memory": {**self.memory.to_dict(), "hbm_bytes": self.memory.hbm_capacity_bytes, "oom": self.memory.oom},
             "curve": list(self.curve),
+            "kv_capacity_blocks": self.kv_capacity_blocks,
+            "saturation_request_rate": self.saturation_request_rate,
+            "rate_curve": list(self.rate_curve),
             "disaggregation": self.disaggregation,
             "warnings": list(self.warnings),
         }
@@ -238,7 +255,46 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
+    blocks = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size, s.kv_block_size)
+    saturation, rates = None, ()
+    if s.request_rate:
+        if blocks * s.kv_block_size < s.input_len + s.output_len:
+            raise UserError(f"the K/V cache holds {blocks * s.kv_block_size} tokens per replica, less than one "
+                            f"sequence of {s.input_len + s.output_len}: no request rate can be served",
+                            key_path="serving.request_rate")
+        saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
+                                       output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
+                                       costs=loop_costs(ctx, rp),
+                                       limits=LoopLimits(blocks, s.kv_block_size, s.max_batched_tokens,
+                                                         s.max_num_seqs))
+        if not all(p["stable"] for p in rates):
+            warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
+                            "unstable: the queue grows without bound, no latency is given")
     return ServeResult(header=header, prefill=prefill, prefill_tokens=tokens, decode=decode, decode_mean_s=mean,
                        ttft_s=prefill.step_s, tpot_s=mean, e2e_s=e2e, replicas=rp.dp, gpus=rp.world_size,
-                       kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve, warnings=tuple(warnings),
-                       disaggregation=disagg)
+                       kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve,
+                       warnings=tuple(warnings), disaggregation=disagg, kv_capacity_blocks=blocks,
+                       saturation_request_rate=saturation, rate_curve=rates)
+
+
+def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
+    """The loop's step prices from the step model, memoized: a prefill group exactly; a decode step exactly in its
+    batch and linear in the mean context between ``input_len`` and ``input_len + output_len - 1`` (decode attention
+    reads ``seqs x context`` cached tokens: linear in the context; everything else does not depend on it)."""
+    s = ctx.serving
+    lo, hi = s.input_len, s.input_len + s.output_len - 1
+
+    @functools.cache
+    def decode_ends(seqs: int) -> tuple[float, float]:
+        a = decode_time(ctx, rp, seqs, lo).step_s
+        return a, (decode_time(ctx, rp, seqs, hi).step_s if hi > lo else a)
+
+    def decode_s(seqs: int, context: float) -> float:
+        a, b = decode_ends(seqs)
+        return a if hi == lo else a + (b - a) * (context - lo) / (hi - lo)
+
+    @functools.cache
+    def prefill_s(seqs: int, new: int, past: int) -> float:
+        return step_time(ctx, phase_plan(rp, seqs, new), seqs, new, past, phase="prefill", graphs=False).step_s
+
+    return LoopCosts(decode_s=decode_s, prefill_s=prefill_s)
