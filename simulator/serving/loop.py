@@ -21,8 +21,8 @@ Scheduler (vLLM V1's, one engine step per iteration):
 Metrics are vLLM ``bench serve``'s: TTFT = first token - arrival; TPOT = (finish - first token) / (output_len - 1);
 end-to-end = finish - arrival; per request, over the requests that arrive after the first ``WARMUP`` share.
 
-Stability: the replica's saturation rate is measured by the same loop with every request queued at t = 0 (the
-completions per second between the first and last quarter of completions). An offered rate at or above it makes
+Stability: the replica's saturation rate is measured by the same loop with every request queued at t = 0 (output
+completions per second while the queue lasts: :func:`saturation_rate`). An offered rate at or above it makes
 the queue grow without bound: the point is ``stable: false`` and its latencies are ``None``, never a finite number
 a finite run happened to reach.
 """
@@ -95,6 +95,7 @@ class LoopRun:
     blocks_peak: int
     waiting_at_last_arrival: int
     duration_s: float
+    drained_s: float = math.nan
     step_batches: tuple[int, ...] = field(default=(), repr=False)
 
     def metrics(self, warmup: float = WARMUP) -> dict:
@@ -132,7 +133,7 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
     running: list[_Request] = []
     now, nxt, steps, preemptions, blocks_peak, last_wait = 0.0, 0, 0, 0, 0, 0
     batches: list[int] = []
-    done = 0
+    done, drained = 0, math.nan
     while done < len(requests):
         while nxt < len(requests) and requests[nxt].arrival <= now:
             waiting.append(requests[nxt])
@@ -172,13 +173,16 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
                 r.generated += 1
                 if r.first_token is None:
                     r.first_token = now
+        if nxt == len(requests) and not waiting and math.isnan(drained):
+            drained = now  # every request has arrived and been admitted
         done += _finish(running, pages, now)
     return LoopRun(arrival_s=np.array([r.arrival for r in requests]),
                    first_token_s=np.array([r.first_token for r in requests]),
                    finish_s=np.array([r.finish for r in requests]), output_len=output_len, steps=steps,
                    preemptions=preemptions, batch_mean=float(np.mean(batches)) if batches else 0.0,
                    batch_max=max(batches, default=0), blocks_peak=blocks_peak, waiting_at_last_arrival=last_wait,
-                   duration_s=now, step_batches=tuple(batches))
+                   duration_s=now, drained_s=drained,
+                   step_batches=tuple(batches))
 
 
 def _finish(running: list[_Request], pages: _Pages, now: float) -> int:
@@ -298,13 +302,23 @@ def _step_s(work: list[tuple[_Request, int]], costs: LoopCosts) -> float:
     return t
 
 
+#: the saturation run holds at least this many batches' worth of requests (its first and last batch are transients)
+SATURATION_BATCHES = 4
+
+
 def saturation_rate(input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits, n: int) -> float:
-    """Requests/s one replica completes with an unbounded queue: ``n`` requests all queued at t = 0, completions
-    counted between the first and last quarter of them (the start, all prompts at once, and the drain are left
-    out)."""
+    """Requests/s one replica sustains with an unbounded queue: requests all queued at t = 0 (``n``, or
+    ``SATURATION_BATCHES`` times the largest batch the cache or ``max_num_seqs`` admits, whichever is more), and
+    the completions between the first one and the moment the queue empties, per second. Before the first
+    completion the engine fills; after the queue empties it drains with no prefill left, which finishes requests
+    faster than a loaded engine can: both are left out."""
+    batch = limits.kv_blocks // math.ceil((input_len + 1) / limits.block_tokens)
+    if limits.max_num_seqs is not None:
+        batch = min(batch, limits.max_num_seqs)
+    n = max(n, SATURATION_BATCHES * batch)
     run = run_loop(np.zeros(n), input_len, output_len, costs, limits)
-    fin = np.sort(run.finish_s)
-    lo, hi = n // 4, (3 * n) // 4
-    if hi <= lo or fin[hi] <= fin[lo]:
+    first = float(run.finish_s.min())
+    done = int(np.count_nonzero(run.finish_s <= run.drained_s))
+    if done < 2 or run.drained_s <= first:
         return float(n / run.duration_s)
-    return float((hi - lo) / (fin[hi] - fin[lo]))
+    return float((done - 1) / (run.drained_s - first))
