@@ -111,6 +111,16 @@ def test_replicas_split_the_rate():
 def test_a_sequence_larger_than_the_cache_is_refused():
     with pytest.raises(ValueError, match="K/V pages"):
         run_loop(np.zeros(1), 10, 10, FLAT, LoopLimits(kv_blocks=4, block_tokens=4))
+    with pytest.raises(ValueError, match="whole prompt"):
+        run_loop(np.zeros(1), 10, 10, FLAT, LoopLimits(100, 4, max_batched_tokens=12, chunked_prefill=False))
+
+
+def test_without_chunking_prompts_wait_for_a_whole_step():
+    """Budget 10 tokens, no chunked prefill, prompts of 6: the second prompt does not fit beside the first (6 + 6 >
+    10) and waits; step 1 prefills one prompt (6 ms), step 2 decodes it (1 token) and prefills the other (10 + 6 ms)."""
+    run = run_loop(np.zeros(2), 6, 2, FLAT, LoopLimits(100, 1, max_batched_tokens=10, chunked_prefill=False))
+    assert run.step_batches[:2] == (1, 2)
+    assert run.first_token_s == pytest.approx([6 * MS, 22 * MS])
 
 
 @settings(max_examples=40, deadline=None)
@@ -132,14 +142,16 @@ def test_every_request_finishes_within_the_cache(n, prompt, output, block, spare
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 40), prompt=st.integers(1, 60), output=st.integers(1, 40), block=st.integers(1, 16),
        spare=st.integers(0, 80), budget=st.one_of(st.none(), st.integers(1, 100)), seqs=st.one_of(st.none(),
-       st.integers(1, 10)), rate=st.floats(1.0, 200.0), seed=st.integers(0, 1000))
-def test_decode_runs_equal_single_steps(n, prompt, output, block, spare, budget, seqs, rate, seed):
+       st.integers(1, 10)), rate=st.floats(1.0, 200.0), seed=st.integers(0, 1000), chunked=st.booleans())
+def test_decode_runs_equal_single_steps(n, prompt, output, block, spare, budget, seqs, rate, seed, chunked):
     """Runs of pure decode steps applied at once give the schedule of the one-step-at-a-time scheduler exactly."""
     import simulator.serving.loop as loop
 
     costs = LoopCosts(decode_s=lambda b, c: MS * (5 + 0.1 * b + 0.001 * c * b),
                       prefill_s=lambda k, new, past: 0.1 * MS * k * new * (1 + past / 1000) + 2 * MS)
-    limits = LoopLimits(-(-(prompt + output) // block) + spare, block, budget, seqs)
+    if not chunked and budget is not None:
+        budget = max(budget, prompt + output)  # a whole prompt and its recomputed outputs fit one step
+    limits = LoopLimits(-(-(prompt + output) // block) + spare, block, budget, seqs, chunked)
     arrivals = poisson_arrivals(rate, n, seed)
     fast = run_loop(arrivals, prompt, output, costs, limits)
     with pytest.MonkeyPatch.context() as m:

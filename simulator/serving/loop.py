@@ -10,7 +10,7 @@ Scheduler (vLLM V1's, one engine step per iteration):
    goes back to the front of the queue with nothing computed, to recompute its prompt and the tokens it already
    generated (vLLM's default, ``PreemptionMode.RECOMPUTE``). A step that preempted admits nobody.
 2. Waiting requests, first come first served, are admitted while the token budget, ``max_num_seqs`` and the free
-   pages allow (without a budget a prompt is admitted whole or not at all).
+   pages allow (without chunked prefill a prompt is admitted whole or not at all).
 3. The step's time is ``decode_s(d, mean context) + sum of prefill_s(k, new, past)`` over the groups of identical
    prefill chunks: a decode step of the ``d`` decoding requests plus the prefill work, each priced op by op by
    :mod:`simulator.serving.step`. The sum is exact for engines that run prefill and decode as separate forward
@@ -54,13 +54,15 @@ class LoopCosts:
 
 @dataclass(frozen=True)
 class LoopLimits:
-    """The engine's limits: pages of ``block_tokens`` tokens the cache holds, the token budget of a step (None:
-    whole prompts, no budget) and the largest batch (None: only the cache limits it)."""
+    """The engine's limits: pages of ``block_tokens`` tokens the cache holds, the token budget of a step (None: no
+    budget), the largest batch (None: only the cache limits it), and whether a prompt may be split over steps
+    (chunked prefill; without it a prompt is admitted whole or waits)."""
 
     kv_blocks: int
     block_tokens: int
     max_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    chunked_prefill: bool = True
 
 
 @dataclass
@@ -123,12 +125,9 @@ def poisson_arrivals(rate: float, n: int, seed: int) -> np.ndarray:
 def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits
              ) -> LoopRun:
     """Serve requests arriving at ``arrivals_s`` (sorted, seconds) through the scheduler of the module docstring."""
+    _check_limits(input_len, output_len, limits)
     requests = [_Request(float(t), input_len, output_len) for t in arrivals_s]
     pages = _Pages(limits.kv_blocks, limits.block_tokens)
-    biggest = pages.needed(input_len + output_len - 1)
-    if biggest > limits.kv_blocks:
-        raise ValueError(f"one sequence of {input_len + output_len} tokens needs {biggest} K/V pages, the cache "
-                         f"holds {limits.kv_blocks}")
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     now, nxt, steps, preemptions, blocks_peak, last_wait = 0.0, 0, 0, 0, 0, 0
@@ -143,17 +142,9 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         nxt_arrival = requests[nxt].arrival if nxt < len(requests) else math.inf
         k = _decode_run(running, waiting, pages, limits)
         if k:  # k pure decode steps in a row: priced step by step, applied at once
-            b = len(running)
-            mean = sum(r.computed for r in running) / b
-            times = np.cumsum([costs.decode_s(b, mean + j) for j in range(k)])
-            k = min(k, int(np.searchsorted(now + times, nxt_arrival)) + 1)  # stop after the step an arrival meets
-            now += float(times[k - 1])
+            k, now = _apply_decode_run(running, pages, costs, k, now, nxt_arrival)
             steps += k
-            batches.extend([b] * k)
-            for r in running:
-                r.computed += k
-                r.generated += k
-                pages.grow(r, r.computed)
+            batches.extend([len(running)] * k)
             blocks_peak = max(blocks_peak, pages.used)
             done += _finish(running, pages, now)
             continue
@@ -167,12 +158,7 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         steps += 1
         batches.append(len(work))
         blocks_peak = max(blocks_peak, pages.used)
-        for r, n in work:
-            r.computed += n
-            if r.computed == r.known:
-                r.generated += 1
-                if r.first_token is None:
-                    r.first_token = now
+        _apply_step(work, now)
         if nxt == len(requests) and not waiting and math.isnan(drained):
             drained = now  # every request has arrived and been admitted
         done += _finish(running, pages, now)
@@ -183,6 +169,45 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
                    batch_max=max(batches, default=0), blocks_peak=blocks_peak, waiting_at_last_arrival=last_wait,
                    duration_s=now, drained_s=drained,
                    step_batches=tuple(batches))
+
+
+def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:
+    """A sequence must fit the cache, and without chunked prefill a whole prompt (with its recomputed outputs after a
+    preemption) must fit one step's budget: otherwise a request could never be admitted."""
+    biggest = math.ceil((input_len + output_len - 1) / limits.block_tokens)
+    if biggest > limits.kv_blocks:
+        raise ValueError(f"one sequence of {input_len + output_len} tokens needs {biggest} K/V pages, the cache "
+                         f"holds {limits.kv_blocks}")
+    budget = limits.max_batched_tokens
+    if not limits.chunked_prefill and budget is not None and budget < input_len + output_len - 1:
+        raise ValueError(f"without chunked prefill the token budget ({budget}) must hold a whole prompt with its "
+                         f"recomputed outputs ({input_len + output_len - 1} tokens)")
+
+
+def _apply_decode_run(running: list[_Request], pages: _Pages, costs: LoopCosts, k: int, now: float,
+                      next_arrival: float) -> tuple[int, float]:
+    """Advance every running request by up to ``k`` decode steps, stopping after the step during which the next
+    request arrives (it is admitted at the step boundary); returns the steps taken and the new time."""
+    b = len(running)
+    mean = sum(r.computed for r in running) / b
+    times = np.cumsum([costs.decode_s(b, mean + j) for j in range(k)])
+    k = min(k, int(np.searchsorted(now + times, next_arrival)) + 1)
+    for r in running:
+        r.computed += k
+        r.generated += k
+        pages.grow(r, r.computed)
+    return k, now + float(times[k - 1])
+
+
+def _apply_step(work: list[tuple[_Request, int]], now: float) -> None:
+    """After a step ending at ``now``: each request computed its tokens; one whose known tokens are all computed
+    samples the next (the first is its first token)."""
+    for r, n in work:
+        r.computed += n
+        if r.computed == r.known:
+            r.generated += 1
+            if r.first_token is None:
+                r.first_token = now
 
 
 def _finish(running: list[_Request], pages: _Pages, now: float) -> int:
@@ -207,8 +232,10 @@ def _decode_run(running: list[_Request], waiting: deque[_Request], pages: _Pages
         return 0
     if waiting and (limits.max_num_seqs is None or len(running) < limits.max_num_seqs):
         head = waiting[0]
-        n = head.known - head.computed if budget is None else min(head.known - head.computed, budget - len(running))
-        if n > 0 and pages.needed(head.computed + n) - head.blocks <= pages.total - pages.used:
+        need = head.known - head.computed
+        n = need if budget is None else min(need, budget - len(running))
+        whole = limits.chunked_prefill or n == need
+        if n > 0 and whole and pages.needed(head.computed + n) - head.blocks <= pages.total - pages.used:
             return 0
     computed = np.array([r.computed for r in running])
     held = np.array([r.blocks for r in running])
@@ -278,7 +305,7 @@ def _schedule(running: list[_Request], waiting: deque[_Request], pages: _Pages, 
         r = waiting[0]
         need = r.known - r.computed
         n = int(min(need, budget))
-        if limits.max_batched_tokens is None and n < need:
+        if not limits.chunked_prefill and n < need:
             break
         if not pages.grow(r, r.computed + n):
             break

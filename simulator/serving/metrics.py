@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory import MemoryReport
+from simulator.memory import MemoryReport, estimate_memory
 from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
@@ -38,6 +38,9 @@ from simulator.serving.step import StepContext, StepTime, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
 PERCENTILES = (0.5, 0.9, 0.99)
+#: vLLM's max_num_batched_tokens without chunked prefill: max(max_model_len, this) (vllm/config.py,
+#: SchedulerConfig.__post_init__, _DEFAULT_MAX_NUM_BATCHED_TOKENS)
+VLLM_MIN_BATCHED_TOKENS = 2048
 #: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
 MEAN_SAMPLES = 9
 
@@ -255,7 +258,11 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
-    blocks = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size, s.kv_block_size)
+    # the request-rate loop's engine: a step of at most ``budget`` tokens (vLLM's max_num_batched_tokens; without
+    # chunked prefill its default max(max_model_len, 2048)), its cache what HBM holds beside a step of that size
+    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
+    step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
+    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size)
     saturation, rates = None, ()
     if s.request_rate:
         if blocks * s.kv_block_size < s.input_len + s.output_len:
@@ -265,8 +272,8 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
                                        output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
                                        costs=loop_costs(ctx, rp),
-                                       limits=LoopLimits(blocks, s.kv_block_size, s.max_batched_tokens,
-                                                         s.max_num_seqs))
+                                       limits=LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs,
+                                                         chunked_prefill=s.max_batched_tokens is not None))
         if not all(p["stable"] for p in rates):
             warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
                             "unstable: the queue grows without bound, no latency is given")
