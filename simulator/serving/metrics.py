@@ -41,6 +41,10 @@ PERCENTILES = (0.5, 0.9, 0.99)
 #: vLLM's max_num_batched_tokens without chunked prefill: max(max_model_len, this) (vllm/config.py,
 #: SchedulerConfig.__post_init__, _DEFAULT_MAX_NUM_BATCHED_TOKENS)
 VLLM_MIN_BATCHED_TOKENS = 2048
+#: the request-rate loop prices decode steps of up to this many sequences exactly, larger ones on a grid
+EXACT_DECODE_BATCH = 64
+#: grid batches per doubling above EXACT_DECODE_BATCH (64, 72, 80, ..., 128, 144, ...)
+GRID_PER_OCTAVE = 8
 #: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
 MEAN_SAMPLES = 9
 
@@ -285,23 +289,43 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
-    """The loop's step prices from the step model, memoized: a prefill group exactly; a decode step exactly in its
-    batch and linear in the mean context between ``input_len`` and ``input_len + output_len - 1`` (decode attention
-    reads ``seqs x context`` cached tokens: linear in the context; everything else does not depend on it)."""
+    """The loop's step prices from the step model, memoized.
+
+    - Decode: linear in the mean context between ``input_len`` and ``input_len + output_len - 1`` (decode attention
+      reads ``seqs x context`` cached tokens, linear in the context; nothing else depends on it); exact in the batch
+      up to ``EXACT_DECODE_BATCH``, above it linear between grid batches ``GRID_PER_OCTAVE`` to a doubling (12.5%
+      apart: the step is smooth in the batch there, and a saturated engine visits hundreds of batch sizes).
+    - Prefill: a group of ``seqs`` chunks of ``new`` tokens on ``past`` cached ones, with ``new`` and ``past`` rounded
+      up to whole K/V pages (chunk boundaries after a step's decodes are arbitrary; a page is what the cache
+      allocates): at most ``kv_block_size - 1`` tokens more per chunk, exact for page-aligned prompts."""
     s = ctx.serving
     lo, hi = s.input_len, s.input_len + s.output_len - 1
+    page = s.kv_block_size
 
     @functools.cache
     def decode_ends(seqs: int) -> tuple[float, float]:
         a = decode_time(ctx, rp, seqs, lo).step_s
         return a, (decode_time(ctx, rp, seqs, hi).step_s if hi > lo else a)
 
-    def decode_s(seqs: int, context: float) -> float:
+    def decode_at(seqs: int, context: float) -> float:
         a, b = decode_ends(seqs)
         return a if hi == lo else a + (b - a) * (context - lo) / (hi - lo)
 
+    def decode_s(seqs: int, context: float) -> float:
+        if seqs <= EXACT_DECODE_BATCH:
+            return decode_at(seqs, context)
+        step = 2 ** (seqs.bit_length() - 1) // GRID_PER_OCTAVE
+        below = seqs // step * step
+        if below == seqs:
+            return decode_at(seqs, context)
+        w = (seqs - below) / step
+        return (1 - w) * decode_at(below, context) + w * decode_at(below + step, context)
+
     @functools.cache
-    def prefill_s(seqs: int, new: int, past: int) -> float:
+    def prefill_pages(seqs: int, new: int, past: int) -> float:
         return step_time(ctx, phase_plan(rp, seqs, new), seqs, new, past, phase="prefill", graphs=False).step_s
+
+    def prefill_s(seqs: int, new: int, past: int) -> float:
+        return prefill_pages(seqs, -(-new // page) * page, -(-past // page) * page)
 
     return LoopCosts(decode_s=decode_s, prefill_s=prefill_s)
