@@ -85,3 +85,15 @@ def test_rate_with_disaggregation_is_refused():
     with pytest.raises(UserError, match="request_rate"):
         load_scenario({**_rate([1.0]), "system": {"profile": "dgx_h100", "nodes": 1}, "parallel": {"tp": 4},
                        "serving": {**_rate([1.0])["serving"], "disaggregation": {"prefill_replicas": 1}}})
+
+
+def test_a_cache_smaller_than_one_sequence_serves_no_rate():
+    """Llama-3-8B bf16 on one 24 GB RTX 3090: 16 GB of weights leave room for tens of thousands of cached tokens
+    (128 KiB each), not for one sequence of 200,000: a located user error, not a curve."""
+    sc = {"system": {"profile": "rtx3090_x2_nvlink", "gpus": 1}, "model": {"preset": "llama3-8b"},
+          "training": {"mode": "inference", "precision": "bf16"},
+          "serving": {"batch": 1, "input_len": 199_000, "output_len": 1000, "request_rate": [0.1],
+                      "max_batched_tokens": 8192}}
+    with pytest.raises(UserError, match="less than one sequence of 200000") as e:
+        simulate_serving(load_scenario(sc))
+    assert e.value.key_path == "serving.request_rate"
