@@ -97,3 +97,14 @@ def test_a_cache_smaller_than_one_sequence_serves_no_rate():
     with pytest.raises(UserError, match="less than one sequence of 200000") as e:
         simulate_serving(load_scenario(sc))
     assert e.value.key_path == "serving.request_rate"
+
+
+def test_cli_names_file_and_line_of_a_serving_rule(tmp_path, capsys):
+    from simulator.cli import main
+
+    path = tmp_path / "small.yaml"
+    path.write_text("system: {profile: rtx3090_x2_nvlink, gpus: 1}\nmodel: {preset: llama3-8b}\n"
+                    "training: {mode: inference, precision: bf16}\nserving:\n  batch: 1\n  input_len: 199000\n"
+                    "  output_len: 1000\n  max_batched_tokens: 8192\n  request_rate: [0.1]\n")
+    assert main(["serve", str(path)]) == 2
+    assert f"{path}:9: serving.request_rate: the K/V cache holds" in capsys.readouterr().err
