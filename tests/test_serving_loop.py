@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.serving.loop import LoopCosts, LoopLimits, poisson_arrivals, run_loop, saturation_rate
-from simulator.serving.rate import rate_point
+from simulator.serving.rate import closed_loop_point, rate_point
 
 MS = 1e-3
 
@@ -161,3 +161,16 @@ def test_decode_runs_equal_single_steps(n, prompt, output, block, spare, budget,
     assert fast.first_token_s == pytest.approx(slow.first_token_s)
     assert (fast.steps, fast.preemptions, fast.step_batches, fast.blocks_peak) == \
         (slow.steps, slow.preemptions, slow.step_batches, slow.blocks_peak)
+
+
+def test_closed_loop_sends_the_next_request_when_one_finishes():
+    """Concurrency 1, three requests of prompt 2 / output 3: each takes 2 ms of prefill and two 10 ms decode steps,
+    and the next is sent when it finishes: finishes at 22, 44, 66 ms; the benchmark's throughput is 9 tokens in
+    66 ms."""
+    run = run_loop(np.zeros(1), 2, 3, FLAT, LoopLimits(kv_blocks=100, block_tokens=1), refill=2)
+    assert run.arrival_s == pytest.approx([0, 22 * MS, 44 * MS])
+    assert run.finish_s == pytest.approx([22 * MS, 44 * MS, 66 * MS])
+    p = closed_loop_point(1, 3, replicas=1, gpus=1, input_len=2, output_len=3, costs=FLAT,
+                          limits=LoopLimits(kv_blocks=100, block_tokens=1))
+    assert p["tokens_per_s"] == pytest.approx(9 / (66 * MS))
+    assert p["ttft_p50_s"] == pytest.approx(2 * MS)

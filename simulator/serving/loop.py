@@ -122,18 +122,21 @@ def poisson_arrivals(rate: float, n: int, seed: int) -> np.ndarray:
     return np.cumsum(rng.exponential(1.0 / rate, n))
 
 
-def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits
-             ) -> LoopRun:
-    """Serve requests arriving at ``arrivals_s`` (sorted, seconds) through the scheduler of the module docstring."""
+def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits,
+             refill: int = 0) -> LoopRun:
+    """Serve requests arriving at ``arrivals_s`` (sorted, seconds) through the scheduler of the module docstring.
+    ``refill``: that many more requests, each sent when one finishes (a closed loop: ``len(arrivals_s)`` requests
+    at t = 0 keep that many in flight, as ``vllm bench serve --max-concurrency`` does)."""
     _check_limits(input_len, output_len, limits)
     requests = [_Request(float(t), input_len, output_len) for t in arrivals_s]
+    total = len(requests) + refill
     pages = _Pages(limits.kv_blocks, limits.block_tokens)
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     now, nxt, steps, preemptions, blocks_peak, last_wait = 0.0, 0, 0, 0, 0, 0
     batches: list[int] = []
     done, drained = 0, math.nan
-    while done < len(requests):
+    while done < total:
         while nxt < len(requests) and requests[nxt].arrival <= now:
             waiting.append(requests[nxt])
             nxt += 1
@@ -146,7 +149,9 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
             steps += k
             batches.extend([len(running)] * k)
             blocks_peak = max(blocks_peak, pages.used)
-            done += _finish(running, pages, now)
+            ended = _finish(running, pages, now)
+            done += ended
+            _send(requests, min(ended, total - len(requests)), now)
             continue
         work, preempted = _schedule(running, waiting, pages, limits)
         preemptions += preempted
@@ -161,7 +166,9 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         _apply_step(work, now)
         if nxt == len(requests) and not waiting and math.isnan(drained):
             drained = now  # every request has arrived and been admitted
-        done += _finish(running, pages, now)
+        ended = _finish(running, pages, now)
+        done += ended
+        _send(requests, min(ended, total - len(requests)), now)
     return LoopRun(arrival_s=np.array([r.arrival for r in requests]),
                    first_token_s=np.array([r.first_token for r in requests]),
                    finish_s=np.array([r.finish for r in requests]), output_len=output_len, steps=steps,
@@ -169,6 +176,12 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
                    batch_max=max(batches, default=0), blocks_peak=blocks_peak, waiting_at_last_arrival=last_wait,
                    duration_s=now, drained_s=drained,
                    step_batches=tuple(batches))
+
+
+def _send(requests: list[_Request], n: int, now: float) -> None:
+    """The closed loop's client sends ``n`` new requests at ``now`` (one per request that just finished)."""
+    if n > 0:
+        requests.extend(_Request(now, requests[0].prompt, requests[0].output) for _ in range(n))
 
 
 def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:

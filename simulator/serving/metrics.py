@@ -262,11 +262,8 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
-    # the request-rate loop's engine: a step of at most ``budget`` tokens (vLLM's max_num_batched_tokens; without
-    # chunked prefill its default max(max_model_len, 2048)), its cache what HBM holds beside a step of that size
-    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
-    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size)
+    limits = loop_limits(ctx, rp, memory)
+    blocks = limits.kv_blocks
     saturation, rates = None, ()
     if s.request_rate:
         if blocks * s.kv_block_size < s.input_len + s.output_len:
@@ -275,9 +272,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                             key_path="serving.request_rate")
         saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
                                        output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
-                                       costs=loop_costs(ctx, rp),
-                                       limits=LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs,
-                                                         chunked_prefill=s.max_batched_tokens is not None))
+                                       costs=loop_costs(ctx, rp), limits=limits)
         if not all(p["stable"] for p in rates):
             warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
                             "unstable: the queue grows without bound, no latency is given")
@@ -286,6 +281,17 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                        kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve,
                        warnings=tuple(warnings), disaggregation=disagg, kv_capacity_blocks=blocks,
                        saturation_request_rate=saturation, rate_curve=rates)
+
+
+def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:
+    """The request-rate loop's engine: a step of at most ``max_batched_tokens`` tokens (chunked prefill), or without
+    it vLLM's default without chunked prefill, ``max(max_model_len, 2048)`` with whole prompts; its cache the pages
+    HBM holds beside the weights, the runtime and the transients of one step of that budget."""
+    s = ctx.serving
+    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
+    step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
+    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size)
+    return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:

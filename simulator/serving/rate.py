@@ -8,6 +8,10 @@ own. A round-robin or least-loaded router smooths the arrivals: this is the burs
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from simulator.serving.loop import LoopCosts, LoopLimits, poisson_arrivals, run_loop, saturation_rate
 
 
@@ -38,3 +42,16 @@ def rate_curve(rates: tuple[float, ...], *, replicas: int, gpus: int, input_len:
                               output_len=output_len, num_requests=num_requests, seed=seed, costs=costs,
                               limits=limits) for r in rates)
     return saturation * replicas, points
+
+
+def closed_loop_point(concurrency: int, num_requests: int, *, replicas: int, gpus: int, input_len: int,
+                      output_len: int, costs: LoopCosts, limits: LoopLimits) -> dict:
+    """``vllm bench serve --max-concurrency C --request-rate inf --num-prompts N`` through the loop: ``C`` requests
+    in flight over the system (``ceil(C / replicas)`` per replica), the next sent when one finishes, ``N`` in all;
+    throughput as the benchmark reports it, total output tokens over the run's duration (ramp and drain included)."""
+    per = math.ceil(concurrency / replicas)
+    n = max(per, math.ceil(num_requests / replicas))
+    run = run_loop(np.zeros(per), input_len, output_len, costs, limits, refill=n - per)
+    tokens_per_s = replicas * n * output_len / run.duration_s
+    return {"concurrency": concurrency, "requests": n * replicas, "tokens_per_s": tokens_per_s,
+            "tokens_per_s_per_gpu": tokens_per_s / gpus, "preemptions": run.preemptions, **run.metrics(warmup=0.0)}
