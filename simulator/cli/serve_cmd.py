@@ -23,10 +23,17 @@ def register(subparsers) -> None:
 
 def _serve(args) -> int:
     from simulator.cli.run_cmd import load
+    from simulator.errors import UserError
     from simulator.report.serving import curve_rows, render_serving
+    from simulator.scenario.document import read_document
     from simulator.scenario.serve import simulate_serving
 
-    result = simulate_serving(load(args.scenario, args.force_calibration))
+    try:
+        result = simulate_serving(load(args.scenario, args.force_calibration))
+    except UserError as exc:  # a rule checked while serving (the cache, the replicas): name the file and line
+        if exc.file is None and exc.key_path:
+            raise read_document(args.scenario).locate(exc) from None
+        raise
     if args.json:
         print_json(result.to_dict(), indent=2)
     else:

@@ -36,6 +36,21 @@ def render_serving(result) -> str:
                          f"{p['tpot_s'] * 1e3:>10.2f}{p['tokens_per_s']:>12,.0f}{p['tokens_per_s_per_gpu']:>11,.0f}"
                          + ("  KV-limited" if p["kv_limited"] else "")
                          + ("  prefill-bound" if p.get("prefill_bound") else ""))
+    if d["rate_curve"]:
+        lines += ["", f"request rate (Poisson, {s['num_requests']} requests each): saturation "
+                      f"{d['saturation_request_rate']:.4g} requests/s; KV cache {d['kv_capacity_blocks']:,} pages of "
+                      f"{s['kv_block_size']} tokens per replica",
+                  f"{'req/s':>8}{'util':>6}{'batch':>7}{'TTFT p50':>10}{'p99 ms':>8}{'TPOT p50':>10}{'p99 ms':>8}"
+                  f"{'e2e p50':>9}{'p99 s':>7}{'tok/s/GPU':>11}{'preempt':>8}"]
+        for p in d["rate_curve"]:
+            if p["stable"]:
+                lat = (f"{p['ttft_p50_s'] * 1e3:>10.1f}{p['ttft_p99_s'] * 1e3:>8.1f}"
+                       f"{_ms(p['tpot_p50_s']):>10}{_ms(p['tpot_p99_s']):>8}"
+                       f"{p['e2e_p50_s']:>9.2f}{p['e2e_p99_s']:>7.2f}")
+            else:
+                lat = f"{'unstable: the queue grows without bound':>52}"
+            lines.append(f"{p['request_rate']:>8.4g}{p['utilization']:>6.2f}{p['batch_mean']:>7.1f}{lat}"
+                         f"{p['tokens_per_s_per_gpu']:>11,.0f}{p['preemptions']:>8}")
     if d["disaggregation"]:
         g, k = d["disaggregation"], d["disaggregation"]["kv_transfer"]
         lines.insert(8, f"disaggregated: {g['prefill_replicas']} prefill + {g['decode_replicas']} decode replicas; "
@@ -45,11 +60,16 @@ def render_serving(result) -> str:
     return "\n".join(lines)
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.2f}"
+
+
 def curve_rows(result) -> list[dict]:
-    """The curve's rows, or one row of the static batch when no concurrency was asked for."""
+    """The curve's rows, or one row of the static batch when no concurrency was asked for; then the request-rate
+    curve's rows (``request_rate`` set)."""
     d = result.to_dict()
-    if d["curve"]:
-        return d["curve"]
+    if d["curve"] or d["rate_curve"]:
+        return d["curve"] + d["rate_curve"]
     return [{"concurrency": d["serving"]["batch"] * d["throughput"]["replicas"],
              "batch_per_replica": d["serving"]["batch"], "kv_limited": False, "ttft_s": d["ttft_s"],
              "tpot_s": d["tpot_s"], "e2e_s": d["e2e_s"], "tokens_per_s": d["throughput"]["tokens_per_s"],
@@ -63,8 +83,11 @@ def plot_serving(result, path: str | Path) -> Path:
     from simulator.report.plots import _pyplot
 
     plt = _pyplot()
-    rows = curve_rows(result)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    d = result.to_dict()
+    rows = [r for r in curve_rows(result) if "concurrency" in r]
+    rates = [r for r in d["rate_curve"] if r["stable"]]
+    fig, axes = plt.subplots(1, 3 if rates else 2, figsize=(16 if rates else 11, 4.2))
+    a, b = axes[0], axes[1]
     a.plot([r["tokens_per_s_per_user"] for r in rows], [r["tokens_per_s_per_gpu"] for r in rows], "o-")
     for r in rows:
         a.annotate(str(r["concurrency"]), (r["tokens_per_s_per_user"], r["tokens_per_s_per_gpu"]), fontsize=7,
@@ -77,6 +100,18 @@ def plot_serving(result, path: str | Path) -> Path:
     b.barh(list(br), list(br.values()))
     b.set_xlabel("ms per decode step")
     b.set_title("decode step by op class")
+    if rates:
+        c = axes[2]
+        x = [r["tokens_per_s_per_gpu"] for r in rates]
+        for key, style in (("ttft_p50_s", "o-"), ("ttft_p99_s", "o--"), ("tpot_p50_s", "s-"), ("tpot_p99_s", "s--")):
+            if rates[0][key] is not None:
+                c.plot(x, [r[key] * 1e3 for r in rates], style, label=key.replace("_s", ""))
+        c.set_yscale("log")
+        c.set_xlabel("output tokens/s per GPU (Poisson arrivals)")
+        c.set_ylabel("ms")
+        c.set_title(f"latency vs throughput (saturation {d['saturation_request_rate']:.3g} req/s)")
+        c.legend(fontsize=7)
+        c.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

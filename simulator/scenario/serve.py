@@ -5,12 +5,34 @@ from __future__ import annotations
 
 from simulator.compute.efficiency import default_efficiency
 from simulator.errors import UserError
-from simulator.memory import estimate_memory
+from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
 from simulator.scenario.simulate import _calibration, topology_of
 from simulator.serving import ServeResult, serve
 from simulator.serving.backends import EXPERT_KERNELS
+from simulator.serving.metrics import loop_costs, loop_limits
+from simulator.serving.rate import closed_loop_point
 from simulator.serving.step import StepContext
+
+
+def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
+    gpu = scenario.cluster.node.gpu
+    memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
+    calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
+    ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
+                      serving=scenario.serving, moe_settings=scenario.moe, topology=topology_of(scenario.cluster),
+                      calibration=calibration)
+    return ctx, memory
+
+
+def simulate_closed_loop(scenario: Scenario, concurrency: int, num_requests: int) -> dict:
+    """``vllm bench serve --max-concurrency C --num-prompts N --request-rate inf`` of the scenario's workload through
+    the serving loop (simulator/serving/rate.py ``closed_loop_point``): throughput and latency percentiles."""
+    ctx, memory = _context(scenario)
+    rp = scenario.plan
+    return closed_loop_point(concurrency, num_requests, replicas=rp.dp, gpus=rp.world_size,
+                             input_len=scenario.serving.input_len, output_len=scenario.serving.output_len,
+                             costs=loop_costs(ctx, rp), limits=loop_limits(ctx, rp, memory))
 
 
 def simulate_serving(scenario: Scenario) -> ServeResult:
@@ -24,12 +46,7 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
         raise UserError(f"expert_kernel {scenario.serving.expert_kernel} runs fp8 weights; training.precision gives "
                         f"{dtype} GEMMs (precision: fp8, or expert_kernel: triton_fused / cutlass_grouped)",
                         file=scenario.file, key_path="serving.expert_kernel")
-    gpu = scenario.cluster.node.gpu
-    memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
-    calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
-    ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
-                      serving=scenario.serving, moe_settings=scenario.moe, topology=topology_of(scenario.cluster),
-                      calibration=calibration)
+    ctx, memory = _context(scenario)
     p = scenario.parallel
     header = {"scenario": scenario.name,
               "system": {"profile": scenario.cluster.node.name, "nodes": scenario.cluster.nodes, "gpus": scenario.gpus},

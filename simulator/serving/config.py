@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_PREFILL_STEPS = 4096
 #: points of the latency-throughput curve
 MAX_CURVE_POINTS = 64
+#: requests simulated per request-rate point (each is scheduled step by step: simulator/serving/loop.py)
+MAX_SIMULATED_REQUESTS = 100_000
 
 A2A_BACKENDS = ("auto", "naive", "allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency", "pplx")
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
@@ -59,6 +61,16 @@ class ServingConfig(BaseModel):
         None, ge=1, le=10_000_000, description="chunked prefill: at most this many prompt tokens per step "
                                                "(vLLM max_num_batched_tokens); null: a whole prompt per step")
 
+    request_rate: tuple[float, ...] | None = Field(
+        None, description="open-loop Poisson arrivals, requests/s to the whole system: one point of the "
+                          "request-rate curve each (simulated step by step: TTFT / TPOT / e2e percentiles)")
+    num_requests: int = Field(1000, ge=20, le=MAX_SIMULATED_REQUESTS,
+                              description="requests simulated per request-rate point (the first 10% are warm-up)")
+    arrival_seed: int = Field(0, ge=0, description="seed of the Poisson arrival times")
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=1_000_000, description="largest batch of the request-rate simulation (vLLM max_num_seqs); "
+                                              "null: only the K/V cache limits it")
+
     disaggregation: Disaggregation | None = Field(
         None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
 
@@ -73,6 +85,25 @@ class ServingConfig(BaseModel):
             if len(value) > MAX_CURVE_POINTS:
                 raise ValueError(f"at most {MAX_CURVE_POINTS} concurrencies, got {len(value)}")
         return value
+
+    @field_validator("request_rate")
+    @classmethod
+    def _rates(cls, value):
+        if value is not None:
+            if not value:
+                raise ValueError("give at least one request rate, or null")
+            if any(not (0 < v <= 1e9) for v in value):
+                raise ValueError("each request rate must be above 0 and at most 1e9 requests/s")
+            if len(value) > MAX_CURVE_POINTS:
+                raise ValueError(f"at most {MAX_CURVE_POINTS} request rates, got {len(value)}")
+        return value
+
+    @model_validator(mode="after")
+    def _rate_without_disaggregation(self):
+        if self.request_rate is not None and self.disaggregation is not None:
+            raise ValueError("request_rate is simulated for replicas that prefill and decode; with disaggregation "
+                             "use concurrency (the steady-state curve)")
+        return self
 
     @model_validator(mode="after")
     def _prefill_steps(self):

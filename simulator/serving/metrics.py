@@ -21,6 +21,7 @@ iteration varies between requests, uniform on [0, iteration): the q-quantiles ar
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,13 +29,22 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory import MemoryReport
+from simulator.memory import MemoryReport, estimate_memory
 from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
+from simulator.serving.loop import LoopCosts, LoopLimits
+from simulator.serving.rate import rate_curve
 from simulator.serving.step import StepContext, StepTime, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
 PERCENTILES = (0.5, 0.9, 0.99)
+#: vLLM's max_num_batched_tokens without chunked prefill: max(max_model_len, this) (vllm/config.py,
+#: SchedulerConfig.__post_init__, _DEFAULT_MAX_NUM_BATCHED_TOKENS)
+VLLM_MIN_BATCHED_TOKENS = 2048
+#: the request-rate loop prices decode steps of up to this many sequences exactly, larger ones on a grid
+EXACT_DECODE_BATCH = 64
+#: grid batches per doubling above EXACT_DECODE_BATCH (64, 72, 80, ..., 128, 144, ...)
+GRID_PER_OCTAVE = 8
 #: decode steps sampled for the mean over output_len (the step is linear in the context between regime changes)
 MEAN_SAMPLES = 9
 
@@ -59,6 +69,9 @@ class ServeResult:
     curve: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
     disaggregation: dict | None = None
+    kv_capacity_blocks: int = 0
+    saturation_request_rate: float | None = None
+    rate_curve: tuple[dict, ...] = ()
 
     @property
     def tokens_per_s(self) -> float:
@@ -79,6 +92,14 @@ class ServeResult:
             c = p["concurrency"]
             row.update({f"serve.curve.{c}.tpot_s": p["tpot_s"], f"serve.curve.{c}.ttft_s": p["ttft_s"],
                         f"serve.curve.{c}.tokens_per_s_per_gpu": p["tokens_per_s_per_gpu"]})
+        if self.rate_curve:
+            row["serve.saturation_request_rate"] = self.saturation_request_rate
+            for p in self.rate_curve:
+                r = f"{p['request_rate']:g}"
+                row[f"serve.rate.{r}.stable"] = float(p["stable"])
+                row.update({f"serve.rate.{r}.{k}": p[k] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s",
+                                                                   "e2e_p99_s", "tokens_per_s_per_gpu")
+                            if p[k] is not None})
         return row
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +116,9 @@ class ServeResult:
             "kv_capacity_seqs": self.kv_capacity_seqs, "kv_capacity_seqs_steady": self.kv_capacity_seqs_steady,
             "memory": {**self.memory.to_dict(), "hbm_bytes": self.memory.hbm_capacity_bytes, "oom": self.memory.oom},
             "curve": list(self.curve),
+            "kv_capacity_blocks": self.kv_capacity_blocks,
+            "saturation_request_rate": self.saturation_request_rate,
+            "rate_curve": list(self.rate_curve),
             "disaggregation": self.disaggregation,
             "warnings": list(self.warnings),
         }
@@ -238,7 +262,76 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
+    limits = loop_limits(ctx, rp, memory)
+    blocks = limits.kv_blocks
+    saturation, rates = None, ()
+    if s.request_rate:
+        if blocks * s.kv_block_size < s.input_len + s.output_len:
+            raise UserError(f"the K/V cache holds {blocks * s.kv_block_size} tokens per replica, less than one "
+                            f"sequence of {s.input_len + s.output_len}: no request rate can be served",
+                            key_path="serving.request_rate")
+        saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
+                                       output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
+                                       costs=loop_costs(ctx, rp), limits=limits)
+        if not all(p["stable"] for p in rates):
+            warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
+                            "unstable: the queue grows without bound, no latency is given")
     return ServeResult(header=header, prefill=prefill, prefill_tokens=tokens, decode=decode, decode_mean_s=mean,
                        ttft_s=prefill.step_s, tpot_s=mean, e2e_s=e2e, replicas=rp.dp, gpus=rp.world_size,
-                       kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve, warnings=tuple(warnings),
-                       disaggregation=disagg)
+                       kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve,
+                       warnings=tuple(warnings), disaggregation=disagg, kv_capacity_blocks=blocks,
+                       saturation_request_rate=saturation, rate_curve=rates)
+
+
+def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:
+    """The request-rate loop's engine: a step of at most ``max_batched_tokens`` tokens (chunked prefill), or without
+    it vLLM's default without chunked prefill, ``max(max_model_len, 2048)`` with whole prompts; its cache the pages
+    HBM holds beside the weights, the runtime and the transients of one step of that budget."""
+    s = ctx.serving
+    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
+    step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
+    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size)
+    return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
+
+
+def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
+    """The loop's step prices from the step model, memoized.
+
+    - Decode: linear in the mean context between ``input_len`` and ``input_len + output_len - 1`` (decode attention
+      reads ``seqs x context`` cached tokens, linear in the context; nothing else depends on it); exact in the batch
+      up to ``EXACT_DECODE_BATCH``, above it linear between grid batches ``GRID_PER_OCTAVE`` to a doubling (12.5%
+      apart: the step is smooth in the batch there, and a saturated engine visits hundreds of batch sizes).
+    - Prefill: a group of ``seqs`` chunks of ``new`` tokens on ``past`` cached ones, with ``new`` and ``past`` rounded
+      up to whole K/V pages (chunk boundaries after a step's decodes are arbitrary; a page is what the cache
+      allocates): at most ``kv_block_size - 1`` tokens more per chunk, exact for page-aligned prompts."""
+    s = ctx.serving
+    lo, hi = s.input_len, s.input_len + s.output_len - 1
+    page = s.kv_block_size
+
+    @functools.cache
+    def decode_ends(seqs: int) -> tuple[float, float]:
+        a = decode_time(ctx, rp, seqs, lo).step_s
+        return a, (decode_time(ctx, rp, seqs, hi).step_s if hi > lo else a)
+
+    def decode_at(seqs: int, context: float) -> float:
+        a, b = decode_ends(seqs)
+        return a if hi == lo else a + (b - a) * (context - lo) / (hi - lo)
+
+    def decode_s(seqs: int, context: float) -> float:
+        if seqs <= EXACT_DECODE_BATCH:
+            return decode_at(seqs, context)
+        step = 2 ** (seqs.bit_length() - 1) // GRID_PER_OCTAVE
+        below = seqs // step * step
+        if below == seqs:
+            return decode_at(seqs, context)
+        w = (seqs - below) / step
+        return (1 - w) * decode_at(below, context) + w * decode_at(below + step, context)
+
+    @functools.cache
+    def prefill_pages(seqs: int, new: int, past: int) -> float:
+        return step_time(ctx, phase_plan(rp, seqs, new), seqs, new, past, phase="prefill", graphs=False).step_s
+
+    def prefill_s(seqs: int, new: int, past: int) -> float:
+        return prefill_pages(seqs, -(-new // page) * page, -(-past // page) * page)
+
+    return LoopCosts(decode_s=decode_s, prefill_s=prefill_s)

@@ -84,6 +84,9 @@ def _published_scenario(r: dict) -> dict:
     serving = {"batch": int(r["batch"]), "input_len": int(r["input_len"]), "output_len": int(r["output_len"])}
     if r["concurrency"]:
         serving["concurrency"] = [int(c) for c in r["concurrency"].split(";")]
+    for key in ("max_batched_tokens", "max_num_seqs"):
+        if r.get(key):
+            serving[key] = int(r[key])
     if moe_model:
         serving.update(expert_kernel="deepgemm", all2all_backend="deepep_low_latency")
         system["net_issue"] = "ibgda"
@@ -96,21 +99,32 @@ def published_serving_rows() -> list[dict]:
     import csv
 
     from simulator.scenario import load_scenario
-    from simulator.scenario.serve import simulate_serving
+    from simulator.scenario.serve import simulate_closed_loop, simulate_serving
 
     lines = [ln for ln in PUBLISHED.read_text().splitlines() if ln and not ln.startswith("#")]
     out = []
     for r in csv.DictReader(lines):
-        res = simulate_serving(load_scenario(_published_scenario(r)))
-        if r["metric"] == "decode_step_s":
-            model = res.decode.step_s
+        scenario = load_scenario(_published_scenario(r))
+        if r["metric"] == "throughput_ratio_loop":  # the benchmark's closed loop through the serving loop
+            first, last = (simulate_closed_loop(scenario, int(c), int(c) * int(r["prompts_per_concurrency"]))
+                           for c in r["concurrency"].split(";"))
+            model = last["tokens_per_s"] / first["tokens_per_s"]
+            out.append(_row(r, model))
+            continue
+        res = simulate_serving(scenario)
+        if r["metric"] == "tpot_s":  # mean decode step over the output_len steps
+            model = res.tpot_s
         elif r["metric"] == "throughput_ratio":
             first, last = res.curve[0], res.curve[-1]
             model = last["tokens_per_s"] / first["tokens_per_s"]
-        else:  # tokens_per_s_per_node: every DP rank decodes ``batch`` sequences per step
+        else:  # tokens_per_s_per_node: every DP rank decodes ``batch`` sequences with input_len cached tokens
             gpus_per_node = res.gpus / int(r["nodes"])
-            model = gpus_per_node * int(r["batch"]) / res.tpot_s
-        published = float(r["published"])
-        out.append({"id": r["id"], "metric": r["metric"], "unit": r["unit"], "published": published, "model": model,
-                    "error": model / published - 1})
+            model = gpus_per_node * int(r["batch"]) / res.decode.step_s
+        out.append(_row(r, model))
     return out
+
+
+def _row(r: dict, model: float) -> dict:
+    published = float(r["published"])
+    return {"id": r["id"], "metric": r["metric"], "unit": r["unit"], "published": published, "model": model,
+            "error": model / published - 1}

@@ -170,6 +170,23 @@ def test_collective_sizes_follow_the_contract(capsys):
     assert [r["bytes"] for r in json.loads(capsys.readouterr().out)] == [1024, 2048, 4096, 8192]
 
 
+def test_serve_rate_curve_keys(tmp_path, capsys):
+    """serving.request_rate's keys (docs/serving.md, "Request-rate curve"; frozen: add freely, never rename)."""
+    path = tmp_path / "r.yaml"
+    path.write_text("system: {profile: hgx_h200, gpus: 1}\nmodel: {preset: llama3-8b}\n"
+                    "serving: {batch: 4, input_len: 256, output_len: 16, request_rate: [1, 1000000],\n"
+                    "          num_requests: 50, arrival_seed: 0, max_num_seqs: 64}\n")
+    assert main(["serve", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["saturation_request_rate"] > 1 and data["kv_capacity_blocks"] > 0
+    stable, unstable = data["rate_curve"]
+    assert set(stable) == {"request_rate", "stable", "utilization", "requests_per_s", "tokens_per_s",
+                           "tokens_per_s_per_gpu", "batch_mean", "batch_max", "preemptions", "kv_blocks_peak",
+                           "waiting_at_last_arrival", "requests_measured",
+                           *(f"{m}_{q}_s" for m in ("ttft", "tpot", "e2e") for q in ("mean", "p50", "p90", "p99"))}
+    assert stable["stable"] is True and unstable["stable"] is False and unstable["ttft_p99_s"] is None
+
+
 def test_wrong_unit_in_a_scenario(tmp_path, capsys):
     path = tmp_path / "u.yaml"
     path.write_text("system:\n  profile: dgx_h100\n  nodes: 2\n  fabric: {kind: fat_tree, leaf_ports: 64,\n"
@@ -197,5 +214,7 @@ def test_serve_json_keys(capsys):
                                      "tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "ttft_p50_s",
                                      "ttft_p90_s", "ttft_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s"}
     assert "disaggregation" in data
+    assert set(data) >= {"kv_capacity_blocks", "saturation_request_rate", "rate_curve"}
+    assert data["rate_curve"] == [] and data["saturation_request_rate"] is None  # no serving.request_rate here
     assert data["decode"]["comm"] and set(data["decode"]["comm"][0]) >= {"dim", "op", "bytes", "algorithm", "link",
                                                                          "time_s", "count"}
