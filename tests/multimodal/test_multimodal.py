@@ -325,3 +325,18 @@ def test_one_micro_batch_pipeline_idles_p_minus_one_stages(a100):
     assert one.step.bubble_s / work == pytest.approx(3.0, rel=0.03)
     four = evaluate_submodule(spec, vision, PlanChoice(1, 4, 4, 64, "full"), tuple(range(16)), a100, 1024)
     assert four.step.bubble_s < one.step.bubble_s / 3
+
+
+@given(st.integers(1, 70000), st.integers(1, 512), st.sampled_from([1, 2, 4, 8, 16]))
+def test_micro_batch_candidates_cover_the_replica(batch, dp, pp):
+    """Every candidate splits the replica R = ceil(B / dp) into m = ceil(R / mb) micro-batches padding fewer than m
+    samples; the first is the fewest micro-batches of at most 256; they shrink strictly."""
+    from simulator.multimodal.balance import MAX_MICRO_BATCH, micro_batch_candidates
+
+    replica = -(-batch // dp)
+    tries = micro_batch_candidates(batch, dp, pp)
+    assert tries and tries[0] == -(-replica // -(-replica // MAX_MICRO_BATCH)) and tries[0] <= MAX_MICRO_BATCH
+    assert all(a > b for a, b in zip(tries, tries[1:], strict=False))
+    for mb in tries:
+        m = -(-replica // mb)
+        assert 0 <= replica_batch(batch, dp, mb) - replica < m
