@@ -136,31 +136,46 @@ def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
             yield tp, pp, gpus // (tp * pp)
 
 
-def _choices(s: Settings, subs: list[SubmoduleSpec], gpus: int, every: bool, baseline: bool = False
-             ) -> Iterator[PlanChoice]:
-    """Per layout, the first recompute setting with a fitting micro-batch (recomputing more only adds work): its
-    largest fitting micro-batch, and with ``every`` (DistMM-Pipe, pp > 1) every smaller candidate too (more, smaller
-    micro-batches shrink the bubble and cost GEMM efficiency; the engine weighs the two)."""
-    for tp, pp, dp in candidate_layouts(s, subs, gpus):
-        for recompute in _RECOMPUTE:
-            fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline)
-            if not fits:
-                continue
+def _layout_choices(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, every: bool
+                    ) -> Iterator[PlanChoice]:
+    """For one layout, the first recompute setting with a fitting micro-batch (recomputing more only adds work):
+    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, pp > 1) the smaller candidates after it (more,
+    smaller micro-batches shrink the bubble and cost GEMM efficiency; the engine weighs the two)."""
+    for recompute in _RECOMPUTE:
+        fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=False)
+        if fits:
             for mb in fits if every and pp > 1 else fits[:1]:
                 yield searched_choice(tp, pp, dp, mb, recompute)
-            break
+            return
+
+
+def _baseline_choices(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[PlanChoice]:
+    """Per layout, the first recompute setting whose baseline micro-batch fits."""
+    for tp, pp, dp in candidate_layouts(s, subs, gpus):
+        for recompute in _RECOMPUTE:
+            fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=True)
+            if fits:
+                yield searched_choice(tp, pp, dp, fits[0], recompute)
+                break
 
 
 def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> SubmoduleRun | None:
-    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits."""
+    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. Within a layout
+    the micro-batches are tried largest first and the walk stops at the first that is slower than the one before
+    (the bubble shrinks and the GEMMs slow down as micro-batches shrink: one minimum)."""
     best = None
-    for choice in _choices(s, [sub], len(gpus), s.pipeline == "distmm_pipe"):
-        try:
-            run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
-        except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
-            continue
-        if best is None or run.step_s < best.step_s:
-            best = run
+    for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
+        previous = None
+        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe"):
+            try:
+                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
+            except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
+                break
+            if previous is not None and run.step_s >= previous:
+                break
+            previous = run.step_s
+            if best is None or run.step_s < best.step_s:
+                best = run
     return best
 
 
@@ -210,7 +225,7 @@ def uniform_plan(s: Settings) -> MultimodalStep:
     subs = list(s.spec.submodules)
     gpus = tuple(range(s.topology.cluster.gpus))
     best = None
-    for choice in _choices(s, subs, len(gpus), False, baseline=True):
+    for choice in _baseline_choices(s, subs, len(gpus)):
         runs = {sub.name: evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision,
                                              s.optimizer) for sub in subs}
         step = uniform_step(s.spec, s.topology, runs, s.batch)
