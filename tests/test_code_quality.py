@@ -33,7 +33,7 @@ ALLOWED = {
                "hardware", "moe", "units"},
     "report": {"serving", "scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
                "units"},
-    "validation": {"serving", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
+    "validation": {"multimodal", "serving", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
                    "hardware", "moe", "units"},
     "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units",
             "search"},

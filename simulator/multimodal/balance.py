@@ -2,7 +2,7 @@
 uniform Megatron-style baseline, as searches over a small space.
 
 - :func:`best_submodule_plan`: for one submodule on given GPUs, every (tp, pp) with tp inside a node and dividing
-  the heads, dp = GPUs / (tp pp) dividing the batch, the largest power-of-two micro-batch that fits in memory
+  the heads, dp = GPUs / (tp pp), the largest micro-batch (below) that fits in memory
   (recompute none, else full), and with ``distmm_pipe`` also half that micro-batch (DistMM-Pipe's 2K micro-batches
   of Mbs / 2); the fastest by the engine's step wins.
 - :func:`distmm_plan`: the data load balancer: every split of the GPUs between the two submodules (1, 2, 4, then
@@ -11,6 +11,14 @@ uniform Megatron-style baseline, as searches over a small space.
   program minimizes the same max; with two submodules the split is one number, so we enumerate it).
 - :func:`uniform_plan`: one (tp, pp) and micro-batch for every submodule on all GPUs, the largest micro-batch
   whose summed memory fits, the fastest by the summed step.
+
+Micro-batches. DistMM's data load balancer sets each replica's batch and micro-batch freely (its overview figure:
+replica batches of 18 and 24 samples in micro-batches of 3 and 2), so a replica of R samples runs m micro-batches
+of ceil(R / m) (:func:`micro_batch_candidates`). Megatron-LM has no batch-sync instruction: its schedules compute
+the loss micro-batch by micro-batch, so a contrastive loss over the whole batch needs the whole replica batch in one
+micro-batch (DistMM section 2.2: the micro-batch, not the batch, is what (M - Ms/P) / Ma bounds). The Megatron-style
+baselines (uniform, monolithic) therefore run one micro-batch of ceil(B / dp) per replica when the loss is
+contrastive (:func:`baseline_micro_batches`), and a pipeline of p stages then idles (p - 1) / p of the step.
 """
 
 from __future__ import annotations
@@ -27,7 +35,6 @@ from simulator.multimodal.evaluate import (
     SubmoduleRun,
     evaluate_submodule,
     extra_state_bytes,
-    replica_batch,
     resolve_submodule,
 )
 from simulator.multimodal.placement import feasible_placements, place
@@ -38,8 +45,6 @@ _DEGREES = (1, 2, 4, 8)
 _PP = (1, 2, 4, 8)
 _RECOMPUTE = ("none", "selective", "full")
 MAX_MICRO_BATCH = 256
-#: the largest share of padding samples a micro-batch size may add to a replica's batch (dp not dividing B)
-MAX_PADDING = 1 / 16
 #: micro-batch sizes tried per layout, largest first
 MICRO_BATCH_TRIES = 4
 
@@ -71,33 +76,51 @@ def _capacity(s: Settings) -> float:
     return s.topology.cluster.node.gpu.memory.capacity - RUNTIME_BYTES - ALLOCATOR_CACHE_BYTES
 
 
-def micro_batch_candidates(batch: int, dp: int) -> list[int]:
-    """Power-of-two micro-batches for a replica of ceil(batch / dp) samples, largest first, at most
-    MICRO_BATCH_TRIES of them, each adding at most MAX_PADDING of the replica in padding. Under batch-sync the whole
-    replica batch is in flight whatever the micro-batch, so the peak barely depends on it: the largest that fits
-    is found within a few halvings (and few micro-batches keep the pipeline's op orders short)."""
+def micro_batch_candidates(batch: int, dp: int, pp: int = 1) -> list[int]:
+    """Micro-batches for a replica of R = ceil(batch / dp) samples, largest first: ceil(R / m) for m = the fewest
+    micro-batches of at most MAX_MICRO_BATCH, then doubling, at least MICRO_BATCH_TRIES of them and on until
+    m >= 4 pp (a pipeline's bubble, (pp - 1) / (m + pp - 1) of a batch-sync step, wants many micro-batches); the
+    padding is under m samples. Under batch-sync the whole replica batch is in flight whatever the micro-batch, so
+    the peak barely depends on it."""
     replica = -(-batch // dp)
-    out, mb = [], 1
-    while mb * 2 <= min(replica, MAX_MICRO_BATCH):
-        mb *= 2
-    while mb >= 1 and len(out) < MICRO_BATCH_TRIES:
-        if replica_batch(batch, dp, mb) - replica <= replica * MAX_PADDING:
+    out, m = [], -(-replica // MAX_MICRO_BATCH)
+    while (len(out) < MICRO_BATCH_TRIES or m <= 4 * pp) and m <= replica:
+        mb = -(-replica // m)
+        if not out or mb < out[-1]:
             out.append(mb)
-        mb //= 2
+        m *= 2
     return out
 
 
-def largest_micro_batch(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, recompute: str
-                        ) -> int | None:
-    """The largest candidate micro-batch (:func:`micro_batch_candidates`) whose (summed) stage peaks fit."""
-    for mb in micro_batch_candidates(s.batch, dp):
-        choice = PlanChoice(tp, pp, dp, mb, recompute)
+def baseline_micro_batches(spec: MultimodalSpec, batch: int, dp: int) -> list[int]:
+    """Micro-batches a Megatron-style baseline may use (module docstring): the whole replica batch when the loss is
+    contrastive (Megatron-LM computes the loss per micro-batch), else :func:`micro_batch_candidates`."""
+    if "contrastive" in spec.loss:
+        return [-(-batch // dp)]
+    return micro_batch_candidates(batch, dp)
+
+
+def searched_choice(tp: int, pp: int, dp: int, micro_batch: int, recompute: str) -> PlanChoice:
+    """A plan the searches build, for DistMM and the baselines alike: Megatron-LM's distributed optimizer with DP
+    (optimizer states sharded over the replicas). No sequence parallelism: it needs the tokens divisible by tp, and
+    a ViT's 257 or a CLIP text tower's 77 are odd."""
+    return PlanChoice(tp, pp, dp, micro_batch, recompute, distributed_optimizer=dp > 1)
+
+
+def fitting_micro_batches(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, recompute: str,
+                          baseline: bool = False) -> list[int]:
+    """The candidate micro-batches (:func:`micro_batch_candidates`, or :func:`baseline_micro_batches` for a
+    Megatron-style baseline) whose (summed) stage peaks fit, largest first (once the largest fits, the smaller ones
+    do: the in-flight batch is the same and the transient buffers shrink)."""
+    tries = baseline_micro_batches(s.spec, s.batch, dp) if baseline else micro_batch_candidates(s.batch, dp, pp)
+    for i, mb in enumerate(tries):
+        choice = searched_choice(tp, pp, dp, mb, recompute)
         peaks = [stage_peaks(s, sub, choice) for sub in subs]
         if any(p is None for p in peaks):
             continue
         if max(sum(col) for col in zip(*peaks, strict=True)) <= _capacity(s):
-            return mb
-    return None
+            return tries[i:]
+    return []
 
 
 def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[tuple[int, int, int]]:
@@ -113,28 +136,46 @@ def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
             yield tp, pp, gpus // (tp * pp)
 
 
-def _choices(s: Settings, subs: list[SubmoduleSpec], gpus: int, half: bool) -> Iterator[PlanChoice]:
+def _layout_choices(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, every: bool
+                    ) -> Iterator[PlanChoice]:
+    """For one layout, the first recompute setting with a fitting micro-batch (recomputing more only adds work):
+    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, pp > 1) the smaller candidates after it (more,
+    smaller micro-batches shrink the bubble and cost GEMM efficiency; the engine weighs the two)."""
+    for recompute in _RECOMPUTE:
+        fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=False)
+        if fits:
+            for mb in fits if every and pp > 1 else fits[:1]:
+                yield searched_choice(tp, pp, dp, mb, recompute)
+            return
+
+
+def _baseline_choices(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[PlanChoice]:
+    """Per layout, the first recompute setting whose baseline micro-batch fits."""
     for tp, pp, dp in candidate_layouts(s, subs, gpus):
         for recompute in _RECOMPUTE:
-            mb = largest_micro_batch(s, subs, tp, pp, dp, recompute)
-            if mb is None:
-                continue
-            yield PlanChoice(tp, pp, dp, mb, recompute)
-            if half and pp > 1 and mb > 1:
-                yield PlanChoice(tp, pp, dp, mb // 2, recompute)
-            break  # the first recompute setting that fits: recomputing more only adds work
+            fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=True)
+            if fits:
+                yield searched_choice(tp, pp, dp, fits[0], recompute)
+                break
 
 
 def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> SubmoduleRun | None:
-    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits."""
+    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. Within a layout
+    the micro-batches are tried largest first and the walk stops at the first that is slower than the one before
+    (the bubble shrinks and the GEMMs slow down as micro-batches shrink: one minimum)."""
     best = None
-    for choice in _choices(s, [sub], len(gpus), s.pipeline == "distmm_pipe"):
-        try:
-            run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
-        except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
-            continue
-        if best is None or run.step_s < best.step_s:
-            best = run
+    for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
+        previous = None
+        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe"):
+            try:
+                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
+            except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
+                break
+            if previous is not None and run.step_s >= previous:
+                break
+            previous = run.step_s
+            if best is None or run.step_s < best.step_s:
+                best = run
     return best
 
 
@@ -184,7 +225,7 @@ def uniform_plan(s: Settings) -> MultimodalStep:
     subs = list(s.spec.submodules)
     gpus = tuple(range(s.topology.cluster.gpus))
     best = None
-    for choice in _choices(s, subs, len(gpus), False):
+    for choice in _baseline_choices(s, subs, len(gpus)):
         runs = {sub.name: evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision,
                                              s.optimizer) for sub in subs}
         step = uniform_step(s.spec, s.topology, runs, s.batch)

@@ -73,8 +73,9 @@ class MultimodalSection(BaseModel):
     placement: Literal["separate_nodes", "same_node", "auto"] = Field(
         "auto", description="where submodules sit: whole nodes each, shares of every node, or the faster of the two")
     pipeline: Literal["distmm_pipe", "batch_sync"] = Field(
-        "distmm_pipe", description="distmm_pipe: 2K micro-batches of half size (DistMM-Pipe); batch_sync: K of "
-                                   "the given size (both keep the whole batch in flight before the loss)")
+        "distmm_pipe", description="distmm_pipe: the search also weighs smaller micro-batches for pipelined plans "
+                                   "(DistMM-Pipe's 2K of half size among them); batch_sync: the largest that fits "
+                                   "(both keep the whole batch in flight before the loss)")
     encoder_placement: Literal["first_stage", "pool"] = Field(
         "pool", description="LLM-based models: the vision encoder on the LLM's first pipeline stage (Megatron) or "
                             "on a separate pool of GPUs given by its plan")

@@ -17,7 +17,7 @@ linear in the layer share (embedding tables are spread with the layers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.multimodal.compose import contrastive_loss_s, last_stage_ranks
 from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule
@@ -92,7 +92,7 @@ def monolithic_step(s, choice: PlanChoice) -> MonolithicStep:
     """The monolithic pipeline of ``choice`` (tp, pp, dp, micro-batch, recompute for every layer) on all GPUs of
     ``s.topology``; ``s`` is a :class:`simulator.multimodal.balance.Settings`."""
     subs = list(s.spec.submodules)
-    one = PlanChoice(choice.tp, 1, choice.dp, choice.micro_batch, choice.recompute, choice.sp)
+    one = replace(choice, pp=1)
     stage0 = tuple(r for d in range(choice.dp) for r in range(choice.tp * d, choice.tp * (d + 1)))
     runs = {sub.name: evaluate_submodule(s.spec, sub, one, stage0, s.topology, s.batch, s.precision, s.optimizer)
             for sub in subs}
@@ -121,7 +121,7 @@ def _boundary_s(s, choice: PlanChoice, subs) -> float:
     """One pipeline boundary sendrecv of the widest submodule's activations (micro_batch x tokens x h), priced by
     the engine on a two-stage run of that submodule over the first 2 tp dp GPUs."""
     widest = max(subs, key=lambda sub: s.spec.seq_len(sub) * sub.hidden)
-    two = PlanChoice(choice.tp, 2, choice.dp, choice.micro_batch, choice.recompute, choice.sp)
+    two = replace(choice, pp=2)
     run = evaluate_submodule(s.spec, widest, two, tuple(range(two.gpus)), s.topology, s.batch, s.precision,
                              s.optimizer)
     return run.step.p2p_s
@@ -131,7 +131,7 @@ def _fits(s, choice: PlanChoice) -> bool:
     """Whether every stage of the monolithic pipeline fits (the layer-share memory rule of the module docstring)."""
     from simulator.multimodal.balance import _capacity, stage_peaks
 
-    one = PlanChoice(choice.tp, 1, choice.dp, choice.micro_batch, choice.recompute, choice.sp)
+    one = replace(choice, pp=1)
     peaks = {}
     for sub in s.spec.submodules:
         p = stage_peaks(s, sub, one)
@@ -145,10 +145,11 @@ def _fits(s, choice: PlanChoice) -> bool:
 
 def monolithic_plan(s) -> MonolithicStep | None:
     """The fastest monolithic pipeline that fits: every (tp inside a node dividing all heads, pp in 1, 2, 4, 8,
-    dp = GPUs / (tp pp)), the first recompute setting (none, selective, full) and the largest candidate
-    micro-batch (:func:`simulator.multimodal.balance.micro_batch_candidates`) that fit. None when no plan fits."""
+    dp = GPUs / (tp pp)), the first recompute setting (none, selective, full) and the largest baseline
+    micro-batch (:func:`simulator.multimodal.balance.baseline_micro_batches`: the whole replica batch under a
+    contrastive loss) that fit. None when no plan fits."""
     from simulator.errors import UserError
-    from simulator.multimodal.balance import _RECOMPUTE, micro_batch_candidates
+    from simulator.multimodal.balance import _RECOMPUTE, baseline_micro_batches, searched_choice
 
     node, total = s.topology.cluster.node.gpus, s.topology.cluster.gpus
     layers = sum(sub.layers for sub in s.spec.submodules)
@@ -161,12 +162,12 @@ def monolithic_plan(s) -> MonolithicStep | None:
                 continue
             dp = total // (tp * pp)
             for recompute in _RECOMPUTE:
-                fit = next((mb for mb in micro_batch_candidates(s.batch, dp)
-                            if _fits(s, PlanChoice(tp, pp, dp, mb, recompute))), None)
+                fit = next((mb for mb in baseline_micro_batches(s.spec, s.batch, dp)
+                            if _fits(s, searched_choice(tp, pp, dp, mb, recompute))), None)
                 if fit is None:
                     continue
                 try:
-                    step = monolithic_step(s, PlanChoice(tp, pp, dp, fit, recompute))
+                    step = monolithic_step(s, searched_choice(tp, pp, dp, fit, recompute))
                 except UserError:   # a group the collectives model cannot place evenly
                     break
                 if best is None or step.step_s < best.step_s:

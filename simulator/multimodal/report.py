@@ -31,9 +31,10 @@ def to_dict(result: MultimodalResult) -> dict[str, Any]:
         "step": step.to_dict(),
         "submodules": {n: r.to_dict() for n, r in step.runs.items()},
     }
-    if result.speedup is not None:
+    if result.compared:
         mono = result.monolithic
-        out["comparison"] = {"uniform": _brief(result.uniform), "distmm": _brief(result.distmm),
+        out["comparison"] = {"uniform": _brief(result.uniform) if result.uniform is not None else {"fits": False},
+                             "distmm": _brief(result.distmm),
                              "speedup": result.speedup,
                              "monolithic": mono.to_dict() if mono is not None else {"fits": False},
                              "speedup_vs_monolithic": result.speedup_vs_monolithic}
@@ -69,8 +70,8 @@ def summary(result: MultimodalResult) -> dict[str, Any]:
     for name, run in step.runs.items():
         row.update({f"submodules.{name}.gpus": run.choice.gpus, f"submodules.{name}.step_s": run.step_s,
                     f"submodules.{name}.device_peak_bytes": run.device_peak_bytes})
-    if result.speedup is not None:
-        row["comparison.uniform_step_s"] = result.uniform.step_s
+    if result.compared:
+        row["comparison.uniform_step_s"] = result.uniform.step_s if result.uniform else None
         row["comparison.distmm_step_s"] = result.distmm.step_s
         row["comparison.speedup"] = result.speedup
         row["comparison.monolithic_step_s"] = result.monolithic.step_s if result.monolithic else None
@@ -98,14 +99,20 @@ def render_text(result: MultimodalResult) -> str:
                   f"({'sum' if step.strategy == 'uniform' else 'slowest'}) + exchange {step.exchange_s * 1e3:.2f} ms "
                   f"({step.exchange_link}) + fill {step.fill_s * 1e3:.2f} ms + loss {step.loss_s * 1e3:.2f} ms; "
                   f"{step.samples_per_s:.0f} samples/s; memory per GPU peak {step.device_peak_bytes / GIBI:.1f} GiB"]
-    if result.speedup is not None:
+    if result.compared:
         u, d = result.uniform, result.distmm
         lines += ["", "uniform (colocated: every submodule on all GPUs, one after another) vs DistMM (searched):"]
+        if u is None:
+            lines.append("  uniform: no plan fits in memory (Megatron-LM runs a contrastive batch as one micro-batch "
+                         "per replica)")
         for label, x in (("uniform", u), ("distmm", d)):
+            if x is None:
+                continue
             plans = ", ".join(f"{n} {r.choice.gpus} GPUs tp{r.choice.tp} pp{r.choice.pp} dp{r.choice.dp} "
                               f"mb{r.choice.micro_batch} {r.choice.recompute}" for n, r in x.runs.items())
             lines.append(f"  {label:<8} {x.step_s:8.3f} s  {x.placement:<14} {plans}")
-        lines.append(f"  speedup {result.speedup:.2f}x")
+        if result.speedup is not None:
+            lines.append(f"  speedup {result.speedup:.2f}x")
         mono = result.monolithic
         if mono is None:
             lines.append("  monolithic pipeline (Megatron-LM: all layers in one pipeline): no plan fits in memory")

@@ -121,6 +121,8 @@ class MultimodalResult:
     first_stage: FirstStage | None = None
     monolithic: MonolithicStep | None = None
     """Megatron-LM's monolithic pipeline over all layers (None: not compared, or no such plan fits)."""
+    compared: bool = False
+    """``compare: true`` ran: uniform and monolithic are None where no such plan fits."""
 
     @property
     def speedup(self) -> float | None:
@@ -193,12 +195,16 @@ def simulate_multimodal(sc: MultimodalScenario) -> MultimodalResult:
         step = _uniform_given(sc, topology) if s.uniform is not None else uniform_plan(settings)
     else:
         step = distmm = distmm_plan(settings)
-    if s.compare and llm is None:
-        uniform = uniform_plan(settings)
+    compared = s.compare and llm is None
+    if compared:
+        try:
+            uniform = uniform_plan(settings)
+        except UserError:   # Megatron's one micro-batch per replica does not fit: nothing to compare against
+            uniform = None
         distmm = distmm or distmm_plan(settings)
         monolithic = monolithic_plan(settings)
     if llm is not None:
         p = s.plans[llm.name]
         choice = PlanChoice(p.tp, p.pp, sc.cluster.gpus // (p.tp * p.pp), p.micro_batch, p.recompute, p.sp)
         first = encoder_on_first_stage(sc.spec, choice, topology, s.global_batch, s.precision, s.optimizer)
-    return MultimodalResult(sc, step, uniform, distmm, first, monolithic)
+    return MultimodalResult(sc, step, uniform, distmm, first, monolithic, compared)

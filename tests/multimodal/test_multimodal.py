@@ -292,3 +292,51 @@ def test_distmm_step_is_at_least_its_slowest_submodule(vision_gpus, how):
     assert step.exchange_link == ("nvlink" if how == "same_node" else step.exchange_link)
     assert step.device_peak_bytes == max(runs["vision"].device_peak_bytes, runs["text"].device_peak_bytes
                                          + step.loss_bytes)
+
+
+def test_micro_batches_split_the_replica_evenly():
+    """ceil(R / m) for m = ceil(R / 256), then doubling (docs/multimodal.md): 8192 over 14 replicas is R = 586,
+    m = 3, 6, 12, 24 -> 196, 98, 49, 25; a 16-stage pipeline goes on while m <= 4 x 16: m = 48 -> 13."""
+    from simulator.multimodal.balance import micro_batch_candidates
+
+    assert micro_batch_candidates(8192, 14) == [196, 98, 49, 25]
+    assert micro_batch_candidates(8192, 14, 16) == [196, 98, 49, 25, 13]
+    assert micro_batch_candidates(8, 4) == [2, 1]      # R = 2: m = 1, 2 (never more micro-batches than samples)
+
+
+def test_megatron_baseline_runs_a_contrastive_batch_as_one_micro_batch():
+    """Megatron-LM computes the loss per micro-batch: a contrastive batch of B over dp replicas is one micro-batch
+    of ceil(B / dp) (8192 / 16 = 512); an LM loss may use any micro-batch."""
+    from simulator.multimodal.balance import baseline_micro_batches, micro_batch_candidates
+
+    assert baseline_micro_batches(load_multimodal_preset("clip-vit-l14"), 8192, 16) == [512]
+    assert baseline_micro_batches(load_multimodal_preset("llava-1.5-7b"), 192, 6) == micro_batch_candidates(192, 6)
+
+
+def test_one_micro_batch_pipeline_idles_p_minus_one_stages(a100):
+    """GPipe with one micro-batch over p stages: each stage works F + B once and waits for the other p - 1, so the
+    bubble is (p - 1) x a stage's work (p = 4: 3x, plus the boundary transfers); four micro-batches cut it to
+    (p - 1) / m of the work per micro-batch."""
+    spec = load_multimodal_preset("clip-vit-l14")
+    vision = spec.submodule("vision")
+    one = evaluate_submodule(spec, vision, PlanChoice(1, 4, 4, 256, "full"), tuple(range(16)), a100, 1024)
+    assert one.plan.num_microbatches == 1
+    work = one.step.compute_s + one.step.recompute_s
+    assert one.step.bubble_s / work == pytest.approx(3.0, rel=0.03)
+    four = evaluate_submodule(spec, vision, PlanChoice(1, 4, 4, 64, "full"), tuple(range(16)), a100, 1024)
+    assert four.step.bubble_s < one.step.bubble_s / 3
+
+
+@given(st.integers(1, 70000), st.integers(1, 512), st.sampled_from([1, 2, 4, 8, 16]))
+def test_micro_batch_candidates_cover_the_replica(batch, dp, pp):
+    """Every candidate splits the replica R = ceil(B / dp) into m = ceil(R / mb) micro-batches padding fewer than m
+    samples; the first is the fewest micro-batches of at most 256; they shrink strictly."""
+    from simulator.multimodal.balance import MAX_MICRO_BATCH, micro_batch_candidates
+
+    replica = -(-batch // dp)
+    tries = micro_batch_candidates(batch, dp, pp)
+    assert tries and tries[0] == -(-replica // -(-replica // MAX_MICRO_BATCH)) and tries[0] <= MAX_MICRO_BATCH
+    assert all(a > b for a, b in zip(tries, tries[1:], strict=False))
+    for mb in tries:
+        m = -(-replica // mb)
+        assert 0 <= replica_batch(batch, dp, mb) - replica < m
