@@ -93,7 +93,7 @@ def main() -> None:
     print(f"\n{len(rows)} options, {candidates:,} candidates in {wall:.1f} s on {args.workers} Ray CPUs: "
           f"{per * 1e6:.0f} core-us per candidate (Ray included)")
     for n in (2, 128, 1024, 8192):
-        print(f"10^8 candidates on {n:,} workers: {1e8 * per / n / 3600:.2f} h (extrapolated)")
+        print(f"10^8 candidates on {n:,} workers: {1e8 * per / n / 60:,.1f} min (extrapolated, linear)")
 
 
 if __name__ == "__main__":
