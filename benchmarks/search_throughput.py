@@ -41,7 +41,7 @@ CASES = {"a": ("Llama-3-70B, 16 x DGX H100", ROOT / "scenarios" / "search_llama3
 def _clear() -> None:
     """Empty every process-wide cache a search fills, so each repeat starts cold."""
     for cached in (fast_timeline._graph, params._stage_params, activations.cached_layer_items,
-                   activations.cached_layer_bytes, estimate._states, flops._layer_kinds, flops.model_flops,
+                   activations.cached_layer_bytes, estimate._states, estimate._scaled_items, flops._layer_kinds, flops.model_flops,
                    spec.moe_layer_flags):
         cached.cache_clear()
 

@@ -68,12 +68,19 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, 
                       ) -> list[MemoryItem]:
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
     counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
+    return list(_scaled_items(tuple((per_layer[key], n) for key, n in counts.items()), flight))
+
+
+@lru_cache(maxsize=8192)
+def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[MemoryItem, ...]:
+    """:func:`_activation_items` from (per-layer items, layer count) of each kind and the micro-batches in flight,
+    once per value (plans that differ only in sharding share them)."""
     items = []
-    for key, n in counts.items():
-        for name, b, formula in per_layer[key]:
+    for layer_items, n in kinds:
+        for name, b, formula in layer_items:
             items.append(MemoryItem("activations", name, b * n * flight,
                                     f"{formula} x {n} layers x {flight:g} in flight"))
-    return items
+    return tuple(items)
 
 
 def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
