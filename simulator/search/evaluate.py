@@ -42,6 +42,9 @@ from simulator.traffic import DIMS
 #: plans whose timelines are evaluated together (bounds the memory held by prepared plans)
 BATCH = 256
 
+#: validated configs a context keeps (a million-point space would otherwise hold ~10^5 ParallelPlans)
+BUILT_CACHE = 4096
+
 #: the states floor prunes only when it exceeds the capacity by more than rounding (the floor adds a subset of the
 #: peak's items in another order)
 FLOOR_MARGIN = 1e-9
@@ -92,6 +95,8 @@ def _built(ctx: Context, kind: str, key: Any, make):
     try:
         return ctx.built[kind, key]
     except KeyError:
+        if len(ctx.built) >= BUILT_CACHE:     # bounded: candidates come micro-batch innermost, so recent ones hit
+            ctx.built.clear()
         ctx.built[kind, key] = value = make()
         return value
     except TypeError:            # an unhashable value (a list in parallel:): validate without the cache
