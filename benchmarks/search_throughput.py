@@ -23,6 +23,8 @@ import statistics
 import time
 from pathlib import Path
 
+from simulator.memory import activations, estimate
+from simulator.model import flops, spec
 from simulator.plan import params
 from simulator.scenario.document import read_document
 from simulator.scenario.simulate import simulate
@@ -37,8 +39,11 @@ CASES = {"a": ("Llama-3-70B, 16 x DGX H100", ROOT / "scenarios" / "search_llama3
 
 
 def _clear() -> None:
-    fast_timeline._graph.cache_clear()
-    params._stage_params.cache_clear()
+    """Empty every process-wide cache a search fills, so each repeat starts cold."""
+    for cached in (fast_timeline._graph, params._stage_params, activations.cached_layer_items,
+                   activations.cached_layer_bytes, estimate._states, estimate._scaled_items, flops._layer_kinds, flops.model_flops,
+                   spec.moe_layer_flags):
+        cached.cache_clear()
 
 
 def _point(row: dict) -> dict:

@@ -27,7 +27,8 @@ def register(subparsers) -> None:
     p.add_argument("--csv", metavar="FILE", type=output_path, help="write every valid plan as CSV")
     p.add_argument("--parquet", metavar="FILE", type=output_path, help="write every valid plan as Parquet")
     p.add_argument("--plot", metavar="FILE", type=plot_path,
-                   help="step time vs device peak memory of every valid plan, with the Pareto front")
+                   help="step time vs device peak memory and vs GPU count of every valid plan, with "
+                        "their Pareto fronts")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=_search)
 

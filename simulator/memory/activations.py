@@ -14,6 +14,7 @@ sp else T*h (the "replicated region" of Megatron: norms, dropout, the input of c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
@@ -208,3 +209,16 @@ def layer_activation_items(m: ModelSpec, c: ActContext, *, moe_layer: bool = Fal
 def layer_activation_bytes(m: ModelSpec, c: ActContext, *, moe_layer: bool = False) -> float:
     """Sum of :func:`layer_activation_items`: bytes one layer keeps for one micro-batch on one GPU."""
     return sum(b for _, b, _ in layer_activation_items(m, c, moe_layer=moe_layer))
+
+
+@lru_cache(maxsize=4096)
+def cached_layer_items(m: ModelSpec, c: ActContext, moe_layer: bool) -> tuple[Item, ...]:
+    """:func:`layer_activation_items` as a tuple, once per (model, context, FFN kind): a pure function of hashable
+    arguments that plans of a sweep or search share."""
+    return tuple(layer_activation_items(m, c, moe_layer=moe_layer))
+
+
+@lru_cache(maxsize=4096)
+def cached_layer_bytes(m: ModelSpec, c: ActContext, moe_layer: bool) -> float:
+    """:func:`layer_activation_bytes`, cached as :func:`cached_layer_items` (the same sum, in the same order)."""
+    return sum(b for _, b, _ in cached_layer_items(m, c, moe_layer))

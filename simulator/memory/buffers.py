@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from simulator.memory.activations import MASK_BYTES, ActContext, layer_activation_items
+from simulator.memory.activations import MASK_BYTES, ActContext, cached_layer_bytes
 from simulator.memory.items import MemoryItem
+from simulator.model.spec import moe_flags_of
 from simulator.plan.recipe import FP32, Recipe
 
 if TYPE_CHECKING:
@@ -93,14 +94,14 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     if stage == p.pp - 1:
         items += _logit_items(rp, c)
     layers = rp.stage_layers[stage]
-    has_moe = m.moe is not None and any(m.is_moe_layer(i) for i in layers)
+    has_moe = m.moe is not None and any(moe_flags_of(m, layers))
     if has_moe:
         items += _moe_items(rp, c)
     if p.recompute != "none" and layers:
         kept = replace(c, recompute="none")
-        b = sum(x[1] for x in layer_activation_items(m, kept, moe_layer=has_moe))
+        b = cached_layer_bytes(m, kept, has_moe)
         if p.recompute == "selective":
-            b -= sum(x[1] for x in layer_activation_items(m, c, moe_layer=has_moe))
+            b -= cached_layer_bytes(m, c, has_moe)
         if b > 0:
             items.append(MemoryItem("transient", "recompute.layer", b,
                                     f"one layer's activations rebuilt in backward ({p.recompute} recompute)"))

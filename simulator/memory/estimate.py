@@ -6,12 +6,15 @@ docs/interface.md (weights, gradients, main_params, optimizer, activations, othe
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
+from functools import lru_cache
 
-from simulator.memory.activations import ActContext, layer_activation_items
+from simulator.memory.activations import ActContext, cached_layer_items
 from simulator.memory.buffers import buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
 from simulator.plan.pipeline import in_flight
 from simulator.plan.recipe import Recipe
@@ -21,7 +24,12 @@ from simulator.plan.resolved import ResolvedPlan
 def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryItem]:
     """weights, gradients, main_params, optimizer: dense states sharded over d = dp*cp*ulysses, expert states over
     expert-dp, per the sharding stage (docs/memory.md, "Precision recipes")."""
-    d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
+    return list(_states(sp, rb, rp.dense_shard_degree, rp.expert_shard_degree))
+
+
+@lru_cache(maxsize=4096)
+def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[MemoryItem, ...]:
+    """:func:`_state_items` from what it reads (hashable), once per distinct value (plans of a search share it)."""
     rows = [("weights", rb.param, 3), ("gradients", rb.grad, 2), ("main_params", rb.main, 1),
             ("optimizer", rb.moments, 1)]
     items = []
@@ -34,7 +42,7 @@ def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryIt
             shard = d if rb.stage >= min_stage else 1
             items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard,
                                     f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})"))
-    return items
+    return tuple(items)
 
 
 def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
@@ -45,8 +53,7 @@ def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
 
 def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:
     """(MoE layer?, recompute mode) of each layer of ``stage`` (block recompute: only some layers recompute)."""
-    return [(rp.model.is_moe_layer(i), mode) for i, mode in zip(rp.stage_layers[stage], rp.layer_recompute(stage),
-                                                                  strict=True)]
+    return list(zip(moe_flags_of(rp.model, rp.stage_layers[stage]), rp.layer_recompute(stage), strict=True))
 
 
 def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list]:
@@ -54,22 +61,26 @@ def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list
     if rp.model.moe is None:   # every layer dense: a stage's keys follow from its chunks (its recompute modes)
         stages = {rp.stage_chunks[s]: s for s in reversed(stages)}.values()
     keys = {k for s in stages for k in _layer_keys(rp, s)}
-    return {(moe, mode): layer_activation_items(rp.model, replace(ctx, recompute=mode), moe_layer=moe)
-            for moe, mode in keys}
+    return {(moe, mode): cached_layer_items(rp.model, replace(ctx, recompute=mode), moe) for moe, mode in keys}
 
 
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, str], list], flight: float
                       ) -> list[MemoryItem]:
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
-    counts: dict[tuple[bool, str], int] = {}
-    for key in _layer_keys(rp, stage):
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
+    return list(_scaled_items(tuple((per_layer[key], n) for key, n in counts.items()), flight))
+
+
+@lru_cache(maxsize=8192)
+def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[MemoryItem, ...]:
+    """:func:`_activation_items` from (per-layer items, layer count) of each kind and the micro-batches in flight,
+    once per value (plans that differ only in sharding share them)."""
     items = []
-    for key, n in counts.items():
-        for name, b, formula in per_layer[key]:
+    for layer_items, n in kinds:
+        for name, b, formula in layer_items:
             items.append(MemoryItem("activations", name, b * n * flight,
                                     f"{formula} x {n} layers x {flight:g} in flight"))
-    return items
+    return tuple(items)
 
 
 def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
@@ -86,6 +97,21 @@ def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
     if rp.model.moe is None and all(c == middle[0] for c in middle):
         return tuple(sorted({0, min(1, pp - 1), pp - 1}))
     return tuple(range(pp))
+
+
+def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> float:
+    """A lower bound of the largest stage peak of :func:`estimate_memory` (plan search prunes by it before building
+    the items): the weights, main parameters and optimizer states of each of ``stages`` (and its gradients unless
+    they are freed between steps), the largest over them. Every item is non-negative and a stage's peak is the sum
+    of its items less at most min(activations, gradients), so the peak is at least this."""
+    if rp.training.mode == "inference":
+        return 0.0
+    rb = rp.recipe
+    kept = ("weights", "main_params", "optimizer") if rb.grads_freed_between_steps and rp.num_microbatches == 1 \
+        else ("weights", "gradients", "main_params", "optimizer")
+    d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
+    return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp) if i.bucket in kept)
+               for s in stages)
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,

@@ -11,6 +11,7 @@ shape (k, m, n); so backward is twice forward (Narayanan et al., SC'21, Sec. 5.1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from simulator.model.shape import RankShape, rank_shape
@@ -173,6 +174,7 @@ def logits_flops(model: ModelSpec, shape: RankShape) -> LayerFlops:
     return LayerFlops(tuple(ops))
 
 
+@lru_cache(maxsize=256)   # a pure function of hashable arguments (a frozen model hashes by value)
 def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = False,
                 attention: Literal["flash", "unfused"] = "flash") -> float:
     """Model FLOPs of one iteration over ``batch`` sequences (forward + backward, no recomputation).
@@ -217,10 +219,16 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
 def layer_kinds(model: ModelSpec) -> list[tuple[int, int]]:
     """(a representative layer index, how many layers share its shape): layers differ by dense vs MoE FFN and by
     their attention window."""
+    return list(_layer_kinds(model))
+
+
+@lru_cache(maxsize=64)
+def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """:func:`layer_kinds`, once per model (a frozen model hashes by value)."""
     groups: dict[tuple[bool, int | None], list[int]] = {}
     for i in range(model.layers):
         groups.setdefault((model.is_moe_layer(i), model.attention_window(i)), []).append(i)
-    return [(members[0], len(members)) for members in groups.values()]
+    return tuple((members[0], len(members)) for members in groups.values())
 
 
 def korthikanti_model_flops(batch: int, layers: int, seq_len: int, hidden: int, vocab: int) -> float:

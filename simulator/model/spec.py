@@ -6,6 +6,7 @@ layer) are read-only properties so every later package reads them the same way.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -177,3 +178,19 @@ class ModelSpec(BaseModel):
         if self.moe is None:
             return 0
         return sum(self.is_moe_layer(i) for i in range(self.layers))
+
+
+@lru_cache(maxsize=64)
+def moe_layer_flags(model: ModelSpec) -> tuple[bool, ...]:
+    """:meth:`ModelSpec.is_moe_layer` of every layer index 0..layers-1, computed once per model (a frozen model
+    hashes by value); hot loops over a stage's layers index this instead of calling the method per layer."""
+    return tuple(model.is_moe_layer(i) for i in range(model.layers))
+
+
+def moe_flags_of(model: ModelSpec, indices) -> list[bool]:
+    """:meth:`ModelSpec.is_moe_layer` of each of ``indices`` (MTP indices from ``layers`` on take the last layer's
+    kind, as the method says)."""
+    if model.moe is None:
+        return [False] * len(indices)
+    flags, last = moe_layer_flags(model), model.layers - 1
+    return [flags[i if i < last else last] for i in indices]

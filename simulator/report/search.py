@@ -60,26 +60,33 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 def plot_search(result, path: str) -> str:
-    """Step time against device peak memory of every valid plan, the Pareto front (no plan both faster and
-    smaller) drawn as a line and the best plan marked; GPU counts as colours when the search tried several."""
+    """Two panels of every valid plan: step time against device peak memory (left) and against the GPU count
+    (right), each with its Pareto front (no plan both faster and smaller, or faster on fewer GPUs) drawn as a line
+    and the best plan marked; GPU counts as colours when the search tried several (``search.gpus``)."""
     from simulator.report.plots import _pyplot
 
     plt = _pyplot()
     plans = result.plans
-    x = [p["device_peak_bytes"] / GIBI for p in plans]
+    memory = [p["device_peak_bytes"] / GIBI for p in plans]
+    gpus = [p["gpus"] for p in plans]
     y = [p["step_s"] for p in plans]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    gpus = sorted({p["gpus"] for p in plans})
-    for n in gpus:
-        idx = [i for i, p in enumerate(plans) if p["gpus"] == n]
-        ax.scatter([x[i] for i in idx], [y[i] for i in idx], s=10, alpha=0.5, label=f"{n} GPUs")
-    front = pareto_front(list(zip(x, y, strict=True)))
-    ax.plot([x[i] for i in front], [y[i] for i in front], "k-", lw=1, label="Pareto front")
-    ax.scatter([x[0]], [y[0]], marker="*", s=120, color="red", zorder=3, label="best")
-    ax.set_xlabel("device peak memory per GPU (GiB)")
-    ax.set_ylabel("step time (s)")
-    ax.set_title(f"{result.valid:,} valid plans of {result.evaluated:,}")
-    ax.legend(fontsize=8)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for n in sorted(set(gpus)):
+        idx = [i for i, g in enumerate(gpus) if g == n]
+        left.scatter([memory[i] for i in idx], [y[i] for i in idx], s=10, alpha=0.5, label=f"{n} GPUs")
+        right.scatter([n] * len(idx), [y[i] for i in idx], s=10, alpha=0.5)
+    for ax, x, label in ((left, memory, "device peak memory per GPU (GiB)"), (right, gpus, "GPUs")):
+        front = pareto_front(list(zip(x, y, strict=True)))
+        ax.plot([x[i] for i in front], [y[i] for i in front], "k-", lw=1, marker="o", ms=3, label="Pareto front")
+        ax.scatter([x[0]], [y[0]], marker="*", s=120, color="red", zorder=3, label="best")
+        ax.set_xlabel(label)
+    right.set_xscale("log", base=2)
+    right.set_xticks(sorted(set(gpus)), [f"{n:,}" for n in sorted(set(gpus))])
+    left.set_ylabel("step time (s)")
+    left.set_title(f"{result.valid:,} valid plans of {result.evaluated:,}: time vs memory")
+    right.set_title("time vs GPUs")
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

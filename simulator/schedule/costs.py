@@ -15,6 +15,8 @@ from simulator.schedule.moe_layer import MoeLayerTiming, ep_exposed
 from simulator.schedule.overlap import exposed
 from simulator.traffic import DIMS, CommOp
 
+_ZEROS = dict.fromkeys(DIMS, 0.0)
+
 
 @dataclass
 class Cost:
@@ -22,8 +24,8 @@ class Cost:
 
     compute: float = 0.0
     recompute: float = 0.0
-    exposed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
-    comm: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DIMS, 0.0))
+    exposed: dict[str, float] = field(default_factory=_ZEROS.copy)
+    comm: dict[str, float] = field(default_factory=_ZEROS.copy)
     flops: float = 0.0
 
     @property

@@ -68,7 +68,7 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
                    np.where(u > 0, index[0, np.maximum(u - 1, 0) * m + j], n),
                    np.where(u < last_u, index[1, np.minimum(u + 1, last_u) * m + j], index[0, u * m + j]))
     dur = (stage * vpp + c) * 2 + backward
-    lv = np.array(_levels(offsets.tolist(), prev.tolist(), dep.tolist(), n)[:n])
+    lv = np.array(_levels(offsets.tolist(), dep.tolist(), n)[:n])
     order = np.argsort(lv, kind="stable")
     bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
     levels = tuple((order[a:b], prev[order[a:b]], dep[order[a:b]], dur[order[a:b]])
@@ -76,27 +76,31 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     return _Graph(n, levels, offsets[1:] - 1)
 
 
-def _levels(offsets: list[int], prev: list[int], dep: list[int], n: int) -> list[int]:
+def _levels(offsets: list[int], dep: list[int], n: int) -> list[int]:
     """Length of the longest chain of predecessors of every op, found in the replay's own sweep over stages (each
-    stage advances while its next op's predecessors are done)."""
+    stage advances while its next op's data dependency is done; its previous op, the one before it on the stage,
+    always is, and its level is carried along as ``cur``: -1 before a stage's first op)."""
     level = [-2] * (n + 1)
     level[n] = -1
     ptr, ends = offsets[:-1], offsets[1:]
+    last = [-1] * len(ptr)
     stages = range(len(ptr))
     remaining = n
     while remaining:
         progressed = False
         for i in stages:
-            g, end = ptr[i], ends[i]
+            g = start = ptr[i]
+            end, cur = ends[i], last[i]
             while g < end:
-                a, b = level[prev[g]], level[dep[g]]
-                if a == -2 or b == -2:
+                b = level[dep[g]]
+                if b == -2:
                     break
-                level[g] = (a if a > b else b) + 1
+                cur = (cur if cur > b else b) + 1
+                level[g] = cur
                 g += 1
-            if g > ptr[i]:
-                remaining -= g - ptr[i]
-                ptr[i] = g
+            if g > start:
+                remaining -= g - start
+                ptr[i], last[i] = g, cur
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked (internal error)")
@@ -114,11 +118,13 @@ def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) 
     """
     graph = _graph(schedule, pp, vpp, m)
     batch = durations.shape[0]
-    d = durations.reshape(batch, pp * vpp * 2)
-    done = np.zeros((batch, graph.n + 1))
+    d = np.ascontiguousarray(durations.reshape(batch, pp * vpp * 2).T)   # op-major: a level gathers whole rows
+    done = np.zeros((graph.n + 1, batch))
     for ops, prev, dep, col in graph.levels:
-        done[:, ops] = np.maximum(done[:, prev], done[:, dep]) + d[:, col]
-    return done[:, graph.last]
+        x = np.maximum(done[prev], done[dep])
+        x += d[col]
+        done[ops] = x
+    return done[graph.last].T
 
 
 def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, layer_kinds, model_flops
+from simulator.model.spec import moe_flags_of
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
@@ -121,8 +122,7 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
         kinds: dict[tuple[bool, str], int] = {}
-        for index, mode in zip(layers[start:start + n], modes[start:start + n], strict=True):
-            key = (ctx.model.is_moe_layer(index), mode)
+        for key in zip(moe_flags_of(ctx.model, layers[start:start + n]), modes[start:start + n], strict=True):
             kinds[key] = kinds.get(key, 0) + 1
         for (kind, mode), count in kinds.items():   # layers of one kind and mode cost the same: add them at once
             if (kind, mode) not in per_kind:
@@ -244,6 +244,8 @@ class StepParts:
     moe: MoeSettings | None
     slowest: float
     chunks: list[list[tuple[Cost, Cost]]]
+    signatures: tuple[tuple | None, ...] = ()
+    """:func:`_middle_signature` of every stage (computed once, read again by :func:`finish_step`)"""
 
     def durations(self) -> list[tuple[list[float], list[float]]]:
         """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
@@ -270,14 +272,14 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
     chunks, seen = [], {}
-    for s in range(plan.parallel.pp):
-        signature = _middle_signature(ctx, s)
+    signatures = tuple(_middle_signature(ctx, s) for s in range(plan.parallel.pp))
+    for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
             costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
             if signature is not None:
                 seen[signature] = costs
         chunks.append(costs if signature is None or signature not in seen else seen[signature])
-    return StepParts(ctx, moe, slowest, chunks)
+    return StepParts(ctx, moe, slowest, chunks, signatures)
 
 
 def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
@@ -288,9 +290,12 @@ def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
     p = ctx.plan.parallel
     if stage in (0, p.pp - 1):
         return None
-    ops = (*ctx.traffic.layer, *ctx.traffic.stages[stage], *ctx.traffic.pipeline)
-    keys = tuple(ctx.timer.key(op.group, min(stage, p.pp - 2) if op.scope == "boundary" else stage) for op in ops)
-    kinds = None if ctx.model.moe is None else tuple(ctx.model.is_moe_layer(i) for i in ctx.plan.stage_layers[stage])
+    # a middle stage is below pp - 1, so a boundary op's stage min(stage, pp - 2) is the stage itself: every op's
+    # group key is key(op.group, stage), and the keys of the distinct groups (in order of first use) say the same
+    groups = dict.fromkeys(op.group for ops in (ctx.traffic.layer, ctx.traffic.stages[stage], ctx.traffic.pipeline)
+                           for op in ops)
+    keys = tuple(ctx.timer.key(g, stage) for g in groups)
+    kinds = None if ctx.model.moe is None else tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[stage]))
     return ctx.plan.stage_chunks[stage], kinds, ctx.traffic.stages[stage], keys, id(ctx.moe[stage])
 
 
@@ -334,7 +339,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     p2p = _p2p_s(ctx)
     tails, seen = [], {}
     for s in range(p.pp):
-        signature = None if comm_table else _middle_signature(ctx, s)
+        signature = None if comm_table else parts.signatures[s]
         if signature is None:
             tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest))
             continue

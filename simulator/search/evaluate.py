@@ -26,8 +26,11 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory.estimate import bounding_stages, estimate_memory
+from simulator.memory.estimate import bounding_stages, estimate_memory, state_floor_bytes
+from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.model.strict import build
 from simulator.plan import resolve_plan
+from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
@@ -38,6 +41,14 @@ from simulator.traffic import DIMS
 
 #: plans whose timelines are evaluated together (bounds the memory held by prepared plans)
 BATCH = 256
+
+#: validated configs a context keeps (a million-point space would otherwise hold ~10^5 ParallelPlans)
+BUILT_CACHE = 4096
+
+#: the states floor prunes only when it exceeds the capacity by more than rounding (the floor adds a subset of the
+#: peak's items in another order)
+FLOOR_MARGIN = 1e-9
+RUNTIME = RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES
 
 OOM_REASON = "memory: device peak + search.memory_headroom exceeds HBM"
 
@@ -75,13 +86,31 @@ class Context:
         self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
+        self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
+
+
+def _built(ctx: Context, kind: str, key: Any, make):
+    """``make()`` once per ``(kind, key)``: a validated config is a pure function of its input values (a failed
+    validation raises every time, it is not stored)."""
+    try:
+        return ctx.built[kind, key]
+    except KeyError:
+        if len(ctx.built) >= BUILT_CACHE:     # bounded: candidates come micro-batch innermost, so recent ones hit
+            ctx.built.clear()
+        ctx.built[kind, key] = value = make()
+        return value
+    except TypeError:            # an unhashable value (a list in parallel:): validate without the cache
+        return make()
 
 
 def resolve(ctx: Context, point: dict[str, Any]):
     """The resolved plan of a candidate (raises UserError when a rule rejects it)."""
-    training = ctx.fixed.training.model_copy(update={"micro_batch": point.get("micro_batch",
-                                                                             ctx.fixed.training.micro_batch)})
-    plan = resolve_plan(ctx.fixed.model, parallel_of(point, ctx.space), training, point["gpus"])
+    mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
+    training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
+    parallel = parallel_of(point, ctx.space)
+    parallel = _built(ctx, "parallel", tuple(parallel.items()),
+                      lambda: build(ParallelPlan, parallel, key_prefix="parallel"))
+    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"])
     check_timeline(plan)
     return plan
 
@@ -93,7 +122,11 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict,
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
-    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=bounding_stages(plan))
+    stages = bounding_stages(plan)
+    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
+        out.rejected[OOM_REASON] += 1        # the model states alone do not fit: no need for the items
+        return None
+    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
     if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
         return None

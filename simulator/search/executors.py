@@ -35,11 +35,23 @@ def run_local(document: Document, ctx: Context, points: list[dict[str, Any]], *,
     return out
 
 
+#: a Ray worker's contexts by scenario (a few: one search at a time, a co-design study one after another)
+_WORKER_CONTEXTS: dict[str, Context] = {}
+
+
 def _ray_shard(document: Document, shard: list[dict[str, Any]]) -> Evaluated:
-    """One Ray task: rebuild the context from the scenario (cheap, cached per worker) and evaluate."""
+    """One Ray task: the context of the scenario, built once per worker process and scenario (so that its layer
+    times, op times and validated configs serve every shard the worker runs), and evaluate."""
+    import json
+
     from simulator.search.run import search_context
 
-    return evaluate_points(search_context(document), shard)
+    key = json.dumps([document.file, document.data], sort_keys=True, default=str)
+    if key not in _WORKER_CONTEXTS:
+        if len(_WORKER_CONTEXTS) >= 4:
+            _WORKER_CONTEXTS.clear()
+        _WORKER_CONTEXTS[key] = search_context(document)
+    return evaluate_points(_WORKER_CONTEXTS[key], shard)
 
 
 def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,

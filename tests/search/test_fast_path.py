@@ -165,3 +165,54 @@ def test_moe_microbatch_overlap_falls_back_to_the_replay():
                                                                       "micro_batch", "schedule")))
         reference = simulate(ctx.fixed.with_plan(resolve(ctx, point))).step
         assert _close(row["step_s"], reference.step_s) and _close(row["exposed_ep_s"], reference.exposed_comm_s["ep"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(SPACES)), data=st.data())
+def test_states_floor_is_a_lower_bound_of_the_peak(kind, data):
+    """The search prunes by the model-states floor before building memory items: it must never exceed the peak of
+    the stages it bounds (else a plan that fits would be rejected)."""
+    from simulator.memory.estimate import bounding_stages, estimate_memory, state_floor_bytes
+
+    ctx, points = SPACES[kind]
+    plan = resolve(ctx, data.draw(st.sampled_from(points)))
+    stages = bounding_stages(plan)
+    assert state_floor_bytes(plan, stages) <= estimate_memory(plan, stages=stages).peak_bytes
+
+
+def test_states_floor_is_the_state_buckets_by_hand():
+    """pp 1, several micro-batches (gradients kept): the floor is the stage's weights + gradients + main params +
+    optimizer, as the report's buckets sum them."""
+    from simulator.memory.estimate import estimate_memory, state_floor_bytes
+
+    ctx, points = SPACES["dense"]
+    point = next(p for p in points if p["pp"] == 1 and p["tp"] == 8 and p["sharding"] == "none"
+                 and p["micro_batch"] == 1)
+    plan = resolve(ctx, point)
+    assert plan.num_microbatches > 1
+    stage = estimate_memory(plan).stages[0]
+    states = sum(stage.bucket(b) for b in ("weights", "gradients", "main_params", "optimizer"))
+    assert state_floor_bytes(plan, (0,)) == pytest.approx(states, rel=1e-12)
+    # bf16 with fp32 main params and Adam, no sharding: 2 + 4 + 4 + 8 = 18 B per local parameter (docs/memory.md)
+    assert states == pytest.approx(18 * stage.bucket("weights") / 2, rel=1e-12)
+
+
+def test_the_states_floor_changes_no_search_result(monkeypatch):
+    """With the floor disabled (every plan goes through the memory items) the search keeps the same plans with the
+    same numbers and counts the same rejections."""
+    from simulator.search import evaluate
+    from simulator.search.run import search
+
+    data = {**DENSE, "search": {**DENSE["search"], "micro_batch": [1, 2, 4, 8]}}
+    data["system"] = {"profile": "dgx_a100_40gb", "nodes": 2}     # 40 GB: the floor prunes some plans
+    itemised = []
+    real = evaluate.estimate_memory
+    monkeypatch.setattr(evaluate, "estimate_memory", lambda *a, **k: itemised.append(1) or real(*a, **k))
+    with_floor = search(data)
+    built_with_floor = len(itemised)
+    monkeypatch.setattr(evaluate, "state_floor_bytes", lambda plan, stages: 0.0)
+    without = search(data)
+    assert built_with_floor < len(itemised) - built_with_floor, "the floor pruned some plans before their items"
+    assert with_floor.rejected == without.rejected and with_floor.valid == without.valid
+    assert [(r["step_s"], r["device_peak_bytes"]) for r in with_floor.plans] == \
+        [(r["step_s"], r["device_peak_bytes"]) for r in without.plans]

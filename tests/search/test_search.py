@@ -120,6 +120,6 @@ def test_pareto_front_by_hand():
 
 def test_cli_plot_draws_the_pareto_front(tmp_path, capsys):
     plot = tmp_path / "front.png"
-    data = _small(micro_batch=[1], pp=[1, 2])
+    data = _small(micro_batch=[1], pp=[1, 2], gpus=[8, 16])   # two GPU counts: the time-vs-GPUs panel has a front
     assert main(["search", str(_write(tmp_path, data)), "--plot", str(plot)]) == 0
     assert plot.stat().st_size > 1000 and f"to {plot}" in capsys.readouterr().out
