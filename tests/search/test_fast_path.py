@@ -43,7 +43,13 @@ def _valid_points(data: dict) -> tuple:
 #: MoE layers overlapping two micro-batches: the timeline pairs them, so these plans fall back to the replay
 MOE_PAIRED = {**MOE, "moe": {"microbatch_overlap": True}, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1]}}
 
-SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED)}
+#: framework behaviours the recipe carries into compute: FlashAttention-2's rate, DeepSpeed's fp32 accumulation pass
+DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "flash2",
+                                     "grad_accumulation": "separate_fp32"},
+               "search": {"micro_batch": [1], "vpp": [1, 2], "recompute": ["none", "full"]}}
+
+SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED),
+          "dense_stack": _valid_points(DENSE_STACK)}
 
 
 def _close(a: float, b: float, scale: float = 0.0) -> bool:
@@ -54,7 +60,7 @@ def _close(a: float, b: float, scale: float = 0.0) -> bool:
 
 def test_spaces_cover_every_schedule():
     for name, (_, points) in SPACES.items():
-        if name == "moe_paired":
+        if name in ("moe_paired", "dense_stack"):
             continue
         kinds = {(p["schedule"], p["vpp"] > 1) for p in points}
         assert {("gpipe", False), ("1f1b", False), ("1f1b", True)} <= kinds
