@@ -36,14 +36,14 @@ from typing import Literal
 from simulator.plan.config import ParallelPlan, TrainingConfig
 
 FP32, BF16, FP8 = 4, 2, 1
+"""Bytes per element of the dtypes model states, activations and messages use."""
+FP4 = 0.5 + 1 / 16
+"""NVFP4 bytes per element: a 4-bit E2M1 value plus one 8-bit E4M3 scale per 16 elements (arXiv:2509.25149)."""
 
 #: HBM bytes per parameter of one separate fp32 gradient-accumulation pass (DeepSpeed BF16_Optimizer
 #: ``update_hp_grads``: ``hp_grad.add_(lp.grad.to(fp32))``): the cast reads the 16-bit gradient and writes an fp32
 #: temporary, the add reads it and the fp32 accumulator and writes the accumulator back
 SEPARATE_FP32_ACCUMULATION_BYTES = BF16 + FP32 + FP32 + FP32 + FP32
-"""Bytes per element of the dtypes model states, activations and messages use."""
-FP4 = 0.5 + 1 / 16
-"""NVFP4 bytes per element: a 4-bit E2M1 value plus one 8-bit E4M3 scale per 16 elements (arXiv:2509.25149)."""
 
 
 @dataclass(frozen=True, slots=True)

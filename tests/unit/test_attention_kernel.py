@@ -31,6 +31,9 @@ def test_flash2_on_h100_runs_the_core_attention_at_measured_flash2_rate():
     assert (fa2.attn_fwd_s - eff.launch_s) / (fused.attn_fwd_s - eff.launch_s) == pytest.approx(0.55 / 0.272,
                                                                                                  rel=1e-12)
     assert fa2.fwd_s - fa2.attn_fwd_s == pytest.approx(fused.fwd_s - fused.attn_fwd_s, rel=1e-12)
+    # backward: dQ, dK, dV and the in-kernel recomputation of Q K^T = 2.5x the forward FLOPs, as measured
+    assert fa2.attn_bwd_s == pytest.approx(2.5 * flops / (peak_flops(gpu, "bf16") * 0.272) + eff.launch_s,
+                                           rel=1e-12)
 
 
 def test_ampere_has_no_separate_flash2_rate():

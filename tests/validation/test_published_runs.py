@@ -37,14 +37,14 @@ def test_development_set_error_does_not_regress(runs):
     Megatron per-module recompute for the Qwen3 runs, the experts' activation kernel, the 1F1B A2A overlap row:
     mean 15.5%, dense 22.4%, fp8 6.1%, MoE 23.0%, median -8.3%. Session 4: what the dense sources say their
     stacks ran (MT-NLG / BLOOM predate FlashAttention; BLOOM's Omni-Path network and DeepSpeed BF16_Optimizer's
-    per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 on H100 at its H200-measured rate): mean 12.9%,
-    dense 14.9%, median -5.0%; then seven FlagPerf DGX A800 runs joined unseen (-4..-9%): 30 runs, mean 11.2%,
-    dense 10.7%, median -5.3%.
+    per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 at its H200-measured rate, its backward counting
+    the in-kernel Q K^T recomputation as measured): 23 runs mean 12.4%, dense 13.5%; with seven FlagPerf DGX A800
+    runs joined unseen (-1.7..-7.1%): 30 runs, mean 10.4%, dense 9.1%, median -3.2%.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.113
-    assert s["mean_dense"] <= 0.108 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
-    assert s["median_signed"] >= -0.054
+    assert s["mean"] <= 0.105
+    assert s["mean_dense"] <= 0.092 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
+    assert s["median_signed"] >= -0.033
     assert s["oom_trained"] == 0
 
 
