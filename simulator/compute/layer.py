@@ -177,8 +177,9 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
     """
     flash = attention in ("flash", "flash2", "sdpa")
-    lf = layer_flops(model, sh, layer_index=layer_index, causal=flash,
-                     attention="flash" if attention == "flash2" else attention)
+    # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
+    # and their measured rates count it (backward = 2.5x the forward FLOPs)
+    lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention="flash" if flash else attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
     core = [o for o in lf.ops if _is_attn(o)]
     lin_s = _linear_seconds(linear, gpu, eff, dtype)
