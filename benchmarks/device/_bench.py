@@ -1,7 +1,8 @@
 """Shared timing helpers for the one-GPU micro-benchmarks in benchmarks/device/ (fp8_gemm, fp8_cast, moe_*).
 
 * ``warm_clocks``: a cold H200 idles near 345 MHz and reads about half rate at first, so each script first runs
-  bf16 8192^3 matrix products back to back for a few seconds.
+  bf16 8192^3 matrix products back to back for a few seconds (``simulator.measure.gemm.warm_clocks``).
+* ``warm_on_side_stream``: the warm-up before a CUDA-graph capture; ``median_time``: eager CUDA-event median.
 * ``time_once``: seconds of one call, timed with CUDA events.
 * ``bench``: CUDA-graph timing. ``fn`` is captured ``calls`` times back to back in one graph (enough for about
   ``target_s`` of GPU work, or fewer when its outputs would take too much memory), the graph is replayed once to
@@ -19,20 +20,37 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: the calibration kit's helper
+from simulator.measure.gemm import warm_clocks as _warm_clocks  # noqa: E402 - stdlib-only module, torch passed in
+
 
 def warm_clocks(seconds: float = 5.0) -> None:
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    c = torch.empty_like(a)
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        for _ in range(20):
-            torch.matmul(a, a, out=c)
-        torch.cuda.synchronize()
-    del a, c
+    _warm_clocks(torch, "cuda", seconds)
+
+
+def warm_on_side_stream(fn, times: int = 1) -> None:
+    """Run ``fn`` ``times`` on a side stream and wait for it, as torch.cuda.graphs recommends before a capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(times):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
+def median_time(fn, repeats: int = 15, warmups: int = 3) -> float:
+    """Median seconds of ``repeats`` CUDA-event timings of ``fn`` after ``warmups`` untimed calls (eager)."""
+    for _ in range(warmups):
+        fn()
+    torch.cuda.synchronize()
+    return statistics.median(time_once(fn) for _ in range(repeats))
 
 
 def time_once(fn) -> float:
@@ -58,12 +76,7 @@ def bench(fn, target_s: float = 0.02, repeats: int = 7, max_calls: int = 200, ou
     run = None
     if use_graph:
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graphs recommends
-                fn()
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
+            warm_on_side_stream(fn)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 for _ in range(calls):

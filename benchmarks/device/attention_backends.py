@@ -13,7 +13,6 @@ clocks warmed first (benchmarks/device/_bench.py).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,20 +22,13 @@ import torch.nn.functional as F  # noqa: N812
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import env_info, gpu_clocks, log_json, time_once, warm_clocks  # noqa: E402
+from _bench import env_info, gpu_clocks, log_json, median_time, warm_clocks  # noqa: E402
 
 SHAPES = [  # (batch, heads, seq, head_dim): training shapes of one rank (Llama-3 8B/70B at TP 1-8)
     (1, 32, 2048, 128), (1, 32, 4096, 128), (1, 16, 8192, 128), (1, 32, 8192, 128), (1, 8, 16384, 128),
     (1, 64, 4096, 128), (2, 16, 8192, 128), (1, 16, 4096, 64), (1, 32, 8192, 64),
 ]
 BACKENDS = {"flash2": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-
-
-def _median(fn, repeats: int = 15) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    return statistics.median(time_once(fn) for _ in range(repeats))
 
 
 def attention(out: str) -> None:
@@ -50,12 +42,12 @@ def attention(out: str) -> None:
                    "fwd_flops": flops_fwd, "bwd_flops": 2.5 * flops_fwd}
             try:
                 with sdpa_kernel([backend]):
-                    fwd = _median(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+                    fwd = median_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
                     def both(q=q, k=k, v=v, grad=grad):
                         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                         torch.autograd.grad(o, (q, k, v), grad)
-                    total = _median(both)
+                    total = median_time(both)
                 row.update(fwd_s=fwd, bwd_s=total - fwd, fwd_tflops=flops_fwd / fwd / 1e12,
                            bwd_tflops=2.5 * flops_fwd / (total - fwd) / 1e12,
                            fwd_bwd_tflops=3.5 * flops_fwd / total / 1e12)

@@ -10,11 +10,14 @@ warmed first) and the achieved TFLOP/s with the causal-half FLOP count (forward 
 from __future__ import annotations
 
 import json
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import median_time, warm_clocks  # noqa: E402
 
 SHAPES = [  # (batch, heads, seq, head_dim)
     (4, 16, 2048, 128), (2, 32, 2048, 128), (2, 16, 4096, 64), (8, 16, 2048, 64), (1, 32, 8192, 128),
@@ -22,38 +25,19 @@ SHAPES = [  # (batch, heads, seq, head_dim)
 ]
 
 
-def _time(fn, repeats: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(samples)
-
-
 def main() -> None:
     device = torch.device("cuda")
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
-    deadline = time.perf_counter() + 5.0
-    while time.perf_counter() < deadline:  # warm the clocks
-        a @ a
-    torch.cuda.synchronize()
+    warm_clocks(5.0)
     for b, h, s, d in SHAPES:
         q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16, device=device, requires_grad=True) for _ in range(3))
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         grad = torch.randn_like(out)
-        fwd = _time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        fwd = median_time(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True), 20)
 
         def fwd_bwd(q=q, k=k, v=v, grad=grad):
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             torch.autograd.grad(o, (q, k, v), grad)
-        both = _time(fwd_bwd)
+        both = median_time(fwd_bwd, 20)
         flops_fwd = 2 * 2 * b * h * s * s * d / 2
         print(json.dumps({"batch": b, "heads": h, "seq": s, "head_dim": d, "fwd_s": fwd, "bwd_s": both - fwd,
                           "fwd_tflops": flops_fwd / fwd / 1e12, "bwd_tflops": 2.5 * flops_fwd / (both - fwd) / 1e12,

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import time_once, warm_clocks  # noqa: E402
+from _bench import time_once, warm_clocks, warm_on_side_stream  # noqa: E402
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 32, 4096, 32, 8, 128, 14336, 128256
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -178,13 +178,7 @@ def run_decode(m: Model, batch: int, context: int, repeats: int, graph: bool) ->
     cos, sin = _rope_tables(torch.full((batch,), context - 1, device="cuda"), (batch, 1, 1, HEAD_DIM // 2))
     with torch.inference_mode():
         step = lambda: decode_step(m, tokens, batch, context, cos, sin)  # noqa: E731
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        warm_on_side_stream(step, 2)
         if graph:
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):

@@ -29,7 +29,7 @@ def measure(out_path: str, dtypes: list[str], shapes: list[tuple[int, int, int]]
     import torch
 
     device = torch.device("cuda")
-    _warm_clocks(torch, device, warmup_s)
+    warm_clocks(torch, device, warmup_s)
     rows = []
     for dtype in dtypes:
         torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
@@ -55,7 +55,9 @@ def measure(out_path: str, dtypes: list[str], shapes: list[tuple[int, int, int]]
     return rows
 
 
-def _warm_clocks(torch, device, seconds: float) -> None:
+def warm_clocks(torch, device, seconds: float) -> None:
+    """bf16 8192^3 products back to back for ``seconds``: a cold GPU idles near 345 MHz and reads about half its
+    sustained rate at first (also the warm-up of the one-GPU benchmarks in benchmarks/device/)."""
     a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=device)
     c = torch.empty_like(a)
     deadline = time.perf_counter() + seconds
