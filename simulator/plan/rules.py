@@ -53,10 +53,14 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "parallel.schedule")
 
 
+def _megatron_with_master(t: TrainingConfig) -> bool:
+    """Megatron with a mixed precision that keeps an fp32 master copy and fp32 main gradients."""
+    return t.framework == "megatron" and PRECISIONS[t.precision].main > 0
+
+
 def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Framework switches of ``training:`` that hold only for some frameworks, precisions or attention kernels."""
-    if t.grad_reduce_dtype is not None and (t.framework != "megatron" or p.zero
-                                             or not PRECISIONS[t.precision].main):
+    if t.grad_reduce_dtype is not None and (not _megatron_with_master(t) or p.zero):
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
                    f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
                    f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
@@ -64,7 +68,7 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"attention_kernel flash2 names the kernel of fused attention: it needs attention flash (got "
                    f"{t.attention}) and framework megatron (got {t.framework}; plain PyTorch runs "
                    "F.scaled_dot_product_attention at its measured rate)", "training.attention_kernel")
-    if t.grad_accumulation == "separate_fp32" and (t.framework != "megatron" or not PRECISIONS[t.precision].main):
+    if t.grad_accumulation == "separate_fp32" and not _megatron_with_master(t):
         raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
                    f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
                    f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",

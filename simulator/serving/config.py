@@ -26,6 +26,18 @@ class Disaggregation(BaseModel):
                                                                   "replicas only decode (at least one must remain)")
 
 
+
+def _curve(value, one: str, many: str, ok, bounds: str):
+    """A curve's points (concurrencies, request rates): null, or 1 to MAX_CURVE_POINTS values each ``ok``."""
+    if value is not None:
+        if not value:
+            raise ValueError(f"give at least one {one}, or null")
+        if not all(ok(v) for v in value):
+            raise ValueError(f"each {one} must be {bounds}")
+        if len(value) > MAX_CURVE_POINTS:
+            raise ValueError(f"at most {MAX_CURVE_POINTS} {many}, got {len(value)}")
+    return value
+
 class ServingConfig(BaseModel):
     """A static batch of ``batch`` sequences (prefill together, then decode together), plus an optional
     latency-throughput curve over ``concurrency`` (continuous batching in steady state)."""
@@ -77,26 +89,14 @@ class ServingConfig(BaseModel):
     @field_validator("concurrency")
     @classmethod
     def _positive(cls, value):
-        if value is not None:
-            if not value:
-                raise ValueError("give at least one concurrency, or null")
-            if any(v < 1 or v > 1_000_000 for v in value):
-                raise ValueError("each concurrency must be between 1 and 1,000,000")
-            if len(value) > MAX_CURVE_POINTS:
-                raise ValueError(f"at most {MAX_CURVE_POINTS} concurrencies, got {len(value)}")
-        return value
+        return _curve(value, "concurrency", "concurrencies", lambda v: 1 <= v <= 1_000_000,
+                      "between 1 and 1,000,000")
 
     @field_validator("request_rate")
     @classmethod
     def _rates(cls, value):
-        if value is not None:
-            if not value:
-                raise ValueError("give at least one request rate, or null")
-            if any(not (0 < v <= 1e9) for v in value):
-                raise ValueError("each request rate must be above 0 and at most 1e9 requests/s")
-            if len(value) > MAX_CURVE_POINTS:
-                raise ValueError(f"at most {MAX_CURVE_POINTS} request rates, got {len(value)}")
-        return value
+        return _curve(value, "request rate", "request rates", lambda v: 0 < v <= 1e9,
+                      "above 0 and at most 1e9 requests/s")
 
     @model_validator(mode="after")
     def _rate_without_disaggregation(self):
