@@ -19,6 +19,7 @@ import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
+from simulator.compute.host import HostIssueCosts
 from simulator.compute.memops import (
     LayerShape,
     MemOp,
@@ -52,6 +53,8 @@ class LayerTime:
     selective recompute re-runs); ``wgrad_s``/``dgrad_s`` the backward GEMMs (windows for TP overlap);
     ``fwd_gemm_s`` the forward GEMMs (window for ``tp_comm_overlap``); ``expert_fwd_s``/``expert_bwd_s`` the
     routed-expert GEMMs. FLOPs: ``fwd_flops``/``bwd_flops`` executed, ``attn_fwd_flops`` the core attention's.
+    ``host_fwd_s``/``host_bwd_s``: host seconds to issue the layer's kernels eagerly (0 with CUDA graphs;
+    :mod:`simulator.compute.host`).
     """
 
     fwd_s: float
@@ -67,6 +70,8 @@ class LayerTime:
     bwd_flops: float = 0.0
     attn_fwd_flops: float = 0.0
     module_fwd: tuple[tuple[str, float, float], ...] = ()
+    host_fwd_s: float = 0.0
+    host_bwd_s: float = 0.0
 
     def _modules(self, modules) -> tuple[tuple[str, float, float], ...]:
         chosen = modules or ("core_attn",)
@@ -166,7 +171,8 @@ def grad_accumulation_memops(params: list[ParamTensor], sh: RankShape, kv_heads:
 
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
                layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
-               fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0) -> LayerTime:
+               fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0,
+               host: HostIssueCosts | None = None) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
@@ -175,6 +181,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     linear layers run in fp8 and quantize their input (forward) and output gradient (backward) at
     ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
     ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
+    ``host``: the eager framework's host issue costs (:mod:`simulator.compute.host`); None with CUDA graphs.
     """
     flash = attention in ("flash", "flash2", "sdpa")
     # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
@@ -214,13 +221,14 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     other_fwd = _mem_seconds(mem, gpu, eff, "fwd", attention=False)
     other_bwd = _mem_seconds(mem, gpu, eff, "bwd", attention=False)
     modules = _module_forwards(linear, lin_s, mem, gpu, eff)
+    host_fwd, host_bwd = host.layer(moe, sh.local_experts) if host is not None else (0.0, 0.0)
     return LayerTime(
         fwd_s=by_phase["fwd"] + attn_fwd + other_fwd,
         bwd_s=by_phase["bwd_dgrad"] + by_phase["bwd_wgrad"] + attn_bwd + other_bwd,
         attn_fwd_s=attn_fwd, attn_bwd_s=attn_bwd, wgrad_s=by_phase["bwd_wgrad"], dgrad_s=by_phase["bwd_dgrad"],
         fwd_gemm_s=by_phase["fwd"], expert_fwd_s=expert[("fwd",)], expert_bwd_s=expert[("bwd_dgrad", "bwd_wgrad")],
         fwd_flops=lf.forward_flops, bwd_flops=lf.backward_flops + lf.recompute_flops, attn_fwd_flops=attn_fwd_flops,
-        module_fwd=modules)
+        module_fwd=modules, host_fwd_s=host_fwd, host_bwd_s=host_bwd)
 
 
 def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:

@@ -103,5 +103,9 @@ class TrainingConfig(BaseModel):
                              "epilogue (Megatron --gradient-accumulation-fusion); separate_fp32: a pass over the "
                              "stage's gradients after every micro-batch's backward, cast to fp32 and added (DeepSpeed "
                              "BF16_Optimizer.update_hp_grads): 18 B of HBM traffic per parameter per micro-batch")
+    host_launch: Literal["eager", "cuda_graphs"] = Field(
+        "eager", description="how the framework issues kernels: eager (from Python each micro-batch: a layer takes "
+                             "at least the host time to issue its kernels, measured in docs/step_time.md 'Host "
+                             "issue time') or cuda_graphs (captured layers replayed: no host floor)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

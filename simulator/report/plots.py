@@ -89,6 +89,7 @@ def plot_sweep_heatmap(frame, x: str, y: str, value: str, path: str | Path, *, t
 
 
 BREAKDOWN_COLOURS = {"compute": "#4c72b0", "recompute": "#8172b3", "bubble": "#cccccc", "optimizer": "#937860",
+                     "host": "#ccb974",
                      "tp": "#dd8452", "cp": "#55a868", "ulysses": "#64b5cd", "ep": "#c44e52", "pp": "#da8bc3",
                      "dp": "#8c8c8c"}
 
@@ -97,12 +98,14 @@ def breakdown_axes(ax, result) -> None:
     """One horizontal stacked bar: where the step time goes (exposed comm per dimension)."""
     step = result.step
     parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
-             ("optimizer", step.optimizer_s)] + [(d, v) for d, v in step.exposed_comm_s.items() if v > 0]
+             ("optimizer", step.optimizer_s), ("host", step.host_s)] + [(d, v) for d, v in step.exposed_comm_s.items()
+                                                                        if v > 0]
     left = 0.0
     for name, value in parts:
         if value <= 0:
             continue
-        label = name if name in ("compute", "recompute", "bubble", "optimizer") else f"exposed {name}"
+        label = {"host": "host launch wait"}.get(name, name if name in ("compute", "recompute", "bubble", "optimizer")
+                                                 else f"exposed {name}")
         ax.barh([0], [value], left=left, color=BREAKDOWN_COLOURS.get(name, "#999999"), label=label)
         left += value
     ax.set_yticks([])

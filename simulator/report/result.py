@@ -29,7 +29,8 @@ def time_rows(result) -> tuple[list[str], list[list[object]]]:
     """The step-time breakdown: each part in seconds and as a share of the step."""
     step = result.step
     parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
-             ("optimizer", step.optimizer_s)]
+             ("optimizer", step.optimizer_s), ("host launch wait", step.host_s)]
+    parts = [p for p in parts if p[0] != "host launch wait" or p[1] > 0]
     parts += [(f"exposed {dim} comm", v) for dim, v in step.exposed_comm_s.items() if v > 0]
     rows = [[name, round(v, 4), f"{v / step.step_s:.1%}"] for name, v in parts]
     rows.append(["step", round(step.step_s, 4), "100.0%"])

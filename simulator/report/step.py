@@ -10,7 +10,7 @@ def render_step(result: StepResult) -> str:
     d = result.to_dict()
     t, b = d["time"], d["time"]["breakdown_s"]
     rows = [("compute", b["compute"]), ("recompute", b["recompute"]), ("bubble", b["bubble"]),
-            ("optimizer", b["optimizer"])] + [(f"exposed {k}", v) for k, v in b["exposed_comm"].items() if v]
+            ("optimizer", b["optimizer"])] + ([("host launch wait", b["host"])] if b["host"] else []) + [(f"exposed {k}", v) for k, v in b["exposed_comm"].items() if v]
     lines = [f"step time {t['step_s']:.4f} s (set by stage {result.critical_stage}, largest part: "
              f"{result.bottleneck['resource']})"]
     lines += [f"  {name:<18} {v:10.4f} s {v / t['step_s']:7.1%}" for name, v in rows]

@@ -1,7 +1,8 @@
 """Per-micro-batch cost of each model chunk on each stage: compute, recompute and exposed comm per dimension.
 
 A :class:`Cost` splits a forward or backward of one chunk into ``compute`` (model work), ``recompute`` (what the
-recompute mode re-runs) and ``exposed`` communication by docs/interface.md dimension, so the step breakdown is a sum of
+recompute mode re-runs), ``exposed`` communication by docs/interface.md dimension and ``host`` (the GPU waiting for an
+eager framework to issue the layer's kernels: :mod:`simulator.compute.host`), so the step breakdown is a sum of
 these over the critical stage's timeline.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simulator.compute.host import host_wait
 from simulator.compute.layer import LayerTime
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, ep_exposed
@@ -27,19 +29,23 @@ class Cost:
     exposed: dict[str, float] = field(default_factory=_ZEROS.copy)
     comm: dict[str, float] = field(default_factory=_ZEROS.copy)
     flops: float = 0.0
+    host: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.recompute + sum(self.exposed.values())
+        return self.compute + self.recompute + sum(self.exposed.values()) + self.host
 
     def scaled_compute(self, factor: float) -> Cost:
-        """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace)."""
-        return Cost(self.compute * factor, self.recompute * factor, dict(self.exposed), dict(self.comm), self.flops)
+        """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
+        the host's and is left as it is)."""
+        return Cost(self.compute * factor, self.recompute * factor, dict(self.exposed), dict(self.comm), self.flops,
+                    self.host)
 
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times
         self.recompute += other.recompute * times
         self.flops += other.flops * times
+        self.host += other.host * times
         for d in DIMS:
             self.exposed[d] += other.exposed[d] * times
             self.comm[d] += other.comm[d] * times
@@ -97,6 +103,10 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
     if recompute != "none":  # a layer that keeps its activations (block recompute) repeats no collective
         _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
                    overlap)
+    # an eager framework: each phase takes at least the host time to issue its kernels (full recompute issues the
+    # forward's again inside backward)
+    fwd.host = host_wait(lt.host_fwd_s, fwd.total)
+    bwd.host = host_wait(lt.host_bwd_s + (lt.host_fwd_s if recompute == "full" else 0.0), bwd.total)
     return fwd, bwd
 
 

@@ -66,13 +66,16 @@ class StepResult:
     tail_events: tuple[TraceEvent, ...]
     p2p_s: float
     moe: dict | None = None
+    host_s: float = 0.0
+    """Seconds the critical stage's GPU waits for the host to issue kernels (eager frameworks)."""
 
     @property
     def bottleneck(self) -> dict:
         """The stage that sets the step and its largest part: ``compute``, ``recompute``, ``optimizer``,
         ``bubble`` or ``exposed <dim>`` (the resource to relieve first), with every stage's busy seconds."""
         parts = {"compute": self.compute_s, "recompute": self.recompute_s, "optimizer": self.optimizer_s,
-                 "bubble": self.bubble_s, **{f"exposed {d}": v for d, v in self.exposed_comm_s.items()}}
+                 "bubble": self.bubble_s, "host": self.host_s,
+                 **{f"exposed {d}": v for d, v in self.exposed_comm_s.items()}}
         resource = max(parts, key=parts.get)
         return {"stage": self.critical_stage, "resource": resource, "share": parts[resource] / self.step_s,
                 "stage_busy_s": list(self.stage_busy_s)}
@@ -99,6 +102,7 @@ class StepResult:
             "time": {"step_s": self.step_s,
                      "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,
                                      "bubble": self.bubble_s, "optimizer": self.optimizer_s,
+                                     "host": self.host_s,
                                      "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}},
                      "bottleneck": self.bottleneck},
             "throughput": {"tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu,

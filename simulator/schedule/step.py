@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
+from simulator.compute.host import EAGER_PYTORCH_H200_HOST
 from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
@@ -77,14 +78,15 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
     r, groups = plan.recipe, {}
     for index, count in layer_kinds(model):
+        host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-               r.grad_accum_bytes)
+               r.grad_accum_bytes, host)
         if cache is not None and key in cache:
             lt = cache[key]
         else:
             lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
                             eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes,
-                            grad_accum_bytes=r.grad_accum_bytes)
+                            grad_accum_bytes=r.grad_accum_bytes, host=host)
             if cache is not None:
                 cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
@@ -357,11 +359,12 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     exposed_comm["pp"] += timelines[k].wait_pp_s
     exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
-    bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
+    bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1]
     flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
+        host_s=total.host,
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,

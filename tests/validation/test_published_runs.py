@@ -39,11 +39,13 @@ def test_development_set_error_does_not_regress(runs):
     stacks ran (MT-NLG / BLOOM predate FlashAttention; BLOOM's Omni-Path network and DeepSpeed BF16_Optimizer's
     per-micro-batch fp32 accumulation; FlagPerf's FlashAttention-2 at its H200-measured rate, its backward counting
     the in-kernel Q K^T recomputation as measured): 23 runs mean 12.4%, dense 13.5%; with seven FlagPerf DGX A800
-    runs joined unseen (-1.7..-7.1%): 30 runs, mean 10.4%, dense 9.1%, median -3.2%.
+    runs joined unseen (-1.7..-7.1%): 30 runs, mean 10.4%, dense 9.1%, median -3.2%. Session 5: the host issue
+    floor of eager MoE layers measured on the H200 (simulator.compute.host): Qwen3 TP4 EP8 -49.0% -> -15.0%,
+    MoE 16.1%, mean 9.3%.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.105
-    assert s["mean_dense"] <= 0.092 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.231
+    assert s["mean"] <= 0.094
+    assert s["mean_dense"] <= 0.092 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.162
     assert s["median_signed"] >= -0.033
     assert s["oom_trained"] == 0
 
