@@ -24,7 +24,7 @@ DP_EXPOSED_WARNING = 0.05
 SUMMARY_KEYS = (
     "gpus", "dp", "micro_batches", "memory.peak_bytes", "memory.peak_GiB", "memory.device_peak_bytes",
     "memory.margin_bytes", "memory.oom",
-    "time.step_s", "time.compute_s", "time.recompute_s", "time.bubble_s", "time.optimizer_s",
+    "time.step_s", "time.compute_s", "time.recompute_s", "time.bubble_s", "time.optimizer_s", "time.host_s",
     *(f"time.exposed_{d}_s" for d in ("tp", "cp", "ulysses", "ep", "pp", "dp")),
     "throughput.tokens_per_s", "throughput.model_tflops_per_gpu", "throughput.mfu", "throughput.hfu")
 
@@ -90,7 +90,7 @@ class Result:
         if t is None:
             return row
         row.update({"time.step_s": t.step_s, "time.compute_s": t.compute_s, "time.recompute_s": t.recompute_s,
-                    "time.bubble_s": t.bubble_s, "time.optimizer_s": t.optimizer_s})
+                    "time.bubble_s": t.bubble_s, "time.optimizer_s": t.optimizer_s, "time.host_s": t.host_s})
         row.update({f"time.exposed_{d}_s": v for d, v in t.exposed_comm_s.items()})
         row.update({"throughput.tokens_per_s": t.tokens_per_s, "throughput.model_tflops_per_gpu":
                     t.model_tflops_per_gpu, "throughput.mfu": t.mfu, "throughput.hfu": t.hfu})

@@ -32,7 +32,8 @@ def _check(scenario: dict) -> None:
     except UserError:
         assume(False)
     step = simulate(loaded).step
-    parts = [step.compute_s, step.recompute_s, step.bubble_s, step.optimizer_s, *step.exposed_comm_s.values()]
+    parts = [step.compute_s, step.recompute_s, step.bubble_s, step.optimizer_s, step.host_s,
+             *step.exposed_comm_s.values()]
     assert all(math.isfinite(p) and p >= -1e-9 for p in parts), parts
     assert math.isclose(sum(parts), step.step_s, rel_tol=1e-6)
     assert step.step_s > 0 and 0 < step.mfu < 1

@@ -154,7 +154,8 @@ def test_breakdown_follows_the_stage_that_sets_the_pace_of_a_moe_pipeline():
     # 2 + 1 (MTP) MoE layers and two output heads vs 4 MoE layers: between 3/4 and all of the busiest
     assert 0.75 * step.stage_busy_s[neck["stage"]] < step.stage_busy_s[15] < step.stage_busy_s[neck["stage"]]
     assert step.bubble_s < 0.2 * step.step_s and step.exposed_comm_s["ep"] > 0.4 * step.step_s
-    parts = step.compute_s + step.recompute_s + step.optimizer_s + step.bubble_s + sum(step.exposed_comm_s.values())
+    parts = (step.compute_s + step.recompute_s + step.optimizer_s + step.bubble_s + step.host_s
+             + sum(step.exposed_comm_s.values()))
     assert parts == pytest.approx(step.step_s, rel=1e-9)
     assert step.to_dict()["time"]["bottleneck"]["resource"] == "exposed ep"
 
@@ -188,5 +189,5 @@ def test_microbatch_overlap_hides_ep_time_of_a_moe_pipeline():
     doc["moe"]["microbatch_overlap"] = True
     on = simulate(load_scenario(doc)).step
     assert on.exposed_comm_s["ep"] < 0.8 * off.exposed_comm_s["ep"] and on.step_s < off.step_s
-    parts = on.compute_s + on.recompute_s + on.optimizer_s + on.bubble_s + sum(on.exposed_comm_s.values())
+    parts = on.compute_s + on.recompute_s + on.optimizer_s + on.bubble_s + on.host_s + sum(on.exposed_comm_s.values())
     assert parts == pytest.approx(on.step_s, rel=1e-9)
