@@ -292,7 +292,7 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
               grad_accum_bytes: float = 0.0, embedding_copy: bool = False) -> LayerTime:
     """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch;
     ``grad_accum_bytes`` as :func:`layer_time`, over the head's parameters and, with ``embedding_copy`` (tied
-    embeddings split over pipeline stages), the last stage's copy of the word embedding."""
+    embeddings or MTP modules split over pipeline stages), the last stage's copy of the word embedding."""
     lf = logits_flops(model, sh)
     ops = list(lf.ops)
     secs = _linear_seconds(ops, gpu, eff, dtype)

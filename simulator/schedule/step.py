@@ -119,7 +119,10 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
     modes = plan.layer_recompute(stage)
-    accum, copy = plan.recipe.grad_accum_bytes, ctx.model.tied_embeddings and p.pp > 1
+    # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
+    # (they embed the next tokens there; simulator.plan.params.stage_params)
+    mtp = ctx.model.mtp_layers > 0 and plan.training.mode == "train"
+    accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and p.pp > 1
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()

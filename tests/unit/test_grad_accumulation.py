@@ -43,3 +43,24 @@ def test_llama3_8b_layer_backward_grows_by_one_pass_over_its_tp2_share():
 def test_separate_fp32_outside_megatron_mixed_precision_is_refused(training):
     with pytest.raises(UserError, match="grad_accumulation"):
         resolve_plan(load_model_preset("llama3-8b"), {}, training, 8)
+
+
+def test_mtp_last_stage_accumulates_its_embedding_copy_too():
+    """With MTP modules and untied embeddings the pipelined last stage still holds the word embedding (the MTP
+    modules embed the next tokens there): a separate fp32 accumulation pass also covers that copy, v x h / tp
+    parameters x 18 B more per micro-batch than without MTP's copy (hand check against head_time)."""
+    from simulator.compute import default_efficiency
+    from simulator.compute.layer import head_time
+    from simulator.hardware import load_cluster
+    from simulator.model import load_model_preset, rank_shape
+
+    model = load_model_preset("deepseek-v3")
+    assert model.mtp_layers > 0 and not model.tied_embeddings
+    gpu = load_cluster("dgx_h100", nodes=1).node.gpu
+    eff = default_efficiency(gpu.architecture)
+    sh = rank_shape(model, 4096, 1, tp=2, sp=True)
+    plain = head_time(model, sh, gpu, eff, "bf16", 18.0, embedding_copy=False)
+    with_copy = head_time(model, sh, gpu, eff, "bf16", 18.0, embedding_copy=True)
+    extra_bytes = model.vocab * model.hidden / 2 * 18
+    assert with_copy.bwd_s - plain.bwd_s == pytest.approx(
+        extra_bytes / (gpu.memory.bandwidth * eff.memory_efficiency), rel=1e-6)
