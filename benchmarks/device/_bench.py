@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: the calibration kit's helper
 from simulator.measure.gemm import warm_clocks as _warm_clocks  # noqa: E402 - stdlib-only module, torch passed in
+from simulator.measure.gemm import warm_on_side_stream as _warm_on_side_stream  # noqa: E402
 
 
 def warm_clocks(seconds: float = 5.0) -> None:
@@ -36,13 +37,7 @@ def warm_clocks(seconds: float = 5.0) -> None:
 
 def warm_on_side_stream(fn, times: int = 1) -> None:
     """Run ``fn`` ``times`` on a side stream and wait for it, as torch.cuda.graphs recommends before a capture."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(times):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
+    _warm_on_side_stream(torch, fn, times)
 
 
 def median_time(fn, repeats: int = 15, warmups: int = 3) -> float:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from simulator.measure.gemm import warm_on_side_stream
 from simulator.measure.nccl_tests_format import Measurement, extract_tuning_table, format_log
 from simulator.measure.settings import ops_for, setting_env, sweep_sizes
 
@@ -149,13 +150,7 @@ def _time_in_graph(call, size_bytes: int, torch, cpu_group, dist) -> float:
     Between replays the ranks meet on a CPU (gloo) barrier, never on an eager NCCL call: mixing eager NCCL
     collectives and graph replays on one communicator can stall (pytorch/pytorch#196133).
     """
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
+    warm_on_side_stream(torch, call, 3)
     dist.barrier(group=cpu_group)
     calls = _calls_per_graph(size_bytes)
     graph = torch.cuda.CUDAGraph()

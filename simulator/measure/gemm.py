@@ -67,6 +67,18 @@ def warm_clocks(torch, device, seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+def warm_on_side_stream(torch, fn, times: int = 1) -> None:
+    """Run ``fn`` ``times`` on a side stream and wait for it: the warm-up torch.cuda.graphs asks for before a
+    capture (also used by the collectives kit and benchmarks/device/_bench.py)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(times):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+
 def _time_shape(torch, a, b, c, seconds: float) -> float:
     for _ in range(3):
         torch.matmul(a, b, out=c)
