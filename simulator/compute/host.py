@@ -80,9 +80,10 @@ EAGER_PYTORCH_H200_HOST = HostIssueCosts(
            "layer per rank at 4K tokens), medians of 3 rounds: " + HOST_DATA)
 
 
-def fit_host_costs(path: str | Path = HOST_DATA) -> HostIssueCosts:
-    """The :class:`HostIssueCosts` of a ``moe_host_overhead.py`` log: per case the median over rounds, then least
-    squares of the MoE cases' host seconds on local experts."""
+def fit_host_costs(path: str | Path | None = None) -> HostIssueCosts:
+    """The :class:`HostIssueCosts` of a ``moe_host_overhead.py`` log (default: ``HOST_DATA`` in this checkout): per
+    case the median over rounds, then least squares of the MoE cases' host seconds on local experts."""
+    path = Path(path) if path is not None else Path(__file__).resolve().parents[2] / HOST_DATA
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     cases: dict[tuple, list[dict]] = {}
     for r in rows:

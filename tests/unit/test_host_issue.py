@@ -43,7 +43,8 @@ def test_max_of_gpu_and_host_matches_the_proxys_eager_time():
     """The composition the engine uses, checked on the proxy itself: max(CUDA-graph time, host forward + backward)
     against the eager wall time, per case (medians over rounds): within -8%..+38%, 9 of 12 within +-10%, as the
     module docstring says."""
-    rows = [json.loads(x) for x in Path(HOST_DATA).read_text().splitlines() if '"layer"' in x]
+    data = Path(__file__).resolve().parents[2] / HOST_DATA
+    rows = [json.loads(x) for x in data.read_text().splitlines() if '"layer"' in x]
     cases = {}
     for r in rows:
         cases.setdefault((r["case"], r["tp"], r["local_experts"]), []).append(r)
