@@ -29,7 +29,7 @@ PINNED = {
     "clip-vit-l14": (0.43, 32768, 1.983, 1.983, 2.101),
     "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.569),
     "clip-vit-22b": (22.45, 1024, 7.782, 14.974, 4.994),
-    "coca-vit-l14": (0.58, 32768, 2.331, 2.331, 2.624),
+    "coca-vit-l14": (0.58, 32768, 2.326, 2.326, 3.001),
     "lit-b16-bertl": (0.42, 32768, 0.423, 0.423, 0.439),
 }
 
@@ -82,7 +82,7 @@ def test_the_smaller_models_fall_below_the_band(results):
         r = results[m]
         assert r.speedup < lo
         assert all(x.choice.pp == 1 and x.choice.tp == 1 for x in r.uniform.runs.values())
-    assert [round(results[m].speedup, 2) for m in small] == [0.94, 0.96, 0.89, 0.96]
+    assert [round(results[m].speedup, 2) for m in small] == [0.94, 0.96, 0.78, 0.96]
 
 
 def test_ordering_across_models(results):
