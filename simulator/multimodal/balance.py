@@ -139,12 +139,13 @@ def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
 def _layout_choices(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, every: bool
                     ) -> Iterator[PlanChoice]:
     """For one layout, the first recompute setting with a fitting micro-batch (recomputing more only adds work):
-    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, pp > 1) the smaller candidates after it (more,
-    smaller micro-batches shrink the bubble and cost GEMM efficiency; the engine weighs the two)."""
+    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, with pp > 1 or a submodule whose tokens feed
+    another's layers) the smaller candidates after it (more, smaller micro-batches shrink the bubble and the
+    consumer's wait for the first one, and cost GEMM efficiency; the engine weighs the two)."""
     for recompute in _RECOMPUTE:
         fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=False)
         if fits:
-            for mb in fits if every and pp > 1 else fits[:1]:
+            for mb in fits if every else fits[:1]:
                 yield searched_choice(tp, pp, dp, mb, recompute)
             return
 
@@ -160,22 +161,25 @@ def _baseline_choices(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
 
 
 def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> SubmoduleRun | None:
-    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. Within a layout
-    the micro-batches are tried largest first and the walk stops at the first that is slower than the one before
-    (the bubble shrinks and the GEMMs slow down as micro-batches shrink: one minimum)."""
-    best = None
+    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. A submodule
+    whose tokens feed another's layers is judged by its step plus the fill it causes (one forward micro-batch).
+    Within a layout the micro-batches are tried largest first and the walk stops at the first that is slower than
+    the one before (the bubble and the fill shrink and the GEMMs slow down as micro-batches shrink: one minimum)."""
+    feeds = s.spec.feeds(sub)
+    best, best_cost = None, float("inf")
     for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
         previous = None
-        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe"):
+        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
                 run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
             except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
                 break
-            if previous is not None and run.step_s >= previous:
+            cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
+            if previous is not None and cost >= previous:
                 break
-            previous = run.step_s
-            if best is None or run.step_s < best.step_s:
-                best = run
+            previous = cost
+            if cost < best_cost:
+                best, best_cost = run, cost
     return best
 
 

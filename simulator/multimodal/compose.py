@@ -192,9 +192,7 @@ def _exchange(spec: MultimodalSpec, topology: Topology, runs: dict[str, Submodul
         if t > slowest:
             slowest, link = t, how
         if edge.into_layers:   # the consumer's first micro-batch waits for one forward micro-batch of the producer
-            src = runs[edge.producer]
-            fill[edge.consumer] = max(fill.get(edge.consumer, 0.0),
-                                      src.step.compute_s / (3 * src.plan.num_microbatches))
+            fill[edge.consumer] = max(fill.get(edge.consumer, 0.0), runs[edge.producer].forward_microbatch_s)
     return total, link, max(fill.values(), default=0.0)
 
 

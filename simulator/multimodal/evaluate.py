@@ -80,6 +80,12 @@ class SubmoduleRun:
     def compute_s(self) -> float:
         return self.step.compute_s + self.step.recompute_s + self.cross_attention_s
 
+    @property
+    def forward_microbatch_s(self) -> float:
+        """One forward micro-batch (a third of the compute per micro-batch: backward is twice forward): what a
+        consumer of this submodule's tokens waits before its first micro-batch (the DistMM step's fill)."""
+        return self.step.compute_s / (3 * self.plan.num_microbatches)
+
     @cached_property
     def stage_peaks(self) -> tuple[float, ...]:
         """Tensor peak per stage, the extra parameters' states on stage 0."""

@@ -254,7 +254,7 @@ def test_trace_has_every_submodule_stage_and_the_loss(tmp_path, capsys):
 def test_bad_multimodal_sections_exit_2_located(tmp_path, capsys):
     base = "system: {profile: dgx_a100_40gb, nodes: 2}\nmultimodal:\n"
     cases = {
-        "  model: {preset: clip-vit-xx}\n  global_batch: 64\n": ("multimodal.model.preset", "accepted: clip-vit-22b"),
+        "  model: {preset: clip-vit-xx}\n  global_batch: 64\n": ("multimodal.model.preset", "accepted: clip-eva02-e14, clip-vit-22b"),
         "  model: {preset: clip-vit-l14}\n": ("multimodal.global_batch", "required"),
         "  model: {preset: clip-vit-l14}\n  global_batch: 64\n  stratgy: distmm\n": ("multimodal.stratgy", ""),
         "  model: {preset: clip-vit-l14, layers: 3}\n  global_batch: 64\n": ("multimodal.model", "not both"),
