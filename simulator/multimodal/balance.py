@@ -23,6 +23,7 @@ contrastive (:func:`baseline_micro_batches`), and a pipeline of p stages then id
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -37,7 +38,7 @@ from simulator.multimodal.evaluate import (
     extra_state_bytes,
     resolve_submodule,
 )
-from simulator.multimodal.placement import feasible_placements, place
+from simulator.multimodal.placement import even_view, feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.topology import Topology
 
@@ -59,6 +60,8 @@ class Settings:
     precision: str = "bf16"
     optimizer: str = "adam"
     pipeline: str = "distmm_pipe"
+    uneven: bool = True
+    """The data load balancer may split GPUs unevenly over nodes (:func:`balanced_splits`, placement packed)."""
 
 
 def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[float] | None:
@@ -183,6 +186,10 @@ def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) 
     return best
 
 
+#: GPUs either side of a submodule's work share that the data load balancer tries
+BALANCE_REACH = 2
+#: placements of the uneven splits (simulator/multimodal/placement.py)
+UNEVEN_PLACEMENTS = ("packed", "spread")
 #: the finest split the balancer tries is total / SPLIT_STEPS GPUs (every count on up to this many GPUs)
 SPLIT_STEPS = 32
 
@@ -206,36 +213,71 @@ def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
 
 def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
     """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
-    are alike), so the key is the GPU set moved to start on node 0; the run is returned on the real GPUs."""
+    are alike), and GPUs spread unevenly are priced on their stand-in (:func:`even_view`), which depends only on
+    their count and the fewest on one node; the run is returned on the real GPUs."""
     node = s.topology.cluster.node.gpus
-    shift = min(gpus) // node * node
-    key = (sub.name, tuple(g - shift for g in gpus))
+    stand_in, stand_gpus = even_view(s.topology, tuple(gpus))
+    if stand_in is not s.topology:
+        key = (sub.name, "stand-in", stand_in.cluster.nodes, stand_gpus)
+    else:
+        shift = min(gpus) // node * node
+        key = (sub.name, tuple(g - shift for g in gpus))
     if key not in cache:
-        cache[key] = best_submodule_plan(s, sub, key[1])
+        cache[key] = best_submodule_plan(s, sub, tuple(gpus))
     run = cache[key]
     return None if run is None else replace(run, gpus=tuple(gpus))
 
 
+def balanced_splits(total: int, runs: dict[str, SubmoduleRun], reach: int = BALANCE_REACH) -> list[tuple[int, ...]]:
+    """The data load balancer's uneven splits: each submodule's share of ``total`` GPUs in proportion to its work
+    in ``runs`` (GPU-seconds: step x GPUs), rounded, and every split within ``reach`` GPUs of it per submodule that
+    adds up to ``total`` (each submodule at least one GPU)."""
+    work = [r.step_s * r.choice.gpus for r in runs.values()]
+    ideal = [total * w / sum(work) for w in work]
+    ranges = [range(max(1, round(x) - reach), round(x) + reach + 1) for x in ideal[:-1]]
+    out = []
+    for head in itertools.product(*ranges):
+        last = total - sum(head)
+        if last >= 1:
+            out.append((*head, last))
+    return out
+
+
+def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict
+                    ) -> MultimodalStep | None:
+    cluster = s.topology.cluster
+    counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
+    ranks = place(counts, cluster.node.gpus, cluster.nodes, how)
+    runs = {sub.name: _cached_run(s, sub, ranks[sub.name], cache) for sub in subs}
+    if any(r is None for r in runs.values()):
+        return None
+    return distmm_step(s.spec, s.topology, runs, s.batch, how)
+
+
 def distmm_plan(s: Settings) -> MultimodalStep:
     """DistMM's partition, balance and placement (module docstring): every split of the GPUs over the submodules
-    (:func:`splits`) and every placement; the fastest step wins."""
+    in multiples of the node count (:func:`splits`) and every placement; then the data load balancer's uneven
+    splits around the best one's work shares (:func:`balanced_splits`), packed on consecutive GPUs (a submodule
+    may take part of a node and share it with the next) or spread over every node as evenly as they go; the
+    fastest step wins."""
     subs = list(s.spec.submodules)
     cluster = s.topology.cluster
-    total, node = cluster.gpus, cluster.node.gpus
     cache: dict[tuple, SubmoduleRun | None] = {}
     best = None
-    for split in splits(total, cluster.nodes, len(subs)):
+    for split in splits(cluster.gpus, cluster.nodes, len(subs)):
         counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
         for how in feasible_placements(counts, cluster.nodes, "auto"):
-            ranks = place(counts, node, cluster.nodes, how)
-            runs = {sub.name: _cached_run(s, sub, ranks[sub.name], cache) for sub in subs}
-            if any(r is None for r in runs.values()):
-                continue
-            step = distmm_step(s.spec, s.topology, runs, s.batch, how)
-            if best is None or step.step_s < best.step_s:
+            step = _evaluate_split(s, subs, split, how, cache)
+            if step is not None and (best is None or step.step_s < best.step_s):
                 best = step
     if best is None:
         raise UserError("no DistMM plan fits in memory on this system", key_path="multimodal")
+    if s.uneven and cluster.nodes > 1:
+        for split in balanced_splits(cluster.gpus, best.runs):
+            for how in UNEVEN_PLACEMENTS:
+                step = _evaluate_split(s, subs, split, how, cache)
+                if step is not None and step.step_s < best.step_s:
+                    best = step
     return best
 
 

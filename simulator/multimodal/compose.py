@@ -148,13 +148,13 @@ def stage_ranks(run: SubmoduleRun, stage: int) -> list[int]:
     return [run.gpus[c.tp * (d + c.dp * stage)] for d in range(c.dp)]
 
 
-def edge_transfer(runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int, dtype_bytes: int
+def edge_transfer(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int, dtype_bytes: int
                   ) -> tuple[list[tuple[int, int]], float]:
     """The (sender, receiver) GPU pairs of one exchange (:meth:`MultimodalSpec.token_edges`) and the bytes each
     pair sends one way: the producer's last-stage ranks send B x elements x bytes to the consumer's first-stage
     ranks (tokens into its layers), to every stage's ranks (cross-attention: each stage's layers read the image
     tokens, so each stage receives the batch's tokens: x pp), or to its last-stage ranks (an embedding for the
-    loss), spread over min(senders, receivers) concurrent pairs. (The TP peers of a receiver get the tokens over
+    loss), spread over min(senders, receivers) concurrent pairs (:func:`pair_up`). (The TP peers of a receiver get the tokens over
     NVLink from it; not priced.)"""
     src, dst = runs[edge.producer], runs[edge.consumer]
     senders = last_stage_ranks(src)
@@ -164,14 +164,29 @@ def edge_transfer(runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int, dt
         stages = [0] if edge.into_layers else [dst.choice.pp - 1]
     receivers = [r for st in stages for r in stage_ranks(dst, st)]
     n = min(len(senders), len(receivers))
-    return list(zip(senders[:n], receivers[:n], strict=True)), batch * edge.elements * dtype_bytes * len(stages) / n
+    return pair_up(topology, senders, receivers), batch * edge.elements * dtype_bytes * len(stages) / n
+
+
+def pair_up(topology: Topology, senders: list[int], receivers: list[int]) -> list[tuple[int, int]]:
+    """min(senders, receivers) (sender, receiver) pairs, each GPU in at most one: every GPU of the shorter list
+    takes a partner on its own node where one is free (the placement manager keeps heavy traffic on NVLink), else
+    the first free one, in order."""
+    node = [topology.domain_of(g) for g in topology.gpus]
+    short, long_ = (senders, receivers) if len(senders) <= len(receivers) else (receivers, senders)
+    free = list(long_)
+    pairs = []
+    for g in short:
+        mate = next((x for x in free if node[x] == node[g]), free[0])
+        free.remove(mate)
+        pairs.append((g, mate) if short is senders else (mate, g))
+    return pairs
 
 
 def edge_s(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int) -> tuple[float, str]:
     """(seconds, link) of one exchange, forward and gradient back (:func:`edge_transfer` twice, priced by
     :func:`simulator.multimodal.evaluate.p2p_s` on the placed GPUs)."""
     width = DTYPE_BYTES[runs[edge.producer].plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)]
-    pairs, nbytes = edge_transfer(runs, edge, batch, width)
+    pairs, nbytes = edge_transfer(topology, runs, edge, batch, width)
     t, link = p2p_s(topology, pairs, nbytes)
     return 2 * t, link
 

@@ -26,6 +26,7 @@ from simulator.compute.gemm import gemm_times
 from simulator.errors import UserError
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.model import param_counts
+from simulator.multimodal.placement import even_view
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.schedule import StepResult, simulate_step
@@ -205,7 +206,7 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
-    view = topology_view(topology, gpus)
+    view = topology_view(*even_view(topology, tuple(gpus)))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
     extra_params = spec.extra_params(sub)
@@ -215,16 +216,27 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
 
 
 def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
-    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once (each pair a sendrecv group, the other
-    pairs sharing its NICs), and the link type of the first pair's path."""
+    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once, and the links they use. Pairs inside a
+    node go over NVLink, the others over the NICs: each class is priced as concurrent sendrecv groups sharing its
+    links (:func:`simulator.collectives.place_group` with the class's other pairs as concurrent groups), the two
+    classes at once (the slower sets the time). Link: ``nvlink``, ``network``, ``pcie``, or ``nvlink+network``
+    when both classes are present."""
     pairs = [(a, b) for a, b in pairs if a != b]
     if not pairs or bytes_per_pair <= 0:
         return 0.0, "local"
-    groups = [list(p) for p in pairs]
-    placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
-    t = float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0])
-    link = topology.path(*pairs[0]).links
-    return t, "nvlink" if set(link) <= {"nvlink"} else ("network" if {"ib", "eth"} & set(link) else "pcie")
+    names = topology.gpus
+    same = [p for p in pairs if topology.domain_of(names[p[0]]) == topology.domain_of(names[p[1]])]
+    apart = [p for p in pairs if p not in same]
+    times, links = [], []
+    for group in (same, apart):
+        if not group:
+            continue
+        groups = [list(p) for p in group]
+        placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
+        times.append(float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0]))
+        link = set(topology.path(*group[0]).links)
+        links.append("nvlink" if link <= {"nvlink"} else ("network" if {"ib", "eth"} & link else "pcie"))
+    return max(times), "+".join(links)
 
 
 def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:

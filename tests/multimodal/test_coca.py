@@ -85,14 +85,14 @@ def test_exchange_bytes_by_hand(runs):
     edges = {(e.producer, e.consumer): e for e in COCA.token_edges()}
     # image tokens: 1024 samples x 257 x 1024 x 2 B to each of the decoder's 2 stages (cross-attention in both),
     # over min(12 vision replicas, 2 receivers) = 2 pairs
-    pairs, nbytes = edge_transfer(out, edges["vision", "decoder"], 1024, 2)
+    pairs, nbytes = edge_transfer(topology, out, edges["vision", "decoder"], 1024, 2)
     assert len(pairs) == 2 and nbytes == 1024 * 257 * 1024 * 2 * 2 / 2 == 538_968_064
     assert {r for _, r in pairs} == {out["decoder"].gpus[0], out["decoder"].gpus[1]}   # stage 0 and stage 1
     # the unimodal decoder's token states into the multimodal decoder's first stage: 1024 x 76 x 768 x 2 B, 1 pair
-    pairs, nbytes = edge_transfer(out, edges["text", "decoder"], 1024, 2)
+    pairs, nbytes = edge_transfer(topology, out, edges["text", "decoder"], 1024, 2)
     assert pairs == [(out["text"].gpus[0], out["decoder"].gpus[0])] and nbytes == 1024 * 76 * 768 * 2
     # the image embeddings to the contrastive loss on the text ranks: 1024 x 768 x 2 B over 2 pairs
-    pairs, nbytes = edge_transfer(out, edges["vision", "text"], 1024, 2)
+    pairs, nbytes = edge_transfer(topology, out, edges["vision", "text"], 1024, 2)
     assert len(pairs) == 2 and nbytes == 1024 * 768 * 2 / 2
     # same_node: every pair inside a node, on NVLink
     assert all(edge_s(topology, out, e, 1024)[1] == "nvlink" for e in edges.values())

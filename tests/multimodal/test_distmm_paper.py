@@ -8,7 +8,7 @@ from 0.4B to 23B (four or five per family):
 
 - In the band: the models whose largest tower needs a pipeline under Megatron's uniform plan (CLIP ViT-22B 1.56x,
   CoCa ViT-22B 1.39x, LiT with a Llama-2-13B text tower 2.05x).
-- Below it: the models data parallelism (with TP inside a node) runs, 0.80-1.22x (docs/multimodal.md says why).
+- Below it: the models data parallelism (with TP inside a node) runs, 0.91-1.22x (docs/multimodal.md says why).
 
 The numbers are regression pins (rel 1e-3), not tolerances on the paper.
 """
@@ -27,14 +27,14 @@ SETTINGS = PAPER["comparison"]
 
 # model: (parameters in B, batch, uniform s, monolithic s, DistMM s), as the model predicts them
 PINNED = {
-    "clip-vit-l14": (0.43, 32768, 1.983, 1.983, 2.101),
-    "clip-vit-giant14": (1.22, 32768, 5.739, 5.739, 6.344),
-    "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.569),
-    "clip-eva02-e14": (5.04, 8192, 6.623, 6.623, 6.421),
+    "clip-vit-l14": (0.43, 32768, 1.983, 1.983, 2.061),
+    "clip-vit-giant14": (1.22, 32768, 5.739, 5.739, 5.936),
+    "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.542),
+    "clip-eva02-e14": (5.04, 8192, 6.623, 6.623, 6.035),
     "clip-vit-22b": (22.45, 1024, 7.782, 14.974, 4.994),
-    "coca-vit-l14": (0.58, 32768, 2.326, 2.326, 2.903),
-    "coca-g": (2.20, 16384, 3.629, 3.629, 4.521),
-    "coca-vit-e": (5.01, 8192, 6.030, 6.030, 7.066),
+    "coca-vit-l14": (0.58, 32768, 2.326, 2.326, 2.559),
+    "coca-g": (2.20, 16384, 3.629, 3.629, 3.919),
+    "coca-vit-e": (5.01, 8192, 6.030, 6.030, 6.073),
     "coca-vit-22b": (23.18, 1024, 7.801, 26.534, 5.632),
     "lit-b16-bertl": (0.42, 32768, 0.423, 0.423, 0.439),
     "lit-l16-t5xl": (1.53, 32768, 1.797, 1.797, 1.843),
@@ -95,8 +95,9 @@ def test_the_models_that_need_model_parallelism_land_in_the_band(results):
 
 def test_the_data_parallel_models_fall_below_the_band(results):
     """Honest miss: where pure data parallelism (or TP inside a node) fits the whole contrastive batch, the uniform
-    plan idles no GPU and DistMM can only tie, less what its split granularity costs (one GPU per node: eighths
-    of 64 GPUs; CoCa's two text halves get 8 GPUs each where they need about 5 and 9)."""
+    plan idles no GPU and DistMM can at best tie, less its exchange, its fill (the consumer's wait for the first
+    micro-batch) and the loss: 0.91-0.99x with uneven splits (the data load balancer's); 1.10x and 1.22x where the
+    colocated uniform plan needs TP 2 to hold both towers and DistMM's apart run at TP 1."""
     lo = PAPER["abstract"]["speedup_min"]
     for m, r in results.items():
         if m in IN_BAND:
@@ -107,11 +108,11 @@ def test_the_data_parallel_models_fall_below_the_band(results):
 
 def test_ordering_across_sizes(results):
     """The paper's per-model ordering is not available; ours: the gain grows with size in each family, once the
-    uniform plan needs a pipeline. CoCa and LiT grow monotonically; CLIP's small models tie (0.90-0.96x)."""
+    uniform plan needs a pipeline: CLIP, CoCa and LiT each grow monotonically."""
     speedup = {m: round(r.speedup, 2) for m, r in results.items()}
     assert [speedup[m] for m in PINNED if m.startswith("lit")] == [0.96, 0.97, 1.22, 2.05]
-    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.80, 0.80, 0.85, 1.39]
-    assert [speedup[m] for m in PINNED if m.startswith("clip")] == [0.94, 0.90, 0.96, 1.03, 1.56]
+    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.91, 0.93, 0.99, 1.39]
+    assert [speedup[m] for m in PINNED if m.startswith("clip")] == [0.96, 0.97, 0.97, 1.10, 1.56]
 def test_batch_is_the_largest_the_baseline_fits(results):
     topology = Topology(load_cluster(SETTINGS["profile"], SETTINGS["nodes"]))
     for m in ("clip-vit-g14", "clip-vit-22b"):
