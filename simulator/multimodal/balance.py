@@ -2,13 +2,16 @@
 uniform Megatron-style baseline, as searches over a small space.
 
 - :func:`best_submodule_plan`: for one submodule on given GPUs, every (tp, pp) with tp inside a node and dividing
-  the heads, dp = GPUs / (tp pp), the largest micro-batch (below) that fits in memory
-  (recompute none, else full), and with ``distmm_pipe`` also half that micro-batch (DistMM-Pipe's 2K micro-batches
-  of Mbs / 2); the fastest by the engine's step wins.
-- :func:`distmm_plan`: the data load balancer: every split of the GPUs between the two submodules (1, 2, 4, then
-  multiples of the node size) and every placement the section allows (:mod:`simulator.multimodal.placement`);
-  the split and placement whose slowest submodule plus exchange and loss is fastest wins (the paper's dynamic
-  program minimizes the same max; with two submodules the split is one number, so we enumerate it).
+  the heads, dp = GPUs / (tp pp), the largest micro-batch (below) that fits in memory (recompute none, then
+  selective, then full), and with ``distmm_pipe`` (pp > 1, or a submodule whose tokens feed another's layers) the
+  smaller candidates too until one is slower; the fastest by the engine's step (plus, for a producer, the fill it
+  causes) wins.
+- :func:`distmm_plan`: the partitioner and data load balancer: every split of the GPUs over the submodules (two,
+  or CoCa's three) in multiples of the node count and every placement the section allows
+  (:mod:`simulator.multimodal.placement`); then the uneven splits around the best one's work shares
+  (:func:`balanced_splits`), packed or spread; the split and placement whose slowest submodule plus exchange,
+  fill and loss is fastest wins (the paper's dynamic program minimizes the same max; the space is small enough to
+  enumerate).
 - :func:`uniform_plan`: one (tp, pp) and micro-batch for every submodule on all GPUs, the largest micro-batch
   whose summed memory fits, the fastest by the summed step.
 
