@@ -2,13 +2,16 @@
 uniform Megatron-style baseline, as searches over a small space.
 
 - :func:`best_submodule_plan`: for one submodule on given GPUs, every (tp, pp) with tp inside a node and dividing
-  the heads, dp = GPUs / (tp pp), the largest micro-batch (below) that fits in memory
-  (recompute none, else full), and with ``distmm_pipe`` also half that micro-batch (DistMM-Pipe's 2K micro-batches
-  of Mbs / 2); the fastest by the engine's step wins.
-- :func:`distmm_plan`: the data load balancer: every split of the GPUs between the two submodules (1, 2, 4, then
-  multiples of the node size) and every placement the section allows (:mod:`simulator.multimodal.placement`);
-  the split and placement whose slowest submodule plus exchange and loss is fastest wins (the paper's dynamic
-  program minimizes the same max; with two submodules the split is one number, so we enumerate it).
+  the heads, dp = GPUs / (tp pp), the largest micro-batch (below) that fits in memory (recompute none, then
+  selective, then full), and with ``distmm_pipe`` (pp > 1, or a submodule whose tokens feed another's layers) the
+  smaller candidates too until one is slower; the fastest by the engine's step (plus, for a producer, the fill it
+  causes) wins.
+- :func:`distmm_plan`: the partitioner and data load balancer: every split of the GPUs over the submodules (two,
+  or CoCa's three) in multiples of the node count and every placement the section allows
+  (:mod:`simulator.multimodal.placement`); then the uneven splits around the best one's work shares
+  (:func:`balanced_splits`), packed or spread; the split and placement whose slowest submodule plus exchange,
+  fill and loss is fastest wins (the paper's dynamic program minimizes the same max; the space is small enough to
+  enumerate).
 - :func:`uniform_plan`: one (tp, pp) and micro-batch for every submodule on all GPUs, the largest micro-batch
   whose summed memory fits, the fastest by the summed step.
 
@@ -23,8 +26,9 @@ contrastive (:func:`baseline_micro_batches`), and a pipeline of p stages then id
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.errors import UserError
 from simulator.memory import estimate_memory
@@ -37,7 +41,7 @@ from simulator.multimodal.evaluate import (
     extra_state_bytes,
     resolve_submodule,
 )
-from simulator.multimodal.placement import feasible_placements, place
+from simulator.multimodal.placement import even_view, feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.topology import Topology
 
@@ -59,6 +63,8 @@ class Settings:
     precision: str = "bf16"
     optimizer: str = "adam"
     pipeline: str = "distmm_pipe"
+    uneven: bool = True
+    """The data load balancer may split GPUs unevenly over nodes (:func:`balanced_splits`, placement packed)."""
 
 
 def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[float] | None:
@@ -68,7 +74,7 @@ def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[flo
     except UserError:
         return None
     memory = estimate_memory(plan)
-    extra = extra_state_bytes(plan, sub.extra_params)
+    extra = extra_state_bytes(plan, s.spec.extra_params(sub))
     return [st.peak + (extra if st.stage == 0 else 0.0) for st in memory.stages]
 
 
@@ -139,12 +145,13 @@ def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
 def _layout_choices(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, every: bool
                     ) -> Iterator[PlanChoice]:
     """For one layout, the first recompute setting with a fitting micro-batch (recomputing more only adds work):
-    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, pp > 1) the smaller candidates after it (more,
-    smaller micro-batches shrink the bubble and cost GEMM efficiency; the engine weighs the two)."""
+    its largest fitting micro-batch, and with ``every`` (DistMM-Pipe, with pp > 1 or a submodule whose tokens feed
+    another's layers) the smaller candidates after it (more, smaller micro-batches shrink the bubble and the
+    consumer's wait for the first one, and cost GEMM efficiency; the engine weighs the two)."""
     for recompute in _RECOMPUTE:
         fits = fitting_micro_batches(s, subs, tp, pp, dp, recompute, baseline=False)
         if fits:
-            for mb in fits if every and pp > 1 else fits[:1]:
+            for mb in fits if every else fits[:1]:
                 yield searched_choice(tp, pp, dp, mb, recompute)
             return
 
@@ -160,25 +167,32 @@ def _baseline_choices(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
 
 
 def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> SubmoduleRun | None:
-    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. Within a layout
-    the micro-batches are tried largest first and the walk stops at the first that is slower than the one before
-    (the bubble shrinks and the GEMMs slow down as micro-batches shrink: one minimum)."""
-    best = None
+    """The fastest fitting plan of ``sub`` on ``gpus`` (module docstring); None when nothing fits. A submodule
+    whose tokens feed another's layers is judged by its step plus the fill it causes (one forward micro-batch).
+    Within a layout the micro-batches are tried largest first and the walk stops at the first that is slower than
+    the one before (the bubble and the fill shrink and the GEMMs slow down as micro-batches shrink: one minimum)."""
+    feeds = s.spec.feeds(sub)
+    best, best_cost = None, float("inf")
     for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
         previous = None
-        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe"):
+        for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
                 run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
             except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
                 break
-            if previous is not None and run.step_s >= previous:
+            cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
+            if previous is not None and cost >= previous:
                 break
-            previous = run.step_s
-            if best is None or run.step_s < best.step_s:
-                best = run
+            previous = cost
+            if cost < best_cost:
+                best, best_cost = run, cost
     return best
 
 
+#: GPUs either side of a submodule's work share that the data load balancer tries
+BALANCE_REACH = 2
+#: placements of the uneven splits (simulator/multimodal/placement.py)
+UNEVEN_PLACEMENTS = ("packed", "spread")
 #: the finest split the balancer tries is total / SPLIT_STEPS GPUs (every count on up to this many GPUs)
 SPLIT_STEPS = 32
 
@@ -190,33 +204,83 @@ def split_candidates(total: int, nodes: int) -> list[int]:
     return list(range(unit, total, unit))
 
 
-def distmm_plan(s: Settings) -> MultimodalStep:
-    """DistMM's partition, balance and placement (module docstring) for a two-submodule model."""
-    subs = list(s.spec.submodules)
-    if len(subs) != 2:
-        raise UserError("the DistMM search handles two submodules (give explicit plans for more)",
-                        key_path="multimodal.strategy")
+def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
+    """Every way to give ``parts`` submodules GPU counts from :func:`split_candidates`' unit that add up to
+    ``total`` (two submodules: exactly ``split_candidates``; CoCa's three over 64 GPUs in eighths: 21 splits)."""
+    unit = nodes * max(1, total // (nodes * SPLIT_STEPS))
+    if parts == 1:
+        return [(total,)] if total > 0 else []
+    return [(n, *rest) for n in range(unit, total - unit * (parts - 2), unit)
+            for rest in splits(total - n, nodes, parts - 1)]
+
+
+def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
+    """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
+    are alike), and GPUs spread unevenly are priced on their stand-in (:func:`even_view`), which depends only on
+    their count and the fewest on one node; the run is returned on the real GPUs."""
+    node = s.topology.cluster.node.gpus
+    stand_in, stand_gpus = even_view(s.topology, tuple(gpus))
+    if stand_in is not s.topology:
+        key = (sub.name, "stand-in", stand_in.cluster.nodes, stand_gpus)
+    else:
+        shift = min(gpus) // node * node
+        key = (sub.name, tuple(g - shift for g in gpus))
+    if key not in cache:
+        cache[key] = best_submodule_plan(s, sub, tuple(gpus))
+    run = cache[key]
+    return None if run is None else replace(run, gpus=tuple(gpus))
+
+
+def balanced_splits(total: int, runs: dict[str, SubmoduleRun], reach: int = BALANCE_REACH) -> list[tuple[int, ...]]:
+    """The data load balancer's uneven splits: each submodule's share of ``total`` GPUs in proportion to its work
+    in ``runs`` (GPU-seconds: step x GPUs), rounded, and every split within ``reach`` GPUs of it per submodule that
+    adds up to ``total`` (each submodule at least one GPU)."""
+    work = [r.step_s * r.choice.gpus for r in runs.values()]
+    ideal = [total * w / sum(work) for w in work]
+    ranges = [range(max(1, round(x) - reach), round(x) + reach + 1) for x in ideal[:-1]]
+    out = []
+    for head in itertools.product(*ranges):
+        last = total - sum(head)
+        if last >= 1:
+            out.append((*head, last))
+    return out
+
+
+def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict
+                    ) -> MultimodalStep | None:
     cluster = s.topology.cluster
-    total, node = cluster.gpus, cluster.node.gpus
+    counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
+    ranks = place(counts, cluster.node.gpus, cluster.nodes, how)
+    runs = {sub.name: _cached_run(s, sub, ranks[sub.name], cache) for sub in subs}
+    if any(r is None for r in runs.values()):
+        return None
+    return distmm_step(s.spec, s.topology, runs, s.batch, how)
+
+
+def distmm_plan(s: Settings) -> MultimodalStep:
+    """DistMM's partition, balance and placement (module docstring): every split of the GPUs over the submodules
+    in multiples of the node count (:func:`splits`) and every placement; then the data load balancer's uneven
+    splits around the best one's work shares (:func:`balanced_splits`), packed on consecutive GPUs (a submodule
+    may take part of a node and share it with the next) or spread over every node as evenly as they go; the
+    fastest step wins."""
+    subs = list(s.spec.submodules)
+    cluster = s.topology.cluster
     cache: dict[tuple, SubmoduleRun | None] = {}
     best = None
-    for n0 in split_candidates(total, cluster.nodes):
-        counts = {subs[0].name: n0, subs[1].name: total - n0}
+    for split in splits(cluster.gpus, cluster.nodes, len(subs)):
+        counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
         for how in feasible_placements(counts, cluster.nodes, "auto"):
-            ranks = place(counts, node, cluster.nodes, how)
-            runs = {}
-            for sub in subs:
-                key = (sub.name, ranks[sub.name])
-                if key not in cache:
-                    cache[key] = best_submodule_plan(s, sub, ranks[sub.name])
-                runs[sub.name] = cache[key]
-            if any(r is None for r in runs.values()):
-                continue
-            step = distmm_step(s.spec, s.topology, runs, s.batch, how)
-            if best is None or step.step_s < best.step_s:
+            step = _evaluate_split(s, subs, split, how, cache)
+            if step is not None and (best is None or step.step_s < best.step_s):
                 best = step
     if best is None:
         raise UserError("no DistMM plan fits in memory on this system", key_path="multimodal")
+    if s.uneven and cluster.nodes > 1:
+        for split in balanced_splits(cluster.gpus, best.runs):
+            for how in UNEVEN_PLACEMENTS:
+                step = _evaluate_split(s, subs, split, how, cache)
+                if step is not None and step.step_s < best.step_s:
+                    best = step
     return best
 
 

@@ -8,9 +8,11 @@
   on the same GPUs: step = sum of their steps + the loss; every GPU holds a stage of every submodule, so its memory
   is the sum of the submodules' stage memories.
 
-Exchange (DistMM): the vision replicas' last stages send their embeddings (contrastive: B x e) or image tokens
-(cross-attention, LLM: B x N x h_v) to the consumer's replicas, pair by pair at once, forward and the gradient back
-(:func:`simulator.multimodal.evaluate.p2p_s` on the placed GPUs). Loss (contrastive): :mod:`simulator.multimodal.loss`
+Exchange (DistMM), one per edge of :meth:`MultimodalSpec.token_edges`: the producer replicas' last stages send
+the image embeddings (contrastive: B x e), the image tokens (cross-attention, LLM: B x N x h_v) or a decoder's
+token states (CoCa's unimodal to multimodal decoder: B x T x h) to the consumer's replicas, pair by pair at once,
+forward and the gradient back (:func:`edge_transfer`, priced by :func:`simulator.multimodal.evaluate.p2p_s` on the
+placed GPUs). Loss (contrastive): :mod:`simulator.multimodal.loss`
 on the consumer's last-stage ranks: two all-gathers and two reduce-scatters of B x e, and the logits GEMMs.
 """
 
@@ -24,7 +26,7 @@ from simulator.compute import default_efficiency
 from simulator.compute.gemm import DTYPE_BYTES, gemm_times
 from simulator.multimodal.evaluate import SubmoduleRun, collective_s, p2p_s
 from simulator.multimodal.loss import ContrastiveCost
-from simulator.multimodal.spec import MultimodalSpec
+from simulator.multimodal.spec import MultimodalSpec, TokenEdge
 from simulator.topology import Topology
 from simulator.units import GIBI
 
@@ -105,13 +107,11 @@ class MultimodalStep:
 def last_stage_ranks(run: SubmoduleRun) -> list[int]:
     """Global GPUs of TP rank 0 of the last stage of every replica (rank = tp_i + tp (dp_i + dp pp_i), Megatron's
     default order)."""
-    c = run.choice
-    return [run.gpus[c.tp * (d + c.dp * (c.pp - 1))] for d in range(c.dp)]
+    return stage_ranks(run, run.choice.pp - 1)
 
 
 def first_stage_ranks(run: SubmoduleRun) -> list[int]:
-    c = run.choice
-    return [run.gpus[c.tp * d] for d in range(c.dp)]
+    return stage_ranks(run, 0)
 
 
 def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
@@ -142,35 +142,81 @@ def loss_bytes(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch
     return _contrastive(spec, topology, ranks, batch, run)[0].logits_bytes_per_rank
 
 
+def stage_ranks(run: SubmoduleRun, stage: int) -> list[int]:
+    """Global GPUs of TP rank 0 of pipeline stage ``stage`` of every replica (Megatron's default order)."""
+    c = run.choice
+    return [run.gpus[c.tp * (d + c.dp * stage)] for d in range(c.dp)]
+
+
+def edge_transfer(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int, dtype_bytes: int
+                  ) -> tuple[list[tuple[int, int]], float]:
+    """The (sender, receiver) GPU pairs of one exchange (:meth:`MultimodalSpec.token_edges`) and the bytes each
+    pair sends one way: the producer's last-stage ranks send B x elements x bytes to the consumer's first-stage
+    ranks (tokens into its layers), to every stage's ranks (cross-attention: each stage's layers read the image
+    tokens, so each stage receives the batch's tokens: x pp), or to its last-stage ranks (an embedding for the
+    loss), spread over min(senders, receivers) concurrent pairs (:func:`pair_up`). (The TP peers of a receiver get the tokens over
+    NVLink from it; not priced.)"""
+    src, dst = runs[edge.producer], runs[edge.consumer]
+    senders = last_stage_ranks(src)
+    if edge.cross_attention:
+        stages = list(range(dst.choice.pp))
+    else:
+        stages = [0] if edge.into_layers else [dst.choice.pp - 1]
+    receivers = [r for st in stages for r in stage_ranks(dst, st)]
+    n = min(len(senders), len(receivers))
+    return pair_up(topology, senders, receivers), batch * edge.elements * dtype_bytes * len(stages) / n
+
+
+def pair_up(topology: Topology, senders: list[int], receivers: list[int]) -> list[tuple[int, int]]:
+    """min(senders, receivers) (sender, receiver) pairs, each GPU in at most one: every GPU of the shorter list
+    takes a partner on its own node where one is free (the placement manager keeps heavy traffic on NVLink), else
+    the first free one, in order."""
+    node = [topology.domain_of(g) for g in topology.gpus]
+    short, long_ = (senders, receivers) if len(senders) <= len(receivers) else (receivers, senders)
+    free = list(long_)
+    pairs = []
+    for g in short:
+        mate = next((x for x in free if node[x] == node[g]), free[0])
+        free.remove(mate)
+        pairs.append((g, mate) if short is senders else (mate, g))
+    return pairs
+
+
+def edge_s(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int) -> tuple[float, str]:
+    """(seconds, link) of one exchange, forward and gradient back (:func:`edge_transfer` twice, priced by
+    :func:`simulator.multimodal.evaluate.p2p_s` on the placed GPUs)."""
+    width = DTYPE_BYTES[runs[edge.producer].plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)]
+    pairs, nbytes = edge_transfer(topology, runs, edge, batch, width)
+    t, link = p2p_s(topology, pairs, nbytes)
+    return 2 * t, link
+
+
 def _exchange(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int
               ) -> tuple[float, str, float]:
-    """(exchange seconds, link, fill seconds) between the vision submodule and its consumer (DistMM)."""
-    vision = spec.vision
-    if vision is None or len(runs) < 2:
+    """(exchange seconds, link, fill seconds) between the submodules (DistMM). The exchanges are summed (they end
+    at one consumer's links in CoCa; conservative when they do not); the link is the slowest exchange's. Fill: a
+    consumer's first micro-batch waits for one forward micro-batch of the producers feeding its layers (they run
+    at once: the slowest of them); the consumers' fills run at once too."""
+    if len(runs) < 2:
         return 0.0, "local", 0.0
-    src = runs[vision.name]
-    dst = next(r for n, r in runs.items() if n != vision.name)
-    gpu = topology.cluster.node.gpu
-    width = DTYPE_BYTES[src.plan.recipe.gemm_dtype_on(gpu.dtypes)]
-    feeds = spec.feeds(vision)
-    per_sample = (vision.own_tokens * vision.hidden if feeds else 0) + \
-        (spec.embed_dim if "contrastive" in spec.loss else 0)
-    senders = last_stage_ranks(src)
-    receivers = first_stage_ranks(dst) if feeds else last_stage_ranks(dst)
-    n = min(len(senders), len(receivers))
-    pairs = list(zip(senders[:n], receivers[:n], strict=True))
-    t, link = p2p_s(topology, pairs, batch * per_sample * width / n)
-    fill = 0.0
-    if feeds:   # the consumer's first micro-batch waits for one forward micro-batch of the producer
-        fill = src.step.compute_s / (3 * src.plan.num_microbatches)
-    return 2 * t, link, fill
+    total, slowest, link = 0.0, -1.0, "local"
+    fill: dict[str, float] = {}
+    for edge in spec.token_edges():
+        t, how = edge_s(topology, runs, edge, batch)
+        total += t
+        if t > slowest:
+            slowest, link = t, how
+        if edge.into_layers:   # the consumer's first micro-batch waits for one forward micro-batch of the producer
+            fill[edge.consumer] = max(fill.get(edge.consumer, 0.0), runs[edge.producer].forward_microbatch_s)
+    return total, link, max(fill.values(), default=0.0)
 
 
 def distmm_step(spec: MultimodalSpec, topology: Topology, runs: dict[str, SubmoduleRun], batch: int,
                 placement: str) -> MultimodalStep:
     exchange, link, fill = _exchange(spec, topology, runs, batch)
-    consumer = next((r for n, r in runs.items() if spec.vision is None or n != spec.vision.name),
-                    next(iter(runs.values())))
+    text = spec.contrastive_text
+    consumer = runs[text.name] if text is not None else next(
+        (r for n, r in runs.items() if spec.vision is None or n != spec.vision.name), next(iter(runs.values())))
     ranks = last_stage_ranks(consumer)
     loss, loss_comm = contrastive_loss_s(spec, topology, ranks, batch, consumer)
     return MultimodalStep("distmm", placement, runs, exchange, link, fill, loss, loss_comm, batch,

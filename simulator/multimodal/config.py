@@ -70,8 +70,10 @@ class MultimodalSection(BaseModel):
     strategy: Literal["explicit", "distmm", "uniform"] = Field(
         "explicit", description="explicit: the plans below; distmm: the partitioner and data load balancer choose "
                                 "them; uniform: the Megatron-style colocated plan")
-    placement: Literal["separate_nodes", "same_node", "auto"] = Field(
-        "auto", description="where submodules sit: whole nodes each, shares of every node, or the faster of the two")
+    placement: Literal["separate_nodes", "same_node", "packed", "spread", "auto"] = Field(
+        "auto", description="where submodules sit: whole nodes each, equal shares of every node, consecutive GPUs "
+                            "whatever the counts (packed), every node as evenly as the counts allow (spread), or the "
+                            "faster of the first two (auto; the DistMM search also tries packed and spread)")
     pipeline: Literal["distmm_pipe", "batch_sync"] = Field(
         "distmm_pipe", description="distmm_pipe: the search also weighs smaller micro-batches for pipelined plans "
                                    "(DistMM-Pipe's 2K of half size among them); batch_sync: the largest that fits "

@@ -5,7 +5,7 @@
 estimates its memory with :func:`simulator.memory.estimate_memory` and times its step with
 :func:`simulator.schedule.simulate_step` on a view of the topology whose rank r is the submodule's r-th GPU, so its
 TP / DP / PP groups are priced on the links its placement gives it. Two things the engine does not have are added:
-the parameters of the real input table and the cross-attention blocks (:attr:`SubmoduleSpec.extra_params`, on the
+the parameters of the real input table and the cross-attention blocks (:meth:`MultimodalSpec.extra_params`, on the
 first stage), and the cross-attention GEMMs of a CoCa decoder (:func:`cross_attention_s`).
 
 The pipeline runs in batch-sync order (GPipe: every micro-batch's forward before the loss, DistMM section 4.4):
@@ -26,6 +26,7 @@ from simulator.compute.gemm import gemm_times
 from simulator.errors import UserError
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.model import param_counts
+from simulator.multimodal.placement import even_view
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.schedule import StepResult, simulate_step
@@ -65,9 +66,11 @@ class SubmoduleRun:
     plan: ResolvedPlan
     memory: MemoryReport
     extra_bytes: float
-    """Per-GPU bytes of :attr:`SubmoduleSpec.extra_params` on the first stage (states under the plan's recipe)."""
+    """Per-GPU bytes of :meth:`MultimodalSpec.extra_params` on the first stage (states under the plan's recipe)."""
     step: StepResult
     cross_attention_s: float
+    extra_params: float = 0.0
+    """:meth:`MultimodalSpec.extra_params` of the submodule (parameters its engine model lacks)."""
 
     @property
     def step_s(self) -> float:
@@ -77,6 +80,12 @@ class SubmoduleRun:
     @property
     def compute_s(self) -> float:
         return self.step.compute_s + self.step.recompute_s + self.cross_attention_s
+
+    @property
+    def forward_microbatch_s(self) -> float:
+        """One forward micro-batch (a third of the compute per micro-batch: backward is twice forward): what a
+        consumer of this submodule's tokens waits before its first micro-batch (the DistMM step's fill)."""
+        return self.step.compute_s / (3 * self.plan.num_microbatches)
 
     @cached_property
     def stage_peaks(self) -> tuple[float, ...]:
@@ -109,7 +118,7 @@ class SubmoduleRun:
 
     @property
     def params(self) -> float:
-        return param_counts(self.plan.model)["total"] + self.sub.extra_params
+        return param_counts(self.plan.model)["total"] + self.extra_params
 
 
 def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
@@ -159,27 +168,34 @@ def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
     return out
 
 
-def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
-    """Seconds per step of the cross-attention blocks the engine's stack lacks (CoCa's multimodal decoder).
+def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: int, image_hidden: int, heads: int,
+                          tp: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(m, k, n, batch) of the forward GEMMs of one cross-attention block on one TP rank, for a micro-batch of b
+    samples (T text tokens of width h attend to N image tokens of width h_v; heads / tp heads of d = h / heads):
+    the Q and O projections (bT x h x h/t and bT x h/t x h), the K and V projections of the image tokens
+    (bN x h_v x h/t each), the scores Q K^T (b heads/t GEMMs of T x d x N) and the values P V (T x N x d).
+    Forward FLOPs = sum 2 m k n batch = (4 bT h^2 + 4 bN h_v h + 4 bT N h) / t; backward is twice that."""
+    T, N, h, hv = text_tokens, image_tokens, hidden, image_hidden
+    d, local = hidden / heads, heads / tp
+    m = np.array([b * T, b * T, b * N, b * N, T, T], dtype=float)
+    k = np.array([h, h / tp, hv, hv, d, N], dtype=float)
+    n = np.array([h / tp, h, h / tp, h / tp, N, d], dtype=float)
+    batch = np.array([1, 1, 1, 1, b * local, b * local], dtype=float)
+    return m, k, n, batch
 
-    Per block and micro-batch of b samples (T text tokens, N image tokens of width h_v, decoder width h, TP t):
-    Q and O projections (bT x h x h/t), K and V projections of the image tokens (bN x h_v x h/t), and the
-    attention scores and values (b heads/t batched GEMMs of T x d x N and T x N x d). Backward = 2 x forward.
-    The pipeline's stages each run their share, so a step adds m x blocks / pp x (fwd + bwd) on the busiest stage
-    (the pipeline fill and drain of these GEMMs are not modelled).
-    """
+
+def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
+    """Seconds per step of the cross-attention blocks the engine's stack lacks (CoCa's multimodal decoder): the
+    GEMMs of :func:`cross_attention_gemms` (N = the image encoder's output tokens, h_v its width) at the engine's
+    GEMM efficiency, x3 for forward + backward. The pipeline's stages each run their share, so a step adds
+    m x blocks / pp x (fwd + bwd) on the busiest stage (the pipeline fill and drain of these GEMMs are not
+    modelled)."""
     if not sub.cross_attention_layers or spec.vision is None:
         return 0.0
     p, t = plan.parallel, plan.training
-    b, T, N = t.micro_batch, t.seq_len, spec.vision.own_tokens
-    h, hv, heads = sub.hidden, spec.vision.hidden, sub.heads / p.tp
-    d = sub.hidden // sub.heads
-    eff = default_efficiency(gpu.architecture)
-    m = np.array([b * T, b * T, b * N, b * N, T, T], dtype=float)
-    k = np.array([h, h / p.tp, hv, hv, d, N], dtype=float)
-    n = np.array([h / p.tp, h, h / p.tp, h / p.tp, N, d], dtype=float)
-    batch = np.array([1, 1, 1, 1, b * heads, b * heads], dtype=float)
-    fwd = float(gemm_times(m, k, n, batch, gpu, eff, dtype).sum())
+    gemms = cross_attention_gemms(t.micro_batch, t.seq_len, spec.vision.own_tokens, sub.hidden, spec.vision.hidden,
+                                  sub.heads, p.tp)
+    fwd = float(gemm_times(*gemms, gpu, default_efficiency(gpu.architecture), dtype).sum())
     return 3.0 * fwd * sub.cross_attention_layers / p.pp * plan.num_microbatches
 
 
@@ -190,25 +206,37 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
-    view = topology_view(topology, gpus)
+    view = topology_view(*even_view(topology, tuple(gpus)))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
-    extra = extra_state_bytes(plan, sub.extra_params)
+    extra_params = spec.extra_params(sub)
+    extra = extra_state_bytes(plan, extra_params)
     return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra, step,
-                        cross_attention_s(spec, sub, plan, gpu, dtype))
+                        cross_attention_s(spec, sub, plan, gpu, dtype), extra_params)
 
 
 def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
-    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once (each pair a sendrecv group, the other
-    pairs sharing its NICs), and the link type of the first pair's path."""
+    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once, and the links they use. Pairs inside a
+    node go over NVLink, the others over the NICs: each class is priced as concurrent sendrecv groups sharing its
+    links (:func:`simulator.collectives.place_group` with the class's other pairs as concurrent groups), the two
+    classes at once (the slower sets the time). Link: ``nvlink``, ``network``, ``pcie``, or ``nvlink+network``
+    when both classes are present."""
     pairs = [(a, b) for a, b in pairs if a != b]
     if not pairs or bytes_per_pair <= 0:
         return 0.0, "local"
-    groups = [list(p) for p in pairs]
-    placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
-    t = float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0])
-    link = topology.path(*pairs[0]).links
-    return t, "nvlink" if set(link) <= {"nvlink"} else ("network" if {"ib", "eth"} & set(link) else "pcie")
+    names = topology.gpus
+    same = [p for p in pairs if topology.domain_of(names[p[0]]) == topology.domain_of(names[p[1]])]
+    apart = [p for p in pairs if p not in same]
+    times, links = [], []
+    for group in (same, apart):
+        if not group:
+            continue
+        groups = [list(p) for p in group]
+        placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
+        times.append(float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0]))
+        link = set(topology.path(*group[0]).links)
+        links.append("nvlink" if link <= {"nvlink"} else ("network" if {"ib", "eth"} & link else "pcie"))
+    return max(times), "+".join(links)
 
 
 def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:

@@ -4,17 +4,22 @@ transformer stack of its own with its own input length per sample, and a loss ti
 Roles: ``vision`` (a ViT: ``image_size`` / ``patch_size`` squared patch tokens, plus a class token), ``text`` (a
 text transformer over ``tokens`` per sample), ``decoder`` (a text decoder; CoCa's multimodal decoder attends to the
 image tokens through ``cross_attention_layers`` cross-attention blocks), ``llm`` (a LLaVA-style language model that
-reads the projected image tokens in front of its text tokens).
+reads the projected image tokens in front of its text tokens). A submodule with ``input_from`` reads another
+submodule's output token states instead of an input table of its own: CoCa (Yu et al. 2022, section 3.2) splits its
+text decoder in two, a unimodal half (causal self-attention only; its [CLS] token gives the contrastive text
+embedding) and a multimodal half (causal self-attention + cross-attention to the image tokens; captioning head)
+that continues the unimodal half's token stream.
 
 How a submodule runs on the existing single-stack engine (:meth:`SubmoduleSpec.engine_model`): the stack keeps its
 layers, width, heads and FFN; the engine's input embedding and output layer (``vocab``) are replaced by the
 submodule's output projection (``embed_dim`` rows, untied), so the engine times the projection GEMM over every token
 (ViT-L/14: 2 x 257 x 1024 x 768 FLOPs per sample, 0.3% of its layers') and the real input table (the text
-vocabulary, or the 3 p^2 x h patch embedding) is added back as parameters by :attr:`SubmoduleSpec.extra_params`.
+vocabulary, or the 3 p^2 x h patch embedding) is added back as parameters by :meth:`MultimodalSpec.extra_params`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -76,6 +81,9 @@ class SubmoduleSpec(BaseModel):
     causal: bool = Field(False, description="causal self-attention (text decoders, LLMs)")
     cross_attention_layers: int = Field(0, ge=0, description="decoder: layers with a cross-attention block over the "
                                                              "image tokens (CoCa's multimodal decoder)")
+    input_from: str | None = Field(None, description="text/decoder: the submodule whose output token states are this "
+                                                     "one's input (CoCa's multimodal decoder reads the unimodal "
+                                                     "decoder's); null = its own input table (vocab)")
 
     @model_validator(mode="after")
     def _check(self) -> SubmoduleSpec:
@@ -85,8 +93,11 @@ class SubmoduleSpec(BaseModel):
             if self.image_size % self.patch_size:
                 raise UserError(f"image_size ({self.image_size}) is not a multiple of patch_size "
                                 f"({self.patch_size})", key_path="patch_size")
-        elif self.tokens is None or self.vocab is None:
-            raise UserError(f"a {self.role} submodule needs tokens and vocab", key_path="tokens")
+        elif self.tokens is None or (self.vocab is None and self.input_from is None):
+            raise UserError(f"a {self.role} submodule needs tokens and vocab (or input_from)", key_path="tokens")
+        if self.input_from is not None and self.role == "vision":
+            raise UserError("a vision submodule reads images, not another submodule's tokens (input_from)",
+                            key_path="input_from")
         if self.cross_attention_layers > self.layers:
             raise UserError(f"cross_attention_layers ({self.cross_attention_layers}) exceeds layers "
                             f"({self.layers})", key_path="cross_attention_layers")
@@ -108,9 +119,11 @@ class SubmoduleSpec(BaseModel):
 
     @property
     def input_rows(self) -> int:
-        """Rows of the real input table: 3 p^2 for a patch embedding (a linear layer over RGB patches), else the
-        vocabulary."""
-        return 3 * self.patch_size ** 2 if self.role == "vision" else self.vocab
+        """Rows of the real input table: 3 p^2 for a patch embedding (a linear layer over RGB patches), none for a
+        submodule fed by another's token states (``input_from``), else the vocabulary."""
+        if self.role == "vision":
+            return 3 * self.patch_size ** 2
+        return 0 if self.input_from is not None else self.vocab
 
     def engine_model(self, seq_len: int) -> ModelSpec:
         """The stack as the engine's :class:`ModelSpec` (module docstring): the output projection of
@@ -122,11 +135,10 @@ class SubmoduleSpec(BaseModel):
                          max_position=max(seq_len, 1))
 
     @property
-    def extra_params(self) -> float:
-        """Parameters the engine model lacks: the real input table minus the ``embed_dim`` x h stand-in, plus the
-        cross-attention blocks (Q, K, V, O: 4 h^2 and a norm per block)."""
-        table = (self.input_rows - self.embed_dim) * self.hidden
-        return float(table + self.cross_attention_layers * (4 * self.hidden ** 2 + 2 * self.hidden))
+    def table_params(self) -> float:
+        """Parameters of the real input table minus the engine's ``embed_dim`` x h stand-in (negative when the
+        submodule has no table of its own: ``input_from``)."""
+        return float((self.input_rows - self.embed_dim) * self.hidden)
 
 
 class MultimodalSpec(BaseModel):
@@ -146,16 +158,38 @@ class MultimodalSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise UserError(f"submodule names must be unique; repeated: {', '.join(dup)}", key_path="submodules")
+        for s in self.submodules:
+            src = next((x for x in self.submodules if x.name == s.input_from), None)
+            if s.input_from is not None and (src is None or src is s or src.role == "vision"):
+                raise UserError(f"submodule {s.name!r}: input_from ({s.input_from!r}) must name another text or "
+                                f"decoder submodule (submodules: {', '.join(names)})",
+                                key_path=f"submodules.{s.name}.input_from")
+            if src is not None and s.tokens > src.tokens:
+                raise UserError(f"submodule {s.name!r}: tokens ({s.tokens}) exceed the tokens of its input_from "
+                                f"{src.name!r} ({src.tokens}): it continues that submodule's token stream",
+                                key_path=f"submodules.{s.name}.tokens")
         if "contrastive" in self.loss:
             roles = sorted(s.role for s in self.submodules)
-            if len(roles) != 2 or roles[1] != "vision" or roles[0] not in ("text", "decoder"):
-                raise UserError(f"a contrastive loss needs one vision and one text (or decoder) submodule, got "
-                                f"{', '.join(roles)}", key_path="loss")
+            text = [s for s in self.submodules if s.role == "text"]
+            if roles.count("vision") != 1 or (len(text) > 1 or (not text and roles.count("decoder") != 1)
+                                              or set(roles) - {"vision", "text", "decoder"}):
+                raise UserError(f"a contrastive loss needs one vision and one text (or decoder) submodule, plus "
+                                f"decoders (CoCa), got {', '.join(roles)}", key_path="loss")
             if self.embed_dim is None:
                 raise UserError("a contrastive loss needs embed_dim (the embedding width)", key_path="embed_dim")
         if self.loss == "lm" and [s.role for s in self.submodules].count("llm") != 1:
             raise UserError("an lm loss needs exactly one llm submodule", key_path="loss")
         return self
+
+    def extra_params(self, sub: SubmoduleSpec) -> float:
+        """Parameters of ``sub`` its engine model lacks: the real input table (:attr:`SubmoduleSpec.table_params`)
+        and the cross-attention blocks, each Q and O (h x h), K and V from the image tokens' width (h_v x h) and a
+        norm (2 h): 2 h^2 + 2 h_v h + 2 h per block."""
+        cross = 0.0
+        if sub.cross_attention_layers and self.vision is not None:
+            h, hv = sub.hidden, self.vision.hidden
+            cross = sub.cross_attention_layers * (2 * h * h + 2 * hv * h + 2 * h)
+        return sub.table_params + cross
 
     def submodule(self, name: str) -> SubmoduleSpec:
         for s in self.submodules:
@@ -174,10 +208,60 @@ class MultimodalSpec(BaseModel):
             return sub.own_tokens + self.vision.patches
         return sub.own_tokens
 
+    @property
+    def contrastive_text(self) -> SubmoduleSpec | None:
+        """The submodule whose embedding meets the image embedding in the contrastive loss: the text submodule (CoCa:
+        the unimodal decoder), else the one decoder (None without a contrastive loss)."""
+        if "contrastive" not in self.loss:
+            return None
+        return next((s for s in self.submodules if s.role == "text"),
+                    next((s for s in self.submodules if s.role == "decoder"), None))
+
+    def token_edges(self) -> list[TokenEdge]:
+        """What flows between submodules per sample, producer to consumer (its gradient flows back): the image
+        tokens (N x h_v elements) into an LLM or a decoder's cross-attention, a submodule's token states
+        (T x h) into the submodule whose ``input_from`` it is, and the image embedding (e) to the contrastive text
+        submodule, where the loss is computed (added to the image tokens when both go to one consumer)."""
+        edges: dict[tuple[str, str], TokenEdge] = {}
+        vision = self.vision
+        for s in self.submodules:
+            if vision is not None and (s.role == "llm" or s.cross_attention_layers):
+                edges[vision.name, s.name] = TokenEdge(vision.name, s.name, vision.own_tokens * vision.hidden,
+                                                       "image_tokens", cross_attention=bool(s.cross_attention_layers))
+            if s.input_from is not None:
+                src = self.submodule(s.input_from)
+                edges[src.name, s.name] = TokenEdge(src.name, s.name, s.tokens * src.hidden, "text_tokens")
+        text = self.contrastive_text
+        if text is not None and vision is not None:
+            old = edges.get((vision.name, text.name))
+            edges[vision.name, text.name] = TokenEdge(
+                vision.name, text.name, self.embed_dim + (old.elements if old else 0),
+                old.kind + "+embedding" if old else "embedding", cross_attention=bool(old and old.cross_attention))
+        return list(edges.values())
+
     def feeds(self, sub: SubmoduleSpec) -> bool:
-        """Whether ``sub``'s output tokens feed another submodule's layers (CoCa's cross-attention, LLaVA's LLM)
-        rather than only the loss."""
-        return sub.role == "vision" and any(s.role == "llm" or s.cross_attention_layers for s in self.submodules)
+        """Whether ``sub``'s output tokens feed another submodule's layers (CoCa's cross-attention and its
+        multimodal decoder's input, LLaVA's LLM) rather than only the loss."""
+        return any(e.producer == sub.name and e.kind != "embedding" for e in self.token_edges())
+
+
+@dataclass(frozen=True)
+class TokenEdge:
+    """Elements per sample sent from ``producer``'s last stage to ``consumer`` (and their gradient back)."""
+
+    producer: str
+    consumer: str
+    elements: int
+    kind: str
+    """``image_tokens``, ``text_tokens``, ``embedding`` or ``image_tokens+embedding``."""
+    cross_attention: bool = False
+    """The consumer reads them in every cross-attention layer (every pipeline stage needs them), not at its input."""
+
+    @property
+    def into_layers(self) -> bool:
+        """The tokens enter the consumer's layers (its first stage, or every stage for cross-attention) rather than
+        only the loss on its last stage."""
+        return self.kind != "embedding"
 
 
 def preset_names() -> list[str]:

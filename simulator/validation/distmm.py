@@ -61,7 +61,7 @@ class Comparison:
 
 
 def total_params(spec: MultimodalSpec) -> float:
-    return sum(param_counts(s.engine_model(spec.seq_len(s)))["total"] + s.extra_params for s in spec.submodules)
+    return sum(param_counts(s.engine_model(spec.seq_len(s)))["total"] + spec.extra_params(s) for s in spec.submodules)
 
 
 def largest_uniform_batch(spec: MultimodalSpec, topology: Topology, max_batch: int) -> tuple[int, MultimodalStep]:

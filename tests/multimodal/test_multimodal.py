@@ -75,8 +75,8 @@ def test_vit_tokens_and_parameters():
     v, t = spec.submodules
     assert v.patches == (224 // 14) ** 2 == 256 and spec.seq_len(v) == 257 and spec.seq_len(t) == 77
     # ViT-L/14 304M (Dosovitskiy et al. 2021, Table 1: ViT-L 307M with a 1000-class head); CLIP text 123M
-    assert param_counts(v.engine_model(257))["total"] + v.extra_params == pytest.approx(303.97e6, rel=1e-3)
-    assert param_counts(t.engine_model(77))["total"] + t.extra_params == pytest.approx(123.65e6, rel=1e-3)
+    assert param_counts(v.engine_model(257))["total"] + spec.extra_params(v) == pytest.approx(303.97e6, rel=1e-3)
+    assert param_counts(t.engine_model(77))["total"] + spec.extra_params(t) == pytest.approx(123.65e6, rel=1e-3)
     llava = load_multimodal_preset("llava-1.5-7b")
     assert llava.seq_len(llava.submodule("llm")) == 1472 + 576
 
@@ -92,7 +92,7 @@ def test_per_submodule_memory_by_hand(a100):
         states = sum(stage.bucket(k) for k in ("weights", "gradients", "main_params", "optimizer"))
         engine_params = param_counts(run.plan.model)["total"]
         assert states == pytest.approx(18 * engine_params, rel=1e-6), name
-        assert run.extra_bytes == pytest.approx(18 * run.sub.extra_params)
+        assert run.extra_bytes == pytest.approx(18 * spec.extra_params(run.sub))
         assert run.stage_peaks[0] == pytest.approx(stage.peak + run.extra_bytes)
     assert extra_state_bytes(runs["text"].plan, 1e6) == pytest.approx(18e6)
     # the vision tower's 304M parameters at 18 B: 5.1 GiB of states on its GPUs, none of it on the text GPUs
@@ -254,7 +254,7 @@ def test_trace_has_every_submodule_stage_and_the_loss(tmp_path, capsys):
 def test_bad_multimodal_sections_exit_2_located(tmp_path, capsys):
     base = "system: {profile: dgx_a100_40gb, nodes: 2}\nmultimodal:\n"
     cases = {
-        "  model: {preset: clip-vit-xx}\n  global_batch: 64\n": ("multimodal.model.preset", "accepted: clip-vit-22b"),
+        "  model: {preset: clip-vit-xx}\n  global_batch: 64\n": ("multimodal.model.preset", "accepted: clip-eva02-e14, clip-vit-22b"),
         "  model: {preset: clip-vit-l14}\n": ("multimodal.global_batch", "required"),
         "  model: {preset: clip-vit-l14}\n  global_batch: 64\n  stratgy: distmm\n": ("multimodal.stratgy", ""),
         "  model: {preset: clip-vit-l14, layers: 3}\n  global_batch: 64\n": ("multimodal.model", "not both"),
