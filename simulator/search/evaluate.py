@@ -39,8 +39,9 @@ from simulator.schedule.step import StepParts, finish_step, prepare_step, replay
 from simulator.search.space import Space, parallel_of
 from simulator.traffic import DIMS
 
-#: plans whose timelines are evaluated together (bounds the memory held by prepared plans)
-BATCH = 256
+#: candidates whose timelines are evaluated together (bounds the memory held by prepared plans); as large as an
+#: executor's shard, so that plans of one timeline structure spread over a shard share one evaluation
+BATCH = 2048
 
 #: validated configs a context keeps (a million-point space would otherwise hold ~10^5 ParallelPlans)
 BUILT_CACHE = 4096
