@@ -271,15 +271,51 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    chunks, seen = [], {}
     signatures = tuple(_middle_signature(ctx, s) for s in range(plan.parallel.pp))
+    if layer_cache is None:
+        return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
+    cache = layer_cache.setdefault(CHUNK_CACHE, {})
+    key = _chunks_key(ctx, slowest)
+    chunks = cache.get(key)
+    if chunks is None:
+        if len(cache) >= CHUNK_CACHE_SIZE:
+            cache.clear()
+        chunks = cache[key] = _all_chunk_costs(ctx, signatures, slowest)
+    return StepParts(ctx, moe, slowest, chunks, signatures)
+
+
+#: the ``layer_cache`` entry holding chunk costs by :func:`_chunks_key`, and its bound (a plan search visits
+#: sharding and micro-batch innermost, so the plans that share chunk costs come close together)
+CHUNK_CACHE = "chunk costs"
+CHUNK_CACHE_SIZE = 4096
+
+
+def _all_chunk_costs(ctx: _Inputs, signatures: tuple[tuple | None, ...], slowest: float
+                     ) -> list[list[tuple[Cost, Cost]]]:
+    """:func:`_chunk_costs` of every stage at the slowest GPU's pace; middle stages of one signature share one."""
+    chunks, seen = [], {}
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
             costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
             if signature is not None:
                 seen[signature] = costs
         chunks.append(costs if signature is None or signature not in seen else seen[signature])
-    return StepParts(ctx, moe, slowest, chunks, signatures)
+    return chunks
+
+
+def _chunks_key(ctx: _Inputs, slowest: float) -> tuple:
+    """Everything :func:`_chunk_costs` reads besides what is fixed for one ``layer_cache`` (model, topology, GPU,
+    efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
+    so every op time and MoE layer), the rank shape, the recipe's compute fields, the layers and recompute modes
+    of every chunk, the layer and pipeline ops and each stage's per-micro-batch DP ops, and the straggler factor.
+    Plans that differ only in how they shard model states outside the micro-batch loop (none, the distributed
+    optimizer, ZeRO-1) have one key."""
+    plan, r = ctx.plan, ctx.plan.recipe
+    p = plan.parallel
+    return (ctx.timer._layout, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
+            r.grad_accum_bytes, r.moe_dispatch_dtype, p.pp, p.vpp, p.cp, p.recompute, p.recompute_layers,
+            p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer, ctx.traffic.pipeline,
+            tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
 
 
 def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
