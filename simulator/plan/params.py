@@ -53,9 +53,13 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
 
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
     share the model, the sharding degrees and the stage's layers share the result)."""
-    p = rp.parallel
-    return _stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers[stage],
-                         stage == 0, stage == p.pp - 1, p.pp > 1)
+    key = ("stage_params", stage)     # memoised on the plan too: hashing the model for the cache costs more
+    memo = rp._memo
+    if key not in memo:
+        p = rp.parallel
+        memo[key] = _stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding,
+                                  rp.stage_layers[stage], stage == 0, stage == p.pp - 1, p.pp > 1)
+    return memo[key]
 
 
 @lru_cache(maxsize=4096)
