@@ -244,8 +244,8 @@ class StepParts:
     moe: MoeSettings | None
     slowest: float
     chunks: list[list[tuple[Cost, Cost]]]
-    signatures: tuple[tuple | None, ...] = ()
-    """:func:`_middle_signature` of every stage (computed once, read again by :func:`finish_step`)"""
+    signatures: tuple[int | None, ...] = ()
+    """:func:`_middle_signatures` (computed once, read again by :func:`finish_step`)"""
 
     def durations(self) -> list[tuple[list[float], list[float]]]:
         """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
@@ -271,7 +271,7 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    signatures = tuple(_middle_signature(ctx, s) for s in range(plan.parallel.pp))
+    signatures = _middle_signatures(ctx)
     if layer_cache is None:
         return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
     cache = layer_cache.setdefault(CHUNK_CACHE, {})
@@ -290,7 +290,7 @@ CHUNK_CACHE = "chunk costs"
 CHUNK_CACHE_SIZE = 4096
 
 
-def _all_chunk_costs(ctx: _Inputs, signatures: tuple[tuple | None, ...], slowest: float
+def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: float
                      ) -> list[list[tuple[Cost, Cost]]]:
     """:func:`_chunk_costs` of every stage at the slowest GPU's pace; middle stages of one signature share one."""
     chunks, seen = [], {}
@@ -318,21 +318,33 @@ def _chunks_key(ctx: _Inputs, slowest: float) -> tuple:
             tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
 
 
-def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
-    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (which also
-    fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, and the node-relative shape of
-    the group each of its ops runs on. Middle stages with one signature have the same chunk costs (computed once);
-    None for the first and last stage."""
-    p = ctx.plan.parallel
-    if stage in (0, p.pp - 1):
-        return None
+def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
+    """What the chunk costs of each middle stage (neither first nor last) depend on, as a small integer per stage
+    (equal integers, equal signatures; None for the first and last stage). A signature is the stage's layers per
+    chunk (which also fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, the
+    node-relative shape of the group each of its ops runs on and its MoE layer. Middle stages with one signature
+    have the same chunk costs (computed once) and tails."""
+    pp = ctx.plan.parallel.pp
     # a middle stage is below pp - 1, so a boundary op's stage min(stage, pp - 2) is the stage itself: every op's
-    # group key is key(op.group, stage), and the keys of the distinct groups (in order of first use) say the same
-    groups = dict.fromkeys(op.group for ops in (ctx.traffic.layer, ctx.traffic.stages[stage], ctx.traffic.pipeline)
-                           for op in ops)
-    keys = tuple(ctx.timer.key(g, stage) for g in groups)
-    kinds = None if ctx.model.moe is None else tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[stage]))
-    return ctx.plan.stage_chunks[stage], kinds, ctx.traffic.stages[stage], keys, id(ctx.moe[stage])
+    # group key is key(op.group, stage), and the keys of the distinct groups (in one order) say the same
+    common = [op.group for ops in (ctx.traffic.layer, ctx.traffic.pipeline) for op in ops]
+    groups_of: dict[int, tuple[str, ...]] = {}        # by the identity of a stage's op tuple (shared by equal stages)
+    ids: dict[tuple, int] = {}
+    out: list[int | None] = []
+    moe = ctx.model.moe is not None
+    for s in range(pp):
+        if s in (0, pp - 1):
+            out.append(None)
+            continue
+        ops = ctx.traffic.stages[s]
+        groups = groups_of.get(id(ops))
+        if groups is None:
+            groups = groups_of[id(ops)] = tuple(dict.fromkeys(common + [op.group for op in ops]))
+        keys = tuple(ctx.timer.key(g, s) for g in groups)
+        kinds = tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None
+        signature = (ctx.plan.stage_chunks[s], kinds, id(ops), keys, id(ctx.moe[s]))
+        out.append(ids.setdefault(signature, len(ids)))
+    return tuple(out)
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
@@ -394,7 +406,11 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
     bubble = step - total.compute - total.recompute - sum(exposed_comm.values()) - tails[k][1]
-    flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
+    per_list: dict[int, float] = {}     # middle stages of one signature share their chunk list: sum it once
+    for c in chunks:
+        if id(c) not in per_list:
+            per_list[id(c)] = sum(f.flops + b.flops for f, b in c)
+    flops = sum(per_list[id(c)] for c in chunks) * m / p.pp
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
