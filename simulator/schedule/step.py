@@ -312,7 +312,7 @@ def _chunks_key(ctx: _Inputs, slowest: float) -> tuple:
     optimizer, ZeRO-1) have one key."""
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
-    return (ctx.timer._layout, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
+    return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
             r.grad_accum_bytes, r.moe_dispatch_dtype, p.pp, p.vpp, p.cp, p.recompute, p.recompute_layers,
             p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer, ctx.traffic.pipeline,
             tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
@@ -340,7 +340,7 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
         groups = groups_of.get(id(ops))
         if groups is None:
             groups = groups_of[id(ops)] = tuple(dict.fromkeys(common + [op.group for op in ops]))
-        keys = tuple(ctx.timer.key(g, s) for g in groups)
+        keys = tuple(ctx.timer.key_id(g, s) for g in groups)
         kinds = tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None
         signature = (ctx.plan.stage_chunks[s], kinds, id(ops), keys, id(ctx.moe[s]))
         out.append(ids.setdefault(signature, len(ids)))
