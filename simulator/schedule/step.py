@@ -329,6 +329,12 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
     # group key is key(op.group, stage), and the keys of the distinct groups (in one order) say the same
     common = [op.group for ops in (ctx.traffic.layer, ctx.traffic.pipeline) for op in ops]
     groups_of: dict[int, tuple[str, ...]] = {}        # by the identity of a stage's op tuple (shared by equal stages)
+    timer = ctx.timer
+
+    def key_table(groups: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:   # per middle stage, per layout
+        return ctx.cached(("middle key ids", timer._layout_id, groups),
+                          lambda: tuple(tuple(timer.key_id(g, s) for g in groups) for s in range(1, pp - 1)))
+
     ids: dict[tuple, int] = {}
     out: list[int | None] = []
     moe = ctx.model.moe is not None
@@ -340,7 +346,7 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
         groups = groups_of.get(id(ops))
         if groups is None:
             groups = groups_of[id(ops)] = tuple(dict.fromkeys(common + [op.group for op in ops]))
-        keys = tuple(ctx.timer.key_id(g, s) for g in groups)
+        keys = key_table(groups)[s - 1]
         kinds = tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None
         signature = (ctx.plan.stage_chunks[s], kinds, id(ops), keys, id(ctx.moe[s]))
         out.append(ids.setdefault(signature, len(ids)))
@@ -379,8 +385,9 @@ def replay_timelines(parts: StepParts) -> list[StageTimeline]:
 
 def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
     """Steps 4-5 of the module docstring from the chunk costs and each stage's timeline (the replay's, or
-    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table and the
-    tail's trace events empty, and times the tail of middle stages of one signature once."""
+    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table, the
+    per-chunk comm of the trace and the tail's trace events empty, and times the tail of middle stages of one
+    signature once."""
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
@@ -420,7 +427,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
         hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
         comm=_comm_rows(ctx, k) if comm_table else (),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
-        chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
+        chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks) if comm_table else (),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
         moe=ctx.moe[k].summary() if ctx.moe[k] is not None else None)
 
