@@ -116,20 +116,46 @@ def resolve(ctx: Context, point: dict[str, Any]):
     return plan
 
 
-def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict, StepParts, Any] | None:
+def _monotone(plan) -> bool:
+    """Whether the device peak of ``plan`` cannot fall when only its micro-batch grows (docs/search.md, "Memory
+    first"): every activation item is proportional to the micro-batch b and held for min(w + 1, m v) / v
+    micro-batches (GPipe: m), m = global batch / (b dp), so their product never falls with b; states, runtime and
+    the other buffers do not depend on b. The one exception is a recipe that frees gradients between steps, whose
+    peak drops by min(activations, gradients) once m reaches 1; inference memory is another model."""
+    return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
+
+
+def _larger_micro_batch(point: dict[str, Any]) -> tuple[tuple, int]:
+    """The point without its micro-batch (the key under which a smaller micro-batch's overflow is kept) and it."""
+    return tuple((k, v) for k, v in point.items() if k != "micro_batch"), point["micro_batch"]
+
+
+def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
+             ) -> tuple[dict, StepParts, Any] | None:
+    """Rules, memory and (when it fits) the step's chunk costs of one candidate; ``overflow``: per point without
+    its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
+    grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
     try:
         plan = resolve(ctx, point)
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
+    rest, mb = _larger_micro_batch(point)
+    if overflow.get(rest, mb) < mb:
+        out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
+        return None
     stages = bounding_stages(plan)
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1        # the model states alone do not fit: no need for the items
+        if _monotone(plan):
+            overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
     if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
+        if (memory.device_peak_bytes + ctx.headroom_bytes) * (1 - FLOOR_MARGIN) > ctx.capacity and _monotone(plan):
+            overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
@@ -156,9 +182,10 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
 
 def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
     """Evaluate candidates in batches (module docstring); rows in candidate order."""
-    out = Evaluated()
+    out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
-        prepared = [x for x in (_prepare(ctx, p, out) for p in points[start:start + BATCH]) if x is not None]
+        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
+                    if x is not None]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}
