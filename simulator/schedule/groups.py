@@ -139,11 +139,19 @@ class GroupTimer:
         """Cost model of the ``kind`` group holding stage ``stage``'s representative rank."""
         key = self.key(kind, stage)
         if key not in self._models:
+            # shared between plans of one rank layout under the same value key as the op times (the group's
+            # node-relative shape stands for its placement, within a plan and across the plans of a layout)
+            shared_key = ("cost model", self._layout_id, self.key_id(kind, stage))
+            if self._shared is not None and shared_key in self._shared:
+                self._models[key] = self._shared[shared_key]
+                return self._models[key]
             kind, group = self._group(kind, stage)
             gpus = [self.topology.gpus[r] for r in group]
             others = [[self.topology.gpus[r] for r in g] for g in self.groups(kind) if g != group]
             placement = place_group(self.topology, gpus, concurrent_groups=others)
             self._models[key] = build_cost_model(placement, calibration=self.calibration)
+            if self._shared is not None:
+                self._shared[shared_key] = self._models[key]
         return self._models[key]
 
     def link(self, model: GroupCostModel) -> str:

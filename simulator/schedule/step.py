@@ -113,6 +113,27 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
+    return _with_dp(ctx, stage, _chunk_bases(ctx, stage))
+
+
+def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) -> list[tuple[Cost, Cost]]:
+    """The chunk costs of ``stage`` from :func:`_chunk_bases`: each chunk's ZeRO-2/3 per-micro-batch gathers and
+    reductions added last (on copies: the bases may be shared)."""
+    ops = ctx.traffic.stages[stage]
+    if not any(o.scope == "microbatch" for o in ops):
+        return [(f, b) for f, b, _ in bases]
+    out = []
+    for f, b, share in bases:
+        fwd = Cost(f.compute, f.recompute, dict(f.exposed), dict(f.comm), f.flops)
+        bwd = Cost(b.compute, b.recompute, dict(b.exposed), dict(b.comm), b.flops)
+        microbatch_dp_cost(ops, ctx.timer, stage, share, fwd, bwd)
+        out.append((fwd, bwd))
+    return out
+
+
+def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
+    """(forward, backward, share of the stage's layers) of each model chunk of ``stage`` for one micro-batch, all
+    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded)."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
@@ -143,9 +164,7 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
-        share = n / max(len(layers), 1)
-        microbatch_dp_cost(ctx.traffic.stages[stage], ctx.timer, stage, share, fwd, bwd)
-        out.append((fwd, bwd))
+        out.append((fwd, bwd, n / max(len(layers), 1)))
     return out
 
 
@@ -274,48 +293,68 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     signatures = _middle_signatures(ctx)
     if layer_cache is None:
         return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
-    cache = layer_cache.setdefault(CHUNK_CACHE, {})
-    key = _chunks_key(ctx, slowest)
+    cache, bases_cache = layer_cache.setdefault(CHUNK_CACHE, {}), layer_cache.setdefault(BASE_CACHE, {})
+    base_key = _bases_key(ctx)
+    key = (base_key, tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
     chunks = cache.get(key)
     if chunks is None:
+        bases = bases_cache.get(base_key)
+        if bases is None:
+            if len(bases_cache) >= CHUNK_CACHE_SIZE:
+                bases_cache.clear()
+            bases = bases_cache[base_key] = _all_chunk_bases(ctx, signatures)
         if len(cache) >= CHUNK_CACHE_SIZE:
             cache.clear()
-        chunks = cache[key] = _all_chunk_costs(ctx, signatures, slowest)
+        chunks = cache[key] = _all_chunk_costs(ctx, signatures, slowest, bases)
     return StepParts(ctx, moe, slowest, chunks, signatures)
 
 
-#: the ``layer_cache`` entry holding chunk costs by :func:`_chunks_key`, and its bound (a plan search visits
-#: sharding and micro-batch innermost, so the plans that share chunk costs come close together)
+#: the ``layer_cache`` entries holding chunk costs (by :func:`_bases_key`, each stage's per-micro-batch DP ops
+#: and the straggler factor) and chunk bases (by :func:`_bases_key`), and their bound (a plan search visits
+#: sharding and micro-batch innermost, so the plans that share them come close together)
 CHUNK_CACHE = "chunk costs"
+BASE_CACHE = "chunk bases"
 CHUNK_CACHE_SIZE = 4096
 
 
-def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: float
-                     ) -> list[list[tuple[Cost, Cost]]]:
-    """:func:`_chunk_costs` of every stage at the slowest GPU's pace; middle stages of one signature share one."""
+def _all_chunk_bases(ctx: _Inputs, signatures: tuple[int | None, ...]) -> list[list[tuple[Cost, Cost, float]]]:
+    """:func:`_chunk_bases` of every stage; middle stages of one signature share one."""
+    bases, seen = [], {}
+    for s, signature in enumerate(signatures):
+        if signature is None or signature not in seen:
+            stage = _chunk_bases(ctx, s)
+            if signature is not None:
+                seen[signature] = stage
+        bases.append(stage if signature is None else seen[signature])
+    return bases
+
+
+def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: float,
+                     bases: list[list[tuple[Cost, Cost, float]]] | None = None) -> list[list[tuple[Cost, Cost]]]:
+    """:func:`_chunk_costs` of every stage at the slowest GPU's pace (from ``bases``, :func:`_all_chunk_bases`,
+    when given); middle stages of one signature share one."""
     chunks, seen = [], {}
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
-            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
+            raw = _chunk_costs(ctx, s) if bases is None else _with_dp(ctx, s, bases[s])
+            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
             if signature is not None:
                 seen[signature] = costs
-        chunks.append(costs if signature is None or signature not in seen else seen[signature])
+        chunks.append(costs if signature is None else seen[signature])
     return chunks
 
 
-def _chunks_key(ctx: _Inputs, slowest: float) -> tuple:
-    """Everything :func:`_chunk_costs` reads besides what is fixed for one ``layer_cache`` (model, topology, GPU,
+def _bases_key(ctx: _Inputs) -> tuple:
+    """Everything :func:`_chunk_bases` reads besides what is fixed for one ``layer_cache`` (model, topology, GPU,
     efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
     so every op time and MoE layer), the rank shape, the recipe's compute fields, the layers and recompute modes
-    of every chunk, the layer and pipeline ops and each stage's per-micro-batch DP ops, and the straggler factor.
-    Plans that differ only in how they shard model states outside the micro-batch loop (none, the distributed
-    optimizer, ZeRO-1) have one key."""
+    of every chunk, and the layer and pipeline ops. Plans that differ only in how they shard model states have
+    one key."""
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
             r.grad_accum_bytes, r.moe_dispatch_dtype, p.pp, p.vpp, p.cp, p.recompute, p.recompute_layers,
-            p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer, ctx.traffic.pipeline,
-            tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
+            p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer, ctx.traffic.pipeline)
 
 
 def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
