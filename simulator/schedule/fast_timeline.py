@@ -39,11 +39,16 @@ from simulator.schedule.timeline import StageTimeline
 
 @dataclass(frozen=True)
 class _Graph:
-    """The dependency graph of one (schedule, pp, vpp, m): per level, the ops, their two predecessors (index
-    ``n`` is a constant 0) and the column of their duration in a ``(pp, vpp, 2)`` duration array."""
+    """The dependency graph of one (schedule, pp, vpp, m): the ops sorted by level, their two predecessors (index
+    ``n`` is a constant 0) and the column of their duration in a ``(pp, vpp, 2)`` duration array, in the same
+    order; ``bounds`` the (start, end) of each level in them (a level is a slice: a view, not a copy)."""
 
     n: int
-    levels: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]
+    ops: np.ndarray
+    prev: np.ndarray
+    dep: np.ndarray
+    col: np.ndarray
+    bounds: tuple[tuple[int, int], ...]
     last: np.ndarray
     """index of every stage's last op"""
 
@@ -70,10 +75,9 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     dur = (stage * vpp + c) * 2 + backward
     lv = np.array(_levels(offsets.tolist(), dep.tolist(), n)[:n])
     order = np.argsort(lv, kind="stable")
-    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
-    levels = tuple((order[a:b], prev[order[a:b]], dep[order[a:b]], dur[order[a:b]])
-                   for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-    return _Graph(n, levels, offsets[1:] - 1)
+    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2)).tolist()
+    return _Graph(n, order, prev[order], dep[order], dur[order], tuple(zip(bounds[:-1], bounds[1:], strict=True)),
+                  offsets[1:] - 1)
 
 
 def _levels(offsets: list[int], dep: list[int], n: int) -> list[int]:
@@ -120,10 +124,11 @@ def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) 
     batch = durations.shape[0]
     d = np.ascontiguousarray(durations.reshape(batch, pp * vpp * 2).T)   # op-major: a level gathers whole rows
     done = np.zeros((graph.n + 1, batch))
-    for ops, prev, dep, col in graph.levels:
-        x = np.maximum(done[prev], done[dep])
-        x += d[col]
-        done[ops] = x
+    ops, prev, dep, col = graph.ops, graph.prev, graph.dep, graph.col
+    for a, b in graph.bounds:
+        x = np.maximum(done[prev[a:b]], done[dep[a:b]])
+        x += d[col[a:b]]
+        done[ops[a:b]] = x
     return done[graph.last].T
 
 

@@ -18,6 +18,7 @@ in how it is computed.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
 from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
-from simulator.search.space import Space, parallel_of
+from simulator.search.space import INNER, OUTER, Space, parallel_of
 from simulator.traffic import DIMS
 
 #: candidates whose timelines are evaluated together (bounds the memory held by prepared plans); as large as an
@@ -125,9 +126,8 @@ def _monotone(plan) -> bool:
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 
-def _larger_micro_batch(point: dict[str, Any]) -> tuple[tuple, int]:
-    """The point without its micro-batch (the key under which a smaller micro-batch's overflow is kept) and it."""
-    return tuple((k, v) for k, v in point.items() if k != "micro_batch"), point["micro_batch"]
+#: a point's values but its micro-batch (the key under which a smaller micro-batch's overflow is kept)
+_REST = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
 
 
 def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
@@ -141,7 +141,7 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
-    rest, mb = _larger_micro_batch(point)
+    rest, mb = _REST(point), point["micro_batch"]
     if overflow.get(rest, mb) < mb:
         out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
         return None
