@@ -188,7 +188,8 @@ def _p2p_s(ctx: _Inputs) -> float:
     if not ctx.traffic.pipeline:
         return 0.0
     op = ctx.traffic.pipeline[0]
-    return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
+    return ctx.cached(("p2p", ctx.timer._layout_id, op),     # one value per rank layout and op (plan search)
+                      lambda: max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1)))
 
 
 def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float
