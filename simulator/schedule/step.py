@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
 from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
@@ -269,7 +271,19 @@ class StepParts:
 
     def durations(self) -> list[tuple[list[float], list[float]]]:
         """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
-        return [([f.total for f, _ in c], [b.total for _, b in c]) for c in self.chunks]
+        per_list: dict[int, tuple[list[float], list[float]]] = {}   # middle stages share their chunk lists
+        for c in self.chunks:
+            if id(c) not in per_list:
+                per_list[id(c)] = ([f.total for f, _ in c], [b.total for _, b in c])
+        return [per_list[id(c)] for c in self.chunks]
+
+    def duration_array(self) -> np.ndarray:
+        """:meth:`durations` as a ``(pp, vpp, 2)`` array (forward [..., 0], backward [..., 1])."""
+        rows: dict[int, list[tuple[float, float]]] = {}
+        for c in self.chunks:
+            if id(c) not in rows:
+                rows[id(c)] = [(f.total, b.total) for f, b in c]
+        return np.array([rows[id(c)] for c in self.chunks])
 
     def pairing(self) -> PairHiding | None:
         """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""

@@ -196,8 +196,7 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
                 continue
             groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
         for (schedule, pp, vpp, m), members in groups.items():
-            durations = np.array([[list(zip(f, b, strict=True)) for f, b in prepared[i][1].durations()]
-                                  for i in members])
+            durations = np.stack([prepared[i][1].duration_array() for i in members])
             for i, tl in zip(members, fast_timelines(schedule, pp, vpp, m, durations), strict=True):
                 timelines[i], how[i] = tl, "closed form" if schedule == "gpipe" else "levels"
         out.rows += [_row(point, parts, memory, timelines[i], how[i])
