@@ -150,5 +150,5 @@ def fast_timelines(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarr
     interleaved 1F1B by levels. ``durations``: ``(batch, pp, vpp, 2)``."""
     ends = gpipe_ends(m, durations) if schedule == "gpipe" else level_ends(schedule, pp, vpp, m, durations)
     busy = m * durations.sum(axis=(2, 3))
-    return [[StageTimeline((), float(e), float(u), float(e - u), 0.0) for e, u in zip(ends[b], busy[b], strict=True)]
-            for b in range(durations.shape[0])]
+    return [[StageTimeline((), e, u, e - u, 0.0) for e, u in zip(ends_b, busy_b, strict=True)]
+            for ends_b, busy_b in zip(ends.tolist(), busy.tolist(), strict=True)]
