@@ -45,6 +45,7 @@ def _clear() -> None:
                    estimate._scaled_items, flops._layer_kinds, flops.model_flops, spec.moe_layer_flags,
                    rules.parse_order):
         cached.cache_clear()
+    estimate._SCALED_BY_ID.clear()
 
 
 def _point(row: dict) -> dict:
