@@ -362,14 +362,15 @@ def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: 
 def _bases_key(ctx: _Inputs) -> tuple:
     """Everything :func:`_chunk_bases` reads besides what is fixed for one ``layer_cache`` (model, topology, GPU,
     efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
-    so every op time and MoE layer), the rank shape, the recipe's compute fields, the layers and recompute modes
-    of every chunk, and the layer and pipeline ops. Plans that differ only in how they shard model states have
-    one key."""
+    so every op time and MoE layer), the rank shape, the recipe's compute fields and the layer times themselves
+    (so that whatever else a layer time comes to read keys it too), the layers and recompute modes of every chunk,
+    and the layer and pipeline ops. Plans that differ only in how they shard model states have one key."""
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-            r.grad_accum_bytes, r.moe_dispatch_dtype, p.pp, p.vpp, p.cp, p.recompute, p.recompute_layers,
-            p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer, ctx.traffic.pipeline)
+            r.grad_accum_bytes, r.moe_dispatch_dtype, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
+            p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
+            ctx.traffic.pipeline)
 
 
 def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
