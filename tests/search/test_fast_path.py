@@ -71,6 +71,21 @@ def test_spaces_cover_every_schedule():
 def test_fast_path_equals_simulate(kind, data):
     ctx, points = SPACES[kind]
     drawn = data.draw(st.lists(st.sampled_from(points), min_size=1, max_size=5))
+    _check_rows(ctx, drawn, kind)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["dense", "moe"]), data=st.data())
+def test_plans_sharing_chunk_costs_equal_simulate(kind, data):
+    """Every sharding and micro-batch of one drawn plan, evaluated together in a fresh context: they share chunk
+    bases (ZeRO-2/3 add their per-micro-batch ops on copies), chunk costs, placements and the micro-batch skip."""
+    _, points = SPACES[kind]
+    seed = data.draw(st.sampled_from(points))
+    family = [p for p in points if all(p[k] == seed[k] for k in p if k not in ("sharding", "micro_batch"))]
+    _check_rows(search_context(DENSE if kind == "dense" else MOE), family, kind)
+
+
+def _check_rows(ctx, drawn: list, kind: str) -> None:
     rows = {tuple(str(r[k]) for k in PLAN_KEYS): r for r in evaluate_points(ctx, drawn).rows}
     for point in drawn:
         plan = resolve(ctx, point)
