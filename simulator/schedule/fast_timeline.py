@@ -124,10 +124,11 @@ def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) 
     batch = durations.shape[0]
     d = np.ascontiguousarray(durations.reshape(batch, pp * vpp * 2).T)   # op-major: a level gathers whole rows
     done = np.zeros((graph.n + 1, batch))
-    ops, prev, dep, col = graph.ops, graph.prev, graph.dep, graph.col
+    ops, prev, dep = graph.ops, graph.prev, graph.dep
+    dur = d[graph.col]                  # every op's durations in level order: a level reads a slice (a view)
     for a, b in graph.bounds:
         x = np.maximum(done[prev[a:b]], done[dep[a:b]])
-        x += d[col[a:b]]
+        x += dur[a:b]
         done[ops[a:b]] = x
     return done[graph.last].T
 
