@@ -78,8 +78,13 @@ class GroupTimer:
         self._ids: dict[tuple, int] = {} if shared is None else shared.setdefault("group key ids", {})
         self._key_ids: dict[tuple[str, int], int] = {}
         per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
-        self._nodes = [r // per_domain for r in range(len(topology.gpus))]
-        self._local = [r % per_domain for r in range(len(topology.gpus))]
+        positions = None if shared is None else shared.get("rank positions")
+        if positions is None:
+            positions = ([r // per_domain for r in range(len(topology.gpus))],
+                         [r % per_domain for r in range(len(topology.gpus))])
+            if shared is not None:
+                shared["rank positions"] = positions
+        self._nodes, self._local = positions
 
     @cached_property
     def stage_rank(self) -> tuple[int, ...]:
