@@ -25,7 +25,7 @@ from pathlib import Path
 
 from simulator.memory import activations, estimate
 from simulator.model import flops, spec
-from simulator.plan import params
+from simulator.plan import params, rules
 from simulator.scenario.document import read_document
 from simulator.scenario.simulate import simulate
 from simulator.schedule import fast_timeline
@@ -40,10 +40,12 @@ CASES = {"a": ("Llama-3-70B, 16 x DGX H100", ROOT / "scenarios" / "search_llama3
 
 def _clear() -> None:
     """Empty every process-wide cache a search fills, so each repeat starts cold."""
-    for cached in (fast_timeline._graph, params._stage_params, activations.cached_layer_items,
-                   activations.cached_layer_bytes, estimate._states, estimate._scaled_items, flops._layer_kinds, flops.model_flops,
-                   spec.moe_layer_flags):
+    for cached in (fast_timeline._graph, params._stage_params, params._all_stage_params,
+                   activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
+                   estimate._scaled_items, flops._layer_kinds, flops.model_flops, spec.moe_layer_flags,
+                   rules.parse_order):
         cached.cache_clear()
+    estimate._SCALED_BY_ID.clear()
 
 
 def _point(row: dict) -> dict:

@@ -68,7 +68,22 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, 
                       ) -> list[MemoryItem]:
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
     counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
-    return list(_scaled_items(tuple((per_layer[key], n) for key, n in counts.items()), flight))
+    kinds = tuple((per_layer[key], n) for key, n in counts.items())
+    key = (tuple((id(items), n) for items, n in kinds), flight)
+    hit = _SCALED_BY_ID.get(key)
+    if hit is not None and all(a is b for (a, _), (b, _) in zip(hit[0], kinds, strict=True)):
+        return list(hit[1])
+    if len(_SCALED_BY_ID) >= 8192:
+        _SCALED_BY_ID.clear()
+    scaled = _scaled_items(kinds, flight)
+    _SCALED_BY_ID[key] = (kinds, scaled)
+    return list(scaled)
+
+
+#: :func:`_scaled_items` by the identity of the per-layer item tuples (they come from one cache, so equal values
+#: are mostly the same tuple): hashing the items' formulas on every call cost more than scaling them; an entry
+#: keeps its tuples alive and is used only when they are the very same objects
+_SCALED_BY_ID: dict[tuple, tuple] = {}
 
 
 @lru_cache(maxsize=8192)

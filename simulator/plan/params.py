@@ -53,9 +53,20 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
 
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
     share the model, the sharding degrees and the stage's layers share the result)."""
-    p = rp.parallel
-    return _stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers[stage],
-                         stage == 0, stage == p.pp - 1, p.pp > 1)
+    table = rp._memo.get("stage_params")   # every stage's, memoised on the plan: one cache lookup per plan
+    if table is None:
+        p = rp.parallel
+        table = rp._memo["stage_params"] = _all_stage_params(rp.model, p.tp, p.ep, p.etp,
+                                                             rp.recipe.megatron_vocab_padding, rp.stage_layers)
+    return table[stage]
+
+
+@lru_cache(maxsize=1024)
+def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
+                      stage_layers: tuple[tuple[int, ...], ...]) -> tuple[StageParams, ...]:
+    last = len(stage_layers) - 1
+    return tuple(_stage_params(m, tp, ep, etp, vocab_padding, layers, s == 0, s == last, last > 0)
+                 for s, layers in enumerate(stage_layers))
 
 
 @lru_cache(maxsize=4096)

@@ -75,6 +75,7 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "training.grad_accumulation")
 
 
+@functools.lru_cache(maxsize=64)
 def parse_order(order: str) -> tuple[str, ...]:
     """Rank order as a tuple, fastest first; ``ulysses`` is inserted after ``cp`` when not named."""
     dims = tuple(x.strip() for x in order.split("-"))
@@ -136,6 +137,8 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
 
 def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
     """A recomputed module the model does not have is a mistake, not a no-op."""
+    if not p.recompute_modules:
+        return
     needs = {"moe": m.moe is not None, "moe_act": m.moe is not None,
              "shared_experts": m.moe is not None and bool(m.moe.shared_ffn), "mla_up_proj": m.mla is not None,
              "mlp": any(not m.is_moe_layer(i) for i in range(m.layers))}

@@ -39,11 +39,16 @@ from simulator.schedule.timeline import StageTimeline
 
 @dataclass(frozen=True)
 class _Graph:
-    """The dependency graph of one (schedule, pp, vpp, m): per level, the ops, their two predecessors (index
-    ``n`` is a constant 0) and the column of their duration in a ``(pp, vpp, 2)`` duration array."""
+    """The dependency graph of one (schedule, pp, vpp, m): the ops sorted by level, their two predecessors (index
+    ``n`` is a constant 0) and the column of their duration in a ``(pp, vpp, 2)`` duration array, in the same
+    order; ``bounds`` the (start, end) of each level in them (a level is a slice: a view, not a copy)."""
 
     n: int
-    levels: tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]
+    ops: np.ndarray
+    prev: np.ndarray
+    dep: np.ndarray
+    col: np.ndarray
+    bounds: tuple[tuple[int, int], ...]
     last: np.ndarray
     """index of every stage's last op"""
 
@@ -70,10 +75,9 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     dur = (stage * vpp + c) * 2 + backward
     lv = np.array(_levels(offsets.tolist(), dep.tolist(), n)[:n])
     order = np.argsort(lv, kind="stable")
-    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2))
-    levels = tuple((order[a:b], prev[order[a:b]], dep[order[a:b]], dur[order[a:b]])
-                   for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-    return _Graph(n, levels, offsets[1:] - 1)
+    bounds = np.searchsorted(lv[order], np.arange(lv.max() + 2)).tolist()
+    return _Graph(n, order, prev[order], dep[order], dur[order], tuple(zip(bounds[:-1], bounds[1:], strict=True)),
+                  offsets[1:] - 1)
 
 
 def _levels(offsets: list[int], dep: list[int], n: int) -> list[int]:
@@ -120,10 +124,12 @@ def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) 
     batch = durations.shape[0]
     d = np.ascontiguousarray(durations.reshape(batch, pp * vpp * 2).T)   # op-major: a level gathers whole rows
     done = np.zeros((graph.n + 1, batch))
-    for ops, prev, dep, col in graph.levels:
-        x = np.maximum(done[prev], done[dep])
-        x += d[col]
-        done[ops] = x
+    ops, prev, dep = graph.ops, graph.prev, graph.dep
+    dur = d[graph.col]                  # every op's durations in level order: a level reads a slice (a view)
+    for a, b in graph.bounds:
+        x = np.maximum(done[prev[a:b]], done[dep[a:b]])
+        x += dur[a:b]
+        done[ops[a:b]] = x
     return done[graph.last].T
 
 
@@ -145,5 +151,5 @@ def fast_timelines(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarr
     interleaved 1F1B by levels. ``durations``: ``(batch, pp, vpp, 2)``."""
     ends = gpipe_ends(m, durations) if schedule == "gpipe" else level_ends(schedule, pp, vpp, m, durations)
     busy = m * durations.sum(axis=(2, 3))
-    return [[StageTimeline((), float(e), float(u), float(e - u), 0.0) for e, u in zip(ends[b], busy[b], strict=True)]
-            for b in range(durations.shape[0])]
+    return [[StageTimeline((), e, u, e - u, 0.0) for e, u in zip(ends_b, busy_b, strict=True)]
+            for ends_b, busy_b in zip(ends.tolist(), busy.tolist(), strict=True)]

@@ -71,9 +71,20 @@ class GroupTimer:
         self._shared = shared
         self._layout = (plan.order, tuple(plan._sizes(False).items()), tuple(plan._sizes(True).items()),
                         plan.world_size)
+        # small integers for the layout and for group keys (unique within ``shared``, or within this timer), so
+        # that the keys of the caches hash a few ints instead of long tuples of rank positions
+        layouts = {} if shared is None else shared.setdefault("layout ids", {})
+        self._layout_id = layouts.setdefault(self._layout, len(layouts))
+        self._ids: dict[tuple, int] = {} if shared is None else shared.setdefault("group key ids", {})
+        self._key_ids: dict[tuple[str, int], int] = {}
         per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
-        self._nodes = [r // per_domain for r in range(len(topology.gpus))]
-        self._local = [r % per_domain for r in range(len(topology.gpus))]
+        positions = None if shared is None else shared.get("rank positions")
+        if positions is None:
+            positions = ([r // per_domain for r in range(len(topology.gpus))],
+                         [r % per_domain for r in range(len(topology.gpus))])
+            if shared is not None:
+                shared["rank positions"] = positions
+        self._nodes, self._local = positions
 
     @cached_property
     def stage_rank(self) -> tuple[int, ...]:
@@ -106,7 +117,7 @@ class GroupTimer:
         """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and shape relative to the NVLink
         domains it occupies (nodes, or racks of a multi-node NVLink domain)."""
         if (kind, stage) not in self._keys:
-            shared_key = ("group key", self._layout, kind, stage)
+            shared_key = ("group key", self._layout_id, kind, stage)
             if self._shared is not None and shared_key in self._shared:
                 self._keys[(kind, stage)] = self._shared[shared_key]
             else:
@@ -114,6 +125,15 @@ class GroupTimer:
                 if self._shared is not None:
                     self._shared[shared_key] = self._keys[(kind, stage)]
         return self._keys[(kind, stage)]
+
+    def key_id(self, kind: str, stage: int) -> int:
+        """:meth:`key` as a small integer (equal keys, equal integers)."""
+        try:
+            return self._key_ids[kind, stage]
+        except KeyError:
+            key = self.key(kind, stage)
+            self._key_ids[kind, stage] = i = self._ids.setdefault(key, len(self._ids))
+            return i
 
     def _key(self, kind: str, stage: int) -> tuple:
         kind, group = self._group(kind, stage)
@@ -124,11 +144,19 @@ class GroupTimer:
         """Cost model of the ``kind`` group holding stage ``stage``'s representative rank."""
         key = self.key(kind, stage)
         if key not in self._models:
+            # shared between plans of one rank layout under the same value key as the op times (the group's
+            # node-relative shape stands for its placement, within a plan and across the plans of a layout)
+            shared_key = ("cost model", self._layout_id, self.key_id(kind, stage))
+            if self._shared is not None and shared_key in self._shared:
+                self._models[key] = self._shared[shared_key]
+                return self._models[key]
             kind, group = self._group(kind, stage)
             gpus = [self.topology.gpus[r] for r in group]
             others = [[self.topology.gpus[r] for r in g] for g in self.groups(kind) if g != group]
             placement = place_group(self.topology, gpus, concurrent_groups=others)
             self._models[key] = build_cost_model(placement, calibration=self.calibration)
+            if self._shared is not None:
+                self._shared[shared_key] = self._models[key]
         return self._models[key]
 
     def link(self, model: GroupCostModel) -> str:
@@ -166,10 +194,10 @@ class GroupTimer:
     # ---- ops --------------------------------------------------------------------------------------------------
     def time(self, op: CommOp, stage: int) -> OpTiming:
         """One call of ``op`` on the group of stage ``stage``."""
-        key = (self.key(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
+        key = (self.key_id(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
         if key not in self._times and self._shared is not None:
             moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
-            shared_key = ("op time", self._layout, key, moe_inputs)
+            shared_key = ("op time", self._layout_id, key, moe_inputs)
             if shared_key not in self._shared:
                 self._shared[shared_key] = self._time(op, stage, key)
             self._times[key] = self._shared[shared_key]

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST
@@ -115,6 +117,27 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
     """(forward, backward) Cost of each model chunk of ``stage`` for one micro-batch."""
+    return _with_dp(ctx, stage, _chunk_bases(ctx, stage))
+
+
+def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) -> list[tuple[Cost, Cost]]:
+    """The chunk costs of ``stage`` from :func:`_chunk_bases`: each chunk's ZeRO-2/3 per-micro-batch gathers and
+    reductions added last (on copies: the bases may be shared)."""
+    ops = ctx.traffic.stages[stage]
+    if not any(o.scope == "microbatch" for o in ops):
+        return [(f, b) for f, b, _ in bases]
+    out = []
+    for f, b, share in bases:
+        fwd = Cost(f.compute, f.recompute, dict(f.exposed), dict(f.comm), f.flops, f.host)
+        bwd = Cost(b.compute, b.recompute, dict(b.exposed), dict(b.comm), b.flops, b.host)
+        microbatch_dp_cost(ops, ctx.timer, stage, share, fwd, bwd)
+        out.append((fwd, bwd))
+    return out
+
+
+def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
+    """(forward, backward, share of the stage's layers) of each model chunk of ``stage`` for one micro-batch, all
+    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded)."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
@@ -148,9 +171,7 @@ def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
-        share = n / max(len(layers), 1)
-        microbatch_dp_cost(ctx.traffic.stages[stage], ctx.timer, stage, share, fwd, bwd)
-        out.append((fwd, bwd))
+        out.append((fwd, bwd, n / max(len(layers), 1)))
     return out
 
 
@@ -174,7 +195,8 @@ def _p2p_s(ctx: _Inputs) -> float:
     if not ctx.traffic.pipeline:
         return 0.0
     op = ctx.traffic.pipeline[0]
-    return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
+    return ctx.cached(("p2p", ctx.timer._layout_id, op),     # one value per rank layout and op (plan search)
+                      lambda: max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1)))
 
 
 def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float
@@ -249,12 +271,24 @@ class StepParts:
     moe: MoeSettings | None
     slowest: float
     chunks: list[list[tuple[Cost, Cost]]]
-    signatures: tuple[tuple | None, ...] = ()
-    """:func:`_middle_signature` of every stage (computed once, read again by :func:`finish_step`)"""
+    signatures: tuple[int | None, ...] = ()
+    """:func:`_middle_signatures` (computed once, read again by :func:`finish_step`)"""
 
     def durations(self) -> list[tuple[list[float], list[float]]]:
         """(forward, backward) seconds of each chunk of each stage, as the timeline takes them."""
-        return [([f.total for f, _ in c], [b.total for _, b in c]) for c in self.chunks]
+        per_list: dict[int, tuple[list[float], list[float]]] = {}   # middle stages share their chunk lists
+        for c in self.chunks:
+            if id(c) not in per_list:
+                per_list[id(c)] = ([f.total for f, _ in c], [b.total for _, b in c])
+        return [per_list[id(c)] for c in self.chunks]
+
+    def duration_array(self) -> np.ndarray:
+        """:meth:`durations` as a ``(pp, vpp, 2)`` array (forward [..., 0], backward [..., 1])."""
+        rows: dict[int, list[tuple[float, float]]] = {}
+        for c in self.chunks:
+            if id(c) not in rows:
+                rows[id(c)] = [(f.total, b.total) for f, b in c]
+        return np.array([rows[id(c)] for c in self.chunks])
 
     def pairing(self) -> PairHiding | None:
         """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""
@@ -276,32 +310,107 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
-    chunks, seen = [], {}
-    signatures = tuple(_middle_signature(ctx, s) for s in range(plan.parallel.pp))
-    for s, signature in enumerate(signatures):
-        if signature is None or signature not in seen:
-            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in _chunk_costs(ctx, s)]
-            if signature is not None:
-                seen[signature] = costs
-        chunks.append(costs if signature is None or signature not in seen else seen[signature])
+    signatures = _middle_signatures(ctx)
+    if layer_cache is None:
+        return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
+    cache, bases_cache = layer_cache.setdefault(CHUNK_CACHE, {}), layer_cache.setdefault(BASE_CACHE, {})
+    base_key = _bases_key(ctx)
+    key = (base_key, tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
+    chunks = cache.get(key)
+    if chunks is None:
+        bases = bases_cache.get(base_key)
+        if bases is None:
+            if len(bases_cache) >= CHUNK_CACHE_SIZE:
+                bases_cache.clear()
+            bases = bases_cache[base_key] = _all_chunk_bases(ctx, signatures)
+        if len(cache) >= CHUNK_CACHE_SIZE:
+            cache.clear()
+        chunks = cache[key] = _all_chunk_costs(ctx, signatures, slowest, bases)
     return StepParts(ctx, moe, slowest, chunks, signatures)
 
 
-def _middle_signature(ctx: _Inputs, stage: int) -> tuple | None:
-    """What the chunk costs of a middle stage (neither first nor last) depend on: its layers per chunk (which also
-    fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, and the node-relative shape of
-    the group each of its ops runs on. Middle stages with one signature have the same chunk costs (computed once);
-    None for the first and last stage."""
-    p = ctx.plan.parallel
-    if stage in (0, p.pp - 1):
-        return None
+#: the ``layer_cache`` entries holding chunk costs (by :func:`_bases_key`, each stage's per-micro-batch DP ops
+#: and the straggler factor) and chunk bases (by :func:`_bases_key`), and their bound (a plan search visits
+#: sharding and micro-batch innermost, so the plans that share them come close together)
+CHUNK_CACHE = "chunk costs"
+BASE_CACHE = "chunk bases"
+CHUNK_CACHE_SIZE = 4096
+
+
+def _all_chunk_bases(ctx: _Inputs, signatures: tuple[int | None, ...]) -> list[list[tuple[Cost, Cost, float]]]:
+    """:func:`_chunk_bases` of every stage; middle stages of one signature share one."""
+    bases, seen = [], {}
+    for s, signature in enumerate(signatures):
+        if signature is None or signature not in seen:
+            stage = _chunk_bases(ctx, s)
+            if signature is not None:
+                seen[signature] = stage
+        bases.append(stage if signature is None else seen[signature])
+    return bases
+
+
+def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: float,
+                     bases: list[list[tuple[Cost, Cost, float]]] | None = None) -> list[list[tuple[Cost, Cost]]]:
+    """:func:`_chunk_costs` of every stage at the slowest GPU's pace (from ``bases``, :func:`_all_chunk_bases`,
+    when given); middle stages of one signature share one."""
+    chunks, seen = [], {}
+    for s, signature in enumerate(signatures):
+        if signature is None or signature not in seen:
+            raw = _chunk_costs(ctx, s) if bases is None else _with_dp(ctx, s, bases[s])
+            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
+            if signature is not None:
+                seen[signature] = costs
+        chunks.append(costs if signature is None else seen[signature])
+    return chunks
+
+
+def _bases_key(ctx: _Inputs) -> tuple:
+    """Everything :func:`_chunk_bases` reads besides what is fixed for one ``layer_cache`` (model, topology, GPU,
+    efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
+    so every op time and MoE layer), the rank shape, the recipe's compute fields and the layer times themselves
+    (so that whatever else a layer time comes to read keys it too), the layers and recompute modes of every chunk,
+    and the layer and pipeline ops. Plans that differ only in how they shard model states have one key."""
+    plan, r = ctx.plan, ctx.plan.recipe
+    p = plan.parallel
+    return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
+            r.grad_accum_bytes, r.moe_dispatch_dtype, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
+            p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
+            ctx.traffic.pipeline)
+
+
+def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
+    """What the chunk costs of each middle stage (neither first nor last) depend on, as a small integer per stage
+    (equal integers, equal signatures; None for the first and last stage). A signature is the stage's layers per
+    chunk (which also fix each layer's recompute mode) and their FFN kinds, its per-stage comm ops, the
+    node-relative shape of the group each of its ops runs on and its MoE layer. Middle stages with one signature
+    have the same chunk costs (computed once) and tails."""
+    pp = ctx.plan.parallel.pp
     # a middle stage is below pp - 1, so a boundary op's stage min(stage, pp - 2) is the stage itself: every op's
-    # group key is key(op.group, stage), and the keys of the distinct groups (in order of first use) say the same
-    groups = dict.fromkeys(op.group for ops in (ctx.traffic.layer, ctx.traffic.stages[stage], ctx.traffic.pipeline)
-                           for op in ops)
-    keys = tuple(ctx.timer.key(g, stage) for g in groups)
-    kinds = None if ctx.model.moe is None else tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[stage]))
-    return ctx.plan.stage_chunks[stage], kinds, ctx.traffic.stages[stage], keys, id(ctx.moe[stage])
+    # group key is key(op.group, stage), and the keys of the distinct groups (in one order) say the same
+    common = [op.group for ops in (ctx.traffic.layer, ctx.traffic.pipeline) for op in ops]
+    groups_of: dict[int, tuple[str, ...]] = {}        # by the identity of a stage's op tuple (shared by equal stages)
+    timer = ctx.timer
+
+    def key_table(groups: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:   # per middle stage, per layout
+        return ctx.cached(("middle key ids", timer._layout_id, groups),
+                          lambda: tuple(tuple(timer.key_id(g, s) for g in groups) for s in range(1, pp - 1)))
+
+    ids: dict[tuple, int] = {}
+    out: list[int | None] = []
+    moe = ctx.model.moe is not None
+    for s in range(pp):
+        if s in (0, pp - 1):
+            out.append(None)
+            continue
+        ops = ctx.traffic.stages[s]
+        groups = groups_of.get(id(ops))
+        if groups is None:
+            groups = groups_of[id(ops)] = tuple(dict.fromkeys(common + [op.group for op in ops]))
+        keys = key_table(groups)[s - 1]
+        kinds = tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None
+        signature = (ctx.plan.stage_chunks[s], kinds, id(ops), keys, id(ctx.moe[s]))
+        out.append(ids.setdefault(signature, len(ids)))
+    return tuple(out)
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
@@ -336,8 +445,9 @@ def replay_timelines(parts: StepParts) -> list[StageTimeline]:
 
 def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bool = True) -> StepResult:
     """Steps 4-5 of the module docstring from the chunk costs and each stage's timeline (the replay's, or
-    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table and the
-    tail's trace events empty, and times the tail of middle stages of one signature once."""
+    :mod:`simulator.schedule.fast_timeline`'s); ``comm_table`` False (plan search) leaves the comm table, the
+    per-chunk comm of the trace and the tail's trace events empty, and times the tail of middle stages of one
+    signature once."""
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
@@ -363,7 +473,11 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
     bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1]
-    flops = sum(sum(f.flops + b.flops for f, b in c) for c in chunks) * m / p.pp
+    per_list: dict[int, float] = {}     # middle stages of one signature share their chunk list: sum it once
+    for c in chunks:
+        if id(c) not in per_list:
+            per_list[id(c)] = sum(f.flops + b.flops for f, b in c)
+    flops = sum(per_list[id(c)] for c in chunks) * m / p.pp
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
@@ -374,7 +488,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
         hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
         comm=_comm_rows(ctx, k) if comm_table else (),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
-        chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks),
+        chunk_comm_s=tuple(tuple((dict(f.comm), dict(b.comm)) for f, b in c) for c in chunks) if comm_table else (),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
         moe=ctx.moe[k].summary() if ctx.moe[k] is not None else None)
 

@@ -18,6 +18,7 @@ in how it is computed.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,11 +37,12 @@ from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
 from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
-from simulator.search.space import Space, parallel_of
+from simulator.search.space import INNER, OUTER, Space, parallel_of
 from simulator.traffic import DIMS
 
-#: plans whose timelines are evaluated together (bounds the memory held by prepared plans)
-BATCH = 256
+#: candidates whose timelines are evaluated together (bounds the memory held by prepared plans); as large as an
+#: executor's shard, so that plans of one timeline structure spread over a shard share one evaluation
+BATCH = 2048
 
 #: validated configs a context keeps (a million-point space would otherwise hold ~10^5 ParallelPlans)
 BUILT_CACHE = 4096
@@ -115,20 +117,45 @@ def resolve(ctx: Context, point: dict[str, Any]):
     return plan
 
 
-def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated) -> tuple[dict, StepParts, Any] | None:
+def _monotone(plan) -> bool:
+    """Whether the device peak of ``plan`` cannot fall when only its micro-batch grows (docs/search.md, "Memory
+    first"): every activation item is proportional to the micro-batch b and held for min(w + 1, m v) / v
+    micro-batches (GPipe: m), m = global batch / (b dp), so their product never falls with b; states, runtime and
+    the other buffers do not depend on b. The one exception is a recipe that frees gradients between steps, whose
+    peak drops by min(activations, gradients) once m reaches 1; inference memory is another model."""
+    return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
+
+
+#: a point's values but its micro-batch (the key under which a smaller micro-batch's overflow is kept)
+_REST = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+
+
+def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
+             ) -> tuple[dict, StepParts, Any] | None:
+    """Rules, memory and (when it fits) the step's chunk costs of one candidate; ``overflow``: per point without
+    its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
+    grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
     try:
         plan = resolve(ctx, point)
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
+    rest, mb = _REST(point), point["micro_batch"]
+    if overflow.get(rest, mb) < mb:
+        out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
+        return None
     stages = bounding_stages(plan)
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1        # the model states alone do not fit: no need for the items
+        if _monotone(plan):
+            overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
     if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
+        if (memory.device_peak_bytes + ctx.headroom_bytes) * (1 - FLOOR_MARGIN) > ctx.capacity and _monotone(plan):
+            overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
@@ -155,9 +182,10 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
 
 def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
     """Evaluate candidates in batches (module docstring); rows in candidate order."""
-    out = Evaluated()
+    out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
-        prepared = [x for x in (_prepare(ctx, p, out) for p in points[start:start + BATCH]) if x is not None]
+        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
+                    if x is not None]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}
@@ -168,8 +196,7 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
                 continue
             groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
         for (schedule, pp, vpp, m), members in groups.items():
-            durations = np.array([[list(zip(f, b, strict=True)) for f, b in prepared[i][1].durations()]
-                                  for i in members])
+            durations = np.stack([prepared[i][1].duration_array() for i in members])
             for i, tl in zip(members, fast_timelines(schedule, pp, vpp, m, durations), strict=True):
                 timelines[i], how[i] = tl, "closed form" if schedule == "gpipe" else "levels"
         out.rows += [_row(point, parts, memory, timelines[i], how[i])

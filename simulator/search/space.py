@@ -18,8 +18,9 @@ from simulator.scenario.load import Fixed
 from simulator.scenario.search_section import SearchSection
 
 #: searched dimensions in enumeration order: the outer ones fix the plan's structure, the inner ones
-#: (:data:`INNER`) only its memory and time
-OUTER = ("gpus", "tp", "cp", "pp", "vpp", "ep", "schedule", "sp")
+#: (:data:`INNER`) only its memory and time. Schedule, pp and vpp vary slowest, so that the plans of one pipeline
+#: timeline structure come close together (into one shard, whose timelines are evaluated together)
+OUTER = ("gpus", "schedule", "pp", "vpp", "tp", "cp", "ep", "sp")
 INNER = ("recompute", "sharding", "micro_batch")
 
 #: sharding name -> the ``parallel:`` keys that say it

@@ -87,6 +87,13 @@ class StepTraffic:
 
 def step_traffic(rp: ResolvedPlan) -> StepTraffic:
     """The traffic of every parallel dimension of the plan (module docstring for the rules)."""
-    params = tuple(stage_params(rp, s) for s in range(rp.parallel.pp))
-    return StepTraffic(layer_traffic(rp), pipeline_traffic(rp),
-                       tuple(data_parallel_traffic(rp, s) for s in range(rp.parallel.pp)), params)
+    pp = rp.parallel.pp
+    params = tuple(stage_params(rp, s) for s in range(pp))
+    by_value: dict[tuple, tuple[CommOp, ...]] = {}   # a stage's DP ops follow from its parameters and whether it
+    stages = []                                       # is the first or last one (middle stages share them)
+    for s, sp in enumerate(params):
+        key = (sp, s == 0, s == pp - 1)
+        if key not in by_value:
+            by_value[key] = data_parallel_traffic(rp, s)
+        stages.append(by_value[key])
+    return StepTraffic(layer_traffic(rp), pipeline_traffic(rp), tuple(stages), params)

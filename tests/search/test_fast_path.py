@@ -71,6 +71,21 @@ def test_spaces_cover_every_schedule():
 def test_fast_path_equals_simulate(kind, data):
     ctx, points = SPACES[kind]
     drawn = data.draw(st.lists(st.sampled_from(points), min_size=1, max_size=5))
+    _check_rows(ctx, drawn, kind)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["dense", "moe"]), data=st.data())
+def test_plans_sharing_chunk_costs_equal_simulate(kind, data):
+    """Every sharding and micro-batch of one drawn plan, evaluated together in a fresh context: they share chunk
+    bases (ZeRO-2/3 add their per-micro-batch ops on copies), chunk costs, placements and the micro-batch skip."""
+    _, points = SPACES[kind]
+    seed = data.draw(st.sampled_from(points))
+    family = [p for p in points if all(p[k] == seed[k] for k in p if k not in ("sharding", "micro_batch"))]
+    _check_rows(search_context(DENSE if kind == "dense" else MOE), family, kind)
+
+
+def _check_rows(ctx, drawn: list, kind: str) -> None:
     rows = {tuple(str(r[k]) for k in PLAN_KEYS): r for r in evaluate_points(ctx, drawn).rows}
     for point in drawn:
         plan = resolve(ctx, point)
@@ -221,4 +236,46 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     assert built_with_floor < len(itemised) - built_with_floor, "the floor pruned some plans before their items"
     assert with_floor.rejected == without.rejected and with_floor.valid == without.valid
     assert [(r["step_s"], r["device_peak_bytes"]) for r in with_floor.plans] == \
+        [(r["step_s"], r["device_peak_bytes"]) for r in without.plans]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(SPACES)), factor=st.sampled_from([2, 4]), data=st.data())
+def test_the_peak_grows_with_the_micro_batch(kind, factor, data):
+    """The search rejects a larger micro-batch of a plan whose smaller one overflowed HBM without building its
+    memory (``evaluate._monotone``): the device peak of a plan must not fall when only its micro-batch grows."""
+    from hypothesis import assume
+
+    from simulator.memory.estimate import estimate_memory
+    from simulator.search.evaluate import _monotone
+
+    ctx, points = SPACES[kind]
+    point = data.draw(st.sampled_from(points))
+    small = resolve(ctx, point)
+    try:
+        large = resolve(ctx, {**point, "micro_batch": point["micro_batch"] * factor})
+    except UserError:
+        assume(False)
+    assert _monotone(small) and _monotone(large)
+    assert estimate_memory(large).device_peak_bytes >= estimate_memory(small).device_peak_bytes
+
+
+def test_the_micro_batch_skip_changes_no_search_result(monkeypatch):
+    """With the skip disabled (every micro-batch through memory) the search keeps the same plans with the same
+    numbers and counts the same rejections; with it, fewer memory reports are built."""
+    from simulator.search import evaluate
+    from simulator.search.run import search
+
+    data = {**DENSE, "search": {**DENSE["search"], "micro_batch": [1, 2, 4, 8]}}
+    data["system"] = {"profile": "dgx_a100_40gb", "nodes": 2}
+    itemised = []
+    real = evaluate.estimate_memory
+    monkeypatch.setattr(evaluate, "estimate_memory", lambda *a, **k: itemised.append(1) or real(*a, **k))
+    with_skip = search(data)
+    built_with_skip = len(itemised)
+    monkeypatch.setattr(evaluate, "_monotone", lambda plan: False)
+    without = search(data)
+    assert built_with_skip < len(itemised) - built_with_skip, "the skip spared some memory reports"
+    assert with_skip.rejected == without.rejected and with_skip.valid == without.valid
+    assert [(r["step_s"], r["device_peak_bytes"]) for r in with_skip.plans] == \
         [(r["step_s"], r["device_peak_bytes"]) for r in without.plans]
