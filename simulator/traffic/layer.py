@@ -19,8 +19,8 @@ from simulator.traffic.ops import CommOp
 
 
 def tp_ops(rp: ResolvedPlan, blocks: int, layer: str) -> list[CommOp]:
-    """TP collectives of one layer with ``blocks`` TP regions (2 for attention + dense MLP; 1 for a MoE layer,
-    whose MLP communicates over EP)."""
+    """TP collectives of one layer with ``blocks`` TP regions (2 for attention + dense MLP; for a MoE layer 1, its
+    MLP communicating over EP, or 2 when the experts are tensor-parallel: :func:`layer_traffic`)."""
     p = rp.parallel
     if p.tp == 1:
         return []
@@ -104,5 +104,8 @@ def layer_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
     model: ModelSpec = rp.model
     ops = tp_ops(rp, 2, "dense") if model.moe_layers < model.layers else []
     if model.moe_layers:
-        ops += tp_ops(rp, 1, "moe") + ep_ops(rp)
+        # experts sharded over tensor parallelism (etp > 1) need the whole sequence's tokens: Megatron's token
+        # dispatchers all-gather the router's tokens over the TP group before the experts and reduce-scatter their
+        # output after (the allgather dispatcher; core_v0.6's only way at EP 1), a second TP region like a dense MLP's
+        ops += tp_ops(rp, 2 if rp.parallel.etp > 1 else 1, "moe") + ep_ops(rp)
     return tuple(ops + cp_ops(rp) + ulysses_ops(rp))

@@ -181,3 +181,19 @@ def test_ep_ops_are_ordinary_traffic_priced_by_the_moe_backend():
     calls = rows["dispatch"].count                  # MoE layers of the stage x micro-batches
     assert r.exposed_comm_s["ep"] == pytest.approx(per_layer * calls, rel=1e-9)
     assert r.moe["fwd_exposed_s"] + r.moe["bwd_exposed_s"] == pytest.approx(per_layer, rel=1e-9)
+
+
+def test_tensor_parallel_experts_gather_the_tokens_over_tp():
+    """Experts sharded over TP (etp = tp = 8, EP 1: Megatron core_v0.6's only layout, the allgather dispatcher)
+    need every token of the TP group: a MoE layer then has two TP regions like a dense layer (attention's and the
+    MoE block's all-gather + reduce-scatter of T x h); with etp 1 only attention's. Mixtral 8x7B, 4096 tokens,
+    TP8 + SP: each op moves 4096 x 4096 x 2 B = 33,554,432 B."""
+    from simulator.traffic.layer import layer_traffic
+
+    model = load_model_preset("mixtral-8x7b")
+    train = dict(seq_len=4096, micro_batch=1, global_batch=16)
+    for etp, regions in ((8, 2), (1, 1)):
+        plan = resolve_plan(model, dict(tp=8, etp=etp, sp=True), train, 8)
+        tp = [o for o in layer_traffic(plan) if o.dim == "tp" and o.layer == "moe"]
+        assert {o.bytes for o in tp} == {33_554_432}
+        assert {o.count for o in tp} == {regions}

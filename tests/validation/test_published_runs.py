@@ -41,11 +41,14 @@ def test_development_set_error_does_not_regress(runs):
     the in-kernel Q K^T recomputation as measured): 23 runs mean 12.4%, dense 13.5%; with seven FlagPerf DGX A800
     runs joined unseen (-1.7..-7.1%): 30 runs, mean 10.4%, dense 9.1%, median -3.2%. Session 5: the host issue
     floor of eager MoE layers measured on the H200 (simulator.compute.host): Qwen3 TP4 EP8 -49.0% -> -15.0%,
-    MoE 16.1%, mean 9.3%.
+    MoE 16.1%, mean 9.3%. Then two FlagPerf MoE runs joined unseen (core_v0.6-era Megatron: Mixtral 8x7B TP8 EP1
+    on 32 H100, a Qwen1.5-style 8-expert model on 8 A800) and came out optimistic (-42%, -28%); the MoE block's TP
+    all-gather / reduce-scatter when experts are tensor-parallel (etp > 1) brought Mixtral to -35%: 32 runs, mean
+    10.7%, MoE 20.5% (9.3% / 16.1% on the 30 earlier runs).
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.094
-    assert s["mean_dense"] <= 0.092 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.162
+    assert s["mean"] <= 0.107
+    assert s["mean_dense"] <= 0.092 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.206
     assert s["median_signed"] >= -0.033
     assert s["oom_trained"] == 0
 

@@ -331,3 +331,72 @@ RUNS += [
     _qwen("zoo_qwen3_235b_tp4_norecompute", "DeepEP TP4 EP8 PP8 VPP4 DP8 EDP4, no recompute, main(1e057005)",
           4, 8, 8, 4, 8, 4, "none", "deepep_normal", 29.0, 167, [2] + [3] * 30 + [2]),
 ]
+
+# FlagPerf's two NVIDIA MoE cases (same repository and README format as the Llama-3 rows above), joined unseen in
+# session 5: Mixtral 8x7B on 4 DGX H100 and a Qwen1.5-style 8-expert model on one DGX A800.
+_MIXR = "training/nvidia/mixtral_8x7B-megatron/README.md"
+_MIX_STEP = 1200 * 4096 / (2844.0 * 32)
+_QWR = "training/nvidia/qwen1.5_MoE-megatron/README.md"
+_QW_STEP = 512 * 8192 / (7450.7 * 8)
+RUNS += [
+    dict(id="flagperf_mixtral8x7b_h100_32", group="moe", source=f"FlagPerf (BAAI) NVIDIA Megatron-Core case, {FLAG}",
+         source_locator=(f"{_MIXR} (性能指标 table: H100 4x8, bf16, PP2DP2EP1TP8, 2844.0 token/p/s, mem 75/80); "
+                         "training/nvidia/mixtral_8x7B-megatron/config/config_H100x4x8.py (localbs 3, TP8, PP2); "
+                         "training/benchmarks/mixtral_8x7B/megatron/megatron_main.sh"),
+         gpu="H100-SXM5-80GB", gpus=32, nodes=4, model="mixtral-8x7b", params_B=46.7, seq_len=4096,
+         global_batch=1200, micro_batch=3, tp=8, pp=2, vpp=1, cp=1, ep=1, dp=2, sp="yes",
+         zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (--recompute-activations)",
+         precision="bf16", measured_quantity="tokens_per_s", measured_value=round(2844.0 * 32, 1),
+         measured_memory_GiB=round(75e9 / 2**30, 1), trained="no",
+         unsaid=("ep=1 (the README's PP2DP2EP1TP8; megatron_main.sh passes --expert-model-parallel-size 8, which "
+                 "core_v0.6 refuses with data-parallel size 2);etp=8 (core_v0.6 shards every expert over the TP "
+                 "group);routing=uniform (aux-loss balancing, balance not reported);token dispatcher=allgather "
+                 "(core_v0.6 default; no EP traffic at EP 1);overlap_grad_reduce=false;overlap_param_gather=false "
+                 "(not passed);memory = nvidia-smi GB used (reported 75/80), converted to GiB"),
+         notes=(f"Benchmark run (100 steps), token/p/s = 2844.0 per GPU; step = GBS*seq/tokens_per_s = {_MIX_STEP:.2f} s. "
+                "Megatron-Core core_v0.6.0, TE, --use-flash-attn ('flash attention 2' in the README's optimisation "
+                "list: attention_kernel flash2), --moe-grouped-gemm (the grouped_gemm package's one grouped kernel), "
+                "--sequence-parallel. MFU 20.7% (PaLM definition) in the README."),
+         measured_step_s=_MIX_STEP,
+         yaml_comment=(f"flagperf_mixtral8x7b_h100_32: FlagPerf Mixtral 8x7B Megatron-Core on 32 H100, TP8 PP2 DP2 EP1, "
+                       f"MBS 3, GBS 1200, seq 4096.\nSource: {FLAG} {_MIXR}.\n"
+                       f"Measured: 2844.0 tokens/s per GPU ({_MIX_STEP:.2f} s per step), memory 75/80 GB."),
+         scenario=dict(name="flagperf_mixtral8x7b_h100_32", system=dict(profile="dgx_h100", nodes=4),
+                       model=dict(preset="mixtral-8x7b"),
+                       parallel=dict(tp=8, pp=2, dp=2, ep=1, etp=8, sp=True, recompute="selective",
+                                     distributed_optimizer=True),
+                       training=dict(seq_len=4096, micro_batch=3, global_batch=1200, precision="bf16",
+                                     attention_kernel="flash2"),
+                       moe=dict(distribution="uniform"))),
+    dict(id="flagperf_qwen15moe_a800_8", group="moe", source=f"FlagPerf (BAAI) NVIDIA Megatron case, {FLAG}",
+         source_locator=(f"{_QWR} (性能指标 table: A800 1x8, bf16, TP1PP2DP4, 7450.7 token/p/s, mem 66/80); "
+                         "training/nvidia/qwen1.5_MoE-megatron/config/config_A800x1x8.py (batchsize 1, gbs 512, "
+                         "seqlength 8192); training/benchmarks/qwen1.5_MoE/megatron/megatron_pai_main.sh"),
+         gpu="A800-SXM4-80GB", gpus=8, nodes=1,
+         model="Qwen1.5-style MoE of the FlagPerf script (24L h2048, 16 heads, 8 experts top-2, expert FFN 5504)",
+         params_B=7.5, seq_len=8192, global_batch=512, micro_batch=1, tp=1, pp=2, vpp=1, cp=1, ep=1, dp=4, sp="no",
+         zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (--recompute-activations)",
+         precision="bf16", measured_quantity="tokens_per_s", measured_value=round(7450.7 * 8, 1),
+         measured_memory_GiB=round(66e9 / 2**30, 1), trained="no",
+         unsaid=("routing=uniform (aux-loss balancing, balance not reported);experts run one by one (no "
+                 "--moe-grouped-gemm: Megatron's SequentialMLP);token dispatcher=allgather (default; no EP "
+                 "traffic at EP 1);Q/K/V bias (--add-qkv-bias) not modelled (0.03% of the parameters);"
+                 "overlap_grad_reduce=false (not passed);memory = nvidia-smi GB used (reported 66/80)"),
+         notes=(f"Benchmark run (100 steps), token/p/s = 7450.7 per GPU; step = {_QW_STEP:.2f} s. Pai-Megatron-Patch on "
+                "Megatron-LM-240405, TE, --use-flash-attn ('flash attention 2': attention_kernel flash2). The model is "
+                "what the script builds (num-experts 8, topk 2, ffn 5504, vocab 151643 + 293 extra = 151936), not "
+                "the released Qwen1.5-MoE-A2.7B (60 experts + shared expert)."),
+         measured_step_s=_QW_STEP,
+         yaml_comment=(f"flagperf_qwen15moe_a800_8: FlagPerf Qwen1.5-style 8-expert MoE (Pai-Megatron-Patch) on 8 A800, "
+                       f"TP1 PP2 DP4, MBS 1, GBS 512, seq 8192.\nSource: {FLAG} {_QWR}.\n"
+                       f"Measured: 7450.7 tokens/s per GPU ({_QW_STEP:.2f} s per step), memory 66/80 GB."),
+         scenario=dict(name="flagperf_qwen15moe_a800_8", system=dict(profile="dgx_a800_80gb", nodes=1),
+                       model=dict(name="flagperf-qwen1.5-moe-8e", layers=24, hidden=2048, heads=16, kv_heads=16,
+                                  ffn_hidden=5504, vocab=151936, activation="swiglu", norm="rmsnorm",
+                                  position_embedding="rope", max_position=8192, tied_embeddings=False,
+                                  moe=dict(experts=8, top_k=2, expert_ffn_hidden=5504)),
+                       parallel=dict(tp=1, pp=2, dp=4, ep=1, recompute="selective", distributed_optimizer=True),
+                       training=dict(seq_len=8192, micro_batch=1, global_batch=512, precision="bf16",
+                                     attention_kernel="flash2"),
+                       moe=dict(distribution="uniform"))),
+]
