@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simulator.report.step import PART_LABELS
 from simulator.units import GIBI
 
 MEMORY_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "main_params": "#55a868", "optimizer": "#c44e52",
@@ -97,16 +98,12 @@ BREAKDOWN_COLOURS = {"compute": "#4c72b0", "recompute": "#8172b3", "bubble": "#c
 def breakdown_axes(ax, result) -> None:
     """One horizontal stacked bar: where the step time goes (exposed comm per dimension)."""
     step = result.step
-    parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
-             ("optimizer", step.optimizer_s), ("host", step.host_s)] + [(d, v) for d, v in step.exposed_comm_s.items()
-                                                                        if v > 0]
     left = 0.0
-    for name, value in parts:
+    for name, value in step.parts:
         if value <= 0:
             continue
-        label = {"host": "host launch wait"}.get(name, name if name in ("compute", "recompute", "bubble", "optimizer")
-                                                 else f"exposed {name}")
-        ax.barh([0], [value], left=left, color=BREAKDOWN_COLOURS.get(name, "#999999"), label=label)
+        colour = BREAKDOWN_COLOURS.get(name.removeprefix("exposed "), "#999999")
+        ax.barh([0], [value], left=left, color=colour, label=PART_LABELS.get(name, name))
         left += value
     ax.set_yticks([])
     ax.set_xlabel("seconds")

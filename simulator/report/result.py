@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from simulator.report.step import BASE_PARTS, PART_LABELS
 from simulator.report.table import render_markdown, render_table
 from simulator.units import GIBI
 
@@ -28,10 +29,8 @@ def memory_rows(result) -> tuple[list[str], list[list[object]]]:
 def time_rows(result) -> tuple[list[str], list[list[object]]]:
     """The step-time breakdown: each part in seconds and as a share of the step."""
     step = result.step
-    parts = [("compute", step.compute_s), ("recompute", step.recompute_s), ("bubble", step.bubble_s),
-             ("optimizer", step.optimizer_s), ("host launch wait", step.host_s)]
-    parts = [p for p in parts if p[0] != "host launch wait" or p[1] > 0]
-    parts += [(f"exposed {dim} comm", v) for dim, v in step.exposed_comm_s.items() if v > 0]
+    parts = [(PART_LABELS.get(name, f"{name} comm" if name.startswith("exposed ") else name), v)
+             for name, v in step.parts if name in BASE_PARTS or v > 0]
     rows = [[name, round(v, 4), f"{v / step.step_s:.1%}"] for name, v in parts]
     rows.append(["step", round(step.step_s, 4), "100.0%"])
     return ["part", "seconds", "share"], rows

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from simulator.schedule import StepResult
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from simulator.schedule import StepResult
+
+
+#: the breakdown parts every report shows, zero or not (the host wait and exposed comm only when present)
+BASE_PARTS = ("compute", "recompute", "bubble", "optimizer")
+#: how reports name a part of :attr:`StepResult.parts` where its key is terse
+PART_LABELS = {"host": "host launch wait"}
 
 
 def render_step(result: StepResult) -> str:
     """Step time, breakdown (s and % of the step), throughput and the per-dimension comm table."""
     d = result.to_dict()
-    t, b = d["time"], d["time"]["breakdown_s"]
-    rows = [("compute", b["compute"]), ("recompute", b["recompute"]), ("bubble", b["bubble"]),
-            ("optimizer", b["optimizer"])] + ([("host launch wait", b["host"])] if b["host"] else []) + [(f"exposed {k}", v) for k, v in b["exposed_comm"].items() if v]
+    t = d["time"]
+    rows = [(PART_LABELS.get(name, name), v) for name, v in result.parts if name in BASE_PARTS or v]
     lines = [f"step time {t['step_s']:.4f} s (set by stage {result.critical_stage}, largest part: "
              f"{result.bottleneck['resource']})"]
     lines += [f"  {name:<18} {v:10.4f} s {v / t['step_s']:7.1%}" for name, v in rows]

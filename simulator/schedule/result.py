@@ -70,12 +70,18 @@ class StepResult:
     """Seconds the critical stage's GPU waits for the host to issue kernels (eager frameworks)."""
 
     @property
+    def parts(self) -> list[tuple[str, float]]:
+        """The critical stage's breakdown, the one list every report reads: ``compute``, ``recompute``, ``bubble``,
+        ``optimizer``, ``host`` and ``exposed <dim>`` per dimension, in seconds; they add up to the step time."""
+        return [("compute", self.compute_s), ("recompute", self.recompute_s), ("bubble", self.bubble_s),
+                ("optimizer", self.optimizer_s), ("host", self.host_s),
+                *((f"exposed {d}", v) for d, v in self.exposed_comm_s.items())]
+
+    @property
     def bottleneck(self) -> dict:
-        """The stage that sets the step and its largest part: ``compute``, ``recompute``, ``optimizer``,
-        ``bubble`` or ``exposed <dim>`` (the resource to relieve first), with every stage's busy seconds."""
-        parts = {"compute": self.compute_s, "recompute": self.recompute_s, "optimizer": self.optimizer_s,
-                 "bubble": self.bubble_s, "host": self.host_s,
-                 **{f"exposed {d}": v for d, v in self.exposed_comm_s.items()}}
+        """The stage that sets the step and its largest part (a name of :attr:`parts`: the resource to relieve
+        first), with every stage's busy seconds."""
+        parts = dict(self.parts)
         resource = max(parts, key=parts.get)
         return {"stage": self.critical_stage, "resource": resource, "share": parts[resource] / self.step_s,
                 "stage_busy_s": list(self.stage_busy_s)}
