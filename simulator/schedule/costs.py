@@ -35,11 +35,17 @@ class Cost:
     def total(self) -> float:
         return self.compute + self.recompute + sum(self.exposed.values()) + self.host
 
+    def copy(self) -> Cost:
+        """An independent copy (its per-dimension dicts too), to add to without touching a shared cost."""
+        return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host)
+
     def scaled_compute(self, factor: float) -> Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
         the host's and is left as it is)."""
-        return Cost(self.compute * factor, self.recompute * factor, dict(self.exposed), dict(self.comm), self.flops,
-                    self.host)
+        scaled = self.copy()
+        scaled.compute *= factor
+        scaled.recompute *= factor
+        return scaled
 
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times

@@ -79,8 +79,8 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     totals of any stage holding whole periods of the pattern. ``cache``: a dict shared by plans of one model on
     one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
     r, groups = plan.recipe, {}
+    host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
     for index, count in layer_kinds(model):
-        host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
                r.grad_accum_bytes, host)
         if cache is not None and key in cache:
@@ -128,8 +128,7 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
         return [(f, b) for f, b, _ in bases]
     out = []
     for f, b, share in bases:
-        fwd = Cost(f.compute, f.recompute, dict(f.exposed), dict(f.comm), f.flops, f.host)
-        bwd = Cost(b.compute, b.recompute, dict(b.exposed), dict(b.comm), b.flops, b.host)
+        fwd, bwd = f.copy(), b.copy()
         microbatch_dp_cost(ops, ctx.timer, stage, share, fwd, bwd)
         out.append((fwd, bwd))
     return out
