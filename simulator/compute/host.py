@@ -80,17 +80,23 @@ EAGER_PYTORCH_H200_HOST = HostIssueCosts(
            "layer per rank at 4K tokens), medians of 3 rounds: " + HOST_DATA)
 
 
-def fit_host_costs(path: str | Path | None = None) -> HostIssueCosts:
-    """The :class:`HostIssueCosts` of a ``moe_host_overhead.py`` log (default: ``HOST_DATA`` in this checkout): per
-    case the median over rounds, then least squares of the MoE cases' host seconds on local experts."""
+def case_medians(path: str | Path | None = None) -> dict[tuple[str, int, int], dict[str, float]]:
+    """Each (case, tp, local experts) of a ``moe_host_overhead.py`` log (default: ``HOST_DATA`` in this checkout):
+    the median over its rounds of every timed field (graph, eager, eager with sync, host forward and backward)."""
     path = Path(path) if path is not None else Path(__file__).resolve().parents[2] / HOST_DATA
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    cases: dict[tuple, list[dict]] = {}
-    for r in rows:
+    cases: dict[tuple[str, int, int], list[dict]] = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line) if line.strip() else {}
         if r.get("kind") == "layer":
             cases.setdefault((r["case"], r["tp"], r["local_experts"]), []).append(r)
-    med = {k: {f: statistics.median(x[f] for x in v) for f in ("host_fwd_s", "host_bwd_s")} for k, v in cases.items()}
-    moe = [(k[2], v) for k, v in med.items() if k[0] == "moe"]
+    fields = ("graph_s", "eager_s", "eager_sync_s", "host_fwd_s", "host_bwd_s")
+    return {k: {f: statistics.median(x[f] for x in v) for f in fields} for k, v in cases.items()}
+
+
+def fit_host_costs(path: str | Path | None = None) -> HostIssueCosts:
+    """The :class:`HostIssueCosts` of a ``moe_host_overhead.py`` log (:func:`case_medians`): least squares of the
+    MoE cases' host seconds on local experts."""
+    moe = [(k[2], v) for k, v in case_medians(path).items() if k[0] == "moe"]
 
     def line(field: str) -> tuple[float, float]:
         xs, ys = [e for e, _ in moe], [v[field] for _, v in moe]
@@ -100,7 +106,7 @@ def fit_host_costs(path: str | Path | None = None) -> HostIssueCosts:
 
     (mf, ef), (mb, eb) = line("host_fwd_s"), line("host_bwd_s")
     return HostIssueCosts(
-        moe_fwd_s=mf, moe_bwd_s=mb, per_expert_fwd_s=ef, per_expert_bwd_s=eb, source=str(path))
+        moe_fwd_s=mf, moe_bwd_s=mb, per_expert_fwd_s=ef, per_expert_bwd_s=eb, source=str(path or HOST_DATA))
 
 
 def host_wait(host_s: float, gpu_s: float) -> float:

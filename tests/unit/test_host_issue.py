@@ -1,18 +1,15 @@
 """Host issue time of eager MoE layers (simulator.compute.host): the table re-derived from its H200 measurement,
 the per-layer floor by hand, and what the engine does with it."""
 
-import json
-import statistics
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import FrozenInstanceError
 
 import pytest
 import yaml
 
 from simulator.compute.host import (
     EAGER_PYTORCH_H200_HOST,
-    HOST_DATA,
     HostIssueCosts,
+    case_medians,
     fit_host_costs,
     host_wait,
 )
@@ -43,15 +40,7 @@ def test_max_of_gpu_and_host_matches_the_proxys_eager_time():
     """The composition the engine uses, checked on the proxy itself: max(CUDA-graph time, host forward + backward)
     against the eager wall time, per case (medians over rounds): within -8%..+38%, 9 of 12 within +-10%, as the
     module docstring says."""
-    data = Path(__file__).resolve().parents[2] / HOST_DATA
-    rows = [json.loads(x) for x in data.read_text().splitlines() if '"layer"' in x]
-    cases = {}
-    for r in rows:
-        cases.setdefault((r["case"], r["tp"], r["local_experts"]), []).append(r)
-    errors = []
-    for group in cases.values():
-        med = {k: statistics.median(r[k] for r in group) for k in ("graph_s", "eager_s", "host_fwd_s", "host_bwd_s")}
-        errors.append(max(med["graph_s"], med["host_fwd_s"] + med["host_bwd_s"]) / med["eager_s"] - 1)
+    errors = [max(m["graph_s"], m["host_fwd_s"] + m["host_bwd_s"]) / m["eager_s"] - 1 for m in case_medians().values()]
     assert len(errors) == 12
     assert min(errors) == pytest.approx(-0.080, abs=0.005) and max(errors) == pytest.approx(0.380, abs=0.005)
     assert sum(abs(e) <= 0.10 for e in errors) == 9
@@ -92,5 +81,5 @@ def test_qwen3_tp4_layout_is_host_bound_and_cuda_graphs_remove_it(tmp_path):
 def test_host_costs_is_a_frozen_table_row():
     row = HostIssueCosts(1e-3, 2e-3, 1e-5, 2e-5, "hand")
     assert row.layer(True, 2) == pytest.approx((1.02e-3, 2.04e-3))
-    with pytest.raises(AttributeError):
-        replace(row, moe_fwd_s=0.0).__setattr__("moe_fwd_s", 1.0)
+    with pytest.raises(FrozenInstanceError):
+        row.moe_fwd_s = 1.0
