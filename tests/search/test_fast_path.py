@@ -137,13 +137,18 @@ def test_gpipe_closed_form_by_hand():
 
 @pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
 def test_in_flight_closed_form_equals_the_walk(schedule, vpps):
-    for pp in range(1, 9):
+    for pp, vpp, m in _small_pipelines(vpps, max_pp=8, max_m=19):
+        for i in range(pp):
+            assert in_flight(schedule, pp, vpp, i, m) == in_flight_walk(schedule, pp, vpp, i, m)
+
+
+def _small_pipelines(vpps, max_pp: int, max_m: int):
+    """(pp, vpp, m) of every pipeline up to ``max_pp`` stages and ``max_m`` micro-batches (interleaving needs pp > 1)."""
+    for pp in range(1, max_pp + 1):
         for vpp in vpps:
             if vpp > 1 and pp == 1:
                 continue
-            for m in range(1, 20):
-                for i in range(pp):
-                    assert in_flight(schedule, pp, vpp, i, m) == in_flight_walk(schedule, pp, vpp, i, m)
+            yield from ((pp, vpp, m) for m in range(1, max_m + 1))
 
 
 @settings(max_examples=40, deadline=None)
@@ -164,15 +169,11 @@ def test_bounding_stages_give_the_peak_of_every_stage(data):
 def test_order_arrays_equal_the_orders(schedule, vpps):
     from simulator.plan.pipeline import stage_order_arrays
 
-    for pp in range(1, 8):
-        for vpp in vpps:
-            if vpp > 1 and pp == 1:
-                continue
-            for m in range(1, 17):
-                arrays = stage_order_arrays(schedule, pp, vpp, m)
-                for i, order in enumerate(stage_orders(schedule, pp, vpp, m)):
-                    got = [("B" if b else "F", int(j), int(c)) for b, j, c in zip(*arrays[i], strict=True)]
-                    assert got == order, (schedule, pp, vpp, m, i)
+    for pp, vpp, m in _small_pipelines(vpps, max_pp=7, max_m=16):
+        arrays = stage_order_arrays(schedule, pp, vpp, m)
+        for i, order in enumerate(stage_orders(schedule, pp, vpp, m)):
+            got = [("B" if b else "F", int(j), int(c)) for b, j, c in zip(*arrays[i], strict=True)]
+            assert got == order, (schedule, pp, vpp, m, i)
 
 
 def test_moe_microbatch_overlap_falls_back_to_the_replay():
