@@ -20,6 +20,7 @@ import numpy as np
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.compute.host import HostIssueCosts
+from simulator.compute.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, PermuteChain
 from simulator.compute.memops import (
     LayerShape,
     MemOp,
@@ -92,24 +93,27 @@ class LayerTime:
         return sum(fl for _, _, fl in self._modules(modules)) if mode == "selective" else 0.0
 
 
-def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
+def _gemm_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, grouped_experts: bool = True
+                  ) -> np.ndarray:
     if not ops:
         return np.zeros(0)
     arr = np.array([[o.m, o.k, o.n, o.batch, o.density] for o in ops], dtype=float)
     secs = gemm_times(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], gpu, eff, dtype, arr[:, 4])
-    grouped = np.array([o.name.startswith("experts.") for o in ops])
+    grouped = np.array([grouped_experts and o.name.startswith("experts.") for o in ops])
     if grouped.any():   # routed experts run as one grouped GEMM kernel, slower than a dense one of the same shape
         secs = np.where(grouped, eff.launch_s + (secs - eff.launch_s) / eff.grouped_fraction(dtype), secs)
     return secs
 
 
-def _linear_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> np.ndarray:
-    """Seconds of linear GEMMs, each in its :func:`linear_dtype`."""
+def _linear_seconds(ops: list[GemmOp], gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+                    grouped_experts: bool = True) -> np.ndarray:
+    """Seconds of linear GEMMs, each in its :func:`linear_dtype`; ``grouped_experts``: the routed experts run as one
+    grouped GEMM (False: one dense GEMM per expert, Megatron's SequentialMLP)."""
     out = np.zeros(len(ops))
     dtypes = [linear_dtype(o.name, dtype) for o in ops]
     for d in set(dtypes):
         idx = [i for i, x in enumerate(dtypes) if x == d]
-        out[idx] = _gemm_seconds([ops[i] for i in idx], gpu, eff, d)
+        out[idx] = _gemm_seconds([ops[i] for i in idx], gpu, eff, d, grouped_experts)
     return out
 
 
@@ -172,7 +176,8 @@ def grad_accumulation_memops(params: list[ParamTensor], sh: RankShape, kv_heads:
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
                layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
                fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0,
-               host: HostIssueCosts | None = None) -> LayerTime:
+               host: HostIssueCosts | None = None, permute: PermuteChain = FUSED_PERMUTE,
+               sequential_experts: bool = False) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
@@ -182,6 +187,9 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
     ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
     ``host``: the eager framework's host issue costs (:mod:`simulator.compute.host`); None with CUDA graphs.
+    ``permute``: the MoE permute + unpermute chain (``moe.permute``, :mod:`simulator.compute.op_chains`);
+    ``sequential_experts``: the routed experts run one dense GEMM each and assemble their outputs (``moe.experts:
+    sequential``, Megatron's SequentialMLP) instead of one grouped GEMM.
     """
     flash = attention in ("flash", "flash2", "sdpa")
     # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
@@ -189,7 +197,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     lf = layer_flops(model, sh, layer_index=layer_index, causal=flash, attention="flash" if flash else attention)
     linear = [o for o in lf.ops if not _is_attn(o)]
     core = [o for o in lf.ops if _is_attn(o)]
-    lin_s = _linear_seconds(linear, gpu, eff, dtype)
+    lin_s = _linear_seconds(linear, gpu, eff, dtype, grouped_experts=not sequential_experts)
     by_phase = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase == p))
                 for p in ("fwd", "bwd_dgrad", "bwd_wgrad")}
     expert = {p: float(sum(t for o, t in zip(linear, lin_s, strict=True) if o.phase in p
@@ -200,7 +208,8 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     shape = LayerShape(tokens=sh.tokens, norm_tokens=sh.norm_tokens, scores=sh.q_rows * sh.heads * sh.seq_len,
                        ffn_local=0.0 if moe else sh.ffn, qk_width=(sh.heads + sh.kv_heads) * model.dhead,
                        expert_ffn_local=model.moe.expert_ffn_hidden / sh.etp if moe else 0.0)
-    mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0)
+    mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0,
+                       permute=permute, sequential_experts=sh.local_experts if moe and sequential_experts else 0.0)
     if eager:
         params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
                      for t in layer_params(model, layer_index))
@@ -250,7 +259,8 @@ def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:
 RECOMPUTE_MODULE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "layernorm": ((), ("norm1", "norm2")),
     "mlp": (("mlp.",), ("activation",)),
-    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "expert_activation", "shared_activation")),
+    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "expert_assembly", "expert_activation",
+                                                         "shared_activation")),
     "moe_act": ((), ("expert_activation",)),
     "shared_experts": (("shared_experts.",), ("shared_activation",)),
     "mla_up_proj": (("q_b_proj", "kv_b_proj"), ()),
@@ -289,14 +299,16 @@ def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtyp
 
 
 def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
-              grad_accum_bytes: float = 0.0, embedding_copy: bool = False) -> LayerTime:
+              grad_accum_bytes: float = 0.0, embedding_copy: bool = False,
+              cross_entropy: tuple[float, float] = FUSED_CROSS_ENTROPY) -> LayerTime:
     """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch;
     ``grad_accum_bytes`` as :func:`layer_time`, over the head's parameters and, with ``embedding_copy`` (tied
-    embeddings or MTP modules split over pipeline stages), the last stage's copy of the word embedding."""
+    embeddings or MTP modules split over pipeline stages), the last stage's copy of the word embedding;
+    ``cross_entropy``: bytes per logit forward and backward (``training.cross_entropy``)."""
     lf = logits_flops(model, sh)
     ops = list(lf.ops)
     secs = _linear_seconds(ops, gpu, eff, dtype)
-    mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp)
+    mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp, cross_entropy)
     params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
     mem += grad_accumulation_memops(params, sh, model.kv, grad_accum_bytes)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))

@@ -8,12 +8,16 @@ gradient (6); bias-dropout-add reads input and residual and writes output and ma
 reads and writes (4; backward 6); SwiGLU reads gate and up and writes one (6 per output element; backward 10);
 the fused scale-mask-softmax of unfused attention reads and writes the score matrix (4; backward 6) and attention
 dropout adds a read, a write and a mask (5). Flash attention keeps scores on chip (no entries here).
+
+The MoE permute / unpermute and the cross entropy are priced by the framework's implementation in copy-equivalent
+bytes (:mod:`simulator.compute.op_chains`: the fused kernels' byte counts, or the measured chains of PyTorch ops).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.compute.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, SEQUENTIAL_ASSEMBLY, PermuteChain
 from simulator.model import ModelSpec
 
 
@@ -40,9 +44,11 @@ class LayerShape:
     expert_ffn_local: float = 0.0  # routed-expert FFN width on this rank (expert_ffn / etp; 0 for dense layers)
 
 
-def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0
-                 ) -> list[MemOp]:
-    """Memory-bound kernels of one layer, forward and backward (bytes from the module docstring's table)."""
+def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0,
+                 permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0) -> list[MemOp]:
+    """Memory-bound kernels of one layer, forward and backward (bytes from the module docstring's table).
+    ``permute``: the MoE permute + unpermute chain; ``sequential_experts``: the local expert count when experts run
+    one by one (SequentialMLP's output assembly), 0 for a grouped GEMM."""
     h, tn, drop = model.hidden, shape.norm_tokens, model.dropout > 0
     bda_f, bda_b = (7.0, 5.0) if drop else (6.0, 4.0)
     act_f, act_b = (6.0, 10.0) if model.glu else (4.0, 6.0)
@@ -62,9 +68,12 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
             ops += [MemOp("attn_dropout", "fwd", 5 * shape.scores, True),
                     MemOp("attn_dropout", "bwd", 5 * shape.scores, True)]
     if moe_routed_tokens:
-        # permute before the experts and un-permute after: each reads and writes the routed tokens (2 bytes)
-        moved = 2 * 4 * moe_routed_tokens * h
-        ops += [MemOp("moe_permute", "fwd", moved), MemOp("moe_permute", "bwd", moved)]
+        # permute before the experts and un-permute after, as the framework's chain moves them
+        fwd, bwd = permute.bytes(moe_routed_tokens, shape.tokens, h)
+        ops += [MemOp("moe_permute", "fwd", fwd), MemOp("moe_permute", "bwd", bwd)]
+        if sequential_experts:
+            fwd, bwd = SEQUENTIAL_ASSEMBLY.bytes(moe_routed_tokens, h, sequential_experts)
+            ops += [MemOp("expert_assembly", "fwd", fwd), MemOp("expert_assembly", "bwd", bwd)]
         if shape.expert_ffn_local:  # the routed experts' activation (SwiGLU / GeLU) over the routed rows
             ops += [MemOp("expert_activation", "fwd", act_f * moe_routed_tokens * shape.expert_ffn_local),
                     MemOp("expert_activation", "bwd", act_b * moe_routed_tokens * shape.expert_ffn_local)]
@@ -74,13 +83,17 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
     return ops
 
 
-def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local: float) -> list[MemOp]:
-    """Final norm and the vocab-parallel cross entropy (Megatron upcasts logits to fp32: reads 2 and writes 4
-    bytes per logit forward, reads 4 and writes 2 backward) on the last stage, once more per MTP module."""
+def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local: float,
+                cross_entropy: tuple[float, float] = FUSED_CROSS_ENTROPY) -> list[MemOp]:
+    """Final norm and the vocab-parallel cross entropy on the last stage, once more per MTP module.
+    ``cross_entropy``: (forward, backward) bytes per logit (fused: Megatron upcasts logits to fp32, reading 2 and
+    writing 4 bytes per logit forward, reading 4 and writing 2 backward; unfused: the measured op chain,
+    :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`)."""
     h, norms, heads = model.hidden, 1 + 3 * model.mtp_layers, 1 + model.mtp_layers  # MTP: its head norm, enorm, hnorm
+    ce_fwd, ce_bwd = cross_entropy
     return [MemOp("final_norm", "fwd", norms * 4 * norm_tokens * h), MemOp("final_norm", "bwd", norms * 6 * norm_tokens * h),
-            MemOp("cross_entropy", "fwd", heads * 6 * tokens * vocab_local),
-            MemOp("cross_entropy", "bwd", heads * 6 * tokens * vocab_local)]
+            MemOp("cross_entropy", "fwd", heads * ce_fwd * tokens * vocab_local),
+            MemOp("cross_entropy", "bwd", heads * ce_bwd * tokens * vocab_local)]
 
 
 def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:

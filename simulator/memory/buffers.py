@@ -45,7 +45,9 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     """The loss: fp32 logits for the softmax, 16-bit logits before the cast; with plain PyTorch
     (``F.cross_entropy(logits.float(), ...)``) backward also holds, at its start and with every activation still
     alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
-    logits (Megatron's fused vocab-parallel cross entropy works in place)."""
+    logits (Megatron's fused vocab-parallel cross entropy works in place). Megatron's unfused cross entropy
+    (``training.cross_entropy: unfused``, core_v0.6 tensor_parallel/cross_entropy.py) subtracts the row maximum
+    out of place: ``logits.float()`` and the shifted fp32 copy are alive together until the loss returns."""
     v = rp.model.vocab / c.shape.tp
     n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
     heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
@@ -53,6 +55,9 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
                         f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
                         f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
+    if rp.recipe.cross_entropy == "unfused" and c.framework != "pytorch":
+        items.append(MemoryItem("transient", "loss.fp32_cast", FP32 * n,
+                                "4*T*v/t  [logits.float(), alive beside the shifted fp32 logits]"))
     if c.framework == "pytorch":
         items += [MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
                              "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]"),

@@ -51,6 +51,17 @@ class MoeSettings(BaseModel):
         None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks; null: "
                           "sequential for nccl, streamed for the DeepEP / CPU-proxy kernels")
     seed: int | None = Field(None, ge=0, description="null: expected token counts; an int: one sampled batch")
+    permute: Literal["fused", "index_select", "index_copy", "gather_scatter"] = Field(
+        "fused", description="how the layer reorders its tokens by expert and back: fused (Transformer Engine's "
+                             "moe_permute / moe_unpermute, Megatron --moe-permute-fusion; DeepEP), index_select "
+                             "(Megatron core_v0.10 onwards without the fusion: index_select + scatter_add), "
+                             "index_copy (core_v0.7-v0.9: index_select + index_copy, probs, sum over k) or "
+                             "gather_scatter (core_v0.5-v0.6's all-gather dispatcher: torch.gather / scatter / "
+                             "scatter_add); measured chains in docs/moe.md")
+    experts: Literal["grouped", "sequential"] = Field(
+        "grouped", description="grouped: the local experts run as one grouped GEMM (--moe-grouped-gemm); "
+                               "sequential: one dense GEMM per expert and an output assembly (Megatron's "
+                               "SequentialMLP, the default without --moe-grouped-gemm)")
     microbatch_overlap: bool = Field(
         False, description="hide one micro-batch's dispatch/combine behind another micro-batch's compute: a stage's "
                            "back-to-back forward and backward of different micro-batches run merged (Megatron-Core "

@@ -145,6 +145,9 @@ class Recipe:
         grad_accum_bytes: HBM bytes per parameter each micro-batch's backward spends adding its weight gradients
             into the fp32 accumulator outside the GEMMs (``training.grad_accumulation``: 0 when fused into the
             weight-gradient GEMM, :data:`SEPARATE_FP32_ACCUMULATION_BYTES` for a separate pass).
+        cross_entropy: ``training.cross_entropy`` (``fused`` or ``unfused``: its bytes per logit in
+            :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
+            in memory).
     """
 
     precision: str
@@ -171,6 +174,7 @@ class Recipe:
     kv_cache: float
     moe_dispatch_dtype: str
     grad_accum_bytes: float = 0.0
+    cross_entropy: str = "fused"
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -244,4 +248,5 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
-        grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0)
+        grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
+        cross_entropy=training.cross_entropy)

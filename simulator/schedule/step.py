@@ -27,11 +27,12 @@ from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST
 from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
+from simulator.compute.op_chains import CROSS_ENTROPY_BYTES, PERMUTE_CHAINS
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
-from simulator.moe import MoeSettings
+from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
@@ -73,22 +74,25 @@ class _Inputs:
 
 
 def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
-                 cache: dict | None = None) -> dict[bool, LayerTime]:
+                 moe: MoeSettings, cache: dict | None = None) -> dict[bool, LayerTime]:
     """One :class:`LayerTime` per FFN kind (MoE or dense) present in the model; where layers of a kind differ in
     their attention window (alternating sliding-window layers) it is their layer-weighted mean, exact for the
     totals of any stage holding whole periods of the pattern. ``cache``: a dict shared by plans of one model on
-    one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads."""
+    one GPU with one efficiency table (plan search), keyed by everything else :func:`layer_time` reads. ``moe``:
+    the scenario's MoE settings (the permute chain and grouped or sequential experts)."""
     r, groups = plan.recipe, {}
     host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
+    permute, sequential = PERMUTE_CHAINS[moe.permute], moe.experts == "sequential"
     for index, count in layer_kinds(model):
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-               r.grad_accum_bytes, host)
+               r.grad_accum_bytes, host, permute, sequential)
         if cache is not None and key in cache:
             lt = cache[key]
         else:
             lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
                             eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes,
-                            grad_accum_bytes=r.grad_accum_bytes, host=host)
+                            grad_accum_bytes=r.grad_accum_bytes, host=host, permute=permute,
+                            sequential_experts=sequential)
             if cache is not None:
                 cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
@@ -102,7 +106,7 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
     eff = eff or default_efficiency(gpu.architecture)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
     timer = GroupTimer(plan, topology, calibration, moe, shared=layer_cache)
-    layers = _layer_times(model, plan, gpu, eff, dtype, layer_cache)
+    layers = _layer_times(model, plan, gpu, eff, dtype, moe or DEFAULT_MOE_SETTINGS, layer_cache)
     per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp
     if True in layers and plan.parallel.ep > 1:
         by_group: dict[tuple, MoeLayerTiming] = {}
@@ -165,8 +169,9 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy),
-                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy))
+            h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy, plan.recipe.cross_entropy),
+                           lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy,
+                                             CROSS_ENTROPY_BYTES[plan.recipe.cross_entropy]))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
@@ -372,7 +377,7 @@ def _bases_key(ctx: _Inputs) -> tuple:
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-            r.grad_accum_bytes, r.moe_dispatch_dtype, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
+            r.grad_accum_bytes, r.moe_dispatch_dtype, r.cross_entropy, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
             p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
             ctx.traffic.pipeline)
 

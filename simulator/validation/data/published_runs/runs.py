@@ -146,7 +146,8 @@ def _mtnlg(id, nodes, step, tflops):
                "A100-SXM 40GB per node; Microsoft/NVIDIA blog says Selene DGX A100 80GB; we use 80GB. "
                "Model = Korthikanti 530B preset (same shape) with vocab 50257. attention unfused: the run predates "
                "FlashAttention (Dao et al., arXiv:2205.14135, May 2022); Megatron's fused scale-mask-softmax between "
-               "two batched GEMMs."),
+               "two batched GEMMs. cross_entropy unfused: Megatron-DeepSpeed's mpu/cross_entropy.py (max, sub_, "
+               "exp, sum, div_ on output.float())."),
         measured_step_s=step,
         yaml_comment=(f"{id}: MT-NLG 530B on {nodes} DGX A100 ({gpus} GPUs), TP8 x PP35 x DP{dp}, GBS 1920.\n"
                       f"Source: {MTNLG}.\nMeasured: {step} s per iteration ({tflops} TFLOP/s/GPU)."),
@@ -154,7 +155,7 @@ def _mtnlg(id, nodes, step, tflops):
                       model=dict(preset="korthikanti-530b", vocab=50257),
                       parallel=dict(tp=8, pp=35, dp=dp, sp=False, recompute="full", zero=1),
                       training=dict(seq_len=2048, micro_batch=1, global_batch=1920, precision="fp16",
-                                    attention="unfused")))
+                                    attention="unfused", cross_entropy="unfused")))
 
 
 RUNS += [_mtnlg("mtnlg_530b_a100_2240", 280, 60.1, 126), _mtnlg("mtnlg_530b_a100_2800", 350, 50.2, 121),
@@ -179,7 +180,10 @@ RUNS.append(dict(
            "attention unfused: training began 2022-03-11, before FlashAttention (arXiv:2205.14135, May 2022); "
            "grad_accumulation separate_fp32: DeepSpeed's pipeline engine calls BF16_Optimizer.update_hp_grads "
            "after every micro-batch's backward (deepspeed/runtime/pipe/engine.py _exec_backward_pass; "
-           "deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(fp32)))."),
+           "deepspeed/runtime/bf16_optimizer.py: hp_grad.add_(lp.grad.to(fp32))). cross_entropy unfused: "
+           "bigscience-workshop/Megatron-DeepSpeed megatron/mpu/cross_entropy.py (max, sub_, exp, sum, div_ on "
+           "output.float(); its in-place subtract keeps one fp32 copy, 4 B per logit less transient memory than "
+           "core_v0.6's, which the model prices)."),
     measured_step_s=105.22,
     yaml_comment=("bloom_176b_a100_384: BLOOM-176B on Jean Zay, 48 nodes x 8 A100 80GB, TP4 PP12 DP8, MBS 2, GBS 2048.\n"
                   f"Source: {BIGS} train/tr11-176B-ml/README.md, chronicles.md line 45.\n"
@@ -191,7 +195,7 @@ RUNS.append(dict(
                   parallel=dict(tp=4, pp=12, dp=8, sp=False, recompute="full", zero=1,
                                 pipeline_layers=[5] + [6] * 10 + [5]),
                   training=dict(seq_len=2048, micro_batch=2, global_batch=2048, precision="bf16",
-                                attention="unfused", grad_accumulation="separate_fp32"))))
+                                attention="unfused", grad_accumulation="separate_fp32", cross_entropy="unfused"))))
 
 
 def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8192, gpu="H100-SXM5-80GB",
@@ -214,7 +218,9 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
                 "(reported X/80), converted to GiB"),
         notes=(f"Benchmark run (300 steps), token/p/s = {tok_gpu} per GPU from Megatron 'elapsed time per iteration'; "
                f"step = GBS*seq/tokens_per_s = {step:.2f} s. Megatron-Core core_v0.6.0, TE, --use-flash-attn; "
-               "attention_kernel flash2: the README's optimisation list names 'flash attention 2' (优化策略)."),
+               "attention_kernel flash2: the README's optimisation list names 'flash attention 2' (优化策略). "
+               "cross_entropy unfused: core_v0.6 has no loss fusion option and computes the loss with "
+               "tensor_parallel.vocab_parallel_cross_entropy(logits.float(), labels) (language_module.py)."),
         measured_step_s=step,
         yaml_comment=(f"{id}: FlagPerf {preset} Megatron-Core on {gpus} {gpu.split('-')[0]}, TP{tp} PP{pp} DP{dp}, GBS {gbs}, "
                       f"seq {seq}.\nSource: {FLAG} {readme}.\n"
@@ -222,7 +228,7 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
         scenario=dict(name=id, system=dict(profile=profile, nodes=nodes), model=dict(preset=preset),
                       parallel=dict(tp=tp, pp=pp, dp=dp, sp=tp > 1, recompute="selective", distributed_optimizer=True),
                       training=dict(seq_len=seq, micro_batch=1, global_batch=gbs, precision="bf16",
-                                    attention_kernel="flash2")))
+                                    attention_kernel="flash2", cross_entropy="unfused")))
 
 
 R70 = "training/nvidia/llama3_70B-megatron/README.md"
@@ -268,11 +274,15 @@ RUNS.append(dict(
     measured_memory_GiB="", trained="no",
     unsaid=("distributed_optimizer=true;overlap_grad_reduce=true;overlap_param_gather=true (README example script "
             "and best-practice list);recompute=none (not stated);routing=uniform (dropless, balance not stated);"
-            "moe backend=nccl all-to-all (Dispatcher All-to-All)"),
+            "moe backend=nccl all-to-all (Dispatcher All-to-All);cross_entropy=fused (--cross-entropy-loss-fusion not "
+            "stated)"),
     notes=("TFLOPS = Megatron num_floating_point_operations (full s^2 attention, top-2 experts, swiglu x1.5, logits; "
            f"no recompute) -> {MIXTRAL_FLOPS:.4e} FLOP per step; step = FLOP/(438e12 x 64) = {MIXTRAL_STEP:.3f} s. "
            "The README pairs the v0.8 number with the v0.8 mapping; the newer README says 468 TFLOPS with v0.9 "
-           "(same mapping table) - not used. Not a training run, a benchmark."),
+           "(same mapping table) - not used. Not a training run, a benchmark. permute index_copy: MCore v0.8's "
+           "all-to-all dispatcher permutes with moe_utils.permute / unpermute (index_select; index_copy_, probs, "
+           "sum over k); --moe-permute-fusion came later. cross entropy: --cross-entropy-loss-fusion exists in "
+           "v0.8 but is off by default; the README does not say (fused assumed)."),
     measured_step_s=MIXTRAL_STEP,
     yaml_comment=("mcore_mixtral8x7b_h100_64: Mixtral 8x7B, 64 H100, TP1 EP8 PP4 VPP8, MBS1 GBS256 seq 4096, BF16.\n"
                   f"Source: {MCORE_MOE}.\nMeasured: 438 TFLOP/s per GPU (Megatron formula) = {MIXTRAL_STEP:.3f} s per step."),
@@ -281,7 +291,7 @@ RUNS.append(dict(
                   parallel=dict(tp=1, pp=4, vpp=8, ep=8, dp=16, recompute="none", distributed_optimizer=True,
                                 overlap_grad_reduce=True, overlap_param_gather=True),
                   training=dict(seq_len=4096, micro_batch=1, global_batch=256, precision="bf16"),
-                  moe=dict(backend="nccl", distribution="uniform"))))
+                  moe=dict(backend="nccl", distribution="uniform", permute="index_copy"))))
 
 QWEN3 = dict(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
              vocab=151936, activation="swiglu", norm="rmsnorm", position_embedding="rope", max_position=4096,
@@ -356,7 +366,11 @@ RUNS += [
          notes=(f"Benchmark run (100 steps), token/p/s = 2844.0 per GPU; step = GBS*seq/tokens_per_s = {_MIX_STEP:.2f} s. "
                 "Megatron-Core core_v0.6.0, TE, --use-flash-attn ('flash attention 2' in the README's optimisation "
                 "list: attention_kernel flash2), --moe-grouped-gemm (the grouped_gemm package's one grouped kernel), "
-                "--sequence-parallel. MFU 20.7% (PaLM definition) in the README."),
+                "--sequence-parallel. MFU 20.7% (PaLM definition) in the README. On Hopper the grouped_gemm package "
+                "runs one cuBLAS GEMM per expert (fanshiqing/grouped_gemm csrc/grouped_gemm.cu: its CUTLASS kernel "
+                "is built for sm80 only). permute gather_scatter: core_v0.6's MoEAllGatherTokenDispatcher "
+                "(torch.gather / scatter / scatter_add, token_dispatcher.py); cross_entropy unfused: core_v0.6 "
+                "has no loss fusion (vocab_parallel_cross_entropy(logits.float()))."),
          measured_step_s=_MIX_STEP,
          yaml_comment=(f"flagperf_mixtral8x7b_h100_32: FlagPerf Mixtral 8x7B Megatron-Core on 32 H100, TP8 PP2 DP2 EP1, "
                        f"MBS 3, GBS 1200, seq 4096.\nSource: {FLAG} {_MIXR}.\n"
@@ -366,8 +380,8 @@ RUNS += [
                        parallel=dict(tp=8, pp=2, dp=2, ep=1, etp=8, sp=True, recompute="selective",
                                      distributed_optimizer=True),
                        training=dict(seq_len=4096, micro_batch=3, global_batch=1200, precision="bf16",
-                                     attention_kernel="flash2"),
-                       moe=dict(distribution="uniform"))),
+                                     attention_kernel="flash2", cross_entropy="unfused"),
+                       moe=dict(distribution="uniform", permute="gather_scatter"))),
     dict(id="flagperf_qwen15moe_a800_8", group="moe", source=f"FlagPerf (BAAI) NVIDIA Megatron case, {FLAG}",
          source_locator=(f"{_QWR} (性能指标 table: A800 1x8, bf16, TP1PP2DP4, 7450.7 token/p/s, mem 66/80); "
                          "training/nvidia/qwen1.5_MoE-megatron/config/config_A800x1x8.py (batchsize 1, gbs 512, "
@@ -385,7 +399,9 @@ RUNS += [
          notes=(f"Benchmark run (100 steps), token/p/s = 7450.7 per GPU; step = {_QW_STEP:.2f} s. Pai-Megatron-Patch on "
                 "Megatron-LM-240405, TE, --use-flash-attn ('flash attention 2': attention_kernel flash2). The model is "
                 "what the script builds (num-experts 8, topk 2, ffn 5504, vocab 151643 + 293 extra = 151936), not "
-                "the released Qwen1.5-MoE-A2.7B (60 experts + shared expert)."),
+                "the released Qwen1.5-MoE-A2.7B (60 experts + shared expert). Megatron-LM-240405 (main on 2024-04-05, "
+                "d0f1307) matches core_v0.6.0 in the MoE and loss code: permute gather_scatter (all-gather "
+                "dispatcher), experts sequential (SequentialMLP: no --moe-grouped-gemm), cross_entropy unfused."),
          measured_step_s=_QW_STEP,
          yaml_comment=(f"flagperf_qwen15moe_a800_8: FlagPerf Qwen1.5-style 8-expert MoE (Pai-Megatron-Patch) on 8 A800, "
                        f"TP1 PP2 DP4, MBS 1, GBS 512, seq 8192.\nSource: {FLAG} {_QWR}.\n"
@@ -397,6 +413,6 @@ RUNS += [
                                   moe=dict(experts=8, top_k=2, expert_ffn_hidden=5504)),
                        parallel=dict(tp=1, pp=2, dp=4, ep=1, recompute="selective", distributed_optimizer=True),
                        training=dict(seq_len=8192, micro_batch=1, global_batch=512, precision="bf16",
-                                     attention_kernel="flash2"),
-                       moe=dict(distribution="uniform"))),
+                                     attention_kernel="flash2", cross_entropy="unfused"),
+                       moe=dict(distribution="uniform", permute="gather_scatter", experts="sequential"))),
 ]
