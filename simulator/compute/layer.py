@@ -20,7 +20,6 @@ import numpy as np
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.compute.host import HostIssueCosts
-from simulator.compute.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, PermuteChain
 from simulator.compute.memops import (
     LayerShape,
     MemOp,
@@ -29,6 +28,7 @@ from simulator.compute.memops import (
     head_memops,
     layer_memops,
 )
+from simulator.compute.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, PermuteChain
 from simulator.hardware import GpuSpec
 from simulator.model import (
     GemmOp,
@@ -177,7 +177,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
                layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
                fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0,
                host: HostIssueCosts | None = None, permute: PermuteChain = FUSED_PERMUTE,
-               sequential_experts: bool = False) -> LayerTime:
+               sequential_experts: bool = False, sort_chunks: bool = False) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
@@ -189,7 +189,8 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     ``host``: the eager framework's host issue costs (:mod:`simulator.compute.host`); None with CUDA graphs.
     ``permute``: the MoE permute + unpermute chain (``moe.permute``, :mod:`simulator.compute.op_chains`);
     ``sequential_experts``: the routed experts run one dense GEMM each and assemble their outputs (``moe.experts:
-    sequential``, Megatron's SequentialMLP) instead of one grouped GEMM.
+    sequential``, Megatron's SequentialMLP) instead of one grouped GEMM; ``sort_chunks``: the all-to-all dispatcher
+    reorders the received rows by local expert and back (:func:`simulator.compute.memops.layer_memops`).
     """
     flash = attention in ("flash", "flash2", "sdpa")
     # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
@@ -209,7 +210,8 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
                        ffn_local=0.0 if moe else sh.ffn, qk_width=(sh.heads + sh.kv_heads) * model.dhead,
                        expert_ffn_local=model.moe.expert_ffn_hidden / sh.etp if moe else 0.0)
     mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0,
-                       permute=permute, sequential_experts=sh.local_experts if moe and sequential_experts else 0.0)
+                       permute=permute, sequential_experts=sh.local_experts if moe and sequential_experts else 0.0,
+                       sort_chunks=moe and sort_chunks)
     if eager:
         params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
                      for t in layer_params(model, layer_index))
@@ -259,8 +261,8 @@ def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:
 RECOMPUTE_MODULE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "layernorm": ((), ("norm1", "norm2")),
     "mlp": (("mlp.",), ("activation",)),
-    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "expert_assembly", "expert_activation",
-                                                         "shared_activation")),
+    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "moe_sort_chunks", "expert_assembly",
+                                                         "expert_activation", "shared_activation")),
     "moe_act": ((), ("expert_activation",)),
     "shared_experts": (("shared_experts.",), ("shared_activation",)),
     "mla_up_proj": (("q_b_proj", "kv_b_proj"), ()),

@@ -45,10 +45,13 @@ class LayerShape:
 
 
 def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0,
-                 permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0) -> list[MemOp]:
+                 permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0, sort_chunks: bool = False
+                 ) -> list[MemOp]:
     """Memory-bound kernels of one layer, forward and backward (bytes from the module docstring's table).
     ``permute``: the MoE permute + unpermute chain; ``sequential_experts``: the local expert count when experts run
-    one by one (SequentialMLP's output assembly), 0 for a grouped GEMM."""
+    one by one (SequentialMLP's output assembly), 0 for a grouped GEMM; ``sort_chunks``: the all-to-all
+    dispatcher's second reordering of the received rows by local expert and back (Megatron
+    ``sort_chunks_by_idxs``: TE's fused kernel or split + cat, both read and write each row once)."""
     h, tn, drop = model.hidden, shape.norm_tokens, model.dropout > 0
     bda_f, bda_b = (7.0, 5.0) if drop else (6.0, 4.0)
     act_f, act_b = (6.0, 10.0) if model.glu else (4.0, 6.0)
@@ -71,6 +74,9 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
         # permute before the experts and un-permute after, as the framework's chain moves them
         fwd, bwd = permute.bytes(moe_routed_tokens, shape.tokens, h)
         ops += [MemOp("moe_permute", "fwd", fwd), MemOp("moe_permute", "bwd", bwd)]
+        if sort_chunks:
+            fwd, bwd = FUSED_PERMUTE.bytes(moe_routed_tokens, shape.tokens, h)
+            ops += [MemOp("moe_sort_chunks", "fwd", fwd), MemOp("moe_sort_chunks", "bwd", bwd)]
         if sequential_experts:
             fwd, bwd = SEQUENTIAL_ASSEMBLY.bytes(moe_routed_tokens, h, sequential_experts)
             ops += [MemOp("expert_assembly", "fwd", fwd), MemOp("expert_assembly", "bwd", bwd)]

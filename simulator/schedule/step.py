@@ -83,16 +83,18 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     r, groups = plan.recipe, {}
     host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
     permute, sequential = PERMUTE_CHAINS[moe.permute], moe.experts == "sequential"
+    # Megatron's all-to-all dispatcher (backend nccl) sorts the received rows by local expert and back
+    sort_chunks = moe.backend == "nccl" and plan.shape.ep > 1 and plan.shape.local_experts > 1
     for index, count in layer_kinds(model):
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-               r.grad_accum_bytes, host, permute, sequential)
+               r.grad_accum_bytes, host, permute, sequential, sort_chunks)
         if cache is not None and key in cache:
             lt = cache[key]
         else:
             lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
                             eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes,
                             grad_accum_bytes=r.grad_accum_bytes, host=host, permute=permute,
-                            sequential_experts=sequential)
+                            sequential_experts=sequential, sort_chunks=sort_chunks)
             if cache is not None:
                 cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
