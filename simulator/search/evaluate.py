@@ -35,7 +35,7 @@ from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
-from simulator.schedule.fast_timeline import fast_timelines
+from simulator.schedule.fast_timeline import fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
 from simulator.search.space import INNER, OUTER, Space, parallel_of
 from simulator.traffic import DIMS
@@ -195,10 +195,12 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
                 timelines[i], how[i] = replay_timelines(parts), "replay (MoE micro-batch overlap)"
                 continue
             groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
-        for (schedule, pp, vpp, m), members in groups.items():
-            durations = np.stack([prepared[i][1].duration_array() for i in members])
-            for i, tl in zip(members, fast_timelines(schedule, pp, vpp, m, durations), strict=True):
-                timelines[i], how[i] = tl, "closed form" if schedule == "gpipe" else "levels"
+        jobs = [(*structure, np.stack([prepared[i][1].duration_array() for i in members]))
+                for structure, members in groups.items()]
+        for members, job in zip(groups.values(), fast_timelines_many(jobs) if jobs else [], strict=True):
+            for i, tl in zip(members, job, strict=True):
+                timelines[i], how[i] = tl, "closed form" if prepared[i][1].ctx.plan.parallel.schedule == "gpipe" \
+                    else "levels"
         out.rows += [_row(point, parts, memory, timelines[i], how[i])
                      for i, (point, parts, memory) in enumerate(prepared)]
     return out
