@@ -55,8 +55,20 @@ class _Graph:
 
 @lru_cache(maxsize=256)
 def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
+    prev, dep, dur = dependencies(schedule, pp, vpp, m)
+    n, k = dep.size, dep.shape[1]
+    lv = sweep_levels(dep, n)
+    order = np.argsort(lv, kind="stable")
+    return _Graph(n, order, prev.ravel()[order], dep.ravel()[order], dur.ravel()[order], np.bincount(lv),
+                  np.arange(1, pp + 1) * k - 1)
+
+
+def dependencies(schedule: str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(pp, 2 m vpp)`` grids (every stage runs m vpp forwards and as many backwards), ops numbered stage-major:
+    each op's previous op on its stage and its data dependency (flat op indices; ``pp * 2 m vpp``: none), and the
+    column of its duration in a flattened ``(pp, vpp, 2)`` duration array."""
     backward, j, c = stage_order_grid(schedule, pp, vpp, m)
-    k = 2 * m * vpp                    # every stage runs m v forwards and m v backwards: ops are a (pp, k) grid
+    k = 2 * m * vpp
     n, last_u = pp * k, pp * vpp - 1
     stage = np.arange(pp)[:, None]
     u = c * pp + stage
@@ -68,11 +80,7 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     dep = np.where(backward == 0,
                    np.where(u > 0, index[0, np.maximum(u - 1, 0) * m + j], n),
                    np.where(u < last_u, index[1, np.minimum(u + 1, last_u) * m + j], index[0, u * m + j]))
-    dur = (stage * vpp + c) * 2 + backward
-    lv = sweep_levels(dep, n)
-    order = np.argsort(lv, kind="stable")
-    return _Graph(n, order, prev.ravel()[order], dep.ravel()[order], dur.ravel()[order], np.bincount(lv),
-                  np.arange(1, pp + 1) * k - 1)
+    return prev, dep, (stage * vpp + c) * 2 + backward
 
 
 def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simulator.errors import UserError
 from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
 from simulator.scenario.simulate import simulate
-from simulator.schedule.fast_timeline import gpipe_ends, level_ends
+from simulator.schedule.fast_timeline import dependencies, gpipe_ends, level_ends, levels_walk, sweep_levels
 from simulator.schedule.timeline import run_timeline
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.rank import PLAN_KEYS, TERMS
@@ -133,6 +133,23 @@ def test_gpipe_closed_form_by_hand():
     end at 11, 14, 17)."""
     d = np.array([[[[1.0, 3.0]], [[2.0, 1.0]]]])
     assert gpipe_ends(3, d)[0].tolist() == [17.0, 10.0]
+
+
+def test_sweep_levels_by_hand():
+    """1F1B, 2 stages, 2 micro-batches: stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1. Stage 0's forwards are at
+    levels 0, 1; stage 1's F0 after stage 0's F0: 1, its B0: 2, its F1 after its B0 (stage 0's F1 is at 1): 3, its
+    B1: 4; stage 0's B0 after stage 1's B0 (2): 3, its B1 after stage 1's B1 (4): 5."""
+    _, dep, _ = dependencies("1f1b", 2, 1, 2)
+    assert sweep_levels(dep, dep.size).tolist() == [0, 1, 3, 5, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
+def test_sweep_levels_equal_the_walk(schedule, vpps):
+    for pp, vpp, m in _small_pipelines(vpps, max_pp=8, max_m=19):
+        if vpp > 1 and m % pp:      # interleaving needs whole groups of pp micro-batches (a plan rule)
+            continue
+        _, dep, _ = dependencies(schedule, pp, vpp, m)
+        assert sweep_levels(dep, dep.size).tolist() == levels_walk(dep.ravel().tolist(), dep.shape[1], dep.size)
 
 
 @pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
