@@ -39,18 +39,17 @@ from simulator.schedule.timeline import StageTimeline
 
 @dataclass(frozen=True)
 class _Graph:
-    """The dependency graph of one (schedule, pp, vpp, m): the ops sorted by level, their two predecessors (index
-    ``n`` is none: a constant 0) and the column of their duration in a ``(pp, vpp, 2)`` duration array, in the
-    same order; ``sizes`` the number of ops of each level (a level is a slice of these arrays)."""
+    """The dependency graph of one (schedule, pp, vpp, m), its ops in level order: each op's two predecessors as
+    positions in that order (``n``: none, a constant 0) and the column of its duration in a flattened
+    ``(pp, vpp, 2)`` duration array; ``sizes`` the number of ops of each level (a level is a slice of these
+    arrays) and ``last`` the position of every stage's last op."""
 
     n: int
-    ops: np.ndarray
     prev: np.ndarray
     dep: np.ndarray
     col: np.ndarray
     sizes: np.ndarray
     last: np.ndarray
-    """index of every stage's last op"""
 
 
 @lru_cache(maxsize=256)
@@ -59,8 +58,11 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
     n, k = dep.size, dep.shape[1]
     lv = sweep_levels(dep, n)
     order = np.argsort(lv, kind="stable")
-    return _Graph(n, order, prev.ravel()[order], dep.ravel()[order], dur.ravel()[order], np.bincount(lv),
-                  np.arange(1, pp + 1) * k - 1)
+    position = np.empty(n + 1, dtype=np.int64)      # op -> its position in level order (n -> n: none)
+    position[order] = np.arange(n)
+    position[n] = n
+    return _Graph(n, position[prev.ravel()[order]], position[dep.ravel()[order]], dur.ravel()[order],
+                  np.bincount(lv), position[np.arange(1, pp + 1) * k - 1])
 
 
 def dependencies(schedule: str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -170,15 +172,14 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
     and plan; identical duration rows of one job (plans that differ only in what does not reach the chunk costs)
     are evaluated once. Each element gets the same maximum and addition of the same operands as in the replay.
     """
-    parts, base = [], 1
+    parts = []
     for schedule, pp, vpp, m, durations in jobs:
         graph = _graph(schedule, pp, vpp, m)
-        rows, inverse = np.unique(durations.reshape(durations.shape[0], -1), axis=0, return_inverse=True)
-        batch = rows.shape[0]
-        parts.append((graph, batch, inverse.ravel(), base, _flat(graph.ops, graph.n, base, batch),
-                      _flat(graph.prev, graph.n, base, batch), _flat(graph.dep, graph.n, base, batch),
-                      rows[:, graph.col].T))
-        base += graph.n * batch
+        flat = durations.reshape(durations.shape[0], -1)
+        seen: dict[bytes, int] = {}     # identical rows (bit for bit) once: the first of each, in order
+        inverse = np.array([seen.setdefault(row.tobytes(), len(seen)) for row in flat])
+        rows = flat[np.unique(inverse, return_index=True)[1]]
+        parts.append((graph, rows.shape[0], inverse, rows[:, graph.col].T.ravel()))
     depth = max(len(g.sizes) for g, *_ in parts)
     counts = np.zeros((len(parts), depth), dtype=np.int64)      # elements of each job at each level
     for i, (graph, batch, *_) in enumerate(parts):
@@ -186,28 +187,31 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
     starts = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])   # each level's start in the union
     within = np.cumsum(counts, axis=0) - counts                      # a job's offset inside each level
     size = int(starts[-1])
-    ids, prev, dep, dur = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64),
-                           np.empty(size, dtype=np.int64), np.empty(size))
-    for i, (graph, batch, _, _, op_ids, op_prev, op_dep, op_dur) in enumerate(parts):
+    prev, dep, dur = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size)
+    where = []
+    for i, (graph, batch, _, op_dur) in enumerate(parts):
         levels = len(graph.sizes)
         local_starts = np.cumsum(counts[i, :levels]) - counts[i, :levels]
-        to = np.arange(graph.n * batch) + np.repeat(starts[:levels] + within[i, :levels] - local_starts,
-                                                     counts[i, :levels])
-        ids[to], prev[to], dep[to], dur[to] = op_ids, op_prev, op_dep, op_dur.ravel()
-    done = np.zeros(base)
+        to = np.arange(1, graph.n * batch + 1) + np.repeat(starts[:levels] + within[i, :levels] - local_starts,
+                                                            counts[i, :levels])
+        to = np.append(to, 0)           # element of (op, plan) in the union, 1-based; none -> 0
+        prev[to[:-1] - 1] = to[_elements(graph.prev, graph.n, batch)]
+        dep[to[:-1] - 1] = to[_elements(graph.dep, graph.n, batch)]
+        dur[to[:-1] - 1] = op_dur
+        where.append(to[_elements(graph.last, graph.n, batch)].reshape(-1, batch))
+    done = np.zeros(size + 1)           # done[1 + e]: end of element e of the union's level order; done[0] = 0
     for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-        x = np.maximum(done[prev[a:b]], done[dep[a:b]])
-        x += dur[a:b]
-        done[ids[a:b]] = x
-    return [done[start + graph.last[:, None] * batch + np.arange(batch)].T[inverse]
-            for graph, batch, inverse, start, *_ in parts]
+        level = done[a + 1:b + 1]       # a view: written in place
+        np.maximum(done[prev[a:b]], done[dep[a:b]], out=level)
+        level += dur[a:b]
+    return [done[at].T[inverse] for at, (_, _, inverse, _) in zip(where, parts, strict=True)]
 
 
-def _flat(ops: np.ndarray, n: int, base: int, batch: int) -> np.ndarray:
-    """The flat element index of each (op, plan) pair, op-major (op ``n``, none: index 0, the constant 0)."""
-    flat = base + ops[:, None] * batch + np.arange(batch)
-    flat[ops == n] = 0
-    return flat.ravel()
+def _elements(ops: np.ndarray, n: int, batch: int) -> np.ndarray:
+    """The local element of each (op, plan) pair, op-major (op ``n``, none: ``n * batch``, the last slot)."""
+    out = ops[:, None] * batch + np.arange(batch)
+    out[ops == n] = n * batch
+    return out.ravel()
 
 
 def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
