@@ -16,11 +16,12 @@ backward the backward of j on u + 1 (the own forward on the last virtual stage).
   ``r_k = F(k, m-1)`` and flow upwards, so stage i ends at
   ``E_i = max_{k>=i} [r_k + sum_{l=i..k} b_l + (m-1) max_{l=i..k} b_l]``. O(p^2) per plan, independent of m.
 - :func:`level_ends` (1F1B and interleaved 1F1B, exact): the same recurrence evaluated level by level, where a
-  level holds the ops whose longest chain of predecessors has the same length; every op of a level is independent
-  of the others, so a level is one numpy gather-max-add over all its ops and over every plan of the batch (plans
-  of one ``(schedule, pp, vpp, m)`` share the graph). Maximum and addition of the same operands in the same order
-  as the replay: the ends are bit-identical to :func:`run_timeline`'s. The cost per batch is O(levels) numpy
-  calls (about 2(m + p)v levels), shared by the batch.
+  level holds the ops whose longest chain of predecessors has the same length (found by stage sweeps in numpy,
+  :func:`sweep_levels`); every op of a level is independent of the others, so a level is one numpy
+  gather-max-add over all its ops and over every plan of the batch. :func:`level_ends_many` lays the graphs of
+  several structures side by side (their disjoint union), so one sweep of max(levels) steps evaluates them all.
+  Maximum and addition of the same operands in the same order as the replay: the ends are bit-identical to
+  :func:`run_timeline`'s. The cost is O(levels) numpy calls (about 2(m + p)v levels) per batch of structures.
 
 Both return ``end[b, i]`` (seconds) for plan b and stage i; busy time is ``m * sum_c (f_ic + b_ic)`` and, with
 zero lag, no time is spent waiting for a transfer in flight.
