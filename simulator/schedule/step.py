@@ -314,7 +314,11 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
         return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
     cache, bases_cache = layer_cache.setdefault(CHUNK_CACHE, {}), layer_cache.setdefault(BASE_CACHE, {})
     base_key = _bases_key(ctx)
-    key = (base_key, tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
+    per_tuple: dict[int, tuple] = {}     # each stage's per-micro-batch DP ops, once per distinct op tuple
+    for ops in ctx.traffic.stages:
+        if id(ops) not in per_tuple:
+            per_tuple[id(ops)] = tuple(o for o in ops if o.scope == "microbatch")
+    key = (base_key, tuple(per_tuple[id(ops)] for ops in ctx.traffic.stages), slowest)
     chunks = cache.get(key)
     if chunks is None:
         bases = bases_cache.get(base_key)
