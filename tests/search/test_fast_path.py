@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from simulator.errors import UserError
 from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
 from simulator.scenario.simulate import simulate
-from simulator.schedule.fast_timeline import dependencies, gpipe_ends, level_ends, levels_walk, sweep_levels
+from simulator.schedule.fast_timeline import (
+    dependencies,
+    gpipe_ends,
+    level_ends,
+    level_ends_many,
+    levels_walk,
+    sweep_levels,
+)
 from simulator.schedule.timeline import run_timeline
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.rank import PLAN_KEYS, TERMS
@@ -124,6 +131,27 @@ def test_fast_timelines_equal_the_replay(schedule, pp, vpp, groups, extra, seed)
         assert np.array_equal(level_ends(schedule, pp, vpp, m, d)[b], ends)   # the same max and + : bit-identical
         if schedule == "gpipe":
             assert np.allclose(gpipe_ends(m, d)[b], ends, rtol=1e-12, atol=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(structures=st.lists(st.tuples(st.sampled_from(["1f1b", "gpipe"]), st.integers(1, 6), st.integers(1, 3),
+                                     st.integers(1, 3), st.integers(1, 4)), min_size=1, max_size=4),
+       seed=st.integers(0, 2**32 - 1))
+def test_one_sweep_over_several_structures_equals_the_replay(structures, seed):
+    """level_ends_many lays several structures side by side (their disjoint union, one level sweep), with batches
+    of different sizes and repeated duration rows (evaluated once): every plan's ends equal its replay bit for bit."""
+    rng, jobs = np.random.default_rng(seed), []
+    for schedule, pp, vpp, groups, batch in structures:
+        vpp = 1 if schedule == "gpipe" or pp == 1 else vpp
+        m = pp * groups if vpp > 1 else groups
+        d = rng.uniform(0.01, 3.0, (batch, pp, vpp, 2))
+        d[batch // 2:] = d[0]                     # repeated rows
+        jobs.append((schedule, pp, vpp, m, d))
+    for (schedule, pp, vpp, m, d), ends in zip(jobs, level_ends_many(jobs), strict=True):
+        for b in range(d.shape[0]):
+            replay = run_timeline(stage_orders(schedule, pp, vpp, m), [list(d[b, i, :, 0]) for i in range(pp)],
+                                  [list(d[b, i, :, 1]) for i in range(pp)], 0.0)
+            assert np.array_equal(ends[b], [t.end_s for t in replay])
 
 
 def test_gpipe_closed_form_by_hand():
