@@ -97,8 +97,8 @@ def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
     levels that grows, and a sweep that changes nothing is a fixed point of the recurrence, which on a DAG has one
     solution: the levels (equal to :func:`levels_walk`'s, a test checks). A forward dependency points to the
     stage above, a backward one to the stage below, so a sweep follows a path as long as it keeps its direction;
-    pipeline schedules need 3-5 sweeps (64 stages x 2 chunks x 512 micro-batches: 6 sweeps, 20 ms against 60 ms
-    for the walk).
+    pipeline schedules take 3 or 4 sweeps, the last changing nothing (pp 2-128, vpp 1-8, m up to 512; 64 stages x
+    2 chunks x 512 micro-batches: its whole graph in ~40 ms against ~90 ms with the walk, measured once here).
     """
     pp, k = dep.shape
     level = np.full(n + 1, -1, dtype=np.int64)
