@@ -40,8 +40,9 @@ def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) 
 def _reject_bool_numbers(cls: type[BaseModel], data: dict, key_prefix: str, file: str | None) -> None:
     """``tp: true`` is not 1: pydantic's lax mode reads a YAML boolean as an integer, so refuse it for a field that
     takes numbers and no booleans."""
+    fields = cls.model_fields       # a class property that builds its mapping on every access: read it once
     for key, value in data.items():
-        field = cls.model_fields.get(key)
+        field = fields.get(key)
         if isinstance(value, bool) and field is not None and numeric_only(field.annotation):
             raise UserError(f"expected a number, got {str(value).lower()}", file=file,
                             key_path=f"{key_prefix}.{key}" if key_prefix else key)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
-from simulator.model.spec import ModelSpec
+from simulator.model.spec import ModelSpec, moe_flags_of
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -65,29 +65,37 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
 def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
                       stage_layers: tuple[tuple[int, ...], ...]) -> tuple[StageParams, ...]:
     last = len(stage_layers) - 1
-    return tuple(_stage_params(m, tp, ep, etp, vocab_padding, layers, s == 0, s == last, last > 0)
+    return tuple(_stage_params(m, tp, ep, etp, vocab_padding, tuple(moe_flags_of(m, layers)),
+                               max(layers, default=-1) >= m.layers, s == 0, s == last, last > 0)
                  for s, layers in enumerate(stage_layers))
 
 
 @lru_cache(maxsize=4096)
-def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool, layers: tuple[int, ...],
-                  first: bool, last: bool, pipelined: bool) -> StageParams:
+def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool, kinds: tuple[bool, ...],
+                  mtp: bool, first: bool, last: bool, pipelined: bool) -> StageParams:
+    """A stage's parameters from the FFN kind (MoE or not) of each of its layers in order, whether it holds the MTP
+    modules' layers (indices from ``layers`` on), and its place in the pipeline: a layer's tensors depend on its
+    index only through its kind (:func:`simulator.model.params.layer_params`), so stages with the same kinds
+    share one value (the middle stages of a pipeline)."""
     scale = padded_vocab(m.vocab, tp, vocab_padding) / m.vocab
     per_kind: dict[bool, tuple[float, float]] = {}
     dense = expert = largest = 0.0
-    for i in layers:
-        kind = m.is_moe_layer(i)
+    for kind in kinds:
         if kind not in per_kind:
-            per_kind[kind] = _local(layer_params(m, i), m, tp, ep, etp, scale)
+            per_kind[kind] = _local(layer_params(m, _first_layer_of(m, kind)), m, tp, ep, etp, scale)
         d, e = per_kind[kind]
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
     extra = []
     if first:
         extra += embedding_params(m)
-    mtp = any(i >= m.layers for i in layers)  # the MTP modules' layers are on this stage (training)
     if last:
         extra += head_params(m) + (mtp_head_params(m) if mtp else [])
         if (m.tied_embeddings or mtp) and pipelined:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
     d, e = _local(extra, m, tp, ep, etp, scale)
-    return StageParams(dense + d, expert + e, largest, len(layers))
+    return StageParams(dense + d, expert + e, largest, len(kinds))
+
+
+def _first_layer_of(m: ModelSpec, kind: bool) -> int:
+    """The first layer index whose FFN kind (:meth:`ModelSpec.is_moe_layer`) is ``kind``."""
+    return next(i for i in range(m.layers) if m.is_moe_layer(i) == kind)

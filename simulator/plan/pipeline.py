@@ -58,31 +58,39 @@ def _interleaved(i: int, pp: int, vpp: int, m: int) -> list[Op]:
 
 
 def stage_order_arrays(schedule: str, pp: int, vpp: int, microbatches: int) -> list[tuple]:
-    """:func:`stage_orders` as numpy arrays per stage, ``(backward, micro-batch, chunk)`` (backward 0/1), built
-    without a Python loop over ops (the plan search's level timeline reads them; a test keeps the two equal)."""
+    """:func:`stage_orders` as numpy arrays per stage, ``(backward, micro-batch, chunk)`` (backward 0/1): the rows
+    of :func:`stage_order_grid` (a test keeps them equal to the orders)."""
+    backward, j, c = stage_order_grid(schedule, pp, vpp, microbatches)
+    return [(backward[i], j[i], c[i]) for i in range(pp)]
+
+
+def stage_order_grid(schedule: str, pp: int, vpp: int, microbatches: int):
+    """:func:`stage_orders` as three ``(pp, 2 m vpp)`` integer arrays (every stage runs m vpp forwards and as many
+    backwards): ``backward`` (0/1), micro-batch and model chunk of each stage's q-th op, built without a Python
+    loop over ops or stages (the plan search's level timeline reads them). In the 1F1B orders stage i runs its
+    w_i warm-up forwards (k = q), then alternates forward k = w_i + (q - w_i)/2 and backward k = (q - w_i - 1)/2,
+    then drains the backwards k = q - w_i - (total - w_i); k is the forward or backward chunk counter of
+    :func:`_chunk`."""
     import numpy as np
 
-    m, out = microbatches, []
-    for i in range(pp):
-        if schedule == "gpipe":
-            j = np.repeat(np.arange(m), vpp)
-            c = np.tile(np.arange(vpp), m)
-            out.append((np.repeat([0, 1], m * vpp), np.concatenate([j, j]), np.concatenate([c, vpp - 1 - c])))
-            continue
-        total = m * vpp
-        warm = min(pp - i - 1, m) if vpp == 1 else min((pp - i - 1) * 2 + (vpp - 1) * pp, total)
-        steady = total - warm
-        k_f = np.concatenate([np.arange(warm), np.ravel(np.column_stack([warm + np.arange(steady),
-                                                                         np.full(steady, -1)])), np.full(warm, -1)])
-        k_b = np.concatenate([np.full(warm, -1), np.ravel(np.column_stack([np.full(steady, -1),
-                                                                           np.arange(steady)])),
-                              np.arange(steady, total)])
-        backward = (k_b >= 0).astype(np.int64)
-        k = np.where(backward == 1, k_b, k_f)
-        group, within = np.divmod(k, pp * vpp)
-        chunk = (k % (pp * vpp)) // pp
-        out.append((backward, group * pp + within % pp, np.where(backward == 1, vpp - 1 - chunk, chunk)))
-    return out
+    m, total = microbatches, microbatches * vpp
+    q = np.arange(2 * total)
+    if schedule == "gpipe":
+        backward = (q >= total).astype(np.int64)
+        r = q - backward * total
+        j, c = r // vpp, r % vpp
+        return (np.broadcast_to(backward, (pp, 2 * total)), np.broadcast_to(j, (pp, 2 * total)),
+                np.broadcast_to(np.where(backward == 1, vpp - 1 - c, c), (pp, 2 * total)))
+    rest = pp - np.arange(pp)[:, None] - 1
+    warm = np.minimum(rest, m) if vpp == 1 else np.minimum(rest * 2 + (vpp - 1) * pp, total)
+    steady = total - warm
+    t = q - warm                                             # (pp, 2 total): position after the warm-up
+    in_steady = (t >= 0) & (t < 2 * steady)
+    backward = np.where(t < 0, 0, np.where(in_steady, t % 2, 1))
+    k = np.where(t < 0, q, np.where(in_steady, np.where(backward == 1, (t - 1) // 2, warm + t // 2), t - steady))
+    group, within = np.divmod(k, pp * vpp)
+    chunk = (k % (pp * vpp)) // pp
+    return backward, group * pp + within % pp, np.where(backward == 1, vpp - 1 - chunk, chunk)
 
 
 def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:

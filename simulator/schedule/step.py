@@ -321,7 +321,11 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
         return StepParts(ctx, moe, slowest, _all_chunk_costs(ctx, signatures, slowest), signatures)
     cache, bases_cache = layer_cache.setdefault(CHUNK_CACHE, {}), layer_cache.setdefault(BASE_CACHE, {})
     base_key = _bases_key(ctx)
-    key = (base_key, tuple(tuple(o for o in ops if o.scope == "microbatch") for ops in ctx.traffic.stages), slowest)
+    per_tuple: dict[int, tuple] = {}     # each stage's per-micro-batch DP ops, once per distinct op tuple
+    for ops in ctx.traffic.stages:
+        if id(ops) not in per_tuple:
+            per_tuple[id(ops)] = tuple(o for o in ops if o.scope == "microbatch")
+    key = (base_key, tuple(per_tuple[id(ops)] for ops in ctx.traffic.stages), slowest)
     chunks = cache.get(key)
     if chunks is None:
         bases = bases_cache.get(base_key)
@@ -394,29 +398,22 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
     # a middle stage is below pp - 1, so a boundary op's stage min(stage, pp - 2) is the stage itself: every op's
     # group key is key(op.group, stage), and the keys of the distinct groups (in one order) say the same
     common = [op.group for ops in (ctx.traffic.layer, ctx.traffic.pipeline) for op in ops]
-    groups_of: dict[int, tuple[str, ...]] = {}        # by the identity of a stage's op tuple (shared by equal stages)
     timer = ctx.timer
 
     def key_table(groups: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:   # per middle stage, per layout
         return ctx.cached(("middle key ids", timer._layout_id, groups),
                           lambda: tuple(tuple(timer.key_id(g, s) for g in groups) for s in range(1, pp - 1)))
 
+    stages, chunks, moe = ctx.traffic.stages, ctx.plan.stage_chunks, ctx.model.moe is not None
+    tables: dict[int, tuple[tuple[int, ...], ...]] = {}   # key tables by the identity of a stage's op tuple
+    for ops in stages[1:pp - 1]:
+        if id(ops) not in tables:
+            tables[id(ops)] = key_table(tuple(dict.fromkeys(common + [op.group for op in ops])))
     ids: dict[tuple, int] = {}
-    out: list[int | None] = []
-    moe = ctx.model.moe is not None
-    for s in range(pp):
-        if s in (0, pp - 1):
-            out.append(None)
-            continue
-        ops = ctx.traffic.stages[s]
-        groups = groups_of.get(id(ops))
-        if groups is None:
-            groups = groups_of[id(ops)] = tuple(dict.fromkeys(common + [op.group for op in ops]))
-        keys = key_table(groups)[s - 1]
-        kinds = tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None
-        signature = (ctx.plan.stage_chunks[s], kinds, id(ops), keys, id(ctx.moe[s]))
-        out.append(ids.setdefault(signature, len(ids)))
-    return tuple(out)
+    middle = [ids.setdefault((chunks[s], tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None,
+                              id(stages[s]), tables[id(stages[s])][s - 1], id(ctx.moe[s])), len(ids))
+              for s in range(1, pp - 1)]
+    return (None, *middle, None) if pp > 1 else (None,)
 
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,

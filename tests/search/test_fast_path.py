@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from simulator.errors import UserError
 from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
 from simulator.scenario.simulate import simulate
-from simulator.schedule.fast_timeline import gpipe_ends, level_ends
+from simulator.schedule.fast_timeline import (
+    dependencies,
+    gpipe_ends,
+    level_ends,
+    level_ends_many,
+    levels_walk,
+    sweep_levels,
+)
 from simulator.schedule.timeline import run_timeline
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.rank import PLAN_KEYS, TERMS
@@ -126,6 +133,27 @@ def test_fast_timelines_equal_the_replay(schedule, pp, vpp, groups, extra, seed)
             assert np.allclose(gpipe_ends(m, d)[b], ends, rtol=1e-12, atol=0)
 
 
+@settings(max_examples=60, deadline=None)
+@given(structures=st.lists(st.tuples(st.sampled_from(["1f1b", "gpipe"]), st.integers(1, 6), st.integers(1, 3),
+                                     st.integers(1, 3), st.integers(1, 4)), min_size=1, max_size=4),
+       seed=st.integers(0, 2**32 - 1))
+def test_one_sweep_over_several_structures_equals_the_replay(structures, seed):
+    """level_ends_many lays several structures side by side (their disjoint union, one level sweep), with batches
+    of different sizes and repeated duration rows (evaluated once): every plan's ends equal its replay bit for bit."""
+    rng, jobs = np.random.default_rng(seed), []
+    for schedule, pp, vpp, groups, batch in structures:
+        vpp = 1 if schedule == "gpipe" or pp == 1 else vpp
+        m = pp * groups if vpp > 1 else groups
+        d = rng.uniform(0.01, 3.0, (batch, pp, vpp, 2))
+        d[batch // 2:] = d[0]                     # repeated rows
+        jobs.append((schedule, pp, vpp, m, d))
+    for (schedule, pp, vpp, m, d), ends in zip(jobs, level_ends_many(jobs), strict=True):
+        for b in range(d.shape[0]):
+            replay = run_timeline(stage_orders(schedule, pp, vpp, m), [list(d[b, i, :, 0]) for i in range(pp)],
+                                  [list(d[b, i, :, 1]) for i in range(pp)], 0.0)
+            assert np.array_equal(ends[b], [t.end_s for t in replay])
+
+
 def test_gpipe_closed_form_by_hand():
     """Two stages, f = (1, 2), b = (3, 1), m = 3: the forwards end on stage 0 at 3 and on stage 1 at 1 + 2 + 2*2
     = 7 (stage 1 paces); the backwards of stage 1 end at 7 + 3*1 = 10; stage 0's at max(3 + 3 + 2*3 (its own
@@ -133,6 +161,23 @@ def test_gpipe_closed_form_by_hand():
     end at 11, 14, 17)."""
     d = np.array([[[[1.0, 3.0]], [[2.0, 1.0]]]])
     assert gpipe_ends(3, d)[0].tolist() == [17.0, 10.0]
+
+
+def test_sweep_levels_by_hand():
+    """1F1B, 2 stages, 2 micro-batches: stage 0 runs F0 F1 B0 B1, stage 1 F0 B0 F1 B1. Stage 0's forwards are at
+    levels 0, 1; stage 1's F0 after stage 0's F0: 1, its B0: 2, its F1 after its B0 (stage 0's F1 is at 1): 3, its
+    B1: 4; stage 0's B0 after stage 1's B0 (2): 3, its B1 after stage 1's B1 (4): 5."""
+    _, dep, _ = dependencies("1f1b", 2, 1, 2)
+    assert sweep_levels(dep, dep.size).tolist() == [0, 1, 3, 5, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
+def test_sweep_levels_equal_the_walk(schedule, vpps):
+    for pp, vpp, m in _small_pipelines(vpps, max_pp=8, max_m=19):
+        if vpp > 1 and m % pp:      # interleaving needs whole groups of pp micro-batches (a plan rule)
+            continue
+        _, dep, _ = dependencies(schedule, pp, vpp, m)
+        assert sweep_levels(dep, dep.size).tolist() == levels_walk(dep.ravel().tolist(), dep.shape[1], dep.size)
 
 
 @pytest.mark.parametrize("schedule,vpps", [("gpipe", (1,)), ("1f1b", (1, 2, 3, 4))])
