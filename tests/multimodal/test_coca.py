@@ -1,9 +1,9 @@
 """CoCa as CoCa is built (Yu et al. 2022, section 3.2): an image encoder with an attentional pooler, a unimodal text
 decoder and a multimodal text decoder with cross-attention to the pooled image tokens; contrastive + captioning
 losses (docs/multimodal.md). Numbers by hand: the cross-attention and pooler FLOPs, their parameters, and the bytes
-each exchange sends; the L/14 preset against OpenCLIP's own profile of coca_ViT-L-14 (docs/model_profile.csv in
-mlfoundations/open_clip: 638.45M parameters, image 306.72M, text 123.65M; 214.52 GFLOPs per sample, image 163.64,
-text 13.3; ViT-L-14's image tower: 303.97M, 162.03 GFLOPs)."""
+each exchange sends; the L/14 preset against OpenCLIP's own profile of coca_ViT-L-14
+(https://github.com/mlfoundations/open_clip/blob/main/docs/model_profile.csv: 638.45M parameters, image 306.72M, text
+123.65M; 214.52 GFLOPs per sample, image 163.64, text 13.3; ViT-L-14's image tower: 303.97M, 162.03 GFLOPs)."""
 
 import json
 from pathlib import Path
