@@ -74,8 +74,11 @@ def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[flo
     except UserError:
         return None
     memory = estimate_memory(plan)
-    extra = extra_state_bytes(plan, s.spec.extra_params(sub))
-    return [st.peak + (extra if st.stage == 0 else 0.0) for st in memory.stages]
+    pooler = s.spec.pooler_params(sub)
+    extra, tail = extra_state_bytes(plan, s.spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
+    last = len(memory.stages) - 1
+    return [st.peak + (extra if st.stage == 0 else 0.0) + (tail if st.stage == last else 0.0)
+            for st in memory.stages]
 
 
 def _capacity(s: Settings) -> float:

@@ -4,9 +4,11 @@
 :meth:`SubmoduleSpec.engine_model`, ``seq_len`` = its tokens per sample, ``global_batch`` = the model's batch),
 estimates its memory with :func:`simulator.memory.estimate_memory` and times its step with
 :func:`simulator.schedule.simulate_step` on a view of the topology whose rank r is the submodule's r-th GPU, so its
-TP / DP / PP groups are priced on the links its placement gives it. Two things the engine does not have are added:
-the parameters of the real input table and the cross-attention blocks (:meth:`MultimodalSpec.extra_params`, on the
-first stage), and the cross-attention GEMMs of a CoCa decoder (:func:`cross_attention_s`).
+TP / DP / PP groups are priced on the links its placement gives it. What the engine does not have is added: the
+parameters of the real input table, the cross-attention blocks and the attentional pooler
+(:meth:`MultimodalSpec.extra_params`: on the first stage, the pooler's on the last), the cross-attention GEMMs of a
+CoCa decoder (:func:`cross_attention_s`) and the attentional pooler's GEMMs on a CoCa image encoder
+(:func:`pooler_s`).
 
 The pipeline runs in batch-sync order (GPipe: every micro-batch's forward before the loss, DistMM section 4.4):
 a contrastive loss needs the embeddings of the whole batch before any backward.
@@ -66,31 +68,39 @@ class SubmoduleRun:
     plan: ResolvedPlan
     memory: MemoryReport
     extra_bytes: float
-    """Per-GPU bytes of :meth:`MultimodalSpec.extra_params` on the first stage (states under the plan's recipe)."""
+    """Per-GPU bytes of :meth:`MultimodalSpec.extra_params` on the first stage (states under the plan's recipe),
+    the attentional pooler's excepted (:attr:`pooler_bytes`)."""
     step: StepResult
     cross_attention_s: float
     extra_params: float = 0.0
     """:meth:`MultimodalSpec.extra_params` of the submodule (parameters its engine model lacks)."""
+    pooler_s: float = 0.0
+    """Seconds per step of the attentional pooler (:func:`pooler_s`)."""
+    pooler_bytes: float = 0.0
+    """Per-GPU bytes of the attentional pooler's states, on the last stage."""
 
     @property
     def step_s(self) -> float:
-        """The engine's step plus the cross-attention GEMMs."""
-        return self.step.step_s + self.cross_attention_s
+        """The engine's step plus the cross-attention and pooler GEMMs."""
+        return self.step.step_s + self.cross_attention_s + self.pooler_s
 
     @property
     def compute_s(self) -> float:
-        return self.step.compute_s + self.step.recompute_s + self.cross_attention_s
+        return self.step.compute_s + self.step.recompute_s + self.cross_attention_s + self.pooler_s
 
     @property
     def forward_microbatch_s(self) -> float:
-        """One forward micro-batch (a third of the compute per micro-batch: backward is twice forward): what a
-        consumer of this submodule's tokens waits before its first micro-batch (the DistMM step's fill)."""
-        return self.step.compute_s / (3 * self.plan.num_microbatches)
+        """One forward micro-batch (a third of the compute per micro-batch: backward is twice forward), the pooler's
+        included: what a consumer of this submodule's tokens waits before its first micro-batch (the DistMM step's
+        fill)."""
+        return (self.step.compute_s + self.pooler_s) / (3 * self.plan.num_microbatches)
 
     @cached_property
     def stage_peaks(self) -> tuple[float, ...]:
-        """Tensor peak per stage, the extra parameters' states on stage 0."""
-        return tuple(s.peak + (self.extra_bytes if s.stage == 0 else 0.0) for s in self.memory.stages)
+        """Tensor peak per stage, the extra parameters' states on stage 0 and the pooler's on the last stage."""
+        last = len(self.memory.stages) - 1
+        return tuple(s.peak + (self.extra_bytes if s.stage == 0 else 0.0)
+                     + (self.pooler_bytes if s.stage == last else 0.0) for s in self.memory.stages)
 
     @property
     def device_peak_bytes(self) -> float:
@@ -113,6 +123,7 @@ class SubmoduleRun:
                                   zip(m.stages, self.stage_peaks, strict=True)]},
             "time": {"step_s": self.step_s, "compute_s": s.compute_s, "recompute_s": s.recompute_s,
                      "bubble_s": s.bubble_s, "optimizer_s": s.optimizer_s, "cross_attention_s": self.cross_attention_s,
+                     "pooler_s": self.pooler_s,
                      "exposed_comm_s": dict(s.exposed_comm_s)},
         }
 
@@ -169,19 +180,28 @@ def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
 
 
 def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: int, image_hidden: int, heads: int,
-                          tp: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                          tp: int = 1, mlp: int = 0, mlp_up: int = 1
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(m, k, n, batch) of the forward GEMMs of one cross-attention block on one TP rank, for a micro-batch of b
     samples (T text tokens of width h attend to N image tokens of width h_v; heads / tp heads of d = h / heads):
     the Q and O projections (bT x h x h/t and bT x h/t x h), the K and V projections of the image tokens
     (bN x h_v x h/t each), the scores Q K^T (b heads/t GEMMs of T x d x N) and the values P V (T x N x d).
-    Forward FLOPs = sum 2 m k n batch = (4 bT h^2 + 4 bN h_v h + 4 bT N h) / t; backward is twice that."""
+    Forward FLOPs = sum 2 m k n batch = (4 bT h^2 + 4 bN h_v h + 4 bT N h) / t; backward is twice that.
+    With an MLP of width f = ``mlp`` (OpenCLIP's cross-attention block): ``mlp_up`` up-projections bT x h x f/t (2
+    for SwiGLU) and the down-projection bT x f/t x h, + (2 mlp_up + 2) bT h f / t. The attentional pooler is the
+    same attention with its queries as the T tokens (text_tokens = queries, hidden = its width)."""
     T, N, h, hv = text_tokens, image_tokens, hidden, image_hidden
     d, local = hidden / heads, heads / tp
-    m = np.array([b * T, b * T, b * N, b * N, T, T], dtype=float)
-    k = np.array([h, h / tp, hv, hv, d, N], dtype=float)
-    n = np.array([h / tp, h, h / tp, h / tp, N, d], dtype=float)
-    batch = np.array([1, 1, 1, 1, b * local, b * local], dtype=float)
-    return m, k, n, batch
+    m = [b * T, b * T, b * N, b * N, T, T]
+    k = [h, h / tp, hv, hv, d, N]
+    n = [h / tp, h, h / tp, h / tp, N, d]
+    batch = [1, 1, 1, 1, b * local, b * local]
+    if mlp:
+        m += [b * T] * (mlp_up + 1)
+        k += [h] * mlp_up + [mlp / tp]
+        n += [mlp / tp] * mlp_up + [h]
+        batch += [1] * (mlp_up + 1)
+    return tuple(np.array(x, dtype=float) for x in (m, k, n, batch))
 
 
 def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
@@ -193,10 +213,28 @@ def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPl
     if not sub.cross_attention_layers or spec.vision is None:
         return 0.0
     p, t = plan.parallel, plan.training
-    gemms = cross_attention_gemms(t.micro_batch, t.seq_len, spec.vision.own_tokens, sub.hidden, spec.vision.hidden,
-                                  sub.heads, p.tp)
+    tokens, width = spec.image_kv
+    mlp = (sub.ffn_hidden or 4 * sub.hidden) if sub.cross_attention_mlp else 0
+    gemms = cross_attention_gemms(t.micro_batch, t.seq_len, tokens, sub.hidden, width, sub.heads, p.tp, mlp,
+                                  2 if sub.activation == "swiglu" else 1)
     fwd = float(gemm_times(*gemms, gpu, default_efficiency(gpu.architecture), dtype).sum())
     return 3.0 * fwd * sub.cross_attention_layers / p.pp * plan.num_microbatches
+
+
+def pooler_s(sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
+    """Seconds per step of the attentional pooler(s) on the encoder's last stage (:class:`PoolerSpec`): each the
+    attention of :func:`cross_attention_gemms` with its queries over the encoder's N tokens of width h_v, at the
+    engine's GEMM efficiency, x3 for forward + backward, x m micro-batches (the whole pooler sits on the last
+    stage). OpenCLIP coca_ViT-L-14, one sample forward: 4 q w^2 + 4 N h_v w + 4 q N w = 1.615 GFLOP."""
+    pool = sub.attentional_pooler
+    if pool is None:
+        return 0.0
+    p, t = plan.parallel, plan.training
+    eff = default_efficiency(gpu.architecture)
+    fwd = sum(float(gemm_times(*cross_attention_gemms(t.micro_batch, q, sub.own_tokens, pool.width, sub.hidden,
+                                                      pool.heads, p.tp), gpu, eff, dtype).sum())
+              for q in pool.query_counts)
+    return 3.0 * fwd * plan.num_microbatches
 
 
 def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, gpus: tuple[int, ...],
@@ -209,10 +247,10 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     view = topology_view(*even_view(topology, tuple(gpus)))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
-    extra_params = spec.extra_params(sub)
-    extra = extra_state_bytes(plan, extra_params)
-    return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra, step,
-                        cross_attention_s(spec, sub, plan, gpu, dtype), extra_params)
+    extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
+    return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra_state_bytes(plan, extra_params - pooler), step,
+                        cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,
+                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler))
 
 
 def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:

@@ -57,6 +57,42 @@ class ProjectorSpec(BaseModel):
         return 2.0 * (self.input * self.hidden + self.hidden * self.output)
 
 
+class PoolerSpec(BaseModel):
+    """CoCa's attentional pooler on the image encoder's output (Yu et al. 2022, section 3.2; OpenCLIP
+    ``AttentionalPooler``): one multi-head attention layer whose ``queries`` learned queries of width ``width``
+    attend to the encoder's tokens (keys and values projected from the encoder's width h_v), plus a norm on each side.
+    ``contrastive``: ``first_query`` (OpenCLIP's CoCa, ``attentional_pool: true``: one pooler; its first output is
+    the contrastive embedding and the other queries - 1 go to the decoder's cross-attention) or ``own_pooler`` (the
+    paper's design, OpenCLIP's ``parallel`` mode: the ``queries`` tokens go to the decoder and a second pooler of
+    one query gives the contrastive embedding)."""
+
+    model_config = _STRICT
+
+    queries: int = Field(ge=2, description="learned queries of the (generative) pooler")
+    width: int = Field(ge=1, description="width of the pooled tokens (the decoder's cross-attention reads them)")
+    heads: int = Field(ge=1, description="attention heads of the pooler")
+    contrastive: Literal["first_query", "own_pooler"] = Field(
+        description="first_query (OpenCLIP CoCa) | own_pooler (CoCa paper: a second pooler of one query)")
+
+    @property
+    def tokens_out(self) -> int:
+        """Pooled tokens the decoder cross-attends: queries - 1 (the first is the contrastive embedding), or all."""
+        return self.queries - 1 if self.contrastive == "first_query" else self.queries
+
+    @property
+    def query_counts(self) -> tuple[int, ...]:
+        """Queries of each pooler: (queries,) or (queries, 1)."""
+        return (self.queries,) if self.contrastive == "first_query" else (self.queries, 1)
+
+    def params(self, context_width: int) -> float:
+        """Parameters over keys and values of width h_v (torch ``nn.MultiheadAttention(w, kdim=h_v, vdim=h_v)`` as
+        OpenCLIP builds it), per pooler: the queries (q w), the Q and O projections (2 w^2), K and V from h_v
+        (2 h_v w), the four projections' biases (4 w), the query and key norms (2 w + 2 h_v). OpenCLIP coca_ViT-L-14
+        (q 256, w 768, h_v 1024): 2,955,776."""
+        w, hv = self.width, context_width
+        return float(sum(q * w + 2 * w * w + 2 * hv * w + 4 * w + 2 * w + 2 * hv for q in self.query_counts))
+
+
 class SubmoduleSpec(BaseModel):
     """One submodule: a transformer stack, its input length per sample and its output width."""
 
@@ -84,6 +120,12 @@ class SubmoduleSpec(BaseModel):
     input_from: str | None = Field(None, description="text/decoder: the submodule whose output token states are this "
                                                      "one's input (CoCa's multimodal decoder reads the unimodal "
                                                      "decoder's); null = its own input table (vocab)")
+    cross_attention_mlp: bool = Field(False, description="decoder: every cross-attention block is a full residual "
+                                                         "block with an MLP of its own (OpenCLIP's CoCa "
+                                                         "MultimodalTransformer); false = attention only (the CoCa "
+                                                         "paper's decoder layer: its one MLP is the layer's)")
+    attentional_pooler: PoolerSpec | None = Field(None, description="vision: CoCa's attentional pooler (PoolerSpec); "
+                                                                    "the decoder cross-attends its output tokens")
 
     @model_validator(mode="after")
     def _check(self) -> SubmoduleSpec:
@@ -98,6 +140,10 @@ class SubmoduleSpec(BaseModel):
         if self.input_from is not None and self.role == "vision":
             raise UserError("a vision submodule reads images, not another submodule's tokens (input_from)",
                             key_path="input_from")
+        if self.attentional_pooler is not None and self.role != "vision":
+            raise UserError("only a vision submodule has an attentional_pooler", key_path="attentional_pooler")
+        if self.cross_attention_mlp and not self.cross_attention_layers:
+            raise UserError("cross_attention_mlp needs cross_attention_layers", key_path="cross_attention_mlp")
         if self.cross_attention_layers > self.layers:
             raise UserError(f"cross_attention_layers ({self.cross_attention_layers}) exceeds layers "
                             f"({self.layers})", key_path="cross_attention_layers")
@@ -182,14 +228,43 @@ class MultimodalSpec(BaseModel):
         return self
 
     def extra_params(self, sub: SubmoduleSpec) -> float:
-        """Parameters of ``sub`` its engine model lacks: the real input table (:attr:`SubmoduleSpec.table_params`)
-        and the cross-attention blocks, each Q and O (h x h), K and V from the image tokens' width (h_v x h) and a
-        norm (2 h): 2 h^2 + 2 h_v h + 2 h per block."""
-        cross = 0.0
-        if sub.cross_attention_layers and self.vision is not None:
-            h, hv = sub.hidden, self.vision.hidden
-            cross = sub.cross_attention_layers * (2 * h * h + 2 * hv * h + 2 * h)
-        return sub.table_params + cross
+        """Parameters of ``sub`` its engine model lacks: the real input table (:attr:`SubmoduleSpec.table_params`),
+        the cross-attention blocks (:meth:`cross_block_params` each) and the attentional pooler
+        (:meth:`pooler_params`, on the last stage; the rest on the first)."""
+        cross = sub.cross_attention_layers * self.cross_block_params(sub) if self.vision is not None else 0.0
+        return sub.table_params + cross + self.pooler_params(sub)
+
+    def pooler_params(self, sub: SubmoduleSpec) -> float:
+        """The attentional pooler's parameters (:meth:`PoolerSpec.params`; 0 without one)."""
+        if sub.attentional_pooler is None:
+            return 0.0
+        return sub.attentional_pooler.params(sub.hidden)
+
+    def cross_block_params(self, sub: SubmoduleSpec) -> float:
+        """One cross-attention block of ``sub`` over the image tokens of width h_kv (:attr:`image_kv`), as OpenCLIP's
+        ``ResidualAttentionBlock(is_cross_attention=True)`` is built: Q and O (h x h), K and V from h_kv (h_kv x h),
+        the projections' biases (4 h, with the stack's linear biases), a norm on the queries and one on the image
+        tokens (2 h + 2 h_kv; RMSNorm: h + h_kv); with ``cross_attention_mlp`` an MLP of the stack's shape (2 h f,
+        SwiGLU 3 h f, biases f + h) and its norm. OpenCLIP coca_ViT-L-14 (h = h_kv = 768, f = 3072): 7,089,408."""
+        h, hkv = sub.hidden, self.image_kv[1]
+        bias = sub.norm == "layernorm"
+        per_norm = 2 if sub.norm == "layernorm" else 1
+        out = 2 * h * h + 2 * hkv * h + (4 * h if bias else 0) + per_norm * (h + hkv)
+        if sub.cross_attention_mlp:
+            f = sub.ffn_hidden or 4 * h
+            out += (3 if sub.activation == "swiglu" else 2) * h * f + ((f + h) if bias else 0) + per_norm * h
+        return float(out)
+
+    @property
+    def image_kv(self) -> tuple[int, int]:
+        """(tokens, width) per sample of what a decoder's cross-attention reads: the attentional pooler's output
+        tokens (:attr:`PoolerSpec.tokens_out` of width ``width``), else the encoder's own tokens at its width."""
+        v = self.vision
+        if v is None:
+            return 0, 0
+        if v.attentional_pooler is not None:
+            return v.attentional_pooler.tokens_out, v.attentional_pooler.width
+        return v.own_tokens, v.hidden
 
     def submodule(self, name: str) -> SubmoduleSpec:
         for s in self.submodules:
@@ -219,15 +294,20 @@ class MultimodalSpec(BaseModel):
 
     def token_edges(self) -> list[TokenEdge]:
         """What flows between submodules per sample, producer to consumer (its gradient flows back): the image
-        tokens (N x h_v elements) into an LLM or a decoder's cross-attention, a submodule's token states
+        tokens (N x h_v elements) into an LLM or a decoder's cross-attention (:attr:`image_kv`: the attentional
+        pooler's tokens where there is one), a submodule's token states
         (T x h) into the submodule whose ``input_from`` it is, and the image embedding (e) to the contrastive text
         submodule, where the loss is computed (added to the image tokens when both go to one consumer)."""
         edges: dict[tuple[str, str], TokenEdge] = {}
         vision = self.vision
         for s in self.submodules:
-            if vision is not None and (s.role == "llm" or s.cross_attention_layers):
+            if vision is not None and s.cross_attention_layers:
+                tokens, width = self.image_kv
+                edges[vision.name, s.name] = TokenEdge(vision.name, s.name, tokens * width, "image_tokens",
+                                                       cross_attention=True)
+            elif vision is not None and s.role == "llm":
                 edges[vision.name, s.name] = TokenEdge(vision.name, s.name, vision.own_tokens * vision.hidden,
-                                                       "image_tokens", cross_attention=bool(s.cross_attention_layers))
+                                                       "image_tokens")
             if s.input_from is not None:
                 src = self.submodule(s.input_from)
                 edges[src.name, s.name] = TokenEdge(src.name, s.name, s.tokens * src.hidden, "text_tokens")

@@ -8,7 +8,10 @@ from 0.4B to 23B (four or five per family):
 
 - In the band: the models whose largest tower needs a pipeline under Megatron's uniform plan (CLIP ViT-22B 1.56x,
   CoCa ViT-22B 1.39x, LiT with a Llama-2-13B text tower 2.05x).
-- Below it: the models data parallelism (with TP inside a node) runs, 0.91-1.22x (docs/multimodal.md says why).
+- Below it: the models data parallelism (with TP inside a node) runs, 0.92-1.22x (docs/multimodal.md says why).
+
+The evaluation section's settings were searched for again (2026-12-01, this file's YAML lists where) and are still
+not retrievable: no per-model figure to compare against.
 
 The numbers are regression pins (rel 1e-3), not tolerances on the paper.
 """
@@ -32,10 +35,10 @@ PINNED = {
     "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.542),
     "clip-eva02-e14": (5.04, 8192, 6.623, 6.623, 6.035),
     "clip-vit-22b": (22.45, 1024, 7.782, 14.974, 4.994),
-    "coca-vit-l14": (0.58, 32768, 2.326, 2.326, 2.559),
-    "coca-g": (2.20, 16384, 3.629, 3.629, 3.919),
-    "coca-vit-e": (5.01, 8192, 6.030, 6.030, 6.073),
-    "coca-vit-22b": (23.18, 1024, 7.801, 26.534, 5.632),
+    "coca-vit-l14": (0.64, 32768, 2.383, 2.383, 2.577),
+    "coca-g": (2.21, 16384, 3.655, 3.655, 3.957),
+    "coca-vit-e": (5.01, 8192, 6.029, 6.029, 6.088),
+    "coca-vit-22b": (22.99, 1024, 7.785, 26.366, 5.615),
     "lit-b16-bertl": (0.42, 32768, 0.423, 0.423, 0.439),
     "lit-l16-t5xl": (1.53, 32768, 1.797, 1.797, 1.843),
     "lit-l16-t5xxl": (5.07, 32768, 3.479, 3.479, 2.863),
@@ -96,7 +99,7 @@ def test_the_models_that_need_model_parallelism_land_in_the_band(results):
 def test_the_data_parallel_models_fall_below_the_band(results):
     """Honest miss: where pure data parallelism (or TP inside a node) fits the whole contrastive batch, the uniform
     plan idles no GPU and DistMM can at best tie, less its exchange, its fill (the consumer's wait for the first
-    micro-batch) and the loss: 0.91-0.99x with uneven splits (the data load balancer's); 1.10x and 1.22x where the
+    micro-batch) and the loss: 0.92-0.99x with uneven splits (the data load balancer's); 1.10x and 1.22x where the
     colocated uniform plan needs TP 2 to hold both towers and DistMM's apart run at TP 1."""
     lo = PAPER["abstract"]["speedup_min"]
     for m, r in results.items():
@@ -107,12 +110,14 @@ def test_the_data_parallel_models_fall_below_the_band(results):
 
 
 def test_ordering_across_sizes(results):
-    """The paper's per-model ordering is not available; ours: the gain grows with size in each family, once the
-    uniform plan needs a pipeline: CLIP, CoCa and LiT each grow monotonically."""
+    """The paper's per-model ordering is not available; ours: the gain grows with size in each family once the
+    uniform plan needs TP or a pipeline; below that it is flat (CoCa L/14 and CoCa-g both 0.92x)."""
     speedup = {m: round(r.speedup, 2) for m, r in results.items()}
     assert [speedup[m] for m in PINNED if m.startswith("lit")] == [0.96, 0.97, 1.22, 2.05]
-    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.91, 0.93, 0.99, 1.39]
+    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.92, 0.92, 0.99, 1.39]
     assert [speedup[m] for m in PINNED if m.startswith("clip")] == [0.96, 0.97, 0.97, 1.10, 1.56]
+
+
 def test_batch_is_the_largest_the_baseline_fits(results):
     topology = Topology(load_cluster(SETTINGS["profile"], SETTINGS["nodes"]))
     for m in ("clip-vit-g14", "clip-vit-22b"):
@@ -123,7 +128,7 @@ def test_batch_is_the_largest_the_baseline_fits(results):
 @pytest.mark.parametrize(("model", "tower", "published_B", "rel"), [
     ("clip-vit-giant14", "vision", 1.01, 0.01),   # ViT-g/14 (Zhai et al. 2022, Table 2): 1011M
     ("clip-eva02-e14", "vision", 4.4, 0.02),      # EVA-02-E (EVA-CLIP, Sun et al. 2023): 4.4B
-    ("coca-g", "vision", 1.0, 0.02),              # CoCa Table 1: image encoder 1B
+    ("coca-g", "vision", 1.0, 0.02),              # CoCa Table 1: image encoder 1B (ViT-giant, poolers apart)
     ("coca-vit-e", "vision", 3.9, 0.03),          # ViT-e (PaLI, Chen et al. 2022): 3.9B (no class token, 288 px)
     ("coca-vit-22b", "vision", 21.743, 0.001),    # ViT-22B (Dehghani et al. 2023, Table 1): 21.743B
     ("lit-l16-t5xl", "text", 1.22, 0.02),         # T5 v1.1 XL: 2.85B of which the encoder ~1.2B
@@ -134,17 +139,20 @@ def test_preset_towers_match_their_sources(model, tower, published_B, rel):
     sub = spec.submodule(tower)
     from simulator.model import param_counts
 
-    params = param_counts(sub.engine_model(spec.seq_len(sub)))["total"] + spec.extra_params(sub)
+    # the tower as published: CoCa's attentional pooler (on the coca presets) is not part of the ViT's count
+    params = param_counts(sub.engine_model(spec.seq_len(sub)))["total"] + spec.extra_params(sub) - spec.pooler_params(sub)
     assert params / 1e9 == pytest.approx(published_B, rel=rel)
 
 
 def test_coca_g_decoder_is_near_the_papers_count():
-    """CoCa Table 1: text decoder 1.1B, total 2.1B. Ours: 0.52B unimodal + 0.66B multimodal = 1.18B (+7%: the
-    64k vocabulary's input table and captioning head, 2 x 90M, are counted untied), total 2.20B (+5%)."""
+    """CoCa Table 1: image encoder 1B + text decoder 1.1B = 2.1B. Ours: ViT-giant 1.01B + 0.52B unimodal + 0.66B
+    multimodal = 2.20B (+5%: the 64k vocabulary's input table and captioning head, 2 x 90M, are counted untied);
+    the two attentional poolers (16.2M) come on top, outside Table 1's two columns: 2.21B in all."""
     spec = load_multimodal_preset("coca-g")
     from simulator.validation.distmm import total_params
 
-    assert total_params(spec) / 1e9 == pytest.approx(2.1, rel=0.05)
+    assert spec.pooler_params(spec.vision) == pytest.approx(16.24e6, rel=1e-3)
+    assert (total_params(spec) - spec.pooler_params(spec.vision)) / 1e9 == pytest.approx(2.1, rel=0.05)
 
 
 AWS = PAPER["aws_comparison"]
@@ -152,7 +160,7 @@ AWS = PAPER["aws_comparison"]
 PINNED_AWS = {
     "clip-vit-l14": (32768, 2.023, 2.023, 2.131),
     "clip-vit-22b": (1024, 8.779, 15.787, 5.163),
-    "coca-vit-22b": (1024, 8.817, 27.254, 5.896),
+    "coca-vit-22b": (1024, 8.800, 27.086, 5.809),
     "lit-l16-llama2-13b": (16384, 6.625, 7.391, 3.031),
 }
 
@@ -165,7 +173,7 @@ def aws():
 @pytest.mark.parametrize("model", list(PINNED_AWS))
 def test_on_the_papers_aws_instances(aws, model):
     """A quarter of the DGX's network bandwidth slows the uniform plans' cross-node traffic more than DistMM's (its
-    small towers' groups stay inside few nodes): the in-band models gain more (1.56 -> 1.70x, 1.39 -> 1.50x,
+    small towers' groups stay inside few nodes): the in-band models gain more (1.56 -> 1.70x, 1.39 -> 1.51x,
     2.05 -> 2.19x); the small CLIP stays below the band (0.95x)."""
     r = aws[model]
     batch, uniform, mono, distmm = PINNED_AWS[model]
