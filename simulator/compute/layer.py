@@ -173,11 +173,23 @@ def grad_accumulation_memops(params: list[ParamTensor], sh: RankShape, kv_heads:
     return [MemOp("grad_accumulation", "bwd", bytes_per_param * numel)]
 
 
+def fsdp_copy_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, copy_bytes: tuple[float, float]
+                     ) -> list[MemOp]:
+    """FSDP2's copies around its collectives over this rank's share of ``params``, per micro-batch
+    (``Recipe.fsdp_copy_bytes``: forward, backward bytes per parameter; :mod:`simulator.plan.recipe`)."""
+    fwd, bwd = copy_bytes
+    if not (fwd or bwd):
+        return []
+    numel = sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
+    return [MemOp("fsdp_copies", "fwd", fwd * numel), MemOp("fsdp_copies", "bwd", bwd * numel)]
+
+
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
                layer_index: int, attention: str = "flash", eager: bool = False, amp: bool = False,
                fp8_cast_bytes: tuple[float, float] = (0.0, 0.0), grad_accum_bytes: float = 0.0,
                host: HostIssueCosts | None = None, permute: PermuteChain = FUSED_PERMUTE,
-               sequential_experts: bool = False, sort_chunks: bool = False) -> LayerTime:
+               sequential_experts: bool = False, sort_chunks: bool = False,
+               fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerTime:
     """Time of layer ``layer_index`` for one micro-batch on one rank whose share of the layer is ``sh`` (see module
     docstring for the model).
 
@@ -190,7 +202,8 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     ``permute``: the MoE permute + unpermute chain (``moe.permute``, :mod:`simulator.compute.op_chains`);
     ``sequential_experts``: the routed experts run one dense GEMM each and assemble their outputs (``moe.experts:
     sequential``, Megatron's SequentialMLP) instead of one grouped GEMM; ``sort_chunks``: the all-to-all dispatcher
-    reorders the received rows by local expert and back (:func:`simulator.compute.memops.layer_memops`).
+    reorders the received rows by local expert and back (:func:`simulator.compute.memops.layer_memops`);
+    ``fsdp_copy_bytes``: FSDP2's copies around its gathers and reductions (:func:`fsdp_copy_memops`).
     """
     flash = attention in ("flash", "flash2", "sdpa")
     # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
@@ -219,6 +232,7 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
     mem += grad_accumulation_memops(layer_params(model, layer_index), sh, model.kv, grad_accum_bytes)
+    mem += fsdp_copy_memops(layer_params(model, layer_index), sh, model.kv, fsdp_copy_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
         peak = peak_flops(gpu, attention_dtype(dtype)) * fraction
@@ -302,17 +316,20 @@ def expert_ffn_time(model: ModelSpec, gpu: GpuSpec, eff: ComputeEfficiency, dtyp
 
 def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
               grad_accum_bytes: float = 0.0, embedding_copy: bool = False,
-              cross_entropy: tuple[float, float] = FUSED_CROSS_ENTROPY) -> LayerTime:
+              cross_entropy: tuple[float, float] = FUSED_CROSS_ENTROPY,
+              fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerTime:
     """Final norm, output-layer GEMMs (tokens x h x v/tp) and cross entropy of the last stage, one micro-batch;
     ``grad_accum_bytes`` as :func:`layer_time`, over the head's parameters and, with ``embedding_copy`` (tied
     embeddings or MTP modules split over pipeline stages), the last stage's copy of the word embedding;
-    ``cross_entropy``: bytes per logit forward and backward (``training.cross_entropy``)."""
+    ``cross_entropy``: bytes per logit forward and backward (``training.cross_entropy``); ``fsdp_copy_bytes`` as
+    :func:`layer_time`."""
     lf = logits_flops(model, sh)
     ops = list(lf.ops)
     secs = _linear_seconds(ops, gpu, eff, dtype)
     mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp, cross_entropy)
     params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
     mem += grad_accumulation_memops(params, sh, model.kv, grad_accum_bytes)
+    mem += fsdp_copy_memops(params, sh, model.kv, fsdp_copy_bytes)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
     dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
@@ -322,9 +339,10 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
 
 
 def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency,
-                   grad_accum_bytes: float = 0.0) -> LayerTime:
+                   grad_accum_bytes: float = 0.0, fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerTime:
     """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound); ``grad_accum_bytes``
     as :func:`layer_time`."""
     mem = embedding_memops(model, sh.tokens)
     mem += grad_accumulation_memops(embedding_params(model), sh, model.kv, grad_accum_bytes)
+    mem += fsdp_copy_memops(embedding_params(model), sh, model.kv, fsdp_copy_bytes)
     return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

@@ -138,13 +138,22 @@ class Recipe:
         eager: plain PyTorch modules: layout copies, DDP always overlapping.
         grads_freed_between_steps: gradient tensors do not exist between optimizer steps (PyTorch
             ``zero_grad(set_to_none=True)``); Megatron's contiguous gradient buffer always exists.
-        amp_casts: torch.autocast over fp32 weights: fp32 residual stream, casts, bf16 weight copies.
+        amp_casts: torch.autocast over fp32 weights: fp32 residual stream, casts, bf16 weight copies. Not with
+            FSDP2 (ZeRO-3): its mixed-precision policy gathers bf16 parameters and the layers compute in bf16
+            (torchtitan enables autocast only without FSDP), as the memory model's bf16 gathered layers say.
         serve_param: weight (and transient activation) element bytes when serving.
         kv_cache: KV-cache element bytes when serving (default: ``serve_param``).
         moe_dispatch_dtype: default MoE dispatch payload (fp8 with the fp8 recipe, DeepEP; combine stays bf16).
         grad_accum_bytes: HBM bytes per parameter each micro-batch's backward spends adding its weight gradients
             into the fp32 accumulator outside the GEMMs (``training.grad_accumulation``: 0 when fused into the
             weight-gradient GEMM, :data:`SEPARATE_FP32_ACCUMULATION_BYTES` for a separate pass).
+        fsdp_copy_bytes: PyTorch FSDP2 (``framework: pytorch``, ZeRO-3) copies every parameter out of the
+            all-gather buffer into the unsharded parameters (``split_with_sizes_copy``: read and write
+            ``param_wire`` bytes) after the forward gather and after the backward re-gather (reshard after forward,
+            FSDP2's default), and copies the unsharded gradients into the reduce-scatter buffer in the reduce dtype
+            (``torch._chunk_cat`` in ``foreach_reduce``: read the compute-dtype gradient, write ``grad_wire`` bytes)
+            each micro-batch: (2 w, 2 w + w + g) bytes per parameter forward and backward, w = ``param_wire``, g =
+            ``grad_wire`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). (0, 0) otherwise.
         cross_entropy: ``training.cross_entropy`` (``fused`` or ``unfused``: its bytes per logit in
             :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
             in memory).
@@ -175,6 +184,7 @@ class Recipe:
     moe_dispatch_dtype: str
     grad_accum_bytes: float = 0.0
     cross_entropy: str = "fused"
+    fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -244,9 +254,11 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
         gemm_dtype="fp8_block" if row.gemm == "fp8" and training.fp8_recipe == "blockwise" else row.gemm,
         fp8_cast_bytes=_cast_bytes(row.gemm, eager), attention=attention, eager=eager,
-        grads_freed_between_steps=eager and training.grad_set_to_none, amp_casts=eager and training.precision == "amp_bf16",
+        grads_freed_between_steps=eager and training.grad_set_to_none,
+        amp_casts=eager and training.precision == "amp_bf16" and stage < 3,
         serve_param=row.serve_param,
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
         grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
-        cross_entropy=training.cross_entropy)
+        cross_entropy=training.cross_entropy,
+        fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0))

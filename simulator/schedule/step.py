@@ -87,14 +87,15 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     sort_chunks = moe.backend == "nccl" and plan.shape.ep > 1 and plan.shape.local_experts > 1
     for index, count in layer_kinds(model):
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-               r.grad_accum_bytes, host, permute, sequential, sort_chunks)
+               r.grad_accum_bytes, r.fsdp_copy_bytes, host, permute, sequential, sort_chunks)
         if cache is not None and key in cache:
             lt = cache[key]
         else:
             lt = layer_time(model, plan.shape, gpu, eff, dtype, layer_index=index, attention=r.attention,
                             eager=r.eager, amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes,
                             grad_accum_bytes=r.grad_accum_bytes, host=host, permute=permute,
-                            sequential_experts=sequential, sort_chunks=sort_chunks)
+                            sequential_experts=sequential, sort_chunks=sort_chunks,
+                            fsdp_copy_bytes=r.fsdp_copy_bytes)
             if cache is not None:
                 cache[key] = lt
         groups.setdefault(model.is_moe_layer(index), []).append((lt, count))
@@ -166,14 +167,17 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
             bwd.add(per_kind[kind, mode][1], count)
         start += n
         if stage == 0 and c == 0:
-            e = ctx.cached(("embedding", plan.shape, accum),
-                           lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, accum))
+            e = ctx.cached(("embedding", plan.shape, accum, plan.recipe.fsdp_copy_bytes),
+                           lambda: embedding_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, accum,
+                                                  plan.recipe.fsdp_copy_bytes))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == p.pp - 1 and c == len(counts) - 1:
-            h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy, plan.recipe.cross_entropy),
+            h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy, plan.recipe.cross_entropy,
+                            plan.recipe.fsdp_copy_bytes),
                            lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy,
-                                             CROSS_ENTROPY_BYTES[plan.recipe.cross_entropy]))
+                                             CROSS_ENTROPY_BYTES[plan.recipe.cross_entropy],
+                                             plan.recipe.fsdp_copy_bytes))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
         _boundary_cost(ctx, stage, c, fwd, bwd)
@@ -383,7 +387,7 @@ def _bases_key(ctx: _Inputs) -> tuple:
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
-            r.grad_accum_bytes, r.moe_dispatch_dtype, r.cross_entropy, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
+            r.grad_accum_bytes, r.fsdp_copy_bytes, r.moe_dispatch_dtype, r.cross_entropy, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
             p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
             ctx.traffic.pipeline)
 

@@ -5,7 +5,10 @@ import re
 
 import pytest
 
+from simulator.compute import default_efficiency
+from simulator.compute.layer import layer_time
 from simulator.compute.optimizer import optimizer_bytes
+from simulator.hardware.loader import load_gpu
 from simulator.model import load_model_preset, rank_shape
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
 
@@ -98,3 +101,32 @@ def test_grad_reduce_dtype_outside_megatron_mixed_precision_is_refused(parallel,
     from simulator.errors import UserError
     with pytest.raises(UserError, match="grad_reduce_dtype"):
         resolve_plan(load_model_preset("llama3-8b"), parallel, training, 8)
+
+
+@pytest.mark.parametrize("precision,zero,copies,amp", [
+    ("amp_bf16", 3, (4.0, 10.0), False),   # bf16 gathers (w 2), fp32 reduce (g 4): (2w, 3w + g)
+    ("pure_bf16", 3, (4.0, 8.0), False),   # bf16 everything: (4, 6 + 2)
+    ("amp_bf16", 2, (0.0, 0.0), True),     # ZeRO-2: no parameter gathers; autocast over fp32 weights
+    ("amp_bf16", 0, (0.0, 0.0), True),     # DDP + autocast
+])
+def test_fsdp2_copies_and_bf16_compute(precision, zero, copies, amp):
+    """FSDP2 (pytorch + ZeRO-3) copies each parameter out of the all-gather buffer after the forward gather and the
+    backward re-gather (read + write w bytes each) and copies the compute-dtype gradient into the reduce-scatter
+    buffer in the reduce dtype (read w, write g): (2w, 3w + g) bytes per parameter per micro-batch. Its
+    mixed-precision policy computes in bf16: no autocast terms (fp32 residual stream, per-forward weight casts)."""
+    r = resolve_recipe(ParallelPlan(dp=8, zero=zero), TrainingConfig(precision=precision, framework="pytorch"))
+    assert r.fsdp_copy_bytes == copies and r.amp_casts is amp
+    assert resolve_recipe(ParallelPlan(dp=8, zero=3), TrainingConfig(precision=precision)).fsdp_copy_bytes == (0, 0)
+
+
+def test_fsdp2_copies_in_a_llama_layer_time():
+    """One Llama-3-8B layer at TP 1: 218,112,000 parameters x (4, 10) bytes, at the H200's modelled streaming rate
+    (4.8 TB/s x 0.803), are the whole difference between the same layer with and without the copies."""
+    model = load_model_preset("llama3-8b")
+    sh = rank_shape(model, seq_len=8192, micro_batch=1)
+    gpu, eff = load_gpu("h200_sxm"), default_efficiency("hopper")
+    plain = layer_time(model, sh, gpu, eff, "bf16", layer_index=0, eager=True)
+    fsdp = layer_time(model, sh, gpu, eff, "bf16", layer_index=0, eager=True, fsdp_copy_bytes=(4.0, 10.0))
+    rate = gpu.memory.bandwidth * eff.memory_efficiency
+    assert fsdp.fwd_s - plain.fwd_s == pytest.approx(4 * 218_112_000 / rate + eff.launch_s, rel=1e-9)
+    assert fsdp.bwd_s - plain.bwd_s == pytest.approx(10 * 218_112_000 / rate + eff.launch_s, rel=1e-9)
