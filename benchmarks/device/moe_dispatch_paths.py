@@ -23,7 +23,8 @@ Paths (T tokens, k experts per token, R = T*k routed rows, hidden h, bf16):
   permuted rows + one slice assignment per expert), added on top of a path when experts run one by one.
 * ``copy``: x.clone() of an [R, h] tensor: the streaming reference (2 bytes read + 2 written per element).
 
-Cross entropy (``ce_unfused``): core_v0.6's _VocabParallelCrossEntropy on logits.float() (tensor_parallel/
+Cross entropy (``ce_unfused``; ``torch_s`` / ``torch_fwd_s`` on the same row: plain PyTorch's
+``F.cross_entropy(logits.float(), target)`` as torchtitan calls it): core_v0.6's _VocabParallelCrossEntropy on logits.float() (tensor_parallel/
 cross_entropy.py: max, subtract, exp in place, sum, divide in place, save the softmax; backward: subtract one at
 the target, multiply in place, cast the gradient back to bf16), for [T, V] bf16 logits.
 
@@ -247,15 +248,23 @@ def run_ce(args, T: int, V: int, t0: float) -> None:
         loss = MegatronCrossEntropy.apply(logits.float(), target)
         return torch.autograd.grad(loss.sum(), (logits,))
 
+    def ce_torch():   # plain PyTorch / torchtitan: F.cross_entropy(pred.float(), labels), mean reduction
+        loss = torch.nn.functional.cross_entropy(logits.float(), target)
+        return torch.autograd.grad(loss, (logits,))
+
     row = {"kind": "ce", "case": "ce_unfused", "T": T, "V": V}
     try:
         copy = timed(lambda: big.clone(), 4 * T * V, args)
         t = timed(ce, 12 * T * V, args)
         with torch.no_grad():
             fwd = timed(lambda: MegatronCrossEntropy.apply(logits.float(), target), 8 * T * V, args)
+        pt = timed(ce_torch, 12 * T * V, args)
+        with torch.no_grad():
+            pt_fwd = timed(lambda: torch.nn.functional.cross_entropy(logits.float(), target), 8 * T * V, args)
         row.update(t, copy_s=copy["time_s"], copy_gbps=8 * T * V / copy["time_s"] / 1e9,
                    copy_equiv_per_logit=t["time_s"] / copy["time_s"] * 8, fwd_s=fwd["time_s"],
-                   fwd_copy_equiv_per_logit=fwd["time_s"] / copy["time_s"] * 8)
+                   fwd_copy_equiv_per_logit=fwd["time_s"] / copy["time_s"] * 8,
+                   torch_s=pt["time_s"], torch_fwd_s=pt_fwd["time_s"])
         print(f"[{time.perf_counter() - t0:6.1f}s] CE T={T} V={V} {t['time_s'] * 1e3:.2f} ms, "
               f"{row['copy_equiv_per_logit']:.1f} copy-equivalent B/logit", flush=True)
     except Exception as exc:  # noqa: BLE001
@@ -271,7 +280,7 @@ def main() -> None:
     parser.add_argument("--target-s", type=float, default=0.02)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--graph-bytes", type=int, default=24 << 30)
-    parser.add_argument("--only", choices=("all", "sequential_ce"), default="all",
+    parser.add_argument("--only", choices=("all", "sequential_ce", "ce"), default="all",
                         help="sequential_ce: the expert-count sweep of SequentialMLP's assembly and the cross "
                              "entropy only")
     args = parser.parse_args()
@@ -280,7 +289,7 @@ def main() -> None:
     log_json(args.out, {"kind": "env", **env_info()})
     warm_clocks(3.0)
     log_json(args.out, {"kind": "clocks_after_warmup", **gpu_clocks()})
-    for experts in (2, 4, 8, 16, 32):
+    for experts in (2, 4, 8, 16, 32) if args.only != "ce" else ():
         run_sequential(args, 8192, 2, 2048, experts, t0)
         torch.cuda.empty_cache()
     for T, k, h in SHAPES if args.only == "all" else ():
@@ -289,6 +298,12 @@ def main() -> None:
             break
         run_shape(args, T, k, h, t0)
         torch.cuda.empty_cache()
+    if args.only == "ce":   # the streaming-copy reference of the path rows, for the cross-entropy rows
+        big = torch.randn(12288 * 2, 4096, dtype=torch.bfloat16, device="cuda")
+        t = timed(lambda: big.clone(), 2 * big.numel(), args)
+        log_json(args.out, {"kind": "path", "case": "copy", "T": 12288, "k": 2, "h": 4096, "R": 24576, **t,
+                            "copy_gbps": 4 * big.numel() / t["time_s"] / 1e9})
+        del big
     for T, V in CE_SHAPES:
         if time.perf_counter() - t0 > args.budget_s:
             log_json(args.out, {"kind": "stopped", "T": T, "V": V})

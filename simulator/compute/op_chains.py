@@ -34,7 +34,10 @@ The cross entropy (``training.cross_entropy``): ``fused`` is one pass that reads
 fp32 softmax forward, and reads it and writes the 16-bit gradient backward (6 + 6 bytes per logit); ``unfused``
 is Megatron's _VocabParallelCrossEntropy on ``logits.float()`` (core_v0.6 tensor_parallel/cross_entropy.py: cast,
 max, subtract, exp, sum, divide; backward: the one-hot update, an in-place multiply, the cast back): 52.9 forward
-and 17.4 backward copy-equivalent bytes per logit (medians of four shapes, vocabularies 4,000-151,936).
+and 17.4 backward copy-equivalent bytes per logit (medians of four shapes, vocabularies 4,000-151,936). Plain
+PyTorch's ``F.cross_entropy(logits.float(), target)`` (``framework: pytorch``; torchtitan's loss): cast, log_softmax
+and nll_loss forward, their backward and the cast back: 28.0 forward and 27.1 backward (a second run,
+``cross_entropy.jsonl``, which also repeats the Megatron chain to within 1%).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 CHAIN_DATA = "simulator/validation/data/h200_moe_chains/moe_dispatch_paths.jsonl"
+CROSS_ENTROPY_DATA = "simulator/validation/data/h200_moe_chains/cross_entropy.jsonl"
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,17 @@ def fit_unfused_cross_entropy(path: str | Path | None = None) -> tuple[float, fl
     return fwd, total - fwd
 
 
+def fit_torch_cross_entropy(path: str | Path | None = None) -> tuple[float, float]:
+    """(forward, backward) copy-equivalent bytes per logit of PyTorch's ``F.cross_entropy`` on fp32 logits:
+    medians over the shapes of ``cross_entropy.jsonl``, timed against the streaming copy of the same run."""
+    rows = _rows(path or CROSS_ENTROPY_DATA)
+    copy_bps = statistics.median(r["copy_gbps"] * 1e9 for r in rows if r.get("case") == "copy")
+    ce = [r for r in rows if r.get("case") == "ce_unfused" and "torch_s" in r]
+    fwd = statistics.median(r["torch_fwd_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
+    total = statistics.median(r["torch_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
+    return fwd, total - fwd
+
+
 PERMUTE_CHAINS: dict[str, PermuteChain] = {
     "fused": FUSED_PERMUTE,
     "index_select": PermuteChain(fwd_row=29.82, fwd_token=7.41, bwd_row=56.01, bwd_token=6.17),
@@ -144,6 +159,8 @@ PERMUTE_CHAINS: dict[str, PermuteChain] = {
 SEQUENTIAL_ASSEMBLY = SequentialAssembly(fwd=6.46, fwd_per_expert=0.220, bwd=4.42, bwd_per_expert=12.99)
 """SequentialMLP's output assembly (:func:`fit_sequential_assembly` of the H200 log, rounded)."""
 
-CROSS_ENTROPY_BYTES: dict[str, tuple[float, float]] = {"fused": FUSED_CROSS_ENTROPY, "unfused": (52.9, 17.4)}
-"""``training.cross_entropy`` -> (forward, backward) bytes per logit (unfused: :func:`fit_unfused_cross_entropy` of
-the H200 log, rounded)."""
+CROSS_ENTROPY_BYTES: dict[str, tuple[float, float]] = {"fused": FUSED_CROSS_ENTROPY, "unfused": (52.9, 17.4),
+                                                        "pytorch": (28.0, 27.1)}
+"""The loss chain (``Recipe.cross_entropy``: ``training.cross_entropy`` with Megatron, ``pytorch`` with plain
+PyTorch) -> (forward, backward) bytes per logit (unfused: :func:`fit_unfused_cross_entropy`, pytorch:
+:func:`fit_torch_cross_entropy` of the H200 logs, rounded)."""

@@ -154,7 +154,8 @@ class Recipe:
             (``torch._chunk_cat`` in ``foreach_reduce``: read the compute-dtype gradient, write ``grad_wire`` bytes)
             each micro-batch: (2 w, 2 w + w + g) bytes per parameter forward and backward, w = ``param_wire``, g =
             ``grad_wire`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). (0, 0) otherwise.
-        cross_entropy: ``training.cross_entropy`` (``fused`` or ``unfused``: its bytes per logit in
+        cross_entropy: the loss chain, ``training.cross_entropy`` with Megatron (``fused`` or ``unfused``), ``pytorch``
+            (``F.cross_entropy`` on fp32 logits) with plain PyTorch: its bytes per logit in
             :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
             in memory).
     """
@@ -260,5 +261,5 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
         grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
-        cross_entropy=training.cross_entropy,
+        cross_entropy="pytorch" if eager else (training.cross_entropy or "fused"),
         fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0))

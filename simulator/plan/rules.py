@@ -68,6 +68,10 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"attention_kernel flash2 names the kernel of fused attention: it needs attention flash (got "
                    f"{t.attention}) and framework megatron (got {t.framework}; plain PyTorch runs "
                    "F.scaled_dot_product_attention at its measured rate)", "training.attention_kernel")
+    if t.cross_entropy is not None and t.framework != "megatron":
+        raise _err(f"cross_entropy ({t.cross_entropy}) picks Megatron's loss implementation: it needs framework "
+                   f"megatron (got {t.framework}; plain PyTorch's F.cross_entropy is priced as measured)",
+                   "training.cross_entropy")
     if t.grad_accumulation == "separate_fp32" and not _megatron_with_master(t):
         raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
                    f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "

@@ -19,10 +19,13 @@ from simulator.compute.op_chains import (
     SEQUENTIAL_ASSEMBLY,
     fit_permute_chains,
     fit_sequential_assembly,
+    fit_torch_cross_entropy,
     fit_unfused_cross_entropy,
 )
 from simulator.errors import UserError
 from simulator.model import load_model_preset as get_preset
+from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
+from simulator.plan.rules import check_training_switches
 from simulator.scenario.load import load_scenario
 from simulator.scenario.simulate import simulate
 from simulator.schedule.overlap import coefficients
@@ -195,3 +198,15 @@ def test_all_to_all_dispatcher_sorts_received_rows_by_local_expert():
                          attention=scenario.plan.recipe.attention, sort_chunks=expected,
                          host=EAGER_PYTORCH_H200_HOST)
         assert lt.fwd_s == pytest.approx(ref.fwd_s, rel=1e-12)
+
+
+def test_plain_pytorch_loss_is_its_measured_chain():
+    """framework pytorch prices F.cross_entropy(logits.float()) as measured on the H200 (28.0 + 27.1 B per logit,
+    the fit of cross_entropy.jsonl); training.cross_entropy picks Megatron's implementation and is refused with
+    another framework (exit 2 through the CLI's UserError)."""
+    assert CROSS_ENTROPY_BYTES["pytorch"] == pytest.approx(fit_torch_cross_entropy(), abs=0.06)
+    assert resolve_recipe(ParallelPlan(), TrainingConfig(framework="pytorch")).cross_entropy == "pytorch"
+    assert resolve_recipe(ParallelPlan(), TrainingConfig()).cross_entropy == "fused"
+    with pytest.raises(UserError) as err:
+        check_training_switches(ParallelPlan(), TrainingConfig(framework="pytorch", cross_entropy="fused"))
+    assert err.value.key_path == "training.cross_entropy"
