@@ -40,11 +40,14 @@ class KernelSet:
     source: str
     rope_extra_bytes: float = 0.0
     swiglu_extra_bytes: float = 0.0
+    collective_host_s: float = 0.0
+    """host seconds to issue one tensor-parallel all-reduce without CUDA graphs (kernels beyond ``per_layer``)"""
 
 
 KERNEL_SETS: dict[str, KernelSet] = {
     "fused": KernelSet(
         per_layer=11, per_step=4, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=False,
+        collective_host_s=13.3e-6,
         source="vLLM LlamaDecoderLayer (v0.11): fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                "reshape_and_cache_flash, attention + split-KV combine, o GEMM, gate_up GEMM, silu_and_mul, down GEMM = "
                "11; per step embedding, final norm, LM head, sampler = 4; a MoE layer adds 10 (router GEMM, top-k, "
@@ -60,8 +63,12 @@ KERNEL_SETS: dict[str, KernelSet] = {
                "eager rows validate it). Extra bytes: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat reads 5 "
                "and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu then mul "
                "moves 10 B per FFN element against silu_and_mul's 6 (+4)",
-        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0),
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6),
 }
+"""``collective_host_s``: torch_eager's is measured on two H200s (benchmarks/device/nccl_host_and_memory.py,
+simulator/validation/data/h200x2_nccl/nccl.jsonl: an eager ``dist.all_reduce`` issued behind a busy GPU takes
+24.5 us of host time, a plain kernel launch 7.2 us); fused takes ``host_launch_s`` (assumed: vLLM's custom
+all-reduce is one kernel launched through the PyTorch dispatcher)."""
 
 
 @dataclass(frozen=True)

@@ -308,7 +308,11 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int
     if model.moe is not None and p.ep > 1 and not backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
-    host = 0.0 if graphs else kernels * kset.host_launch_s
+    # two tensor-parallel all-reduces per layer (attention and MLP outputs), issued through torch.distributed
+    collectives = 2 * microbatches * sum(layer < model.layers for s in range(p.pp) for layer in rp.stage_layers[s]) \
+        if p.tp > 1 else 0
+    kernels += collectives
+    host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
     return StepTime(step_s=max(gpu_s, host), breakdown_s=acc, kernels=kernels, gpu_s=gpu_s, comm=tuple(log))

@@ -145,16 +145,19 @@ def published_report() -> Report:
 
 
 def serving_report() -> Report:
-    """Decode (CUDA graphs) and prefill on one H200 (both runs) and the published serving rows."""
+    """Decode (CUDA graphs) and prefill on one H200 (both runs), decode at TP2 on two H200s, and the published
+    serving rows."""
     import statistics
 
     from simulator.validation import serving
 
     rows, gates = [], []
-    for file in ("serve.jsonl", "serve_run2.jsonl"):
+    for file in ("serve.jsonl", "serve_run2.jsonl", "serve_tp2.jsonl"):
         measured = serving.h200_rows(file)
         for kind, graphs in (("decode", True), ("prefill", False)):
             sel = [r for r in measured if r.kind == kind and r.graphs == graphs]
+            if not sel:   # the TP2 run measured decode only
+                continue
             med, worst = serving.median_abs_error(sel), max(abs(r.error) for r in sel)
             signed = statistics.median(r.error for r in sel)
             rows.append((f"H200 {file}", kind, len(sel), f"{med:.1%}", f"{worst:.1%}", _pct(signed)))

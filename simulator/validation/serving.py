@@ -53,10 +53,11 @@ def h200_rows(file: str = "serve.jsonl") -> list[Row]:
         r = json.loads(line)
         if r["kind"] == "decode":
             # the step writes the new token at position context - 1: past = context - 1 cached tokens
-            res = simulate_serving(load_scenario(h200_scenario(r["batch"], r["context"] - 1, graphs=r["cuda_graph"])))
+            res = simulate_serving(load_scenario(h200_scenario(r["batch"], r["context"] - 1, graphs=r["cuda_graph"],
+                                                               tp=r.get("tp", 1))))
             rows.append(Row("decode", r["batch"], r["context"], r["cuda_graph"], r["time_s"], res.decode.step_s))
         elif r["kind"] == "prefill":
-            res = simulate_serving(load_scenario(h200_scenario(r["seqs"], r["tokens"])))
+            res = simulate_serving(load_scenario(h200_scenario(r["seqs"], r["tokens"], tp=r.get("tp", 1))))
             rows.append(Row("prefill", r["seqs"], r["tokens"], False, r["time_s"], res.prefill.step_s))
     return rows
 
