@@ -20,10 +20,10 @@ layer's dispatcher, R = T x k routed rows and hidden size h:
 | ``gather_scatter`` | Megatron core_v0.5-v0.6 all-gather dispatcher (torch.gather / scatter / scatter_add) | 51.8 R h + 7.9 T h | 59.9 R h + 3.8 T h |
 
 ``fused`` is a byte count (each routed row read and written once by the permute, and once more by the unpermute;
-TE was not available on the device), the other three are least-squares fits over seven shapes (T 4096-16384, k 1-8,
-h 2048-7168; every shape within 3.6% for index_select and gather_scatter, 6.6% for index_copy). Most of the unfused time is the bf16 ``scatter_add`` of the unpermute and
-the scatter-add that autograd makes of every gather's backward: atomic adds at 0.16-0.27 TB/s (the permute
-benchmark in ``simulator/validation/data/h200_moe``).
+TE was not available on the device), the other three are least-squares fits over seven shapes (T 4096-16384, k
+1-8, h 2048-7168; every shape within 3.6% for index_select and gather_scatter, 6.6% for index_copy). Most of the
+unfused time is the bf16 ``scatter_add`` of the unpermute and the scatter-add that autograd makes of every
+gather's backward: atomic adds at 0.16-0.27 TB/s (the permute benchmark in ``simulator/validation/data/h200_moe``).
 
 Experts run one by one (Megatron's SequentialMLP, ``moe.experts: sequential``) assemble their outputs into one
 tensor: ``zeros_like`` plus one slice assignment per expert, whose backward (autograd's CopySlices) clones the
@@ -97,7 +97,7 @@ def _rows(path: str | Path | None) -> list[dict]:
 
 
 def fit_permute_chains(path: str | Path | None = None) -> dict[str, PermuteChain]:
-    """The measured chains (``index_select``, ``gather_scatter``): least squares of each shape's copy-equivalent
+    """The measured chains (``index_select``, ``index_copy``, ``gather_scatter``): least squares of each shape's copy-equivalent
     bytes of the forward and of forward + backward on (R h, T h); backward = the difference."""
     rows = [r for r in _rows(path) if r.get("kind") == "path" and "copy_equiv_bytes" in r]
     out = {}

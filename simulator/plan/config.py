@@ -104,8 +104,8 @@ class TrainingConfig(BaseModel):
                              "stage's gradients after every micro-batch's backward, cast to fp32 and added (DeepSpeed "
                              "BF16_Optimizer.update_hp_grads): 18 B of HBM traffic per parameter per micro-batch")
     cross_entropy: Literal["fused", "unfused"] | None = Field(
-        None, description="framework megatron: the vocabulary cross entropy (null = fused): fused (one pass over the logits forward and one "
-                             "backward: Megatron --cross-entropy-loss-fusion, NeMo / Megatron-Bridge recipes) or "
+        None, description="framework megatron: the vocabulary cross entropy (null = fused): fused (one pass over "
+                             "the logits forward and one backward: Megatron --cross-entropy-loss-fusion, NeMo / Megatron-Bridge recipes) or "
                              "unfused (Megatron's default op chain on logits.float(): cast, max, subtract, exp, "
                              "sum, divide; 52.9 + 17.4 copy-equivalent bytes per logit measured on H200, and a "
                              "second fp32 copy of the logits alive during the loss). Plain PyTorch's "

@@ -157,7 +157,7 @@ class Recipe:
         cross_entropy: the loss chain, ``training.cross_entropy`` with Megatron (``fused`` or ``unfused``), ``pytorch``
             (``F.cross_entropy`` on fp32 logits) with plain PyTorch: its bytes per logit in
             :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
-            in memory).
+            in memory.
     """
 
     precision: str
