@@ -135,3 +135,10 @@ def _cuda_compiled_version():
 def log_json(path, row: dict) -> None:
     with open(path, "a") as fh:
         fh.write(json.dumps(row) + "\n")
+
+
+def record_failure(row: dict, parts: list, name: str, exc: Exception) -> None:
+    """A measurement that raised: the error on its JSON row, ERR in the printed summary, the device drained."""
+    row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    parts.append(f"{name}=ERR")
+    torch.cuda.synchronize()

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench, env_info, gpu_clocks, log_json, warm_clocks  # noqa: E402
+from _bench import bench, env_info, gpu_clocks, log_json, record_failure, warm_clocks  # noqa: E402
 
 # (T, k, h): the FlagPerf Mixtral 8x7B layer (12288 tokens after the TP all-gather, top-2, h 4096), the FlagPerf
 # Qwen1.5-style layer (8192, top-2, h 2048), and top-8 / wider shapes to separate the per-row and per-token terms
@@ -210,9 +210,7 @@ def run_shape(args, T: int, k: int, h: int, t0: float) -> None:
                 row["copy_equiv_per_rh"] = row["copy_equiv_bytes"] / (R * h)
             parts.append(f"{name}={t['time_s'] * 1e6:.0f}us")
         except Exception as exc:  # noqa: BLE001
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            parts.append(f"{name}=ERR")
-            torch.cuda.synchronize()
+            record_failure(row, parts, name, exc)
         log_json(args.out, row)
     print(f"[{time.perf_counter() - t0:6.1f}s] T={T} k={k} h={h} {check} " + " ".join(parts), flush=True)
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import bench, env_info, gpu_clocks, log_json, warm_clocks  # noqa: E402
+from _bench import bench, env_info, gpu_clocks, log_json, record_failure, warm_clocks  # noqa: E402
 
 TOKENS = (16384, 65536, 4096)
 HIDDEN = (7168, 4096)
@@ -106,9 +106,7 @@ def run_config(args, x: torch.Tensor, top_k: int, E: int, t0: float) -> None:
                 row.update(flops=flops, tflops=flops / t["time_s"] / 1e12)
             parts.append(f"{name}={t['time_s'] * 1e6:.0f}us/{row['gbps']:.0f}GB/s")
         except Exception as exc:  # noqa: BLE001
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            parts.append(f"{name}=ERR")
-            torch.cuda.synchronize()
+            record_failure(row, parts, name, exc)
         log_json(args.out, row)
     print(f"[{time.perf_counter() - t0:6.1f}s] T={T} h={h} k={top_k} E={E} {check} " + " ".join(parts),
           flush=True)
