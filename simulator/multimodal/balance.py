@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from simulator.errors import UserError
 from simulator.memory import estimate_memory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_step
 from simulator.multimodal.evaluate import (
     PlanChoice,
@@ -40,6 +41,7 @@ from simulator.multimodal.evaluate import (
     evaluate_submodule,
     extra_state_bytes,
     resolve_submodule,
+    stage_peaks_with_extras,
 )
 from simulator.multimodal.placement import even_view, feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
@@ -76,9 +78,8 @@ def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[flo
     memory = estimate_memory(plan)
     pooler = s.spec.pooler_params(sub)
     extra, tail = extra_state_bytes(plan, s.spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
-    last = len(memory.stages) - 1
-    return [st.peak + (extra if st.stage == 0 else 0.0) + (tail if st.stage == last else 0.0)
-            for st in memory.stages]
+    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(s.spec, sub, plan))
+    return list(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
 
 
 def _capacity(s: Settings) -> float:

@@ -27,7 +27,9 @@ from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times
 from simulator.errors import UserError
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory.items import MemoryItem
 from simulator.model import param_counts
+from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.placement import even_view
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
@@ -78,6 +80,9 @@ class SubmoduleRun:
     """Seconds per step of the attentional pooler (:func:`pooler_s`)."""
     pooler_bytes: float = 0.0
     """Per-GPU bytes of the attentional pooler's states, on the last stage."""
+    extra_activations: tuple[tuple[MemoryItem, ...], ...] = ()
+    """Per stage, the activation items the engine's stack lacks (cross-attention blocks, attentional pooler:
+    :func:`simulator.multimodal.activations.submodule_activation_items`)."""
 
     @property
     def step_s(self) -> float:
@@ -96,11 +101,17 @@ class SubmoduleRun:
         return (self.step.compute_s + self.pooler_s) / (3 * self.plan.num_microbatches)
 
     @cached_property
+    def extra_activation_bytes(self) -> tuple[float, ...]:
+        """Per stage, the bytes of :attr:`extra_activations` (0 where there are none)."""
+        per = [sum(i.bytes for i in items) for items in self.extra_activations]
+        return tuple(per[s.stage] if s.stage < len(per) else 0.0 for s in self.memory.stages)
+
+    @cached_property
     def stage_peaks(self) -> tuple[float, ...]:
-        """Tensor peak per stage, the extra parameters' states on stage 0 and the pooler's on the last stage."""
-        last = len(self.memory.stages) - 1
-        return tuple(s.peak + (self.extra_bytes if s.stage == 0 else 0.0)
-                     + (self.pooler_bytes if s.stage == last else 0.0) for s in self.memory.stages)
+        """Tensor peak per stage: the engine's, the extra parameters' states on stage 0 and the pooler's on the
+        last stage, and the activations the engine lacks (:attr:`extra_activations`)."""
+        return stage_peaks_with_extras([s.peak for s in self.memory.stages], self.extra_bytes, self.pooler_bytes,
+                                       self.extra_activation_bytes)
 
     @property
     def device_peak_bytes(self) -> float:
@@ -119,17 +130,35 @@ class SubmoduleRun:
             "params": self.params,
             "memory": {"device_peak_bytes": self.device_peak_bytes, "peak_GiB": self.device_peak_bytes / GIBI,
                        "extra_params_bytes": self.extra_bytes, "oom": self.oom,
-                       "stages": [{**st.to_dict(), "peak": pk} for st, pk in
-                                  zip(m.stages, self.stage_peaks, strict=True)]},
+                       "stages": [self._stage_dict(st, pk, act) for st, pk, act in
+                                  zip(m.stages, self.stage_peaks, self.extra_activation_bytes, strict=True)]},
             "time": {"step_s": self.step_s, "compute_s": s.compute_s, "recompute_s": s.recompute_s,
                      "bubble_s": s.bubble_s, "optimizer_s": s.optimizer_s, "cross_attention_s": self.cross_attention_s,
                      "pooler_s": self.pooler_s,
                      "exposed_comm_s": dict(s.exposed_comm_s)},
         }
 
+    @staticmethod
+    def _stage_dict(stage, peak: float, extra_activations: float) -> dict:
+        """docs/interface.md's stage object, its ``activations`` and ``total`` with the activations the engine lacks
+        (also on their own: ``extra_activations``), and ``peak`` with every extra."""
+        out = stage.to_dict()
+        out["activations"] += extra_activations
+        out["total"] += extra_activations
+        return {**out, "extra_activations": extra_activations, "peak": peak}
+
     @property
     def params(self) -> float:
         return param_counts(self.plan.model)["total"] + self.extra_params
+
+
+def stage_peaks_with_extras(peaks: list[float], extra_bytes: float, pooler_bytes: float,
+                            activations: tuple[float, ...]) -> tuple[float, ...]:
+    """Per stage: the engine's tensor peak, the extra parameters' states on stage 0 (``extra_bytes``), the
+    pooler's on the last stage and the extra activations of each stage (the one rule for runs and searches)."""
+    last = len(peaks) - 1
+    return tuple(pk + (extra_bytes if s == 0 else 0.0) + (pooler_bytes if s == last else 0.0) + activations[s]
+                 for s, pk in enumerate(peaks))
 
 
 def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
@@ -250,7 +279,8 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
     return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra_state_bytes(plan, extra_params - pooler), step,
                         cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,
-                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler))
+                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler),
+                        submodule_activation_items(spec, sub, plan))
 
 
 def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
