@@ -43,7 +43,7 @@ from simulator.multimodal.evaluate import (
     resolve_submodule,
     stage_peaks_with_extras,
 )
-from simulator.multimodal.placement import even_view, feasible_placements, place
+from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.topology import Topology
 
@@ -182,7 +182,7 @@ def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) 
         for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
                 run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
-            except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
+            except UserError:  # a layout the engine refuses
                 break
             cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
             if previous is not None and cost >= previous:
@@ -220,15 +220,10 @@ def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
 
 def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
     """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
-    are alike), and GPUs spread unevenly are priced on their stand-in (:func:`even_view`), which depends only on
-    their count and the fewest on one node; the run is returned on the real GPUs."""
+    are alike); the run is returned on the real GPUs."""
     node = s.topology.cluster.node.gpus
-    stand_in, stand_gpus = even_view(s.topology, tuple(gpus))
-    if stand_in is not s.topology:
-        key = (sub.name, "stand-in", stand_in.cluster.nodes, stand_gpus)
-    else:
-        shift = min(gpus) // node * node
-        key = (sub.name, tuple(g - shift for g in gpus))
+    shift = min(gpus) // node * node
+    key = (sub.name, tuple(g - shift for g in gpus))
     if key not in cache:
         cache[key] = best_submodule_plan(s, sub, tuple(gpus))
     run = cache[key]

@@ -30,7 +30,7 @@ from simulator.memory import MemoryReport, estimate_memory
 from simulator.memory.items import MemoryItem
 from simulator.model import param_counts
 from simulator.multimodal.activations import submodule_activation_items
-from simulator.multimodal.placement import even_view
+from simulator.multimodal.placement import real_split
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.schedule import StepResult, simulate_step
@@ -163,12 +163,15 @@ def stage_peaks_with_extras(peaks: list[float], extra_bytes: float, pooler_bytes
 
 def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
     """``topology`` whose rank r is GPU ``gpus[r]``: the engine places a plan's rank r on ``topology.gpus[r]``.
-    A shallow copy shares the graph and its caches; only the rank order differs."""
+    A shallow copy shares the graph and its caches; only the rank order differs. Groups spread unevenly over nodes
+    are priced on their real split (:func:`simulator.multimodal.placement.real_split`)."""
     view = copy.copy(topology)
     view.__dict__ = dict(topology.__dict__)
     names = topology.gpus
     view.__dict__["gpus"] = [names[g] for g in gpus]
     view.__dict__.pop("_placement_cache", None)
+    view.__dict__.pop("_real_split", None)
+    view.uneven_groups = True
     return view
 
 
@@ -273,7 +276,7 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
-    view = topology_view(*even_view(topology, tuple(gpus)))
+    view = topology_view(topology, tuple(gpus))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
@@ -308,19 +311,9 @@ def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: floa
 
 
 def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:
-    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes is priced
-    on its largest even subset (the collectives model needs the same ranks per node)."""
+    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes on its real
+    split (:func:`simulator.multimodal.placement.real_split`)."""
     if len(gpus) < 2 or nbytes <= 0:
         return 0.0
-    try:
-        placement = place_group(topology, gpus)
-    except UserError:
-        nodes: dict[int, list[int]] = {}
-        for g in gpus:
-            nodes.setdefault(topology.node_of(topology.gpus[g]), []).append(g)
-        k = min(len(v) for v in nodes.values())
-        even = [g for v in nodes.values() for g in v[:k]]
-        if len(even) < 2:
-            return 0.0
-        placement = place_group(topology, even)
+    placement = place_group(real_split(topology), gpus)
     return float(evaluate(build_cost_model(placement), op, [nbytes]).times_s[0])

@@ -128,3 +128,36 @@ def test_run_memory_and_json_include_them_and_the_search_sees_the_same_peaks(one
         assert run.stage_peaks[0] == pytest.approx(run.memory.stages[0].peak + run.extra_bytes + extra[0])
         settings = Settings(COCA, one_node, 256)
         assert stage_peaks(settings, sub, choice) == pytest.approx(list(run.stage_peaks))
+
+
+def test_report_json_and_trace_carry_them(tmp_path, capsys):
+    """``simulator run`` on CoCa L/14 with selective recompute (the blocks' activations are kept): the JSON stages
+    of the decoder and the encoder's last stage carry the new items, the device peak counts them, and the trace
+    shows the cross-attention and pooler GEMMs the engine's timeline lacks, with the seconds the step adds."""
+    import json
+
+    from simulator.cli import main
+
+    path = tmp_path / "coca.yaml"
+    path.write_text("system: {profile: dgx_a100_40gb, nodes: 2}\nmultimodal:\n  model: {preset: coca-vit-l14}\n"
+                    "  global_batch: 256\n  compare: false\n  placement: same_node\n  plans:\n"
+                    "    vision: {gpus: 12, pp: 2, micro_batch: 8, recompute: selective}\n"
+                    "    text: {gpus: 2, micro_batch: 16, recompute: selective}\n"
+                    "    decoder: {gpus: 2, micro_batch: 16, recompute: selective}\n")
+    trace = tmp_path / "t.json"
+    assert main(["run", str(path), "--json", "--trace", str(trace)]) == 0
+    data = json.JSONDecoder().raw_decode(capsys.readouterr().out)[0]   # then the trace's path
+    dec, vis = data["submodules"]["decoder"], data["submodules"]["vision"]
+    # decoder, dp 2: 128 samples a replica, 8 micro-batches of 16 in flight (GPipe), 12 blocks of 2,812,992 B a
+    # sample plus the 391,680 B of image tokens
+    assert dec["memory"]["stages"][0]["extra_activations"] == (12 * 2_812_992 + 391_680) * 16 * 8
+    # vision, dp 6 x pp 2: ceil(256 / 6) = 43 samples a replica -> 6 micro-batches of 8 (padded to 48), all in flight
+    # on the last stage: (2,636,800 x 8 + 393,216) x 6 = 128,925,696
+    assert [s["extra_activations"] for s in vis["memory"]["stages"]] == [0.0, (2_636_800 * 8 + 393_216) * 6]
+    for sub in (dec, vis):
+        assert sub["memory"]["device_peak_bytes"] >= max(s["peak"] for s in sub["memory"]["stages"])
+    events = json.loads(trace.read_text())["traceEvents"]
+    extra = {e["name"]: e["dur"] for e in events if e["ph"] == "X" and e["name"].endswith("GEMMs")}
+    assert extra["cross-attention GEMMs"] == pytest.approx(dec["time"]["cross_attention_s"] * 1e6)
+    assert extra["attentional pooler GEMMs"] == pytest.approx(vis["time"]["pooler_s"] * 1e6)
+    assert main(["run", str(path)]) == 0 and "decoder" in capsys.readouterr().out
