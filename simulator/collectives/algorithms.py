@@ -159,7 +159,8 @@ def tree(ctx: Ctx, proto: str) -> Row:
     cap = channels * c.per_ch_max_tree_bw_GBps[ctx.p.gpu_arch][idx] * GIGA
     intra_lat = ctx.step_latency(intra_class(ctx.p), "tree", proto)
     inter_lat = ctx.step_latency("net", "tree", proto) if ctx.nodes > 1 else 0.0
-    lat = ctx.base("tree", proto) + 2 * ((ctx.k - 1) * intra_lat + math.log2(ctx.nodes) * inter_lat)
+    chain = ctx.p.max_ranks_per_node - 1            # the longest intra-node chain (the fullest node's, if uneven)
+    lat = ctx.base("tree", proto) + 2 * (chain * intra_lat + math.log2(ctx.nodes) * inter_lat)
     return two_regime(ctx, "tree", proto, lat, 2.0, 2.0, links, bw_scale=scale, cap_Bps=cap)
 
 

@@ -9,7 +9,7 @@ from simulator.collectives.links import LinkParams, intra_class
 
 
 def _sub(ctx: Ctx, n_ranks: int, ranks_per_node: int, links: dict) -> Ctx:
-    return Ctx(ctx.p.model_copy(update={"n_ranks": n_ranks, "ranks_per_node": ranks_per_node}), ctx.c, links)
+    return Ctx(ctx.p.with_ranks(n_ranks, ranks_per_node), ctx.c, links)
 
 
 def _scaled(lk: LinkParams, factor: float) -> LinkParams:

@@ -69,6 +69,9 @@ class GroupCostModel:
 def _infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
     """Why (algo, proto) cannot run for op on this group, or ''."""
     p = ctx.p
+    if p.domain_ranks and (algo in ("pat", "hierarchical") or op == "all_to_all"):
+        return (f"{algo} {op} needs the same number of ranks on every NVLink domain; this group has "
+                f"{list(p.domain_ranks)}")
     if proto == "ll128" and op in ("all_to_all", "sendrecv"):
         return "NCCL point-to-point has no LL128 protocol"
     if proto == "ll128" and ctx.k > 1 and p.intra_transport != "nvlink":

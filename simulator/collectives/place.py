@@ -54,11 +54,18 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
         raise UserError(f"a group lists a GPU twice: {names}")
     per_domain = Counter(topology.domain_of(g) for g in names)
     counts = set(per_domain.values())
+    uneven: tuple[int, ...] = ()
     if len(counts) != 1:
         what = "nodes" if topology.cluster.domain_nodes == 1 else "NVLink domains"
-        raise UserError(f"the group's GPUs are spread unevenly over {what} {dict(per_domain)}; the collective model "
-                        f"needs the same number of ranks on every one")
-    rpn = counts.pop()
+        if not topology.uneven_groups:
+            raise UserError(f"the group's GPUs are spread unevenly over {what} {dict(per_domain)}; the collective "
+                            f"model needs the same number of ranks on every one")
+        uneven = tuple(per_domain[d] for d in sorted(per_domain))
+        # NCCL takes each channel count and bandwidth as the minimum over the ranks (GroupPlacement.domain_ranks):
+        # describe the emptiest domain (its GPUs first: the per-node fields read the first domain)
+        weakest = min(sorted(per_domain), key=lambda d: per_domain[d])
+        names = sorted(names, key=lambda g: topology.domain_of(g) != weakest)
+    rpn = min(counts)
     spec = topology.cluster.node
     first_domain = [g for g in names if topology.domain_of(g) == topology.domain_of(names[0])]
     pair = _local_pair(topology, first_domain)
@@ -70,6 +77,7 @@ def _place(topology: Topology, gpus: Sequence[int | str], concurrent_groups: Seq
         nvls=bool(spec.nvswitch and spec.nvswitch.nvls
                   and spec.gpu.compute_capability_version >= NVLS_MIN_COMPUTE_CAPABILITY),
         cpu_vendor=_vendor(spec.cpu.model), net_issue=net_issue, pcie_bw_Bps=_gpu_pcie_bandwidth(topology, names[0]),
+        domain_ranks=uneven,
     )
     if spec.nics is not None:
         fields.update(_network_fields(topology, names, concurrent_groups))

@@ -45,10 +45,20 @@ class GroupPlacement(BaseModel):
                                            description="fat-tree oversubscription seen by traffic crossing the spine")
     net_issue: NetIssue = Field(default="cpu_proxy", description="CPU proxy thread (IBRC) or GPU-initiated (IBGDA)")
     cpu_vendor: Literal["intel", "amd", "arm"] = Field(default="intel", description="selects NCCL's LL cap row and net overhead")
+    domain_ranks: tuple[int, ...] = Field(
+        default=(), description="ranks of the group on each NVLink domain it spans, given only when they differ "
+        "(ranks_per_node is then the fewest; the per-node fields describe that domain): NCCL takes every channel count "
+        "and bandwidth as the minimum over the ranks (src/init.cc, initTransportsRank: nChannels, bwIntra, bwInter "
+        "min over allGather3Data's graphInfo), so the emptiest domain sets the pace; empty = the same on every one")
 
     @model_validator(mode="after")
     def _check(self) -> GroupPlacement:
-        if self.n_ranks % self.ranks_per_node:
+        if self.domain_ranks and (len(self.domain_ranks) < 2 or sum(self.domain_ranks) != self.n_ranks
+                                  or min(self.domain_ranks) != self.ranks_per_node):
+            raise UserError(f"domain_ranks {self.domain_ranks} must span at least two domains, add up to n_ranks "
+                            f"({self.n_ranks}) and have ranks_per_node ({self.ranks_per_node}) as their fewest",
+                            key_path="placement.domain_ranks")
+        if not self.domain_ranks and self.n_ranks % self.ranks_per_node:
             raise UserError(f"n_ranks={self.n_ranks} is not a multiple of ranks_per_node={self.ranks_per_node}",
                             key_path="placement.ranks_per_node")
         if self.nvls and not (self.nvswitch and self.gpu_arch in ("sm90", "sm100")):
@@ -61,12 +71,17 @@ class GroupPlacement(BaseModel):
 
     @property
     def n_nodes(self) -> int:
-        return self.n_ranks // self.ranks_per_node
+        return len(self.domain_ranks) if self.domain_ranks else self.n_ranks // self.ranks_per_node
+
+    @property
+    def max_ranks_per_node(self) -> int:
+        """The most ranks of the group on one domain (= ranks_per_node when even)."""
+        return max(self.domain_ranks) if self.domain_ranks else self.ranks_per_node
 
     def with_ranks(self, n_ranks: int, ranks_per_node: int | None = None) -> GroupPlacement:
-        """Same hardware, another group size (ranks_per_node defaults to min(old, n_ranks))."""
+        """Same hardware, another group size, evenly spread (ranks_per_node defaults to min(old, n_ranks))."""
         rpn = ranks_per_node or min(self.ranks_per_node, n_ranks)
-        return self.model_copy(update={"n_ranks": n_ranks, "ranks_per_node": rpn})
+        return self.model_copy(update={"n_ranks": n_ranks, "ranks_per_node": rpn, "domain_ranks": ()})
 
     def with_shm(self) -> GroupPlacement:
         """The same node with P2P disabled (NCCL_P2P_DISABLE=1): traffic staged through host memory over PCIe."""

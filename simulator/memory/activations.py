@@ -125,7 +125,7 @@ def _norm_stats(m: ModelSpec, c: ActContext, where: str) -> list[Item]:
     return [(f"{where}.norm_stats", 4 * n * c.rep, f"{4 * n}*T  [fp32 {'mean and rstd' if n == 2 else 'rstd'}]")]
 
 
-def _mlp_core(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width_div: int, prefix: str) -> list[Item]:
+def mlp_core_items(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width_div: int, prefix: str) -> list[Item]:
     """Activation input and fc2 input of an MLP of width ``ffn`` over ``tokens`` rows (sharded by ``width_div``)."""
     by, f = c.dtype_bytes, ffn / width_div
     if not m.glu:
@@ -167,13 +167,13 @@ def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
         ("moe.router_probs", PROB_BYTES * t_in * moe.experts, f"{PROB_BYTES}*T_in*E  [fp32 router probabilities]"),
         ("moe.experts.fc1_in", by * routed * h, f"{by}*R*h, R = {how}  [permuted tokens]"),
     ]
-    expert_core = _mlp_core(m, c, routed, moe.expert_ffn_hidden, c.shape.etp, "moe.experts")
+    expert_core = mlp_core_items(m, c, routed, moe.expert_ffn_hidden, c.shape.etp, "moe.experts")
     if c.recomputed("moe_act"):                  # the activation output (fc2 input) is rebuilt from its input
         expert_core = [i for i in expert_core if not i[0].endswith(".fc2_in")]
     items += expert_core
     items.append(("moe.experts.out", by * routed * h, f"{by}*R*h  [expert output kept for the probability gradient]"))
     if moe.shared_ffn and not c.recomputed("shared_experts"):
-        items += _mlp_core(m, c, c.tokens, moe.shared_ffn, c.shape.tp, "moe.shared")
+        items += mlp_core_items(m, c, c.tokens, moe.shared_ffn, c.shape.tp, "moe.shared")
     return items
 
 
@@ -187,7 +187,7 @@ def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
         if not c.recomputed("layernorm") or c.recomputed("mlp"):   # the MLP checkpoint keeps its input
             items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
         if not c.recomputed("mlp"):
-            items += _mlp_core(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
+            items += mlp_core_items(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
     if m.dropout > 0:
         items.append(("mlp.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
     if c.framework == "pytorch":

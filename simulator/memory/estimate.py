@@ -45,7 +45,9 @@ def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[Memo
     return tuple(items)
 
 
-def _context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
+def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActContext:
+    """The plan's :class:`ActContext`: its rank shape and the recipe's accounting choices (the multimodal layer
+    prices its cross-attention and pooler activations under the same one)."""
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
                       framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
                       moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None)
@@ -145,11 +147,11 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         return inference_memory(rp, hbm_capacity_bytes)
     p = rp.parallel
     rb = rp.recipe
-    ctx = _context(rp)
+    ctx = activation_context(rp)
     per_layer = _per_layer(rp, ctx)
     worst = None
     if any(moe for moe, _ in per_layer) and rp.model.moe.capacity_factor is None:
-        worst = _per_layer(rp, _context(rp, "worst"))
+        worst = _per_layer(rp, activation_context(rp, "worst"))
     out = []
     for s in range(p.pp) if stages is None else stages:
         flight = in_flight(p.schedule, p.pp, p.vpp, s, rp.num_microbatches)

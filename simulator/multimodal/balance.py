@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from simulator.errors import UserError
 from simulator.memory import estimate_memory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_step
 from simulator.multimodal.evaluate import (
     PlanChoice,
@@ -40,8 +41,9 @@ from simulator.multimodal.evaluate import (
     evaluate_submodule,
     extra_state_bytes,
     resolve_submodule,
+    stage_peaks_with_extras,
 )
-from simulator.multimodal.placement import even_view, feasible_placements, place
+from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.topology import Topology
 
@@ -76,9 +78,8 @@ def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[flo
     memory = estimate_memory(plan)
     pooler = s.spec.pooler_params(sub)
     extra, tail = extra_state_bytes(plan, s.spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
-    last = len(memory.stages) - 1
-    return [st.peak + (extra if st.stage == 0 else 0.0) + (tail if st.stage == last else 0.0)
-            for st in memory.stages]
+    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(s.spec, sub, plan))
+    return list(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
 
 
 def _capacity(s: Settings) -> float:
@@ -181,7 +182,7 @@ def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) 
         for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
                 run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
-            except UserError:  # a group spread unevenly over nodes: the collectives model cannot price it
+            except UserError:  # a layout the engine refuses
                 break
             cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
             if previous is not None and cost >= previous:
@@ -219,15 +220,10 @@ def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
 
 def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
     """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
-    are alike), and GPUs spread unevenly are priced on their stand-in (:func:`even_view`), which depends only on
-    their count and the fewest on one node; the run is returned on the real GPUs."""
+    are alike); the run is returned on the real GPUs."""
     node = s.topology.cluster.node.gpus
-    stand_in, stand_gpus = even_view(s.topology, tuple(gpus))
-    if stand_in is not s.topology:
-        key = (sub.name, "stand-in", stand_in.cluster.nodes, stand_gpus)
-    else:
-        shift = min(gpus) // node * node
-        key = (sub.name, tuple(g - shift for g in gpus))
+    shift = min(gpus) // node * node
+    key = (sub.name, tuple(g - shift for g in gpus))
     if key not in cache:
         cache[key] = best_submodule_plan(s, sub, tuple(gpus))
     run = cache[key]

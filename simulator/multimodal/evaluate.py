@@ -27,8 +27,10 @@ from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times
 from simulator.errors import UserError
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory.items import MemoryItem
 from simulator.model import param_counts
-from simulator.multimodal.placement import even_view
+from simulator.multimodal.activations import submodule_activation_items
+from simulator.multimodal.placement import real_split
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.schedule import StepResult, simulate_step
@@ -78,6 +80,9 @@ class SubmoduleRun:
     """Seconds per step of the attentional pooler (:func:`pooler_s`)."""
     pooler_bytes: float = 0.0
     """Per-GPU bytes of the attentional pooler's states, on the last stage."""
+    extra_activations: tuple[tuple[MemoryItem, ...], ...] = ()
+    """Per stage, the activation items the engine's stack lacks (cross-attention blocks, attentional pooler:
+    :func:`simulator.multimodal.activations.submodule_activation_items`)."""
 
     @property
     def step_s(self) -> float:
@@ -96,11 +101,17 @@ class SubmoduleRun:
         return (self.step.compute_s + self.pooler_s) / (3 * self.plan.num_microbatches)
 
     @cached_property
+    def extra_activation_bytes(self) -> tuple[float, ...]:
+        """Per stage, the bytes of :attr:`extra_activations` (0 where there are none)."""
+        per = [sum(i.bytes for i in items) for items in self.extra_activations]
+        return tuple(per[s.stage] if s.stage < len(per) else 0.0 for s in self.memory.stages)
+
+    @cached_property
     def stage_peaks(self) -> tuple[float, ...]:
-        """Tensor peak per stage, the extra parameters' states on stage 0 and the pooler's on the last stage."""
-        last = len(self.memory.stages) - 1
-        return tuple(s.peak + (self.extra_bytes if s.stage == 0 else 0.0)
-                     + (self.pooler_bytes if s.stage == last else 0.0) for s in self.memory.stages)
+        """Tensor peak per stage: the engine's, the extra parameters' states on stage 0 and the pooler's on the
+        last stage, and the activations the engine lacks (:attr:`extra_activations`)."""
+        return stage_peaks_with_extras([s.peak for s in self.memory.stages], self.extra_bytes, self.pooler_bytes,
+                                       self.extra_activation_bytes)
 
     @property
     def device_peak_bytes(self) -> float:
@@ -119,27 +130,48 @@ class SubmoduleRun:
             "params": self.params,
             "memory": {"device_peak_bytes": self.device_peak_bytes, "peak_GiB": self.device_peak_bytes / GIBI,
                        "extra_params_bytes": self.extra_bytes, "oom": self.oom,
-                       "stages": [{**st.to_dict(), "peak": pk} for st, pk in
-                                  zip(m.stages, self.stage_peaks, strict=True)]},
+                       "stages": [self._stage_dict(st, pk, act) for st, pk, act in
+                                  zip(m.stages, self.stage_peaks, self.extra_activation_bytes, strict=True)]},
             "time": {"step_s": self.step_s, "compute_s": s.compute_s, "recompute_s": s.recompute_s,
                      "bubble_s": s.bubble_s, "optimizer_s": s.optimizer_s, "cross_attention_s": self.cross_attention_s,
                      "pooler_s": self.pooler_s,
                      "exposed_comm_s": dict(s.exposed_comm_s)},
         }
 
+    @staticmethod
+    def _stage_dict(stage, peak: float, extra_activations: float) -> dict:
+        """docs/interface.md's stage object, its ``activations`` and ``total`` with the activations the engine lacks
+        (also on their own: ``extra_activations``), and ``peak`` with every extra."""
+        out = stage.to_dict()
+        out["activations"] += extra_activations
+        out["total"] += extra_activations
+        return {**out, "extra_activations": extra_activations, "peak": peak}
+
     @property
     def params(self) -> float:
         return param_counts(self.plan.model)["total"] + self.extra_params
 
 
+def stage_peaks_with_extras(peaks: list[float], extra_bytes: float, pooler_bytes: float,
+                            activations: tuple[float, ...]) -> tuple[float, ...]:
+    """Per stage: the engine's tensor peak, the extra parameters' states on stage 0 (``extra_bytes``), the
+    pooler's on the last stage and the extra activations of each stage (the one rule for runs and searches)."""
+    last = len(peaks) - 1
+    return tuple(pk + (extra_bytes if s == 0 else 0.0) + (pooler_bytes if s == last else 0.0) + activations[s]
+                 for s, pk in enumerate(peaks))
+
+
 def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
     """``topology`` whose rank r is GPU ``gpus[r]``: the engine places a plan's rank r on ``topology.gpus[r]``.
-    A shallow copy shares the graph and its caches; only the rank order differs."""
+    A shallow copy shares the graph and its caches; only the rank order differs. Groups spread unevenly over nodes
+    are priced on their real split (:func:`simulator.multimodal.placement.real_split`)."""
     view = copy.copy(topology)
     view.__dict__ = dict(topology.__dict__)
     names = topology.gpus
     view.__dict__["gpus"] = [names[g] for g in gpus]
     view.__dict__.pop("_placement_cache", None)
+    view.__dict__.pop("_real_split", None)
+    view.uneven_groups = True
     return view
 
 
@@ -244,13 +276,14 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
-    view = topology_view(*even_view(topology, tuple(gpus)))
+    view = topology_view(topology, tuple(gpus))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
     return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra_state_bytes(plan, extra_params - pooler), step,
                         cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,
-                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler))
+                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler),
+                        submodule_activation_items(spec, sub, plan))
 
 
 def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
@@ -278,19 +311,9 @@ def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: floa
 
 
 def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:
-    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes is priced
-    on its largest even subset (the collectives model needs the same ranks per node)."""
+    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes on its real
+    split (:func:`simulator.multimodal.placement.real_split`)."""
     if len(gpus) < 2 or nbytes <= 0:
         return 0.0
-    try:
-        placement = place_group(topology, gpus)
-    except UserError:
-        nodes: dict[int, list[int]] = {}
-        for g in gpus:
-            nodes.setdefault(topology.node_of(topology.gpus[g]), []).append(g)
-        k = min(len(v) for v in nodes.values())
-        even = [g for v in nodes.values() for g in v[:k]]
-        if len(even) < 2:
-            return 0.0
-        placement = place_group(topology, even)
+    placement = place_group(real_split(topology), gpus)
     return float(evaluate(build_cost_model(placement), op, [nbytes]).times_s[0])

@@ -7,8 +7,8 @@
   submodules stays on NVLink while each submodule's data-parallel groups span all nodes.
 - ``packed``: consecutive GPUs in the order given, whatever the counts: a node boundary may split a submodule, so a
   submodule may take a fraction of a node and share it with the next (the data load balancer's uneven splits,
-  :func:`simulator.multimodal.balance.distmm_plan`); a submodule spread unevenly over nodes is priced by
-  :func:`even_view`.
+  :func:`simulator.multimodal.balance.distmm_plan`); a submodule spread unevenly over nodes has its collectives
+  priced on its real split (:func:`real_split`).
 - ``spread``: every submodule's GPUs over every node as evenly as its count allows (n // nodes, or one more), the
   uneven counterpart of ``same_node``: the exchange between submodules mostly stays on NVLink.
 - ``auto`` (the placement manager): the faster of the two by the predicted step.
@@ -19,6 +19,7 @@ on the NICs otherwise (:func:`simulator.multimodal.evaluate.p2p_s`).
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 
 from simulator.errors import UserError
@@ -86,27 +87,18 @@ def per_node_counts(topology: Topology, gpus: tuple[int, ...]) -> list[int]:
     return [counts[k] for k in sorted(counts)]
 
 
-def _stand_in(topology: Topology, nodes: int) -> Topology:
-    """``topology``'s cluster with ``nodes`` nodes, built once per topology and node count."""
-    cache = topology.__dict__.setdefault("_stand_ins", {})
-    if nodes not in cache:
-        cache[nodes] = Topology(topology.cluster.model_copy(update={"nodes": nodes}))
-    return cache[nodes]
-
-
-def even_view(topology: Topology, gpus: tuple[int, ...]) -> tuple[Topology, tuple[int, ...]]:
-    """Where a submodule's GPUs sit unevenly over nodes (a node boundary splits it: c_i GPUs on node i), the
-    collectives model, which needs as many ranks on every node, prices it on a stand-in: the same number of GPUs
-    spread evenly, g per node over n / g nodes of the same profile, with g = the largest divisor of n not above the
-    fewest c_i. A ring over nodes crosses each node through the NICs next to that node's ranks, so the node holding
-    the fewest sets the pace: the stand-in gives every node that many, or fewer where they do not divide n
-    (assumption; pessimistic for the fuller nodes, whose NVLink hops are not the bottleneck, and more so for a
-    count with no divisor near the fewest: 53 GPUs price as 53 nodes of one). Even sets and multi-node NVLink
-    domains are returned as given."""
-    counts = per_node_counts(topology, gpus)
-    if len(set(counts)) <= 1 or topology.cluster.domain_nodes != 1:
-        return topology, gpus
-    g = max(d for d in range(1, min(counts) + 1) if len(gpus) % d == 0)
-    per = topology.cluster.node.gpus
-    stand_in = _stand_in(topology, len(gpus) // g)
-    return stand_in, tuple(node * per + j for node in range(len(gpus) // g) for j in range(g))
+def real_split(topology: Topology) -> Topology:
+    """``topology`` on which :func:`simulator.collectives.place_group` prices a group spread unevenly over nodes on
+    its real split (:attr:`Topology.uneven_groups`: the node holding the fewest of its GPUs sets the ring's channels
+    and NIC share, NCCL's min over ranks; the ring's steps, latency and bytes are the real group's). A shallow copy
+    that shares the graph and its caches, built once per topology."""
+    if topology.uneven_groups:
+        return topology
+    view = topology.__dict__.get("_real_split")
+    if view is None:
+        view = copy.copy(topology)
+        view.__dict__ = dict(topology.__dict__)
+        view.__dict__.pop("_placement_cache", None)
+        view.uneven_groups = True
+        topology.__dict__["_real_split"] = view
+    return view

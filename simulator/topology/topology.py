@@ -56,6 +56,12 @@ class Topology:
     paths inside a domain are answered on domain 0's template, paths between domains through the NICs and fabric.
     """
 
+    uneven_groups: bool = False
+    """Whether :func:`simulator.collectives.place_group` prices a group spread unevenly over NVLink domains on its
+    real split (NCCL's rule: the fewest ranks on one domain set the channels and bandwidths) instead of refusing it.
+    Off for plans (a regular plan's groups are even; an uneven one is a layout mistake worth an error); the
+    multimodal layer's views turn it on (a submodule may take part of a node: simulator/multimodal/placement.py)."""
+
     def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._domain_nodes = cluster.domain_nodes

@@ -30,17 +30,17 @@ SETTINGS = PAPER["comparison"]
 
 # model: (parameters in B, batch, uniform s, monolithic s, DistMM s), as the model predicts them
 PINNED = {
-    "clip-vit-l14": (0.43, 32768, 1.983, 1.983, 2.061),
-    "clip-vit-giant14": (1.22, 32768, 5.739, 5.739, 5.936),
-    "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.542),
-    "clip-eva02-e14": (5.04, 8192, 6.623, 6.623, 6.035),
+    "clip-vit-l14": (0.43, 32768, 1.983, 1.983, 2.040),
+    "clip-vit-giant14": (1.22, 32768, 5.739, 5.739, 5.813),
+    "clip-vit-g14": (2.54, 16384, 5.373, 5.373, 5.452),
+    "clip-eva02-e14": (5.04, 8192, 6.623, 6.623, 5.951),
     "clip-vit-22b": (22.45, 1024, 7.782, 14.974, 4.994),
     "coca-vit-l14": (0.64, 32768, 2.383, 2.383, 2.577),
-    "coca-g": (2.21, 16384, 3.655, 3.655, 3.957),
-    "coca-vit-e": (5.01, 8192, 6.029, 6.029, 6.088),
+    "coca-g": (2.21, 16384, 3.655, 3.655, 3.905),
+    "coca-vit-e": (5.01, 8192, 6.029, 6.029, 5.904),
     "coca-vit-22b": (22.99, 1024, 7.785, 26.366, 5.615),
     "lit-b16-bertl": (0.42, 32768, 0.423, 0.423, 0.439),
-    "lit-l16-t5xl": (1.53, 32768, 1.797, 1.797, 1.843),
+    "lit-l16-t5xl": (1.53, 32768, 1.797, 1.797, 1.833),
     "lit-l16-t5xxl": (5.07, 32768, 3.479, 3.479, 2.863),
     "lit-l16-llama2-13b": (13.16, 16384, 5.953, 7.089, 2.906),
 }
@@ -98,9 +98,10 @@ def test_the_models_that_need_model_parallelism_land_in_the_band(results):
 
 def test_the_data_parallel_models_fall_below_the_band(results):
     """Honest miss: where pure data parallelism (or TP inside a node) fits the whole contrastive batch, the uniform
-    plan idles no GPU and DistMM can at best tie, less its exchange, its fill (the consumer's wait for the first
-    micro-batch) and the loss: 0.92-0.99x with uneven splits (the data load balancer's); 1.10x and 1.22x where the
-    colocated uniform plan needs TP 2 to hold both towers and DistMM's apart run at TP 1."""
+    plan idles no GPU and DistMM can at best about tie, less its exchange, its fill (the consumer's wait for the
+    first micro-batch) and the loss: 0.92-1.02x with uneven splits (the data load balancer's, priced on their real
+    split); 1.11x and 1.22x where the colocated uniform plan needs TP 2 to hold both towers and DistMM's apart run at
+    TP 1."""
     lo = PAPER["abstract"]["speedup_min"]
     for m, r in results.items():
         if m in IN_BAND:
@@ -111,11 +112,11 @@ def test_the_data_parallel_models_fall_below_the_band(results):
 
 def test_ordering_across_sizes(results):
     """The paper's per-model ordering is not available; ours: the gain grows with size in each family once the
-    uniform plan needs TP or a pipeline; below that it is flat (CoCa L/14 and CoCa-g both 0.92x)."""
+    uniform plan needs TP or a pipeline; below that it is nearly flat (CoCa L/14 0.92x, CoCa-g 0.94x)."""
     speedup = {m: round(r.speedup, 2) for m, r in results.items()}
-    assert [speedup[m] for m in PINNED if m.startswith("lit")] == [0.96, 0.97, 1.22, 2.05]
-    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.92, 0.92, 0.99, 1.39]
-    assert [speedup[m] for m in PINNED if m.startswith("clip")] == [0.96, 0.97, 0.97, 1.10, 1.56]
+    assert [speedup[m] for m in PINNED if m.startswith("lit")] == [0.96, 0.98, 1.22, 2.05]
+    assert [speedup[m] for m in PINNED if m.startswith("coca")] == [0.92, 0.94, 1.02, 1.39]
+    assert [speedup[m] for m in PINNED if m.startswith("clip")] == [0.97, 0.99, 0.99, 1.11, 1.56]
 
 
 def test_batch_is_the_largest_the_baseline_fits(results):
@@ -158,7 +159,7 @@ def test_coca_g_decoder_is_near_the_papers_count():
 AWS = PAPER["aws_comparison"]
 # on 8 AWS p4d.24xlarge: (batch, uniform s, monolithic s, DistMM s)
 PINNED_AWS = {
-    "clip-vit-l14": (32768, 2.023, 2.023, 2.131),
+    "clip-vit-l14": (32768, 2.023, 2.023, 2.075),
     "clip-vit-22b": (1024, 8.779, 15.787, 5.163),
     "coca-vit-22b": (1024, 8.800, 27.086, 5.809),
     "lit-l16-llama2-13b": (16384, 6.625, 7.391, 3.031),
@@ -174,7 +175,7 @@ def aws():
 def test_on_the_papers_aws_instances(aws, model):
     """A quarter of the DGX's network bandwidth slows the uniform plans' cross-node traffic more than DistMM's (its
     small towers' groups stay inside few nodes): the in-band models gain more (1.56 -> 1.70x, 1.39 -> 1.51x,
-    2.05 -> 2.19x); the small CLIP stays below the band (0.95x)."""
+    2.05 -> 2.19x); the small CLIP stays below the band (0.97x)."""
     r = aws[model]
     batch, uniform, mono, distmm = PINNED_AWS[model]
     assert r.batch == batch and r.gpus == 64

@@ -285,7 +285,7 @@ def test_distmm_step_is_at_least_its_slowest_submodule(vision_gpus, how):
         ranks = place(counts, 8, 2, how)
         runs = {s.name: evaluate_submodule(spec, s, PlanChoice(1, 1, counts[s.name], 8, "full"), ranks[s.name],
                                            topology, 256) for s in spec.submodules}
-    except UserError:   # a group spread unevenly over nodes: not priced (docs/multimodal.md)
+    except UserError:   # same_node with a count the node count does not divide (uneven groups are priced)
         return
     step = distmm_step(spec, topology, runs, 256, how)
     assert step.step_s >= max(r.step_s for r in runs.values()) and step.loss_s > 0

@@ -1,6 +1,7 @@
 """Uneven per-node splits (docs/multimodal.md): a submodule may take part of a node; the collectives of a submodule
-spread unevenly are priced on an even stand-in; traffic between submodules on NVLink inside a node, on the NICs
-across nodes."""
+spread unevenly are priced on their real split (NCCL: the node holding the fewest of its GPUs sets the ring's
+channels and NIC share, the ring's steps and bytes are the real group's); traffic between submodules on NVLink
+inside a node, on the NICs across nodes."""
 
 import pytest
 
@@ -9,7 +10,7 @@ from simulator.hardware import load_cluster
 from simulator.multimodal.balance import balanced_splits
 from simulator.multimodal.compose import pair_up
 from simulator.multimodal.evaluate import PlanChoice, evaluate_submodule, p2p_s
-from simulator.multimodal.placement import even_view, per_node_counts, place
+from simulator.multimodal.placement import per_node_counts, place, real_split
 from simulator.multimodal.spec import load_multimodal_preset
 from simulator.topology import Topology
 
@@ -32,31 +33,47 @@ def test_packed_and_spread_placements_by_hand(eight):
     assert sorted(sum(spread.values(), ())) == list(range(64))                  # every GPU once
 
 
-def test_even_view_by_hand(eight):
-    # 52 GPUs as 6 whole nodes + 4: priced as 13 nodes of 4 (the fewest on one node sets a ring's NIC share)
-    topo, gpus = even_view(eight, tuple(range(52)))
-    assert topo.cluster.nodes == 13 and per_node_counts(topo, gpus) == [4] * 13
-    # 50 GPUs as 7, 7, 6 x 6: the largest divisor of 50 not above 6 is 5: 10 nodes of 5
-    spread = place({"vision": 50, "text": 14}, 8, 8, "spread")["vision"]
-    topo, gpus = even_view(eight, spread)
-    assert topo.cluster.nodes == 10 and per_node_counts(topo, gpus) == [5] * 10
-    # 53 is prime: 53 nodes of one GPU (the pessimistic end, documented)
-    assert even_view(eight, tuple(range(53)))[0].cluster.nodes == 53
-    # an even set is priced where it is
-    assert even_view(eight, tuple(range(48)))[0] is eight
+def test_uneven_group_placed_on_its_real_split(eight):
+    """53 GPUs as 6 whole nodes + 5 (no even stand-in: the old one priced 53 as 53 nodes of one GPU): 53 ranks over
+    7 nodes, the emptiest node's 5 GPUs and their 5 NICs describe the per-node links. Plans outside the multimodal
+    layer still refuse an uneven group."""
+    from simulator.errors import UserError
+
+    p = place_group(real_split(eight), list(range(53)))
+    assert (p.n_ranks, p.n_nodes, p.ranks_per_node, p.domain_ranks) == (53, 7, 5, (8, 8, 8, 8, 8, 8, 5))
+    assert p.nics_per_node == 5 and p.max_ranks_per_node == 8
+    with pytest.raises(UserError, match="spread unevenly"):
+        place_group(eight, list(range(53)))
+    assert place_group(real_split(eight), list(range(48))).domain_ranks == ()     # an even group as before
 
 
-def test_uneven_submodule_is_priced_on_its_stand_in(eight):
-    """A 52-GPU image tower (6.5 nodes) runs; its DP all-reduce is the stand-in's: 52 ranks, 4 per node."""
+def test_uneven_ring_all_reduce_by_hand(eight):
+    """The ring all-reduce of the 53 GPUs, in its bandwidth regime (docs/collectives.md: per-rank wire bytes
+    (2 (n - 1) + slack) / n per byte over the bottleneck link). The bottleneck is the node with 5 GPUs: 5 NICs of
+    min(25 GB/s x 0.94 NIC efficiency, 31.51 GB/s PCIe x 0.762) = 23.5 GB/s each, 117.5 GB/s (channels: 2 per NIC x
+    20.6 GB/s = 206 GB/s, not binding). Slope: (104 + 0.5) / 53 / 117.5e9 s per byte = 16.780 ps/B: 1 GiB more
+    costs 18.018 ms (an even 48 GPUs on 8 NICs per node: (94 + 0.5) / 48 / 188e9 = 10.472 ps/B)."""
+    p = place_group(real_split(eight), list(range(53)))
+    model = build_cost_model(p)
+    a, b = evaluate(model, "all_reduce", [1 * 2**30, 2 * 2**30]).times_s
+    slope = (104 + 0.5) / 53 / (5 * 23.5e9)
+    assert (b - a) == pytest.approx(2**30 * slope, rel=1e-9)
+    assert (b - a) * 1e3 == pytest.approx(18.018, abs=1e-3)
+    even = build_cost_model(place_group(eight, list(range(48))))
+    a8, b8 = evaluate(even, "all_reduce", [1 * 2**30, 2 * 2**30]).times_s
+    assert (b8 - a8) == pytest.approx(2**30 * (94 + 0.5) / 48 / (8 * 23.5e9), rel=1e-9)
+
+
+def test_uneven_submodule_is_priced_on_its_real_split(eight):
+    """A 53-GPU image tower (6 nodes + 5 GPUs) runs; its DP all-reduce is the real group's (53 ranks, 7 nodes, the
+    5-GPU node's NICs), as :func:`place_group` prices it on the real split."""
     spec = load_multimodal_preset("clip-vit-l14")
-    run = evaluate_submodule(spec, spec.vision, PlanChoice(1, 1, 52, 64, "full"), tuple(range(52)), eight, 32768)
+    gpus = tuple(range(53))
+    run = evaluate_submodule(spec, spec.vision, PlanChoice(1, 1, 53, 64, "full"), gpus, eight, 32768)
     dp = [c for c in run.step.comm if c.dim == "dp"]
     assert dp and run.step_s > 0
-    topo, gpus = even_view(eight, tuple(range(52)))
-    placement = place_group(topo, list(gpus))
-    assert placement.n_ranks == 52 and placement.ranks_per_node == 4
     op = dp[0]
-    expect = float(evaluate(build_cost_model(place_group(topo, list(gpus), concurrent_groups=())), op.op,
+    expect = float(evaluate(build_cost_model(place_group(real_split(eight), list(gpus))), op.op,
                             [op.bytes]).times_s[0])
     assert op.time_s == pytest.approx(expect, rel=1e-9)
 
