@@ -41,7 +41,8 @@ def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[Memo
                 continue
             shard = d if rb.stage >= min_stage else 1
             items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard,
-                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})"))
+                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})",
+                                    scaling="fixed"))
     return tuple(items)
 
 
@@ -94,7 +95,7 @@ def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[
     for layer_items, n in kinds:
         for name, b, formula in layer_items:
             items.append(MemoryItem("activations", name, b * n * flight,
-                                    f"{formula} x {n} layers x {flight:g} in flight"))
+                                    f"{formula} x {n} layers x {flight:g} in flight", scaling="in_flight"))
     return tuple(items)
 
 

@@ -30,7 +30,9 @@ import numpy as np
 
 from simulator.errors import UserError
 from simulator.memory.estimate import bounding_stages, estimate_memory, state_floor_bytes
+from simulator.memory.items import MemoryReport
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
 from simulator.plan import resolve_plan
 from simulator.plan.config import ParallelPlan
@@ -91,6 +93,7 @@ class Context:
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
+        self.peaks: dict = {}           # coefficients of the device peak in the micro-batch, per rest of a point
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -147,21 +150,40 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     if overflow.get(rest, mb) < mb:
         out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
         return None
-    stages = bounding_stages(plan)
-    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
-        out.rejected[OOM_REASON] += 1        # the model states alone do not fit: no need for the items
-        if _monotone(plan):
-            overflow[rest] = min(mb, overflow.get(rest, mb))
-        return None
-    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
-    if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
+    memory = _memory(ctx, plan, rest, mb)
+    if memory is None or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
-        if (memory.device_peak_bytes + ctx.headroom_bytes) * (1 - FLOOR_MARGIN) > ctx.capacity and _monotone(plan):
+        if _monotone(plan) and (memory is None or (memory.device_peak_bytes + ctx.headroom_bytes)
+                                * (1 - FLOOR_MARGIN) > ctx.capacity):
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
     return point, parts, memory
+
+
+def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly | None:
+    """The device peak of a candidate that passed the rules, or None when its model states alone overflow HBM.
+
+    The first plan of a group that differs only in its micro-batch (``rest``) builds its report
+    (:func:`estimate_memory` of the bounding stages) and the group's coefficients of the peak in the micro-batch
+    (:func:`peak_by_micro_batch`); the others evaluate those, unless their peak is within rounding (1e-9
+    relative) of the capacity, where the report decides (so the verdicts are the report's)."""
+    coefficients = ctx.peaks.get(rest)
+    if coefficients is not None:
+        memory = coefficients.peak(mb, plan.num_microbatches)
+        if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
+            return memory
+    stages = bounding_stages(plan)
+    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
+        return None        # the model states alone do not fit: no need for the items
+    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
+    if rest not in ctx.peaks and plan.training.mode == "train":
+        if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the micro-batches of a point come one after another
+            ctx.peaks.clear()
+        p = plan.parallel
+        ctx.peaks[rest] = peak_by_micro_batch(report, mb, plan.num_microbatches, p.schedule, p.pp, p.vpp)
+    return report
 
 
 def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:
