@@ -91,6 +91,19 @@ def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[Memor
     return items
 
 
+def _autocast_items(rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    if not (rb.amp_casts and rb.stage < 3):
+        return []
+    n = sp.dense + sp.expert
+    return [MemoryItem("activations", "autocast.bf16_weights", 2 * n,
+                       f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]", scaling="fixed")]
+
+
+def fixed_buffer_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    """The items of :func:`buffer_items` that do not depend on the micro-batch (``scaling: fixed``), in its order."""
+    return _sharding_items(rp, rb, sp) + _autocast_items(rb, sp)
+
+
 def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
@@ -110,10 +123,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
         if b > 0:
             items.append(MemoryItem("transient", "recompute.layer", b,
                                     f"one layer's activations rebuilt in backward ({p.recompute} recompute)", scaling="micro_batch"))
-    if rb.amp_casts and rb.stage < 3:
-        n = sp.dense + sp.expert
-        items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,
-                                f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]", scaling="fixed"))
+    items += _autocast_items(rb, sp)
     if p.cp > 1 and p.cp_comm == "all_gather":
         kv = max(1.0, m.kv / p.tp)
         b = 2 * c.dtype_bytes * c.shape.micro_batch * rp.training.seq_len * kv * m.dhead

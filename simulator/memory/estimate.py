@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from simulator.memory.activations import ActContext, cached_layer_items
-from simulator.memory.buffers import buffer_items, stage_extra_activations
+from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
@@ -128,6 +128,21 @@ def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> float:
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
     return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp) if i.bucket in kept)
                for s in stages)
+
+
+def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
+    """Per stage of ``stages`` (training), the sum of the items of :func:`estimate_memory` that do not depend on the
+    micro-batch (``scaling: fixed``: model states and buffers sized by parameters), added in its order (plan search:
+    :mod:`simulator.memory.scaling`)."""
+    rb = rp.recipe
+    out = []
+    for s in stages:
+        sp_ = stage_params(rp, s)
+        total = 0.0
+        for item in _state_items(sp_, rb, rp) + fixed_buffer_items(rp, rb, sp_):
+            total += item.bytes
+        out.append(total)
+    return tuple(out)
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,

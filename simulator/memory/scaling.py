@@ -1,4 +1,4 @@
-"""The device peak of training plans that differ only in their micro-batch size, from one report (plan search).
+"""The device peak of training plans that differ only in micro-batch size and sharding, from one report (search).
 
 Each item of a stage declares how its bytes grow with the micro-batch size b (``MemoryItem.scaling``): ``fixed``
 (model states, buffers sized by parameters), ``micro_batch`` (proportional to b) or ``in_flight`` (proportional to b
@@ -9,8 +9,12 @@ at b0 (F, P and Q, with f0 micro-batches in flight), the stage's peak at b, m is
     peak_s(b, m) = F_s + (b / b0) (P_s + Q_s in_flight_s(m) / f0_s)
 
 the same items in another order of addition (equal to :func:`simulator.memory.estimate.estimate_memory` to about
-1e-15 relative; a hypothesis test, tests/search/test_memory_scaling.py, checks 1e-9 on drawn plans). A report with an
-undeclared item, gradients freed between steps (their peak is not a sum) or inference memory gives no coefficients.
+1e-15 relative). The sharding (distributed optimizer, ZeRO stage) changes only the fixed items (the states'
+divisors, the DDP buckets, gathered layers and gradients, autocast copies; the activations follow the precision,
+framework and attention, not the sharding), so a plan of another sharding takes its own F_s
+(:func:`simulator.memory.estimate.fixed_bytes`) with the same P and Q. A hypothesis test
+(tests/search/test_memory_scaling.py) checks 1e-9 on drawn plans. A report with an undeclared item, gradients
+freed between steps (their peak is not a sum, and depends on m = 1) or inference memory gives no coefficients.
 """
 
 from __future__ import annotations
@@ -45,12 +49,13 @@ class PeakByMicroBatch:
     """Q_s / f0_s: the ``in_flight`` items at b0 per micro-batch in flight."""
     runtime_bytes: float
 
-    def peak(self, micro_batch: int, num_microbatches: int) -> PeakOnly:
-        """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``."""
+    def peak(self, micro_batch: int, num_microbatches: int, fixed: tuple[float, ...] | None = None) -> PeakOnly:
+        """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``; ``fixed``: its
+        F_s when its sharding differs from the report's (:func:`simulator.memory.estimate.fixed_bytes`)."""
         r = micro_batch / self.b0
         peak = max(f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
-                   for s, f, p, q in zip(self.stages, self.fixed, self.per_micro_batch, self.per_in_flight,
-                                         strict=True))
+                   for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
+                                         self.per_micro_batch, self.per_in_flight, strict=True))
         return PeakOnly(peak, peak + self.runtime_bytes)
 
 

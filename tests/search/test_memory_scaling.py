@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import UserError
-from simulator.memory.estimate import bounding_stages, estimate_memory
+from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes
 from simulator.memory.scaling import peak_by_micro_batch
 from simulator.search.evaluate import resolve
 from tests.search.test_fast_path import SPACES, _close
@@ -21,25 +21,30 @@ def _coefficients(plan, stages=None):
     return peak_by_micro_batch(report, plan.training.micro_batch, plan.num_microbatches, p.schedule, p.pp, p.vpp)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(sorted(SPACES)), other=st.sampled_from([1, 2, 3, 4, 6, 8]),
+       sharding=st.sampled_from(["none", "distributed_optimizer", "zero1", "zero2", "zero3"]),
        bounding=st.booleans(), data=st.data())
-def test_peak_by_micro_batch_equals_estimate_memory(kind, other, bounding, data):
+def test_peak_by_micro_batch_equals_estimate_memory(kind, other, sharding, bounding, data):
+    """A plan at another micro-batch and sharding: the coefficients of the first plan's report with the second's
+    fixed bytes give the second's peak."""
     ctx, points = SPACES[kind]
     point = data.draw(st.sampled_from(points))
     plan = resolve(ctx, point)
     try:
-        moved = resolve(ctx, {**point, "micro_batch": other})
+        moved = resolve(ctx, {**point, "micro_batch": other, "sharding": sharding})
     except UserError:
         assume(False)
-    stages = bounding_stages(plan) if bounding else None
-    assert stages is None or bounding_stages(moved) == stages
+    stages = bounding_stages(plan) if bounding else tuple(range(plan.parallel.pp))
+    assert not bounding or bounding_stages(moved) == stages
     coefficients = _coefficients(plan, stages)
     assert coefficients is not None
-    got = coefficients.peak(other, moved.num_microbatches)
+    got = coefficients.peak(other, moved.num_microbatches, fixed_bytes(moved, stages))
     want = estimate_memory(moved, stages=stages)
     assert _close(got.device_peak_bytes, want.device_peak_bytes)
     assert _close(got.peak_bytes, want.peak_bytes)
+    # the fixed bytes are the report's fixed items, added in the same order
+    assert coefficients.fixed == fixed_bytes(plan, stages)
 
 
 def test_the_coefficients_at_their_own_micro_batch_by_hand():
@@ -79,7 +84,7 @@ def test_every_training_item_declares_its_scaling(kind, data):
     assert all(i.scaling is not None for s in estimate_memory(plan).stages for i in s.items)
 
 
-@pytest.mark.parametrize("kind", ["dense", "moe"])
+@pytest.mark.parametrize("kind", ["dense", "moe", "pytorch_amp", "pytorch_freed"])
 def test_the_coefficients_change_no_search_result(kind, monkeypatch):
     """With every peak from its own report (no coefficients) the search keeps the same plans in the same order
     with the same step times, counts the same rejections, and the peaks agree to 1e-9; with them, fewer reports."""
@@ -87,7 +92,11 @@ def test_the_coefficients_change_no_search_result(kind, monkeypatch):
     from simulator.search.run import search
     from tests.search.test_fast_path import DENSE, MOE
 
-    base, profile = {"dense": (DENSE, "dgx_a100_40gb"), "moe": (MOE, "dgx_h100")}[kind]
+    pytorch = {**DENSE, "training": {**DENSE["training"], "framework": "pytorch", "precision": "amp_bf16",
+                                                "grad_set_to_none": False}}
+    freed = {**pytorch, "training": {**pytorch["training"], "grad_set_to_none": True}}    # no coefficients
+    base, profile = {"dense": (DENSE, "dgx_a100_40gb"), "moe": (MOE, "dgx_h100"),
+                     "pytorch_amp": (pytorch, "dgx_h100"), "pytorch_freed": (freed, "dgx_h100")}[kind]
     data = {**base, "search": {**base["search"], "micro_batch": [1, 2, 4, 8]}}
     data["system"] = {"profile": profile, "nodes": 2}
     reports = []
@@ -97,7 +106,10 @@ def test_the_coefficients_change_no_search_result(kind, monkeypatch):
     with_coefficients = len(reports)
     monkeypatch.setattr(evaluate, "peak_by_micro_batch", lambda *a, **k: None)
     exact = search(data)
-    assert with_coefficients < len(reports) - with_coefficients, "the coefficients spared some reports"
+    if kind == "pytorch_freed":   # gradients freed between steps: the peak is not a sum, every plan its report
+        assert with_coefficients == len(reports) - with_coefficients
+    else:
+        assert with_coefficients < len(reports) - with_coefficients, "the coefficients spared some reports"
     assert sum(fast.rejected.values()) and fast.rejected == exact.rejected and fast.valid == exact.valid
     keys = ("gpus", "tp", "pp", "vpp", "cp", "ep", "sharding", "recompute", "schedule", "micro_batch", "step_s")
     assert [tuple(r[k] for k in keys) for r in fast.plans] == [tuple(r[k] for k in keys) for r in exact.plans]
