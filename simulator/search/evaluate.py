@@ -3,8 +3,9 @@
 For each candidate (docs/search.md, "The fast path"):
 1. the plan rules (:func:`simulator.plan.resolve_plan`) decide validity; a rejected candidate keeps its reason;
 2. memory (:func:`simulator.memory.estimate_memory` of the stages that bound the peak,
-   :func:`simulator.memory.estimate.bounding_stages`) prunes plans whose device peak plus the headroom exceeds HBM,
-   before any time is computed;
+   :func:`simulator.memory.estimate.bounding_stages`, for the first plan of a group that differs only in
+   micro-batch and sharding; the peak's coefficients, :mod:`simulator.memory.scaling`, for the others) prunes
+   plans whose device peak plus the headroom exceeds HBM, before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
    replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
