@@ -32,12 +32,13 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
     m, by, items = rp.model, c.dtype_bytes, []
     if stage == 0 and m.dropout > 0:
         items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
-                                f"{MASK_BYTES}*r*h x {flight:g} in flight"))
+                                f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
     if stage == rp.parallel.pp - 1:
         out_in = c.tokens if c.framework == "pytorch" else c.rep
-        items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight"))
+        items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
+                                scaling="micro_batch"))
         items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
-                                f"{by}*r*h x 1 in flight"))
+                                f"{by}*r*h x 1 in flight", scaling="micro_batch"))
     return items
 
 
@@ -52,17 +53,20 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
     heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
     items = [MemoryItem("other", "logits.fp32", FP32 * n,
-                        f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]"),
+                        f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]",
+                        scaling="micro_batch"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
-                        f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]")]
+                        f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]", scaling="micro_batch")]
     if rp.recipe.cross_entropy == "unfused" and c.framework != "pytorch":
         items.append(MemoryItem("transient", "loss.fp32_cast", FP32 * n,
-                                "4*T*v/t  [logits.float(), alive beside the shifted fp32 logits]"))
+                                "4*T*v/t  [logits.float(), alive beside the shifted fp32 logits]",
+                                scaling="micro_batch"))
     if c.framework == "pytorch":
         items += [MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
-                             "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]"),
+                             "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]",
+                             scaling="micro_batch"),
                   MemoryItem("transient", "loss.grad_16bit", c.dtype_bytes * n,
-                             f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]")]
+                             f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]", scaling="micro_batch")]
     return items
 
 
@@ -71,7 +75,7 @@ def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     routed = c.shape.routed_rows * (moe.capacity_factor or 1.0)
     b = 2 * c.dtype_bytes * routed * rp.model.hidden
     return [MemoryItem("other", "moe.dispatch_buffers", b, "2 x 2 B x R x h  [all-to-all send and receive of the "
-                       "permuted tokens of one layer]")]
+                       "permuted tokens of one layer]", scaling="micro_batch")]
 
 
 def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
@@ -80,15 +84,32 @@ def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[Memor
     if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, docs/memory.md)
         n = sp.dense + sp.expert
         items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
-                                f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]"))
+                                f"{n:.4g} params x {rb.bucket:g} B  [PyTorch DDP gradient buckets]",
+                                scaling="fixed"))
     if rb.stage >= 3:
         cb = rb.weight_compute
         items.append(MemoryItem("transient", "zero3.gathered_layers", GATHERED_LAYERS * sp.largest_layer * cb,
-                                f"{GATHERED_LAYERS} layers x {sp.largest_layer:.4g} params x {cb} B  [gathered]"))
+                                f"{GATHERED_LAYERS} layers x {sp.largest_layer:.4g} params x {cb} B  [gathered]",
+                                scaling="fixed"))
     if rb.stage >= 2:
         items.append(MemoryItem("transient", "zero2.unsharded_layer_grads", sp.largest_layer * rb.grad,
-                                f"{sp.largest_layer:.4g} params x {rb.grad:g} B  [one layer before reduce-scatter]"))
+                                f"{sp.largest_layer:.4g} params x {rb.grad:g} B  [one layer before reduce-scatter]",
+                                scaling="fixed"))
     return items
+
+
+def _autocast_items(rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    if not (rb.amp_casts and rb.stage < 3):
+        return []
+    n = sp.dense + sp.expert
+    return [MemoryItem("activations", "autocast.bf16_weights", 2 * n,
+                       f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]",
+                       scaling="fixed")]
+
+
+def fixed_buffer_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    """The items of :func:`buffer_items` that do not depend on the micro-batch (``scaling: fixed``), in its order."""
+    return _sharding_items(rp, rb, sp) + _autocast_items(rb, sp)
 
 
 def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int) -> list[MemoryItem]:
@@ -109,13 +130,12 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
             b -= cached_layer_bytes(m, c, has_moe)
         if b > 0:
             items.append(MemoryItem("transient", "recompute.layer", b,
-                                    f"one layer's activations rebuilt in backward ({p.recompute} recompute)"))
-    if rb.amp_casts and rb.stage < 3:
-        n = sp.dense + sp.expert
-        items.append(MemoryItem("activations", "autocast.bf16_weights", 2 * n,
-                                f"2 B x {n:.4g} params  [autocast's bf16 weight copies, saved for backward]"))
+                                    f"one layer's activations rebuilt in backward ({p.recompute} recompute)",
+                                    scaling="micro_batch"))
+    items += _autocast_items(rb, sp)
     if p.cp > 1 and p.cp_comm == "all_gather":
         kv = max(1.0, m.kv / p.tp)
         b = 2 * c.dtype_bytes * c.shape.micro_batch * rp.training.seq_len * kv * m.dhead
-        items.append(MemoryItem("transient", "cp.gathered_kv", b, "2 x 2 B x b*s*kv_heads/t*d_head  [all-gathered K, V]"))
+        items.append(MemoryItem("transient", "cp.gathered_kv", b, "2 x 2 B x b*s*kv_heads/t*d_head  [all-gathered K, V]",
+                                scaling="micro_batch"))
     return items

@@ -11,7 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from simulator.memory.activations import ActContext, cached_layer_items
-from simulator.memory.buffers import buffer_items, stage_extra_activations
+from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
@@ -41,7 +41,8 @@ def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[Memo
                 continue
             shard = d if rb.stage >= min_stage else 1
             items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard,
-                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})"))
+                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})",
+                                    scaling="fixed"))
     return tuple(items)
 
 
@@ -96,7 +97,7 @@ def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[
     for layer_items, n in kinds:
         for name, b, formula in layer_items:
             items.append(MemoryItem("activations", name, b * n * flight,
-                                    f"{formula} x {n} layers x {flight:g} in flight"))
+                                    f"{formula} x {n} layers x {flight:g} in flight", scaling="in_flight"))
     return tuple(items)
 
 
@@ -129,6 +130,21 @@ def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> float:
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
     return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp) if i.bucket in kept)
                for s in stages)
+
+
+def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
+    """Per stage of ``stages`` (training), the sum of the items of :func:`estimate_memory` that do not depend on the
+    micro-batch (``scaling: fixed``: model states and buffers sized by parameters), added in its order (plan search:
+    :mod:`simulator.memory.scaling`)."""
+    rb = rp.recipe
+    out = []
+    for s in stages:
+        sp_ = stage_params(rp, s)
+        total = 0.0
+        for item in _state_items(sp_, rb, rp) + fixed_buffer_items(rp, rb, sp_):
+            total += item.bytes
+        out.append(total)
+    return tuple(out)
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,

@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Bucket = Literal["weights", "gradients", "main_params", "optimizer", "activations", "other", "transient"]
+Scaling = Literal["fixed", "micro_batch", "in_flight"]
+"""How an item's bytes grow with the micro-batch size b of a training plan, all else equal: ``fixed`` (model
+states, buffers sized by parameters), ``micro_batch`` (proportional to b: one micro-batch's tensors), ``in_flight``
+(proportional to b times the micro-batches in flight). Plan search evaluates the peak of plans that differ only in
+b from one report by it (:mod:`simulator.memory.scaling`); None (not declared) keeps an item out of that."""
 BUCKETS: tuple[str, ...] = ("weights", "gradients", "main_params", "optimizer", "activations", "other")
 """docs/interface.md ``memory.stages`` keys (``total`` is their sum); ``transient`` items only raise the peak."""
 
@@ -18,6 +23,7 @@ class MemoryItem:
     name: str
     bytes: float
     formula: str
+    scaling: Scaling | None = None
 
 
 @dataclass(frozen=True, slots=True)

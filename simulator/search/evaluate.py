@@ -3,8 +3,9 @@
 For each candidate (docs/search.md, "The fast path"):
 1. the plan rules (:func:`simulator.plan.resolve_plan`) decide validity; a rejected candidate keeps its reason;
 2. memory (:func:`simulator.memory.estimate_memory` of the stages that bound the peak,
-   :func:`simulator.memory.estimate.bounding_stages`) prunes plans whose device peak plus the headroom exceeds HBM,
-   before any time is computed;
+   :func:`simulator.memory.estimate.bounding_stages`, for the first plan of a group that differs only in
+   micro-batch and sharding; the peak's coefficients, :mod:`simulator.memory.scaling`, for the others) prunes
+   plans whose device peak plus the headroom exceeds HBM, before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
    replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
@@ -29,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory.estimate import bounding_stages, estimate_memory, state_floor_bytes
+from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
+from simulator.memory.items import MemoryReport
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
 from simulator.plan import resolve_plan
 from simulator.plan.config import ParallelPlan
@@ -91,6 +94,8 @@ class Context:
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
+        self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
+        self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -130,6 +135,8 @@ def _monotone(plan) -> bool:
 
 #: a point's values but its micro-batch (the key under which a smaller micro-batch's overflow is kept)
 _REST = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+#: of a ``_REST`` tuple, all but the sharding (the key of a group of plans that share the peak's coefficients)
+_CORE = operator.itemgetter(*(i for i, k in enumerate((*OUTER, *INNER)) if k not in ("sharding", "micro_batch")))
 
 
 def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
@@ -147,21 +154,46 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     if overflow.get(rest, mb) < mb:
         out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
         return None
-    stages = bounding_stages(plan)
-    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
-        out.rejected[OOM_REASON] += 1        # the model states alone do not fit: no need for the items
-        if _monotone(plan):
-            overflow[rest] = min(mb, overflow.get(rest, mb))
-        return None
-    memory = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
-    if memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
+    memory = _memory(ctx, plan, rest, mb)
+    if memory is None or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
-        if (memory.device_peak_bytes + ctx.headroom_bytes) * (1 - FLOOR_MARGIN) > ctx.capacity and _monotone(plan):
+        if _monotone(plan) and (memory is None or (memory.device_peak_bytes + ctx.headroom_bytes)
+                                * (1 - FLOOR_MARGIN) > ctx.capacity):
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
     return point, parts, memory
+
+
+def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly | None:
+    """The device peak of a candidate that passed the rules, or None when its model states alone overflow HBM.
+
+    The first plan of a group that differs only in micro-batch and sharding builds its report
+    (:func:`estimate_memory` of the bounding stages) and the group's coefficients of the peak
+    (:func:`peak_by_micro_batch`); the others evaluate those with their sharding's fixed bytes, unless their peak
+    is within rounding (1e-9 relative) of the capacity, where their own report decides (so the verdicts are the
+    reports')."""
+    core = _CORE(rest)
+    coefficients = ctx.peaks.get(core)
+    if coefficients is not None:
+        fixed = ctx.fixed_bytes.get(rest)
+        if fixed is None:
+            fixed = ctx.fixed_bytes[rest] = fixed_bytes(plan, coefficients.stages)
+        memory = coefficients.peak(mb, plan.num_microbatches, fixed)
+        if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
+            return memory
+    stages = bounding_stages(plan)
+    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
+        return None        # the model states alone do not fit: no need for the items
+    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
+    if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
+        if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together
+            ctx.peaks.clear()
+            ctx.fixed_bytes.clear()
+        p = plan.parallel
+        ctx.peaks[core] = peak_by_micro_batch(report, mb, plan.num_microbatches, p.schedule, p.pp, p.vpp)
+    return report
 
 
 def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:
