@@ -163,25 +163,25 @@ def fp8_cast_memops(linear: list[GemmOp], cast_bytes: tuple[float, float]) -> li
     return ops
 
 
-def grad_accumulation_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, bytes_per_param: float
-                             ) -> list[MemOp]:
-    """A separate gradient-accumulation pass over this rank's share of ``params`` after each micro-batch's backward
-    (``Recipe.grad_accum_bytes`` per parameter; none when the weight-gradient GEMM accumulates itself)."""
-    if not bytes_per_param:
-        return []
-    numel = sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
-    return [MemOp("grad_accumulation", "bwd", bytes_per_param * numel)]
+def rank_numel(params: list[ParamTensor], sh: RankShape, kv_heads: int) -> float:
+    """Elements of ``params`` this rank holds after TP / EP sharding."""
+    return sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
 
 
-def fsdp_copy_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, copy_bytes: tuple[float, float]
-                     ) -> list[MemOp]:
-    """FSDP2's copies around its collectives over this rank's share of ``params``, per micro-batch
-    (``Recipe.fsdp_copy_bytes``: forward, backward bytes per parameter; :mod:`simulator.plan.recipe`)."""
-    fwd, bwd = copy_bytes
-    if not (fwd or bwd):
+def parameter_pass_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, grad_accum_bytes: float,
+                          fsdp_copy_bytes: tuple[float, float]) -> list[MemOp]:
+    """Passes over this rank's share of ``params`` each micro-batch, in bytes per parameter: a separate
+    gradient-accumulation pass after the backward (``Recipe.grad_accum_bytes``; none when the weight-gradient GEMM
+    accumulates itself) and FSDP2's copies around its collectives (``Recipe.fsdp_copy_bytes``: forward,
+    backward; :mod:`simulator.plan.recipe`)."""
+    fwd_copy, bwd_copy = fsdp_copy_bytes
+    if not (grad_accum_bytes or fwd_copy or bwd_copy):
         return []
-    numel = sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
-    return [MemOp("fsdp_copies", "fwd", fwd * numel), MemOp("fsdp_copies", "bwd", bwd * numel)]
+    numel = rank_numel(params, sh, kv_heads)
+    ops = [MemOp("grad_accumulation", "bwd", grad_accum_bytes * numel)] if grad_accum_bytes else []
+    if fwd_copy or bwd_copy:
+        ops += [MemOp("fsdp_copies", "fwd", fwd_copy * numel), MemOp("fsdp_copies", "bwd", bwd_copy * numel)]
+    return ops
 
 
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
@@ -197,13 +197,13 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     (fp32 residual stream, casts; see :func:`simulator.compute.memops.eager_memops`). With an fp8 ``dtype`` the
     linear layers run in fp8 and quantize their input (forward) and output gradient (backward) at
     ``fp8_cast_bytes`` extra bytes per element (:func:`fp8_cast_memops`); attention and the router stay 16-bit.
-    ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`grad_accumulation_memops`).
+    ``grad_accum_bytes``: a separate gradient-accumulation pass per micro-batch (:func:`parameter_pass_memops`).
     ``host``: the eager framework's host issue costs (:mod:`simulator.compute.host`); None with CUDA graphs.
     ``permute``: the MoE permute + unpermute chain (``moe.permute``, :mod:`simulator.compute.op_chains`);
     ``sequential_experts``: the routed experts run one dense GEMM each and assemble their outputs (``moe.experts:
     sequential``, Megatron's SequentialMLP) instead of one grouped GEMM; ``sort_chunks``: the all-to-all dispatcher
     reorders the received rows by local expert and back (:func:`simulator.compute.memops.layer_memops`);
-    ``fsdp_copy_bytes``: FSDP2's copies around its gathers and reductions (:func:`fsdp_copy_memops`).
+    ``fsdp_copy_bytes``: FSDP2's copies around its gathers and reductions (:func:`parameter_pass_memops`).
     """
     flash = attention in ("flash", "flash2", "sdpa")
     # every fused kernel (TE / FlashAttention-2 / PyTorch SDPA's flash backends) recomputes Q K^T in its backward,
@@ -225,14 +225,12 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
     mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0,
                        permute=permute, sequential_experts=sh.local_experts if moe and sequential_experts else 0.0,
                        sort_chunks=moe and sort_chunks)
+    params = layer_params(model, layer_index)
     if eager:
-        params = sum(local_numel(t, tp=sh.tp, kv_heads=model.kv, ep=sh.ep, etp=sh.etp)
-                     for t in layer_params(model, layer_index))
-        mem += eager_memops(model, shape, params, amp=amp)
+        mem += eager_memops(model, shape, rank_numel(params, sh, model.kv), amp=amp)
     if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
-    mem += grad_accumulation_memops(layer_params(model, layer_index), sh, model.kv, grad_accum_bytes)
-    mem += fsdp_copy_memops(layer_params(model, layer_index), sh, model.kv, fsdp_copy_bytes)
+    mem += parameter_pass_memops(params, sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
         peak = peak_flops(gpu, attention_dtype(dtype)) * fraction
@@ -328,8 +326,7 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
     secs = _linear_seconds(ops, gpu, eff, dtype)
     mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp, cross_entropy)
     params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
-    mem += grad_accumulation_memops(params, sh, model.kv, grad_accum_bytes)
-    mem += fsdp_copy_memops(params, sh, model.kv, fsdp_copy_bytes)
+    mem += parameter_pass_memops(params, sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
     dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
@@ -343,6 +340,5 @@ def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEf
     """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound); ``grad_accum_bytes``
     as :func:`layer_time`."""
     mem = embedding_memops(model, sh.tokens)
-    mem += grad_accumulation_memops(embedding_params(model), sh, model.kv, grad_accum_bytes)
-    mem += fsdp_copy_memops(embedding_params(model), sh, model.kv, fsdp_copy_bytes)
+    mem += parameter_pass_memops(embedding_params(model), sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
     return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

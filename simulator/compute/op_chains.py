@@ -124,27 +124,25 @@ def fit_sequential_assembly(path: str | Path | None = None) -> SequentialAssembl
                               bwd_per_expert=float(total[0] - fwd[0]))
 
 
-def fit_unfused_cross_entropy(path: str | Path | None = None) -> tuple[float, float]:
-    """(forward, backward) copy-equivalent bytes per logit of the unfused cross entropy: medians over the shapes,
-    each timed against the streaming copy of the path runs (the cross-entropy rows' own copy of a single 5 GB
-    tensor ran once at 2.8 TB/s, the path copies at 4.0-4.2 TB/s every time)."""
-    rows = _rows(path)
+def _fit_cross_entropy(rows: list[dict], total_key: str, fwd_key: str) -> tuple[float, float]:
+    """(forward, backward) copy-equivalent bytes per logit of one loss chain of the ``ce_unfused`` rows: medians over
+    the shapes of its forward and forward + backward times, each at the median rate of the run's streaming copies."""
     copy_bps = statistics.median(r["copy_gbps"] * 1e9 for r in rows if r.get("case") == "copy")
-    ce = [r for r in rows if r.get("case") == "ce_unfused" and "fwd_s" in r]
-    fwd = statistics.median(r["fwd_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
-    total = statistics.median(r["time_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
+    ce = [r for r in rows if r.get("case") == "ce_unfused" and fwd_key in r]
+    fwd = statistics.median(r[fwd_key] * copy_bps / (r["T"] * r["V"]) for r in ce)
+    total = statistics.median(r[total_key] * copy_bps / (r["T"] * r["V"]) for r in ce)
     return fwd, total - fwd
+
+
+def fit_unfused_cross_entropy(path: str | Path | None = None) -> tuple[float, float]:
+    """Megatron's unfused cross entropy, timed against the streaming copies of the path runs (the cross-entropy
+    rows' own copy of a single 5 GB tensor ran once at 2.8 TB/s, the path copies at 4.0-4.2 TB/s every time)."""
+    return _fit_cross_entropy(_rows(path), "time_s", "fwd_s")
 
 
 def fit_torch_cross_entropy(path: str | Path | None = None) -> tuple[float, float]:
-    """(forward, backward) copy-equivalent bytes per logit of PyTorch's ``F.cross_entropy`` on fp32 logits:
-    medians over the shapes of ``cross_entropy.jsonl``, timed against the streaming copy of the same run."""
-    rows = _rows(path or CROSS_ENTROPY_DATA)
-    copy_bps = statistics.median(r["copy_gbps"] * 1e9 for r in rows if r.get("case") == "copy")
-    ce = [r for r in rows if r.get("case") == "ce_unfused" and "torch_s" in r]
-    fwd = statistics.median(r["torch_fwd_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
-    total = statistics.median(r["torch_s"] * copy_bps / (r["T"] * r["V"]) for r in ce)
-    return fwd, total - fwd
+    """PyTorch's ``F.cross_entropy`` on fp32 logits (``cross_entropy.jsonl``, timed against the copy of that run)."""
+    return _fit_cross_entropy(_rows(path or CROSS_ENTROPY_DATA), "torch_s", "torch_fwd_s")
 
 
 PERMUTE_CHAINS: dict[str, PermuteChain] = {

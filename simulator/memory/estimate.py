@@ -137,14 +137,8 @@ def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
     micro-batch (``scaling: fixed``: model states and buffers sized by parameters), added in its order (plan search:
     :mod:`simulator.memory.scaling`)."""
     rb = rp.recipe
-    out = []
-    for s in stages:
-        sp_ = stage_params(rp, s)
-        total = 0.0
-        for item in _state_items(sp_, rb, rp) + fixed_buffer_items(rp, rb, sp_):
-            total += item.bytes
-        out.append(total)
-    return tuple(out)
+    return tuple(sum(item.bytes for item in _state_items(sp, rb, rp) + fixed_buffer_items(rp, rb, sp))
+                 for sp in (stage_params(rp, s) for s in stages))
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
