@@ -198,20 +198,26 @@ RUNS.append(dict(
                                 attention="unfused", grad_accumulation="separate_fp32", cross_entropy="unfused"))))
 
 
+def _flagperf_measured(tok_gpu, gpus, gbs, seq, mem_gb):
+    """FlagPerf's measurement fields: the README's tokens/s per GPU over all GPUs, the step it implies
+    (GBS x seq / tokens/s), nvidia-smi's memory in GB converted to GiB; benchmark runs, not trainings."""
+    return dict(measured_quantity="tokens_per_s", measured_value=round(tok_gpu * gpus, 1),
+                measured_memory_GiB=round(mem_gb * 1e9 / 2**30, 1) if mem_gb else "", trained="no",
+                measured_step_s=gbs * seq / (tok_gpu * gpus))
+
+
 def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8192, gpu="H100-SXM5-80GB",
                 profile="dgx_h100", table="性能指标 table"):
     gpus = nodes * 8
     dp = gpus // (tp * pp)
-    tps = tok_gpu * gpus
-    step = gbs * seq / tps
+    step = gbs * seq / (tok_gpu * gpus)
     return dict(
         id=id, group="dense", source=f"FlagPerf (BAAI) NVIDIA Megatron-Core case, {FLAG}",
         source_locator=f"{readme} ({table}); {cfg}; training/benchmarks/{'llama3_70B' if '70' in preset else 'llama3_8B'}/megatron/pretrain_llama3.sh",
         gpu=gpu, gpus=gpus, nodes=nodes, model=preset, params_B=70 if "70" in preset else 8,
         seq_len=seq, global_batch=gbs, micro_batch=1, tp=tp, pp=pp, vpp=1, cp=1, ep=1, dp=dp, sp="yes" if tp > 1 else "no",
         zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (README says recompute-activations; script has no flag)",
-        precision="bf16", measured_quantity="tokens_per_s", measured_value=round(tps, 1),
-        measured_memory_GiB=round(mem * 1e9 / 2**30, 1) if mem else "", trained="no",
+        precision="bf16", **_flagperf_measured(tok_gpu, gpus, gbs, seq, mem),
         unsaid=("recompute=selective (README lists recompute-activations, pretrain_llama3.sh does not pass it; with flash "
                 "attention the two differ little);overlap_grad_reduce=false;overlap_param_gather=false (not passed; "
                 "Megatron core_v0.6 default off);tp_comm_overlap=false (not passed);memory = nvidia-smi GB used "
@@ -221,7 +227,6 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
                "attention_kernel flash2: the README's optimisation list names 'flash attention 2' (优化策略). "
                "cross_entropy unfused: core_v0.6 has no loss fusion option and computes the loss with "
                "tensor_parallel.vocab_parallel_cross_entropy(logits.float(), labels) (language_module.py)."),
-        measured_step_s=step,
         yaml_comment=(f"{id}: FlagPerf {preset} Megatron-Core on {gpus} {gpu.split('-')[0]}, TP{tp} PP{pp} DP{dp}, GBS {gbs}, "
                       f"seq {seq}.\nSource: {FLAG} {readme}.\n"
                       f"Measured: {tok_gpu} tokens/s per GPU ({step:.2f} s per step), memory {mem}/80 GB."),
@@ -356,8 +361,7 @@ RUNS += [
          gpu="H100-SXM5-80GB", gpus=32, nodes=4, model="mixtral-8x7b", params_B=46.7, seq_len=4096,
          global_batch=1200, micro_batch=3, tp=8, pp=2, vpp=1, cp=1, ep=1, dp=2, sp="yes",
          zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (--recompute-activations)",
-         precision="bf16", measured_quantity="tokens_per_s", measured_value=round(2844.0 * 32, 1),
-         measured_memory_GiB=round(75e9 / 2**30, 1), trained="no",
+         precision="bf16", **_flagperf_measured(2844.0, 32, 1200, 4096, 75),
          unsaid=("ep=1 (the README's PP2DP2EP1TP8; megatron_main.sh passes --expert-model-parallel-size 8, which "
                  "core_v0.6 refuses with data-parallel size 2);etp=8 (core_v0.6 shards every expert over the TP "
                  "group);routing=uniform (aux-loss balancing, balance not reported);token dispatcher=allgather "
@@ -371,7 +375,6 @@ RUNS += [
                 "is built for sm80 only). permute gather_scatter: core_v0.6's MoEAllGatherTokenDispatcher "
                 "(torch.gather / scatter / scatter_add, token_dispatcher.py); cross_entropy unfused: core_v0.6 "
                 "has no loss fusion (vocab_parallel_cross_entropy(logits.float()))."),
-         measured_step_s=_MIX_STEP,
          yaml_comment=(f"flagperf_mixtral8x7b_h100_32: FlagPerf Mixtral 8x7B Megatron-Core on 32 H100, TP8 PP2 DP2 EP1, "
                        f"MBS 3, GBS 1200, seq 4096.\nSource: {FLAG} {_MIXR}.\n"
                        f"Measured: 2844.0 tokens/s per GPU ({_MIX_STEP:.2f} s per step), memory 75/80 GB."),
@@ -390,8 +393,7 @@ RUNS += [
          model="Qwen1.5-style MoE of the FlagPerf script (24L h2048, 16 heads, 8 experts top-2, expert FFN 5504)",
          params_B=7.5, seq_len=8192, global_batch=512, micro_batch=1, tp=1, pp=2, vpp=1, cp=1, ep=1, dp=4, sp="no",
          zero_or_distopt="distopt (--use-distributed-optimizer)", recompute="selective (--recompute-activations)",
-         precision="bf16", measured_quantity="tokens_per_s", measured_value=round(7450.7 * 8, 1),
-         measured_memory_GiB=round(66e9 / 2**30, 1), trained="no",
+         precision="bf16", **_flagperf_measured(7450.7, 8, 512, 8192, 66),
          unsaid=("routing=uniform (aux-loss balancing, balance not reported);experts run one by one (no "
                  "--moe-grouped-gemm: Megatron's SequentialMLP);token dispatcher=allgather (default; no EP "
                  "traffic at EP 1);Q/K/V bias (--add-qkv-bias) not modelled (0.03% of the parameters);"
@@ -402,7 +404,6 @@ RUNS += [
                 "the released Qwen1.5-MoE-A2.7B (60 experts + shared expert). Megatron-LM-240405 (main on 2024-04-05, "
                 "d0f1307) matches core_v0.6.0 in the MoE and loss code: permute gather_scatter (all-gather "
                 "dispatcher), experts sequential (SequentialMLP: no --moe-grouped-gemm), cross_entropy unfused."),
-         measured_step_s=_QW_STEP,
          yaml_comment=(f"flagperf_qwen15moe_a800_8: FlagPerf Qwen1.5-style 8-expert MoE (Pai-Megatron-Patch) on 8 A800, "
                        f"TP1 PP2 DP4, MBS 1, GBS 512, seq 8192.\nSource: {FLAG} {_QWR}.\n"
                        f"Measured: 7450.7 tokens/s per GPU ({_QW_STEP:.2f} s per step), memory 66/80 GB."),
