@@ -8,7 +8,9 @@ and the held-out sources named in issue 11 are not among them.
 
 Measured quantities become seconds per optimizer step: ``step_s`` as is; ``tokens_per_s`` (all GPUs) as
 global_batch x seq_len / value; ``tflops_per_gpu`` as the model FLOPs of one step in the source's convention
-(Megatron ``num_floating_point_operations``: full s^2 attention, no recompute) / GPUs / value.
+(Megatron ``num_floating_point_operations`` up to MCore v0.8: full s^2 attention, no recompute) / GPUs / value;
+``tflops_per_gpu_causal`` the same with the causal half of the s^2 scores (Megatron's formula from 2025 on,
+``training.py`` at main 1e05700: ``seq_length / 2``).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def measured_step_s(row: dict[str, str], scenario) -> float:
     t = scenario.training
     if kind == "tokens_per_s":
         return t.global_batch * t.seq_len / value
-    if kind == "tflops_per_gpu":
-        flops = model_flops(scenario.model, t.seq_len, t.global_batch, causal=False)
+    if kind in ("tflops_per_gpu", "tflops_per_gpu_causal"):
+        flops = model_flops(scenario.model, t.seq_len, t.global_batch, causal=kind.endswith("causal"))
         return flops / scenario.gpus / (value * 1e12)
     raise ValueError(f"runs.csv {row['id']}: unknown measured_quantity {kind!r}")
 

@@ -27,7 +27,8 @@ HEADER = """# Published LLM training runs for validating the step-time / memory 
 # Not used (held back): Llama 3 paper, MegaScale, Narayanan et al. 2021, DeepSeek-V3 report, torchtitan perf docs,
 #   Megatron-LM README perf table, NeMo / Megatron-Bridge performance summaries; Korthikanti et al. 2023 (calibration).
 # measured_quantity: step_s = seconds per optimizer step; tokens_per_s = global tokens per second (all GPUs);
-#   tflops_per_gpu = model TFLOP/s per GPU as the source defines it (see notes). unsaid: knob=assumed value (why).
+#   tflops_per_gpu = model TFLOP/s per GPU as the source defines it (see notes; _causal: Megatron's 2025+ formula,
+#   half the s^2 scores). unsaid: knob=assumed value (why).
 """
 
 
@@ -346,6 +347,61 @@ RUNS += [
     _qwen("zoo_qwen3_235b_tp4_norecompute", "DeepEP TP4 EP8 PP8 VPP4 DP8 EDP4, no recompute, main(1e057005)",
           4, 8, 8, 4, 8, 4, "none", "deepep_normal", 29.0, 167, [2] + [3] * 30 + [2]),
 ]
+
+# The same README's other H100 rows, joined in session 7 (before any prediction was made for them): the intra-node
+# EP row with Megatron's FSDP, and the long-context table (TFLOP/s only, converted with Megatron's FLOP formula).
+# Megatron num_floating_point_operations for Qwen3-235B at main(1e057005) and main at 2026-03 (0e19bf1: the same
+# sum written per projection), per token: 6 [h (q + 2 kv) + q s + q h] per attention layer (q = 64 x 128, kv =
+# 4 x 128, causal: half the s x s scores) + 12 h (f_e k 3/2) per MoE layer + 6 h V logits.
+def _qwen3_flops_per_token(seq: int) -> float:
+    h, q, kv, layers, f_e, k, vocab = 4096, 64 * 128, 4 * 128, 94, 1536, 8, 151936
+    attention = 6 * (h * (q + 2 * kv) + q * seq + q * h)
+    return layers * (attention + 12 * h * f_e * k * 1.5) + 6 * h * vocab
+
+
+QLONG = "best_practice/qwen3/readme.md (Performance Results, H100, Long Context table; added at 38ce2ed, 2026-03-10)"
+# the FLOP count of the 4K rows reproduces their step times from their TFLOP/s within 0.5% (245 TF x 256 x 19.7 s)
+
+
+def _qwen_long(seq, cp, tflops):
+    dp = 256 // (4 * cp * 8)
+    step = 256 * seq * _qwen3_flops_per_token(seq) / (tflops * 1e12 * 256)
+    id = f"zoo_qwen3_235b_h100_{seq // 1024}k_cp{cp}"
+    run = _qwen(id, f"H100 {seq} tokens, TP4 CP{cp}, forced balance", 4, 8, 8, 4, dp, 4, "layernorm + moe",
+                "deepep_normal", round(step, 3), tflops, [2] + [3] * 30 + [2],
+                extra_unsaid=(";tp_comm_overlap=true (sbatch_benchmarking.sh at 38ce2ed adds --tp-comm-overlap for "
+                              "PR=bf16);micro_batch=1 (runtime.conf);code version not stated (main at 2026-03 assumed: "
+                              "fused permute and TE cross entropy from the model config)"),
+                cp=cp, tp_comm_overlap=True)
+    run.update(source_locator=f"{QLONG}; its command line (PP8 VPP4 EP8, --recompute-modules layernorm moe); "
+                              "sbatch_benchmarking.sh; runtime_configs/benchmarking/runtime.conf",
+               seq_len=seq, global_batch=256, cp=cp, measured_quantity="tflops_per_gpu_causal", measured_value=tflops,
+               recompute="selective: layernorm + moe",
+               notes=(f"{tflops} TFLOP/s per GPU with --moe-router-force-load-balancing ('forced balance'; the dropless "
+                      f"number is not used); Megatron FLOP formula {_qwen3_flops_per_token(seq):.4e} FLOP per token -> "
+                      f"step = 256 x {seq} x FLOP/token / ({tflops}e12 x 256) = {step:.3f} s. Recompute 'moe' "
+                      "re-runs the whole MoE layer (Megatron --recompute-modules moe)."),
+               measured_step_s=step,
+               yaml_comment=(f"{id}: Qwen3-235B-A22B on 256 H100, seq {seq}, TP4 CP{cp} EP8 PP8 VPP4 DP{dp}, GBS 256, "
+                             f"BF16.\nSource: {ZOO} {QLONG}.\nMeasured: {tflops} TFLOP/s/GPU (forced balance) = "
+                             f"{step:.3f} s per step (Megatron FLOP formula)."))
+    run["scenario"]["training"].update(seq_len=seq, global_batch=256)
+    run["scenario"]["model"]["max_position"] = seq
+    run["scenario"]["parallel"].update(recompute_modules=["layernorm", "moe"])
+    return run
+
+
+_FSDP = _qwen("zoo_qwen3_235b_fsdp_ep8", "DeepEP TP2 EP8 PP1 EDP32 DP128 FSDP On, MBS4, full recompute, main(1e057005)",
+              2, 8, 1, 1, 128, 32, "full", "deepep_normal", 17.6, 276, None,
+              extra_unsaid=(";FSDP = Megatron custom FSDP (--use-custom-fsdp), sharding optim_grads_params (ZeRO-3: the "
+                            "only strategy whose parameters fit, 28.5B expert parameters per GPU unsharded = 53 GiB "
+                            "in bf16; the row does not name it)"))
+_FSDP["scenario"]["parallel"] = dict(tp=2, pp=1, ep=8, etp=1, dp=128, sp=True, recompute="full", zero=3)
+_FSDP["scenario"]["training"].update(micro_batch=4)
+_FSDP.update(micro_batch=4, vpp=1, zero_or_distopt="Megatron custom FSDP (ZeRO-3, optim_grads_params assumed)",
+             notes=_FSDP["notes"] + " 'disable log para norm' in the row's notes: --log-params-norm off.")
+RUNS += [_qwen_long(16384, 1, 295), _qwen_long(32768, 2, 335), _qwen_long(65536, 4, 368),
+         _qwen_long(131072, 8, 389), _FSDP]
 
 # FlagPerf's two NVIDIA MoE cases (same repository and README format as the Llama-3 rows above), joined unseen in
 # session 5: Mixtral 8x7B on 4 DGX H100 and a Qwen1.5-style 8-expert model on one DGX A800.
