@@ -14,7 +14,7 @@ from simulator.compute.host import host_wait
 from simulator.compute.layer import LayerTime
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, ep_exposed
-from simulator.schedule.overlap import exposed
+from simulator.schedule.overlap import coefficients, exposed
 from simulator.traffic import DIMS, CommOp
 
 _ZEROS = dict.fromkeys(DIMS, 0.0)
@@ -71,22 +71,30 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
     window share it (their times add before the window is subtracted). MoE dispatch/combine (``experts``) follow
     the backend's ``expert_overlap`` (:func:`simulator.schedule.moe_layer.ep_exposed`)."""
     by_window: dict[str, dict[str, float]] = {}
+    weighted_k: dict[str, float] = {}               # per window: sum of time x interference of its ops
     for op in ops:
-        t = timer.time(op, stage).call_s
+        timing = timer.time(op, stage)
+        t, k = timing.call_s, _interference(timing.interference)
         cost.comm[op.dim] += t * op.count
         if op.overlap.startswith("attention"):      # CP ring: each step hides behind one attention block
-            cost.exposed[op.dim] += op.count * exposed(t, windows[op.overlap])
+            cost.exposed[op.dim] += op.count * exposed(t, windows[op.overlap], k)
         elif op.overlap == "none" or op.overlap not in windows:
             cost.exposed[op.dim] += t * op.count
         else:
             by_window.setdefault(op.overlap, {}).setdefault(op.dim, 0.0)
             by_window[op.overlap][op.dim] += t * op.count
+            weighted_k[op.overlap] = weighted_k.get(op.overlap, 0.0) + t * op.count * k
     for window, per_dim in by_window.items():
         total = sum(per_dim.values())
         hidden = (ep_exposed(total, windows[window], expert_overlap) if window == "experts"
-                  else exposed(total, windows[window]))
+                  else exposed(total, windows[window], weighted_k[window] / total if total > 0 else None))
         for dim, t in per_dim.items():
             cost.exposed[dim] += hidden * t / total
+
+
+def _interference(k: float | None) -> float:
+    """An op's interference (:class:`simulator.schedule.groups.OpTiming`), the engine default when it has none."""
+    return coefficients()["overlap_interference"] if k is None else k
 
 
 def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: str, cp: int, timer: GroupTimer,
@@ -125,7 +133,10 @@ def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, s
                                                                 (phase == "backward" and o.overlap == "none"))]
         if not mine:
             continue
-        hidden = [timer.time(o, stage).call_s * share for o in mine if o.overlap != "none"]
-        plain = [timer.time(o, stage).call_s * share for o in mine if o.overlap == "none"]
+        timings = [(o, timer.time(o, stage)) for o in mine]
+        hidden = [t.call_s * share for o, t in timings if o.overlap != "none"]
+        plain = [t.call_s * share for o, t in timings if o.overlap == "none"]
+        k = sum(t.call_s * share * _interference(t.interference) for o, t in timings if o.overlap != "none")
         cost.comm["dp"] += sum(hidden) + sum(plain)
-        cost.exposed["dp"] += exposed(sum(hidden), cost.compute + cost.recompute) + sum(plain)
+        cost.exposed["dp"] += exposed(sum(hidden), cost.compute + cost.recompute,
+                                      k / sum(hidden) if sum(hidden) > 0 else None) + sum(plain)

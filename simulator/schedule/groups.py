@@ -20,19 +20,23 @@ from simulator.collectives import GroupCostModel, build_cost_model, evaluate, pl
 from simulator.errors import UserError
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeLayerComm, MoeSettings, moe_layer_comm
 from simulator.plan import ResolvedPlan
+from simulator.schedule.overlap import network_interference
 from simulator.topology import Topology
 from simulator.traffic import CommOp
 
 
 @dataclass(frozen=True)
 class OpTiming:
-    """Seconds of one call, the algorithm chosen, the link class the group's traffic crosses, and the bytes the
-    comm table reports (``None``: the op's own bytes; MoE kernels report what crosses the bottleneck link)."""
+    """Seconds of one call, the algorithm chosen, the link class the group's traffic crosses, the bytes the
+    comm table reports (``None``: the op's own bytes; MoE kernels report what crosses the bottleneck link) and the
+    interference of the call's hidden time on compute (``None``: the engine's NVLink-fitted default;
+    :func:`simulator.schedule.overlap.network_interference` when the group spans nodes)."""
 
     call_s: float
     algorithm: str
     link: str
     bytes: float | None = None
+    interference: float | None = None
 
 
 #: which MoE kernel prices each EP op of the traffic list: (direction, route); the gradient of combine runs the
@@ -214,6 +218,10 @@ class GroupTimer:
                 timing = OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))
             else:
                 ev = evaluate(model, op.op, np.array([op.bytes]))
-                timing = OpTiming(float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", self.link(model))
+                p = model.placement
+                k = (network_interference(model.coefficients.net_channels_per_nic * p.nics_per_node,
+                                          self.topology.cluster.node.gpu.sms) if p.n_nodes > 1 else None)
+                timing = OpTiming(float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", self.link(model),
+                                  interference=k)
             self._times[key] = timing
         return self._times[key]

@@ -222,11 +222,12 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
     events, t = [], start_s
     gathers = []
     for op in ops:
-        call = ctx.timer.time(op, stage).call_s
+        timing = ctx.timer.time(op, stage)
+        call = timing.call_s
         if op.op == "all_gather":
-            gathers.append((op, call))
+            gathers.append((op, call, timing.interference))
             continue
-        ex = exposed_bucketed(call, bwd_window, bucket) if op.overlap == "backward" else call
+        ex = exposed_bucketed(call, bwd_window, bucket, timing.interference) if op.overlap == "backward" else call
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
@@ -237,8 +238,8 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
                          ctx.eff) * slowest
     events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
-    for op, call in gathers:
-        ex = exposed(call - call * min(1.0, bucket), fwd_window) + call * min(1.0, bucket) \
+    for op, call, k in gathers:
+        ex = exposed(call - call * min(1.0, bucket), fwd_window, k) + call * min(1.0, bucket) \
             if op.overlap == "forward" else call
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))

@@ -14,7 +14,7 @@ from simulator.report.step import render_step
 from simulator.report.trace import write_chrome_trace
 from simulator.schedule import simulate_step, stage_orders
 from simulator.topology import Topology
-from simulator.traffic import DIMS
+from simulator.traffic import DIMS, step_traffic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,3 +191,32 @@ def test_microbatch_overlap_hides_ep_time_of_a_moe_pipeline():
     assert on.exposed_comm_s["ep"] < 0.8 * off.exposed_comm_s["ep"] and on.step_s < off.step_s
     parts = on.compute_s + on.recompute_s + on.optimizer_s + on.bubble_s + on.host_s + sum(on.exposed_comm_s.values())
     assert parts == pytest.approx(on.step_s, rel=1e-9)
+
+
+def test_network_collectives_interfere_by_the_sms_their_channels_hold():
+    """A group spanning nodes: NCCL runs one resident block per channel (src/enqueue.cc); the DGX H100 collective
+    model prices network traffic on 2 channels per NIC the group uses, so a hidden second costs channels / 132 s
+    of compute. A group inside one node keeps the NVLink-fitted default (None -> overlap_interference 0.67)."""
+    from simulator.schedule.groups import GroupTimer
+    from simulator.schedule.overlap import coefficients, exposed, network_interference
+
+    assert network_interference(16, 132) == pytest.approx(0.1212, abs=1e-4)
+    assert network_interference(16, 108) == pytest.approx(0.1481, abs=1e-4)
+    assert network_interference(200, 132) == 1.0
+    model = load_model_preset("llama3-8b")
+    train = dict(seq_len=4096, micro_batch=1, global_batch=32)
+    for tp, channels in ((8, 2), (1, 16)):
+        # TP 8: the DP group has one GPU per node and prices its traffic on that GPU's NIC (2 channels);
+        # TP 1: eight GPUs per node share the node's 8 NICs (16 channels)
+        plan = resolve_plan(model, dict(tp=tp, overlap_grad_reduce=True), train, 32)
+        timer = GroupTimer(plan, topo("dgx_h100", 4))
+        traffic = step_traffic(plan)
+        ops = {o.dim: o for o in traffic.stages[0] + tuple(traffic.layer)}
+        assert timer.model(ops["dp"].group, 0).placement.nics_per_node * 2 == channels
+        assert timer.time(ops["dp"], 0).interference == pytest.approx(channels / 132)
+        if tp > 1:
+            assert timer.time(ops["tp"], 0).interference is None                # TP inside a node
+    # 1 s of hidden network traffic under 2 s of compute exposes 0.121 s; on NVLink it would expose 0.67 s
+    assert exposed(1.0, 2.0, 16 / 132) == pytest.approx(0.1212, abs=1e-4)
+    assert exposed(1.0, 2.0) == pytest.approx(coefficients()["overlap_interference"])
+

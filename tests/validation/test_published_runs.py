@@ -53,12 +53,15 @@ def test_development_set_error_does_not_regress(runs):
     unseen: the long-context table (16K-128K tokens, TP4 CP1-8, forced balance: -8.0, -6.0, -1.9, -0.5%) and the
     intra-node EP row with Megatron's FSDP (+58.2%: its per-micro-batch parameter gathers over InfiniBand are
     hidden but charged the NVLink-fitted overlap interference): 37 runs, mean 9.50%, dense 8.15%, MoE 13.98%,
-    median -0.56%.
+    median -0.56%. Then hidden collectives that cross the network charged the SMs their NCCL channels hold
+    instead of the NVLink-fitted 0.67 (simulator.schedule.overlap.network_interference): FSDP row +58.2% ->
+    +7.8%, MLPerf FP8 rows 0.2-5 points faster, the CP rings of the 64K / 128K rows -1.9 / -0.5% -> -4.8 / -4.3%:
+    mean 8.27%, fp8 5.41%, MoE 10.80%, median -3.04% (the median moved toward optimism; still within +-5%).
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.0950
-    assert s["mean_dense"] <= 0.0816 and s["mean_fp8"] <= 0.062 and s["mean_moe"] <= 0.1399
-    assert abs(s["median_signed"]) <= 0.05 and s["median_signed"] >= -0.0056
+    assert s["mean"] <= 0.0828
+    assert s["mean_dense"] <= 0.0816 and s["mean_fp8"] <= 0.0542 and s["mean_moe"] <= 0.1081
+    assert abs(s["median_signed"]) <= 0.05 and s["median_signed"] >= -0.0305
     assert s["oom_trained"] == 0
 
 
