@@ -54,7 +54,9 @@ def network_interference(channels: int, sms: int) -> float:
     collective; a network-bound collective's blocks mostly wait for the proxy and the NIC, and a compute-bound
     GEMM beside them runs on the other ``sms - channels`` SMs, so each hidden second costs the compute
     ``channels / sms`` seconds. The data such a kernel moves at NIC rate (at most 3 passes x 50 GB/s per GPU on a
-    DGX H100, under 5% of its 3.35 TB/s HBM) is neglected. ``channels``: the ring channels the collective model
+    DGX H100, under 5% of its 3.35 TB/s HBM) is neglected. Measured on the H200 with resident blocks beside a
+    bf16 GEMM (simulator/validation/data/h200_overlap): the loss never exceeds the SM share (0.64-0.78 of it at 32-48
+    blocks), and streaming blocks cost no more than waiting ones, so this is the upper end. ``channels``: the ring channels the collective model
     prices the group's network traffic with (``Coefficients.net_channels_per_nic`` x the NICs the group uses;
     on a DGX H100 16 / 132 SMs = 0.12 with eight GPUs of the group per node, 2 / 132 with one)."""
     return min(1.0, channels / sms)

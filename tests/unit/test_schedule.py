@@ -220,3 +220,24 @@ def test_network_collectives_interfere_by_the_sms_their_channels_hold():
     assert exposed(1.0, 2.0, 16 / 132) == pytest.approx(0.1212, abs=1e-4)
     assert exposed(1.0, 2.0) == pytest.approx(coefficients()["overlap_interference"])
 
+
+
+def test_h200_interference_measurement_bounds_the_sm_share_model():
+    """simulator/validation/data/h200_overlap: resident 512-thread blocks beside a compute-bound GEMM on an H200.
+    From 16 blocks on the GEMM never loses more than the SM share the blocks hold (network_interference is the
+    upper end), from 32 blocks at least 0.6 of it, and streaming blocks cost no more than waiting ones (within
+    0.05)."""
+    from simulator.validation import VALIDATION_DATA
+
+    rows = [json.loads(line) for line in (VALIDATION_DATA / "h200_overlap" / "overlap_interference.jsonl")
+            .read_text().splitlines() if line.strip()]
+    cases = [r for r in rows if r["kind"] == "interference"]
+    assert len(cases) == 24
+    for r in cases:
+        if r["blocks"] >= 16:
+            assert r["interference"] <= r["sm_share"]
+        if r["blocks"] >= 32:
+            assert r["interference"] >= 0.6 * r["sm_share"]
+    by = {(r["gemm"], r["side"], r["blocks"]): r["interference"] for r in cases}
+    for gemm, _, blocks in by:
+        assert abs(by[(gemm, "copy", blocks)] - by[(gemm, "spin", blocks)]) <= 0.05
