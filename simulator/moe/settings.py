@@ -48,8 +48,11 @@ class MoeSettings(BaseModel):
     node_limit: int | None = Field(None, ge=1, description="each token goes to experts on at most this many nodes "
                                                            "(DeepSeek-V3 node-limited routing; null: no limit)")
     overlap: Literal["sequential", "streamed"] | None = Field(
-        None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks; null: "
-                          "sequential for nccl, streamed for the DeepEP / CPU-proxy kernels")
+        None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks (tokens "
+                          "computed as they arrive); null: sequential, as Megatron-Core runs every dispatcher: the "
+                          "routed tokens are returned before the grouped GEMM starts (DeepEP through the flex "
+                          "dispatcher too: megatron/core/transformer/moe/fused_a2a.py calls dispatch and combine "
+                          "with async_finish=False); across micro-batches see microbatch_overlap")
     seed: int | None = Field(None, ge=0, description="null: expected token counts; an int: one sampled batch")
     permute: Literal["fused", "index_select", "index_copy", "gather_scatter"] = Field(
         "fused", description="how the layer reorders its tokens by expert and back: fused (Transformer Engine's "
@@ -84,10 +87,11 @@ class MoeSettings(BaseModel):
     def comm_settings(self, default_dispatch_dtype: str = "bf16") -> CommSettings:
         """The :class:`CommSettings` of these settings; ``dispatch_dtype: null`` takes ``default_dispatch_dtype``
         (the plan's precision recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend
-        defaults (:mod:`simulator.moe.backends`)."""
+        defaults (:mod:`simulator.moe.backends`), except ``overlap``: a training step runs dispatch, experts and
+        combine one after another whatever the backend (the ``overlap`` field)."""
         dtype = self.dispatch_dtype or default_dispatch_dtype
         return CommSettings(backend=self.backend, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
-                            overlap=self.overlap)
+                            overlap=self.overlap or "sequential")
 
 
 DEFAULT_MOE_SETTINGS = MoeSettings()

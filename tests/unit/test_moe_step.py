@@ -70,10 +70,10 @@ def test_uniform_routing_is_balanced_and_keeps_the_expected_expert_gemms():
     assert skewed["expert_fwd_s"] > 5 * lt.expert_fwd_s
 
 
-def test_deepep_normal_slows_expert_gemms_but_exposes_less_ep_internode():
+def test_deepep_normal_streamed_slows_expert_gemms_but_exposes_less_ep_internode():
     """Observed (gpt-oss-120b, EP32 on 4 DGX H100): nccl compute 0.501 s, EP exposed 0.513 s; deepep_normal
-    compute 0.561 s (expert GEMMs x 132/108 = 1.222), EP exposed 0.174 s; step 1.145 s -> 0.866 s."""
-    nccl, deepep = step(MoeSettings()), step(MoeSettings(backend="deepep_normal"))
+    streamed compute 0.561 s (expert GEMMs x 132/108 = 1.222), EP exposed 0.174 s; step 1.145 s -> 0.866 s."""
+    nccl, deepep = step(MoeSettings()), step(MoeSettings(backend="deepep_normal", overlap="streamed"))
     assert deepep.moe["sm_slowdown"] == pytest.approx(132 / (132 - 24))
     assert deepep.moe["expert_fwd_s"] == pytest.approx(nccl.moe["expert_fwd_s"] * 132 / 108)
     assert deepep.compute_s > nccl.compute_s
@@ -82,8 +82,20 @@ def test_deepep_normal_slows_expert_gemms_but_exposes_less_ep_internode():
     rows = {r.name: r for r in deepep.comm if r.dim == "ep"}
     assert rows["dispatch"].algorithm == "deepep_normal/ibrc" and rows["dispatch"].link == "rdma"
     assert {r.algorithm for r in nccl.comm if r.dim == "ep"} == {"nccl/ibrc"}
-    ibgda = step(MoeSettings(backend="deepep_normal", transport="ibgda"))
+    ibgda = step(MoeSettings(backend="deepep_normal", transport="ibgda", overlap="streamed"))
     assert _ep(ibgda) < _ep(deepep) and ibgda.moe["transport"] == "ibgda"
+
+
+def test_training_runs_every_dispatcher_sequentially_by_default():
+    """Megatron-Core returns the routed tokens before the grouped GEMM (fused_a2a.py: DeepEP dispatch / combine with
+    async_finish=False), so a training step's default is d + f + c on all SMs for DeepEP too: no SM slowdown, every
+    dispatch and combine exposed, and DeepEP's faster internode kernels still expose less than NCCL's."""
+    nccl, deepep = step(MoeSettings()), step(MoeSettings(backend="deepep_normal"))
+    assert deepep.moe["overlap"] == "sequential" and deepep.moe["sm_slowdown"] == 1.0
+    assert deepep.moe["expert_fwd_s"] == nccl.moe["expert_fwd_s"]
+    m = deepep.moe
+    assert m["fwd_exposed_s"] == pytest.approx(m["forward_dispatch_s"] + m["forward_combine_s"])
+    assert _ep(deepep) < _ep(nccl)
 
 
 @pytest.mark.parametrize("backend", ["nccl", "deepep_normal"])

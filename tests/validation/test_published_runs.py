@@ -56,12 +56,15 @@ def test_development_set_error_does_not_regress(runs):
     median -0.56%. Then hidden collectives that cross the network charged the SMs their NCCL channels hold
     instead of the NVLink-fitted 0.67 (simulator.schedule.overlap.network_interference): FSDP row +58.2% ->
     +7.8%, MLPerf FP8 rows 0.2-5 points faster, the CP rings of the 64K / 128K rows -1.9 / -0.5% -> -4.8 / -4.3%:
-    mean 8.27%, fp8 5.41%, MoE 10.80%, median -3.04% (the median moved toward optimism; still within +-5%).
+    mean 8.27%, fp8 5.41%, MoE 10.80%, median -3.04% (the median moved toward optimism; still within +-5%). Then
+    the training default of moe.overlap became sequential, as Megatron-Core runs DeepEP (fused_a2a.py,
+    async_finish=False): zoo EP32 -16.8% -> -1.5%, EP32 + A2A overlap -13.1% -> -2.2%, long context -9.6..-3.2%
+    -> -6.5..-3.0%, FSDP +7.8% -> +17.1%: mean 7.58%, MoE 8.69%, median -1.48%.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.0828
-    assert s["mean_dense"] <= 0.0816 and s["mean_fp8"] <= 0.0542 and s["mean_moe"] <= 0.1081
-    assert abs(s["median_signed"]) <= 0.05 and s["median_signed"] >= -0.0305
+    assert s["mean"] <= 0.0759
+    assert s["mean_dense"] <= 0.0816 and s["mean_fp8"] <= 0.0542 and s["mean_moe"] <= 0.0869
+    assert abs(s["median_signed"]) <= 0.05 and s["median_signed"] >= -0.0149
     assert s["oom_trained"] == 0
 
 
