@@ -5,7 +5,6 @@ asserts the findings its conclusion states, so executing it tests them."""
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,8 @@ pytest.importorskip("ipykernel", reason="notebook tests need the test extra (ipy
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL = "python3"
+#: a hang guard, not a performance target: how long a notebook takes is measured by benchmarks/bench_notebooks.py
 CELL_TIMEOUT_S = 120
-#: the budget each notebook is written for (2 CPU cores); generous here so a slow CI machine does not flake
-NOTEBOOK_BUDGET_S = 60
 
 
 def _ensure_kernelspec() -> None:
@@ -67,9 +65,6 @@ def test_notebook_executes(path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL,
                                      resources={"metadata": {"path": str(ROOT)}})
-    start = time.perf_counter()
     client.execute()   # raises CellExecutionError (with the cell and traceback) on the first failing cell
-    elapsed = time.perf_counter() - start
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}"
-    assert elapsed < NOTEBOOK_BUDGET_S, f"{path.name} took {elapsed:.1f} s (budget {NOTEBOOK_BUDGET_S} s)"
