@@ -204,7 +204,8 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
     gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
-    all-reduce, and the world communicator (one barrier)."""
+    all-reduce, and the world communicator (one barrier; under ``framework: pytorch`` the data-parallel group when
+    it spans every GPU)."""
     p = rp.parallel
     rank = rp.rank_groups("pp")[0][stage]
     out = []
@@ -233,8 +234,11 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
         out.append(_shape("pp", group, rank, per_domain, False, tuple(peers)))
         if rp.model.tied_embeddings and stage in (0, p.pp - 1):
             out.append(_shape("embedding", (group[0], group[-1]), rank, per_domain, True))
-    if rp.world_size > 1:
-        out.append(_shape("world", tuple(range(rp.world_size)), rank, per_domain, True))
+    # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
+    # spans every GPU is that communicator, not a second one
+    world = tuple(range(rp.world_size))
+    if rp.world_size > 1 and not (rp.recipe.eager and any(c.name == "dp" and c.ranks == rp.world_size for c in out)):
+        out.append(_shape("world", world, rank, per_domain, True))
     return tuple(out)
 
 
