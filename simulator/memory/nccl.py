@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware.cluster import ClusterSpec
+from simulator.plan.ranks import COMBINED, EXPERT_DIMS
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -197,7 +198,19 @@ def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: 
 
 
 def _group_of(rp: ResolvedPlan, dim: str, rank: int) -> tuple[int, ...]:
-    return next(g for g in rp.rank_groups(dim) if rank in g)
+    """The ``dim`` group holding ``rank``: the ranks that differ from it only along ``dim``'s axes of the plan's
+    rank grid (:meth:`ResolvedPlan.rank_groups`, computed for this one group: order fastest first, so an axis'
+    stride is the product of the sizes before it)."""
+    expert = dim in EXPERT_DIMS
+    sizes = rp._sizes(expert)
+    axes = COMBINED.get(dim, ({"etp": "tp", "ep": "ep", "edp": "dp"}[dim] if expert else dim,))
+    stride, acc = {}, 1
+    for d in rp.order:
+        stride[d], acc = acc, acc * sizes[d]
+    ranks = [rank - sum(rank // stride[d] % sizes[d] * stride[d] for d in axes)]
+    for d in axes:
+        ranks = [r + k * stride[d] for r in ranks for k in range(sizes[d])]
+    return tuple(sorted(ranks))
 
 
 def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
@@ -236,17 +249,46 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
             out.append(_shape("embedding", (group[0], group[-1]), rank, per_domain, True))
     # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
     # spans every GPU is that communicator, not a second one
-    world = tuple(range(rp.world_size))
-    if rp.world_size > 1 and not (rp.recipe.eager and any(c.name == "dp" and c.ranks == rp.world_size for c in out)):
-        out.append(_shape("world", world, rank, per_domain, True))
+    n = rp.world_size
+    if n > 1 and not (rp.recipe.eager and any(c.name == "dp" and c.ranks == n for c in out)):
+        first = rank // per_domain * per_domain       # ranks 0..n-1 fill the domains in order
+        out.append(Communicator("world", n, -(-n // per_domain), min(per_domain, n - first), ring=True))
     return tuple(out)
 
 
 def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
-    """NCCL's device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster`` (module docstring)."""
-    fabric = NcclFabric.of(cluster)
-    comms = plan_communicators(rp, stage, fabric.domain_gpus)
-    return _nccl_bytes(comms, fabric)
+    """NCCL's device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster`` (module docstring).
+
+    Kept by the values :func:`plan_communicators` reads (rank layout, stage, the few plan and model switches), so
+    plans of a search that differ only in micro-batch, sharding or recompute share one evaluation."""
+    fabric = _fabric(cluster)
+    p = rp.parallel
+    key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
+           p.cp_comm, p.vpp > 1, rp.recipe.eager, rp.model.tied_embeddings, rp.model.moe is not None, fabric)
+    hit = _BY_LAYOUT.get(key)
+    if hit is None:
+        if len(_BY_LAYOUT) >= 8192:
+            _BY_LAYOUT.clear()
+        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus), fabric)
+    return hit
+
+
+#: :func:`nccl_bytes` by the values it reads
+_BY_LAYOUT: dict[tuple, NcclBytes] = {}
+
+
+def _fabric(cluster: ClusterSpec) -> NcclFabric:
+    key = id(cluster)
+    hit = _FABRICS.get(key)
+    if hit is None or hit[0] is not cluster:
+        if len(_FABRICS) >= 64:
+            _FABRICS.clear()
+        hit = _FABRICS[key] = (cluster, NcclFabric.of(cluster))
+    return hit[1]
+
+
+#: :class:`NcclFabric` by the identity of the (frozen) cluster spec it was read from (the entry keeps it alive)
+_FABRICS: dict[int, tuple[ClusterSpec, NcclFabric]] = {}
 
 
 @lru_cache(maxsize=4096)
