@@ -32,8 +32,9 @@ to it. Point-to-point channels per peer (``src/graph/paths.cc`` ncclTopoGetNchan
 two GPUs, 2 over PCIe, 2 per network peer (halved while 2 x ranks > 4 x p2pnChannels); the communicator takes
 the smallest over its peers, as a power of two, at most p2pnChannels.
 
-Not counted: NVLS (NVLink SHARP) and CollNet buffers, tree connections across nodes, PXN proxies' buffers on a
-peer GPU, user-registered buffers, DeepEP / NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world
+Not counted: NVLS (NVLink SHARP: 16 channels x 2 x 1 MiB x heads, 256 MiB per communicator of 8 GPUs of an HGX
+H100 whose collectives pick it, ``src/transport/nvls.cc``) and CollNet buffers, tree connections across nodes, PXN proxies' buffers on a
+peer GPU, user-registered buffers, Transformer Engine userbuffers, DeepEP / NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world
 communicator is counted as connected by one ring collective (a barrier).
 """
 
