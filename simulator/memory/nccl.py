@@ -32,10 +32,11 @@ to it. Point-to-point channels per peer (``src/graph/paths.cc`` ncclTopoGetNchan
 two GPUs, 2 over PCIe, 2 per network peer (halved while 2 x ranks > 4 x p2pnChannels); the communicator takes
 the smallest over its peers, as a power of two, at most p2pnChannels.
 
-Not counted: NVLS (NVLink SHARP: 16 channels x 2 x 1 MiB x heads, 256 MiB per communicator of 8 GPUs of an HGX
-H100 whose collectives pick it, ``src/transport/nvls.cc``) and CollNet buffers, tree connections across nodes, PXN proxies' buffers on a
-peer GPU, user-registered buffers, Transformer Engine userbuffers, DeepEP / NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world
-communicator is counted as connected by one ring collective (a barrier).
+Not counted: NVLS (NVLink SHARP: 16 channels x 2 x 1 MiB x heads, 256 MiB per communicator of 8 GPUs of an
+HGX H100 whose collectives pick it, ``src/transport/nvls.cc``) and CollNet buffers, tree connections across
+nodes, PXN proxies' buffers on a peer GPU, user-registered buffers, Transformer Engine userbuffers, DeepEP /
+NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world communicator is counted as connected by one
+ring collective (a barrier).
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ from simulator.plan.ranks import COMBINED, EXPERT_DIMS
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
-# ---- NCCL's constants (NVIDIA/nccl v2.28.9-1) ---------------------------------------------------------------------
+# ---- NCCL's constants (NVIDIA/nccl v2.28.9-1) ----------------------------------------------------------------
 NCCL_STEPS = 8                                      # src/include/device.h
-LL_BUFF_BYTES = 8 * 512 * NCCL_STEPS * 16           # NCCL_LL_LINES_PER_THREAD x NCCL_LL_MAX_NTHREADS x steps x 16 B line
-LL128_BUFF_BYTES = 120 * 640 * NCCL_STEPS * 8       # NCCL_LL128_ELEMS_PER_THREAD x NCCL_LL128_MAX_NTHREADS x steps x 8 B
+LL_BUFF_BYTES = 8 * 512 * NCCL_STEPS * 16           # LL_LINES_PER_THREAD x LL_MAX_NTHREADS x steps x 16 B line
+LL128_BUFF_BYTES = 120 * 640 * NCCL_STEPS * 8       # LL128_ELEMS_PER_THREAD x LL128_MAX_NTHREADS x steps x 8 B
 SIMPLE_BUFF_BYTES = 4 * MiB                         # src/init.cc DEFAULT_BUFFSIZE (NCCL_BUFFSIZE)
 HEADER_BYTES = 4 * KiB                              # src/include/comm.h ncclSendMem / ncclRecvMem (MEM_ALIGN)
 GRANULE_BYTES = 2 * MiB                             # src/include/comm.h CUDA_IPC_MIN; cuMem granularity on Hopper
-INIT_ALLOCS_PER_CHANNEL = 3                         # src/channel.cc initChannel: devPeers (shared), devPeers, ring ranks
+INIT_ALLOCS_PER_CHANNEL = 3                         # src/channel.cc initChannel: 2 peer arrays, ring ranks
 NET_P2P_CHUNK_BYTES = 128 * KiB                     # src/init.cc NCCL_P2P_NET_CHUNKSIZE
 NET_SHARED_STEPS = 16                               # src/transport/net.cc NCCL_SHARED_STEPS
 P2P_MAX_CHANNELS = 64                               # src/include/device.h MAXCHANNELS
