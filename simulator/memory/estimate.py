@@ -10,9 +10,11 @@ from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
 
+from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.activations import ActContext, cached_layer_items
 from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
@@ -142,7 +144,7 @@ def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
-                    stages: tuple[int, ...] | None = None) -> MemoryReport:
+                    stages: tuple[int, ...] | None = None, cluster: ClusterSpec | None = None) -> MemoryReport:
     """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
     memory, :mod:`simulator.memory.inference`).
 
@@ -150,6 +152,8 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         rp: a plan from :func:`simulator.plan.resolve_plan`.
         hbm_capacity_bytes: GPU memory; when given the report flags OOM and the margin.
         stages: only these stages (default all; :func:`bounding_stages` gives the ones that set the peak).
+        cluster: the GPUs the plan runs on; when given, each stage carries NCCL's device bytes
+            (:func:`simulator.memory.nccl.nccl_bytes`), which the device peak and the margin include.
     """
     if rp.training.mode == "inference":
         from simulator.memory.inference import inference_memory
@@ -173,5 +177,6 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
         out.append(StageMemory(s, tuple(items), worst_bytes,
-                               gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1))
+                               gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1,
+                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total))
     return MemoryReport(tuple(out), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

@@ -38,6 +38,9 @@ class StageMemory:
     step has one micro-batch: they are allocated during backward while the activations are being freed, so both
     never peak together. With gradient accumulation the first micro-batch's gradients live while the next one
     builds its activations (measured on H200: a 3.6B GPT peaks 13 GiB higher with two micro-batches)."""
+    nccl_bytes: float = 0.0
+    """Device memory NCCL holds on a GPU of this stage (its communicators' buffers, :mod:`simulator.memory.nccl`):
+    outside the tensors (not in ``total`` or ``peak``), in the device peak."""
 
     def bucket(self, name: str) -> float:
         return sum(i.bytes for i in self.items if i.bucket == name)
@@ -88,9 +91,15 @@ class MemoryReport:
     (:mod:`simulator.memory.runtime`)."""
 
     @property
+    def nccl_bytes(self) -> float:
+        """NCCL's device memory on the GPU that holds the most of it (largest over the stages)."""
+        return max(s.nccl_bytes for s in self.stages)
+
+    @property
     def device_peak_bytes(self) -> float:
-        """What the device holds at the peak (``nvidia-smi``): the tensors' peak plus ``runtime_bytes``."""
-        return self.peak_bytes + self.runtime_bytes
+        """What the device holds at the peak (``nvidia-smi``): the largest over stages of the tensors' peak plus
+        NCCL's buffers, plus ``runtime_bytes``."""
+        return max(s.peak + s.nccl_bytes for s in self.stages) + self.runtime_bytes
 
     @property
     def margin_bytes(self) -> float | None:
@@ -106,4 +115,5 @@ class MemoryReport:
     def to_dict(self) -> dict[str, object]:
         """docs/interface.md ``memory`` object: ``peak_bytes`` and ``stages``."""
         return {"peak_bytes": self.peak_bytes, "device_peak_bytes": self.device_peak_bytes,
-                "runtime_bytes": self.runtime_bytes, "stages": [s.to_dict() for s in self.stages]}
+                "runtime_bytes": self.runtime_bytes, "nccl_bytes": self.nccl_bytes,
+                "stages": [s.to_dict() for s in self.stages]}

@@ -48,15 +48,18 @@ class PeakByMicroBatch:
     per_in_flight: tuple[float, ...]
     """Q_s / f0_s: the ``in_flight`` items at b0 per micro-batch in flight."""
     runtime_bytes: float
+    nccl: tuple[float, ...] = ()
+    """NCCL's device bytes per stage (they depend on the plan's groups, not on its micro-batch or sharding)."""
 
     def peak(self, micro_batch: int, num_microbatches: int, fixed: tuple[float, ...] | None = None) -> PeakOnly:
         """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``; ``fixed``: its
         F_s when its sharding differs from the report's (:func:`simulator.memory.estimate.fixed_bytes`)."""
         r = micro_batch / self.b0
-        peak = max(f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
-                   for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
-                                         self.per_micro_batch, self.per_in_flight, strict=True))
-        return PeakOnly(peak, peak + self.runtime_bytes)
+        peaks = [f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
+                 for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
+                                       self.per_micro_batch, self.per_in_flight, strict=True)]
+        device = max(p + n for p, n in zip(peaks, self.nccl, strict=True))
+        return PeakOnly(max(peaks), device + self.runtime_bytes)
 
 
 def peak_by_micro_batch(report: MemoryReport, micro_batch: int, num_microbatches: int, schedule: str, pp: int,
@@ -77,4 +80,5 @@ def peak_by_micro_batch(report: MemoryReport, micro_batch: int, num_microbatches
         per_b.append(sums["micro_batch"])
         per_flight.append(sums["in_flight"] / flight)
     return PeakByMicroBatch(micro_batch, schedule, pp, vpp, tuple(s.stage for s in report.stages), tuple(fixed),
-                            tuple(per_b), tuple(per_flight), report.runtime_bytes)
+                            tuple(per_b), tuple(per_flight), report.runtime_bytes,
+                            tuple(s.nccl_bytes for s in report.stages))

@@ -32,6 +32,7 @@ import numpy as np
 from simulator.errors import UserError
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
+from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
@@ -184,9 +185,10 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
     stages = bounding_stages(plan)
-    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + RUNTIME + ctx.headroom_bytes > ctx.capacity:
-        return None        # the model states alone do not fit: no need for the items
-    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages)
+    nccl = min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
+        return None        # the model states and NCCL's buffers alone do not fit: no need for the items
+    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
     if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
         if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together
             ctx.peaks.clear()

@@ -88,7 +88,7 @@ def test_contract_keys_and_totals():
                       {"seq_len": 4096, "global_batch": 32}, 64)
     report = estimate_memory(rp, hbm_capacity_bytes=80 * GiB)
     d = report.to_dict()
-    assert set(d) == {"peak_bytes", "device_peak_bytes", "runtime_bytes", "stages"}
+    assert set(d) == {"peak_bytes", "device_peak_bytes", "runtime_bytes", "nccl_bytes", "stages"}
     assert d["device_peak_bytes"] == pytest.approx(d["peak_bytes"] + (0.75 + 0.77) * GiB)   # measured on H200
     assert set(d["stages"][0]) == {"stage", "weights", "gradients", "main_params", "optimizer", "activations",
                                    "other", "total", "peak"}

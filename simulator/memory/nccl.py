@@ -1,0 +1,299 @@
+"""Device memory NCCL holds on each GPU: its communicators, their channels and their connections' buffers.
+
+Sizes are NCCL's (read in NVIDIA/nccl at v2.28.9-1, the version measured in simulator/validation/data/h200x2_nccl;
+unchanged at v2.30.7-1), with NCCL's defaults (cuMem on, runtime connection, NVLS off, no user buffer
+registration). What a GPU holds is the sum of
+
+* ``process``: once per process (CUDA module and stack of NCCL's kernels, proxy state): FITTED below;
+* per communicator, at init: 3 device allocations per channel (``src/channel.cc`` initChannel: the shared peer
+  array, the channel's peer pointers, the ring's user ranks), each a cuMem allocation rounded up to the 2 MiB
+  granularity (``src/include/alloc.h`` ncclCuMemAlloc), on every channel the communicator may use
+  (``src/graph/paths.cc`` ncclTopoComputeP2pChannels initialises p2pnChannels = pow2Up(collective channels)), plus a
+  FITTED remainder;
+* per communicator that runs ring collectives (all-reduce, all-gather, reduce-scatter): on each collective channel
+  one send and one receive connection (``src/transport/generic.cc`` ncclTransportRingConnect; trees over the
+  same peers reuse them, across nodes they add connections not counted here);
+* per communicator that runs point-to-point (all-to-all, pipeline and ring-attention send/recv): per peer, on
+  ``p2pnChannelsPerPeer`` channels, one send and one receive connection (``src/enqueue.cc`` marks every channel of
+  a peer at its first send/recv; connector index 1, apart from the collectives' index 0).
+
+A connection's buffers (``src/transport/p2p.cc`` p2pSendSetup / p2pRecvSetup; ``src/init.cc`` DEFAULT_*BUFFSIZE):
+the receive side holds LL (512 KiB), LL128 (4.6875 MiB) and, with P2P write, SIMPLE (NCCL_BUFFSIZE 4 MiB) after a
+4 KiB header, the send side a 4 KiB header plus, with P2P read (NVLink), SIMPLE; each side is rounded up to
+CUDA_IPC_MIN = 2 MiB (``src/include/comm.h``): 2 + 10 MiB (write) or 6 + 6 MiB (read), 12 MiB either way. Over
+the network with GPUDirect RDMA (``src/transport/net.cc`` sendProxyConnect / recvProxyConnect) ring connections
+keep LL128 + SIMPLE (send) and LL + LL128 + SIMPLE (receive) on the GPU, 10 + 10 MiB; point-to-point over the
+network shares one pool per direction per communicator (p2pnChannels x NCCL_SHARED_STEPS 16 x the 128 KiB
+NCCL_P2P_NET_CHUNKSIZE). Over shared host memory (PCIe without peer access) the buffers live in host memory.
+
+Channel counts are the collective model's (``simulator/collectives/coefficients.py`` ``intra_channels``, 24 on an
+NVLink node, 2 over PCIe; 2 per NIC across nodes, ``net_channels_per_nic``); a test keeps the copies below equal
+to it. Point-to-point channels per peer (``src/graph/paths.cc`` ncclTopoGetNchannels): 2 x the NVLinks between
+two GPUs, 2 over PCIe, 2 per network peer (halved while 2 x ranks > 4 x p2pnChannels); the communicator takes
+the smallest over its peers, as a power of two, at most p2pnChannels.
+
+Not counted: NVLS (NVLink SHARP: 16 channels x 2 x 1 MiB x heads, 256 MiB per communicator of 8 GPUs of an
+HGX H100 whose collectives pick it, ``src/transport/nvls.cc``) and CollNet buffers, tree connections across
+nodes, PXN proxies' buffers on a peer GPU, user-registered buffers, Transformer Engine userbuffers, DeepEP /
+NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world communicator is counted as connected by one
+ring collective (a barrier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from simulator.hardware.cluster import ClusterSpec
+from simulator.plan.ranks import COMBINED, EXPERT_DIMS
+from simulator.plan.resolved import ResolvedPlan
+from simulator.units.constants import KiB, MiB
+
+# ---- NCCL's constants (NVIDIA/nccl v2.28.9-1) ----------------------------------------------------------------
+NCCL_STEPS = 8                                      # src/include/device.h
+LL_BUFF_BYTES = 8 * 512 * NCCL_STEPS * 16           # LL_LINES_PER_THREAD x LL_MAX_NTHREADS x steps x 16 B line
+LL128_BUFF_BYTES = 120 * 640 * NCCL_STEPS * 8       # LL128_ELEMS_PER_THREAD x LL128_MAX_NTHREADS x steps x 8 B
+SIMPLE_BUFF_BYTES = 4 * MiB                         # src/init.cc DEFAULT_BUFFSIZE (NCCL_BUFFSIZE)
+HEADER_BYTES = 4 * KiB                              # src/include/comm.h ncclSendMem / ncclRecvMem (MEM_ALIGN)
+GRANULE_BYTES = 2 * MiB                             # src/include/comm.h CUDA_IPC_MIN; cuMem granularity on Hopper
+INIT_ALLOCS_PER_CHANNEL = 3                         # src/channel.cc initChannel: 2 peer arrays, ring ranks
+NET_P2P_CHUNK_BYTES = 128 * KiB                     # src/init.cc NCCL_P2P_NET_CHUNKSIZE
+NET_SHARED_STEPS = 16                               # src/transport/net.cc NCCL_SHARED_STEPS
+P2P_MAX_CHANNELS = 64                               # src/include/device.h MAXCHANNELS
+
+# ---- the collective model's channel counts (simulator/collectives/coefficients.py; a test keeps them equal) ------
+INTRA_CHANNELS = {"nvlink": 24, "pcie_p2p": 2, "shm": 2}
+NET_CHANNELS_PER_NIC = 2
+
+# ---- FITTED to simulator/validation/data/h200x2_nccl (2x H200, NCCL 2.28.9; docs/memory.md "NCCL") ---------------
+PROCESS_BYTES = 354 * MiB
+"""Once per process. FITTED: the first communicator's init and first all-reduce add 366 + 474 = 840 MiB, of which
+the model's communicator (198 MiB) and ring connections (288 MiB) leave 354 MiB (kernels' module and stack: the
+first all-reduce adds 186 MiB beyond its connections, a second communicator's does not)."""
+COMM_EXTRA_BYTES = 6 * MiB
+"""Per communicator beyond its channels' allocations. FITTED: a second communicator with one all-reduce adds
+486 MiB = 288 MiB of ring connections + 32 channels x 6 MiB + 6 MiB."""
+
+
+def _granules(n_bytes: float) -> float:
+    """``n_bytes`` rounded up to NCCL's 2 MiB allocation granule."""
+    return -(-n_bytes // GRANULE_BYTES) * GRANULE_BYTES
+
+
+def p2p_connection_bytes(read: bool = True) -> float:
+    """One send plus one receive connection over CUDA P2P (``src/transport/p2p.cc``): 12 MiB, read or write."""
+    if read:
+        return _granules(HEADER_BYTES + SIMPLE_BUFF_BYTES) + _granules(HEADER_BYTES + LL_BUFF_BYTES + LL128_BUFF_BYTES)
+    return _granules(HEADER_BYTES) + _granules(HEADER_BYTES + LL_BUFF_BYTES + LL128_BUFF_BYTES + SIMPLE_BUFF_BYTES)
+
+
+def net_connection_bytes() -> float:
+    """One send plus one receive ring connection over the network with GPUDirect RDMA (``src/transport/net.cc``):
+    LL128 + SIMPLE on the sending GPU, LL + LL128 + SIMPLE on the receiving one, each rounded to 2 MiB: 20 MiB."""
+    return _granules(LL128_BUFF_BYTES + SIMPLE_BUFF_BYTES) + \
+        _granules(LL_BUFF_BYTES + LL128_BUFF_BYTES + SIMPLE_BUFF_BYTES)
+
+
+def _pow2_up(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class NcclFabric:
+    """What NCCL's channel counts read from the cluster: the transport between GPUs of one NVLink domain (a node,
+    or a multi-node NVLink rack), NVLinks between two of its GPUs, GPUs and NICs per domain."""
+
+    intra: str
+    nvlinks: int
+    domain_gpus: int
+    nics_per_domain: int
+
+    @classmethod
+    def of(cls, cluster: ClusterSpec) -> NcclFabric:
+        node = cluster.node
+        if node.nvswitch is not None:
+            intra, links = "nvlink", sum(node.nvswitch.links_per_gpu)
+        elif node.nvlink_bridges:
+            intra, links = "nvlink", min(b.links for b in node.nvlink_bridges)
+        else:
+            intra, links = ("pcie_p2p" if node.pcie.gpu_p2p else "shm"), 0
+        nics = (node.nics.count if node.nics else 0) * cluster.domain_nodes
+        return cls(intra, links, cluster.domain_gpus, nics)
+
+
+@dataclass(frozen=True)
+class Communicator:
+    """One NCCL communicator seen from one GPU: ``ranks`` over ``domains`` NVLink domains, ``local`` of them in
+    this GPU's domain; whether it runs ring collectives, and its point-to-point peers (``peers``: how many this
+    GPU sends to and receives from, ``remote`` of them in other domains)."""
+
+    name: str
+    ranks: int
+    domains: int
+    local: int
+    ring: bool = False
+    peers: int = 0
+    remote: int = 0
+
+
+@dataclass(frozen=True)
+class NcclBytes:
+    """NCCL bytes per GPU by part: ``process`` once, then per communicator (name -> bytes)."""
+
+    process: float
+    communicators: tuple[tuple[str, float], ...]
+
+    @property
+    def total(self) -> float:
+        return self.process + sum(b for _, b in self.communicators) if self.communicators else 0.0
+
+
+def collective_channels(comm: Communicator, fabric: NcclFabric) -> int:
+    """Collective (ring) channels of ``comm``: the collective model's per-transport count inside one domain, 2 per
+    NIC its local ranks use across domains (one NIC per GPU up to the domain's NICs)."""
+    if comm.domains == 1:
+        return INTRA_CHANNELS[fabric.intra]
+    nics = max(1, min(fabric.nics_per_domain, fabric.nics_per_domain * comm.local // max(1, fabric.domain_gpus)))
+    return NET_CHANNELS_PER_NIC * nics
+
+
+def p2p_channels(comm: Communicator, fabric: NcclFabric) -> tuple[int, int]:
+    """(p2pnChannels, p2pnChannelsPerPeer) of ``comm`` (``src/graph/paths.cc`` ncclTopoComputeP2pChannels)."""
+    coll = min(collective_channels(comm, fabric), P2P_MAX_CHANNELS)
+    total = _pow2_up(coll)
+    per_peer = coll
+    if comm.domains > 1:
+        net = 2
+        while net * comm.ranks > total * 4 and net > 1:
+            net //= 2
+        per_peer = min(per_peer, net)
+    if comm.local > 1:
+        per_peer = min(per_peer, 2 * fabric.nvlinks if fabric.intra == "nvlink" else 2)
+    return total, min(_pow2_up(per_peer), total)
+
+
+def communicator_bytes(comm: Communicator, fabric: NcclFabric) -> float:
+    """Device bytes of ``comm`` on one GPU (module docstring): init, ring connections, point-to-point."""
+    if comm.ranks < 2:
+        return 0.0
+    total, per_peer = p2p_channels(comm, fabric)
+    out = COMM_EXTRA_BYTES + INIT_ALLOCS_PER_CHANNEL * GRANULE_BYTES * total
+    intra = 0.0 if fabric.intra == "shm" else p2p_connection_bytes()
+    if comm.ring:
+        # per channel, one hop in and one out of each domain go over the network, spread over its local ranks
+        net_share = 0.0 if comm.domains == 1 else 1.0 / comm.local
+        out += collective_channels(comm, fabric) * ((1 - net_share) * intra + net_share * net_connection_bytes())
+    if comm.peers:
+        out += (comm.peers - comm.remote) * per_peer * intra
+        if comm.remote:
+            out += 2 * total * NET_SHARED_STEPS * NET_P2P_CHUNK_BYTES
+    return out
+
+
+def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: bool, peers: tuple[int, ...] = ()
+           ) -> Communicator:
+    domain = rank // per_domain
+    peers = tuple(sorted(set(peers) - {rank}))
+    return Communicator(name, len(group), len({r // per_domain for r in group}),
+                        sum(1 for r in group if r // per_domain == domain), ring, len(peers),
+                        sum(1 for r in peers if r // per_domain != domain))
+
+
+def _group_of(rp: ResolvedPlan, dim: str, rank: int) -> tuple[int, ...]:
+    """The ``dim`` group holding ``rank``: the ranks that differ from it only along ``dim``'s axes of the plan's
+    rank grid (:meth:`ResolvedPlan.rank_groups`, computed for this one group: order fastest first, so an axis'
+    stride is the product of the sizes before it)."""
+    expert = dim in EXPERT_DIMS
+    sizes = rp._sizes(expert)
+    axes = COMBINED.get(dim, ({"etp": "tp", "ep": "ep", "edp": "dp"}[dim] if expert else dim,))
+    stride, acc = {}, 1
+    for d in rp.order:
+        stride[d], acc = acc, acc * sizes[d]
+    ranks = [rank - sum(rank // stride[d] % sizes[d] * stride[d] for d in axes)]
+    for d in axes:
+        ranks = [r + k * stride[d] for r in ranks for k in range(sizes[d])]
+    return tuple(sorted(ranks))
+
+
+def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
+    """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
+    :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
+    gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
+    all-reduce, and the world communicator (one barrier; under ``framework: pytorch`` the data-parallel group when
+    it spans every GPU)."""
+    p = rp.parallel
+    rank = rp.rank_groups("pp")[0][stage]
+    out = []
+
+    def add(name: str, dim: str, ring: bool, a2a: bool = False, neighbours: bool = False) -> None:
+        group = _group_of(rp, dim, rank)
+        if len(group) < 2:
+            return
+        i = group.index(rank)
+        peers = group if a2a else (group[(i + 1) % len(group)], group[i - 1]) if neighbours else ()
+        out.append(_shape(name, group, rank, per_domain, ring, peers))
+
+    add("tp", "tp", ring=True)
+    add("cp", "cp", ring=p.cp_comm == "all_gather", neighbours=p.cp_comm == "p2p")
+    add("ulysses", "ulysses", ring=False, a2a=True)
+    add("dp", "dp_cp", ring=True)
+    if rp.model.moe is not None:
+        add("ep", "ep", ring=False, a2a=True)
+        add("etp", "etp", ring=True)
+        add("edp", "edp", ring=True)
+    if p.pp > 1:
+        group = _group_of(rp, "pp", rank)
+        wrap = p.vpp > 1
+        peers = [group[(stage + 1) % p.pp]] if stage + 1 < p.pp or wrap else []
+        peers += [group[(stage - 1) % p.pp]] if stage > 0 or wrap else []
+        out.append(_shape("pp", group, rank, per_domain, False, tuple(peers)))
+        if rp.model.tied_embeddings and stage in (0, p.pp - 1):
+            out.append(_shape("embedding", (group[0], group[-1]), rank, per_domain, True))
+    # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
+    # spans every GPU is that communicator, not a second one
+    n = rp.world_size
+    if n > 1 and not (rp.recipe.eager and any(c.name == "dp" and c.ranks == n for c in out)):
+        first = rank // per_domain * per_domain       # ranks 0..n-1 fill the domains in order
+        out.append(Communicator("world", n, -(-n // per_domain), min(per_domain, n - first), ring=True))
+    return tuple(out)
+
+
+def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
+    """NCCL's device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster`` (module docstring).
+
+    Kept by the values :func:`plan_communicators` reads (rank layout, stage, the few plan and model switches), so
+    plans of a search that differ only in micro-batch, sharding or recompute share one evaluation."""
+    fabric = _fabric(cluster)
+    p = rp.parallel
+    key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
+           p.cp_comm, p.vpp > 1, rp.recipe.eager, rp.model.tied_embeddings, rp.model.moe is not None, fabric)
+    hit = _BY_LAYOUT.get(key)
+    if hit is None:
+        if len(_BY_LAYOUT) >= 8192:
+            _BY_LAYOUT.clear()
+        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus), fabric)
+    return hit
+
+
+#: :func:`nccl_bytes` by the values it reads
+_BY_LAYOUT: dict[tuple, NcclBytes] = {}
+
+
+def _fabric(cluster: ClusterSpec) -> NcclFabric:
+    key = id(cluster)
+    hit = _FABRICS.get(key)
+    if hit is None or hit[0] is not cluster:
+        if len(_FABRICS) >= 64:
+            _FABRICS.clear()
+        hit = _FABRICS[key] = (cluster, NcclFabric.of(cluster))
+    return hit[1]
+
+
+#: :class:`NcclFabric` by the identity of the (frozen) cluster spec it was read from (the entry keeps it alive)
+_FABRICS: dict[int, tuple[ClusterSpec, NcclFabric]] = {}
+
+
+@lru_cache(maxsize=4096)
+def _nccl_bytes(comms: tuple[Communicator, ...], fabric: NcclFabric) -> NcclBytes:
+    parts = tuple((c.name, communicator_bytes(c, fabric)) for c in comms)
+    return NcclBytes(PROCESS_BYTES if parts else 0.0, parts)

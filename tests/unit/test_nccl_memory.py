@@ -1,0 +1,133 @@
+"""NCCL's device memory per GPU (simulator/memory/nccl.py): buffer sizes from NCCL's source, channel counts, the
+communicators of a plan, hand-checked bytes, the device peak, and the 2x H200 measurement."""
+
+import pytest
+
+from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS
+from simulator.hardware.loader import load_cluster
+from simulator.memory import estimate_memory
+from simulator.memory.nccl import (
+    COMM_EXTRA_BYTES,
+    INTRA_CHANNELS,
+    LL128_BUFF_BYTES,
+    LL_BUFF_BYTES,
+    NET_CHANNELS_PER_NIC,
+    PROCESS_BYTES,
+    Communicator,
+    NcclFabric,
+    communicator_bytes,
+    nccl_bytes,
+    net_connection_bytes,
+    p2p_channels,
+    p2p_connection_bytes,
+    plan_communicators,
+)
+from simulator.model import ModelSpec
+from simulator.plan import resolve_plan
+from simulator.units.constants import MiB
+from simulator.validation.nccl_memory import nccl_rows
+
+GPT = ModelSpec(layers=8, hidden=1024, heads=16, vocab=50304)
+
+
+def test_buffer_sizes_are_nccls_defaults():
+    """src/init.cc DEFAULT_LL_BUFFSIZE / DEFAULT_LL128_BUFFSIZE (v2.28.9-1): 512 KiB and 4.6875 MiB."""
+    assert LL_BUFF_BYTES == 512 * 1024
+    assert LL128_BUFF_BYTES == 4915200 == 4.6875 * MiB
+
+
+def test_a_connection_pair_is_12_mib_read_or_write_and_20_over_the_network():
+    # read: send 4 KiB + 4 MiB -> 6 MiB, receive 4 KiB + 512 KiB + 4.6875 MiB -> 6 MiB
+    # write: send 4 KiB -> 2 MiB, receive 4 KiB + 9.1875 MiB -> 10 MiB
+    assert p2p_connection_bytes(read=True) == p2p_connection_bytes(read=False) == 12 * MiB
+    # GDR: send LL128 + SIMPLE 8.6875 -> 10 MiB, receive LL + LL128 + SIMPLE 9.1875 -> 10 MiB
+    assert net_connection_bytes() == 20 * MiB
+
+
+def test_channel_counts_are_the_collective_models():
+    """The copies in simulator/memory/nccl.py (memory may not import collectives) equal the coefficients."""
+    assert INTRA_CHANNELS == DEFAULT_COEFFICIENTS.intra_channels
+    assert NET_CHANNELS_PER_NIC == DEFAULT_COEFFICIENTS.net_channels_per_nic
+
+
+def test_p2p_channels():
+    h200 = NcclFabric.of(load_cluster("h200_x2"))
+    assert h200 == NcclFabric("nvlink", 18, 2, 0)
+    # 24 collective channels -> p2pnChannels 32; a peer over 18 NVLinks would take 36: 24 -> pow2 32
+    assert p2p_channels(Communicator("tp", 2, 1, 2), h200) == (32, 32)
+    dgx = NcclFabric.of(load_cluster("dgx_h100", nodes=4))
+    assert dgx.nics_per_domain == 8
+    # one GPU per node: 1 NIC, 2 channels; 2 per network peer
+    assert p2p_channels(Communicator("pp", 4, 4, 1, peers=2, remote=2), dgx) == (2, 2)
+    # 8 local ranks per node over 4 nodes: 16 channels; 2 per peer, 1 once 2 x ranks > 4 x 16
+    assert p2p_channels(Communicator("ep", 32, 4, 8), dgx) == (16, 2)
+    assert p2p_channels(Communicator("ep", 64, 8, 8), dgx) == (16, 1)
+
+
+def test_communicator_bytes_by_hand():
+    h200 = NcclFabric.of(load_cluster("h200_x2"))
+    init = COMM_EXTRA_BYTES + 3 * 2 * MiB * 32                       # 198 MiB
+    assert init == 198 * MiB
+    assert communicator_bytes(Communicator("tp", 2, 1, 2, ring=True), h200) == init + 24 * 12 * MiB      # 486
+    assert communicator_bytes(Communicator("ep", 2, 1, 2, peers=1), h200) == init + 32 * 12 * MiB        # 582
+    assert communicator_bytes(Communicator("solo", 1, 1, 1, ring=True), h200) == 0
+    dgx = NcclFabric.of(load_cluster("dgx_h100", nodes=2))
+    # DP over 2 nodes with one GPU each: 2 channels, every hop over the network
+    dp = Communicator("dp", 2, 2, 1, ring=True)
+    assert communicator_bytes(dp, dgx) == COMM_EXTRA_BYTES + 3 * 2 * MiB * 2 + 2 * 20 * MiB
+    # PP with one remote peer: the shared p2p pool, 2 x p2pnChannels x 16 steps x 128 KiB
+    pp = Communicator("pp", 2, 2, 1, peers=1, remote=1)
+    assert communicator_bytes(pp, dgx) == COMM_EXTRA_BYTES + 3 * 2 * MiB * 2 + 2 * 2 * 16 * 128 * 1024
+
+
+def test_a_small_plan_by_hand():
+    """TP 2 x PP 2 x DP 2 on one DGX H100 (8 GPUs on one node, order tp-cp-ep-dp-pp): stage 0 holds TP (2 ranks,
+    ring), DP (2, ring), PP (1 peer) and the world (8, ring); every communicator has 32 channels at init."""
+    cluster = load_cluster("dgx_h100")
+    rp = resolve_plan(GPT, {"tp": 2, "pp": 2}, {"seq_len": 1024, "micro_batch": 1, "global_batch": 8}, 8)
+    comms = plan_communicators(rp, 0, cluster.domain_gpus)
+    assert [c.name for c in comms] == ["tp", "dp", "pp", "world"]
+    init = 198 * MiB
+    expected = PROCESS_BYTES + (init + 24 * 12 * MiB) * 3 + init + 32 * 12 * MiB
+    assert nccl_bytes(rp, cluster, 0).total == expected == (354 + 3 * 486 + 582) * MiB
+    report = estimate_memory(rp, hbm_capacity_bytes=80e9, cluster=cluster)
+    assert report.nccl_bytes == expected
+    assert report.device_peak_bytes == pytest.approx(max(s.peak for s in report.stages) + expected
+                                                      + report.runtime_bytes)
+    assert report.to_dict()["nccl_bytes"] == expected
+    assert estimate_memory(rp).nccl_bytes == 0          # no cluster, no NCCL
+
+
+def test_middle_pipeline_stages_talk_to_two_peers():
+    per_node = load_cluster("dgx_h100", nodes=4).domain_gpus
+    rp = resolve_plan(GPT, {"tp": 8, "pp": 4}, {"seq_len": 1024, "micro_batch": 1, "global_batch": 8}, 32)
+    pp = {s: next(c for c in plan_communicators(rp, s, per_node) if c.name == "pp") for s in range(4)}
+    assert [pp[s].peers for s in range(4)] == [1, 2, 2, 1]
+    assert all(c.remote == c.peers for c in pp.values())
+
+
+def test_the_2x_h200_measurement():
+    """The fitted steps reproduce the measurement; the all-to-all is a lower bound 62 MiB (14%) under it."""
+    rows = {r["after"]: r for r in nccl_rows()}
+    assert rows["all_reduce"]["predicted_MiB"] == rows["all_reduce"]["measured_MiB"] == 840
+    second = rows["second communicator all_reduce"]
+    assert second["step_predicted_MiB"] == second["step_measured_MiB"] == 486
+    a2a = rows["all_to_all"]
+    assert (a2a["step_predicted_MiB"], a2a["step_measured_MiB"]) == (384, 446)     # gap 62 MiB, not modelled
+    assert a2a["predicted_MiB"] <= a2a["measured_MiB"]
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 2, "pp": 2, "cp": 2, "ep": 8, "sp": True},
+                                      {"tp": 4, "pp": 2, "ulysses": 2, "ep": 2, "sp": True},
+                                      {"tp": 2, "pp": 4, "ep": 2, "etp": 2, "sp": True, "order": "tp-pp-cp-dp-ep"},
+                                      {"tp": 2, "pp": 2, "cp": 2, "ep": 4, "sp": True, "order": "pp-dp-ep-cp-tp"}])
+def test_one_group_equals_the_plans_rank_groups(parallel):
+    """The group of one rank, computed alone for speed, is :meth:`ResolvedPlan.rank_groups`' group holding it."""
+    from simulator.memory.nccl import _group_of
+    from simulator.model import load_model_preset
+
+    rp = resolve_plan(load_model_preset("mixtral-8x7b"), parallel,
+                      {"seq_len": 1024, "micro_batch": 1, "global_batch": 512}, 64)
+    for dim in ("tp", "cp", "ulysses", "dp", "pp", "etp", "ep", "edp", "dp_cp"):
+        for group in rp.rank_groups(dim):
+            assert all(_group_of(rp, dim, r) == group for r in group), dim
