@@ -134,10 +134,10 @@ def published_report() -> Report:
     groups = ", ".join(f"{k[5:]} {v:.1%}" for k, v in s.items() if k.startswith("mean_"))
     return Report("published", "Development set: published training runs, step time (s) predicted vs measured "
                   "(issue 11 target; never used to fit)",
-                  ("run", "group", "GPUs", "measured s", "predicted s", "error", "peak GiB", "sets the step",
+                  ("run", "group", "GPUs", "measured s", "predicted s", "error", "device GiB", "sets the step",
                    "unsaid knobs (assumed)"),
                   tuple((r.id, r.group, r.gpus, round(r.measured_s, 3), round(r.predicted_s, 3), _pct(r.error),
-                         f"{r.peak_GiB:.1f}{' OOM' if r.oom else ''}", r.bottleneck, r.unsaid[:60])
+                         f"{r.device_peak_GiB:.1f}{' OOM' if r.oom else ''}", r.bottleneck, r.unsaid[:60])
                         for r in runs),
                   f"mean |error| {s['mean']:.1%} (target 10%); per group {groups} (target 15%); median signed "
                   f"{s['median_signed']:+.1%} (target +-5%); trained runs predicted OOM: {int(s['oom_trained'])} "

@@ -56,16 +56,17 @@ def main() -> None:
             r.update(status="oom" if out["memory"]["oom"] else "ok", predicted_step_s=round(step, 4),
                      signed_error=round(step / run["measured_step_s"] - 1, 4),
                      predicted_peak_GiB=round(out["memory"]["peak_bytes"] / 2**30, 1),
+                     predicted_device_GiB=round(out["memory"]["device_peak_bytes"] / 2**30, 1),
                      hbm_GiB=round(out["memory"]["hbm_bytes"] / 2**30, 1),
                      predicted_mfu=round(out["throughput"]["mfu"], 3),
                      exposed_comm_s=round(sum(out["time"]["breakdown_s"]["exposed_comm"].values()), 3),
                      bubble_s=round(out["time"]["breakdown_s"]["bubble"], 3))
-            if run.get("measured_memory_GiB") not in ("", None):
-                r["memory_signed_error"] = round(r["predicted_peak_GiB"] / float(run["measured_memory_GiB"]) - 1, 4)
+            if run.get("measured_memory_GiB") not in ("", None):   # nvidia-smi: the device, not the tensors
+                r["memory_signed_error"] = round(r["predicted_device_GiB"] / float(run["measured_memory_GiB"]) - 1, 4)
         rows.append(r)
         print(r, flush=True)
     cols = ["id", "group", "status", "measured_step_s", "predicted_step_s", "signed_error", "measured_memory_GiB",
-            "predicted_peak_GiB", "memory_signed_error", "hbm_GiB", "predicted_mfu", "exposed_comm_s", "bubble_s",
+            "predicted_peak_GiB", "predicted_device_GiB", "memory_signed_error", "hbm_GiB", "predicted_mfu", "exposed_comm_s", "bubble_s",
             "reason"]
     with open(HERE / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
