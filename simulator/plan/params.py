@@ -52,13 +52,26 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``.
 
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
-    share the model, the sharding degrees and the stage's layers share the result)."""
+    share the model, the sharding degrees and the stage's layers share the result).
+
+    With the ``dualpipe`` schedule a rank holds two copies' stages, its own and its mirror's (stage pp-1-i: rank i
+    runs it for the micro-batches that enter at the last rank; deepseek-ai/DualPipe README at 3da1bbe, "Parameter
+    Per Device 2x"), so its parameters are the sum of both; ``dualpipev`` keeps one copy (each rank holds two
+    half-stages, the same layers in all as a 1F1B stage)."""
     table = rp._memo.get("stage_params")   # every stage's, memoised on the plan: one cache lookup per plan
     if table is None:
         p = rp.parallel
-        table = rp._memo["stage_params"] = _all_stage_params(rp.model, p.tp, p.ep, p.etp,
-                                                             rp.recipe.megatron_vocab_padding, rp.stage_layers)
+        table = _all_stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers)
+        if p.schedule == "dualpipe":
+            table = tuple(_mirrored(table[s], table[len(table) - 1 - s]) for s in range(len(table)))
+        rp._memo["stage_params"] = table
     return table[stage]
+
+
+def _mirrored(own: StageParams, mirror: StageParams) -> StageParams:
+    """What a DualPipe rank holds: its stage of one copy of the model and the mirrored stage of the other."""
+    return StageParams(own.dense + mirror.dense, own.expert + mirror.expert,
+                       max(own.largest_layer, mirror.largest_layer), own.layers + mirror.layers)
 
 
 @lru_cache(maxsize=1024)

@@ -46,11 +46,28 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "parallel.recompute_modules")
     if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
         raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
+    check_dual_schedule(p)
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":
         raise _err(f"vpp ({p.vpp}) > 1 is the interleaved 1F1B schedule; schedule {p.schedule!r} cannot interleave",
                    "parallel.schedule")
+
+
+def check_dual_schedule(p: ParallelPlan) -> None:
+    """DualPipe / DualPipeV structure (deepseek-ai/DualPipe at 3da1bbe, ``step()``): a pipeline of at least two
+    ranks; DualPipe pairs rank i with rank pp-1-i, so pp is even; both bring their own two chunks per rank, so no
+    interleaving (vpp 1). The micro-batch rules are in :func:`check_batch`."""
+    if p.schedule not in ("dualpipe", "dualpipev"):
+        return
+    if p.pp < 2:
+        raise _err(f"schedule {p.schedule} needs a pipeline: pp >= 2, got pp = {p.pp}", "parallel.pp")
+    if p.schedule == "dualpipe" and p.pp % 2:
+        raise _err(f"schedule dualpipe pairs rank i with rank pp-1-i: pp must be even, got pp = {p.pp}",
+                   "parallel.pp")
+    if p.vpp != 1:
+        raise _err(f"schedule {p.schedule} runs its own two chunks per rank: vpp must be 1, got vpp = {p.vpp}",
+                   "parallel.vpp")
 
 
 def _megatron_with_master(t: TrainingConfig) -> bool:
@@ -191,6 +208,9 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
 def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> int:
     """global_batch % (micro_batch*dp); returns the micro-batches per step.
 
+    DualPipe / DualPipeV need at least 2*pp micro-batches, DualPipe an even count (deepseek-ai/DualPipe at 3da1bbe,
+    ``step()``'s checks of ``num_chunks``).
+
     With the interleaved schedule (vpp > 1) Megatron also requires the micro-batch count to be a multiple of pp
     (megatron/core/pipeline_parallel/schedules.py: "number of microbatches is not divisible by pipeline-model-parallel-
     size when using interleaved schedule"): the schedule runs the micro-batches in groups of pp.
@@ -203,6 +223,15 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
         raise _err(f"the interleaved schedule (vpp {p.vpp}) needs the micro-batch count global_batch "
                    f"({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp ({dp})) = {micro} to be a multiple of "
                    f"pp ({p.pp})", "training.global_batch")
+    if p is not None and p.schedule in ("dualpipe", "dualpipev"):
+        count = (f"the micro-batch count global_batch ({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp "
+                 f"({dp})) = {micro}")
+        if micro < 2 * p.pp:
+            raise _err(f"schedule {p.schedule} needs at least 2*pp = {2 * p.pp} micro-batches; {count}",
+                       "training.global_batch")
+        if p.schedule == "dualpipe" and micro % 2:
+            raise _err(f"schedule dualpipe sends half the micro-batches each way: {count} must be even",
+                       "training.global_batch")
     return micro
 
 

@@ -34,8 +34,10 @@ from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
+from simulator.plan.dualpipe import DUAL_SCHEDULES, dual_orders
 from simulator.plan.pipeline import stage_orders
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
+from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
@@ -179,7 +181,7 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
                                              CROSS_ENTROPY_BYTES[plan.recipe.cross_entropy],
                                              plan.recipe.fsdp_copy_bytes))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
-            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
+            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s))
         _boundary_cost(ctx, stage, c, fwd, bwd)
         out.append((fwd, bwd, n / max(len(layers), 1)))
     return out
@@ -444,8 +446,13 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:
     """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
-    reference, and the only one that runs MoE micro-batch overlap pairs."""
+    reference, and the only one that runs MoE micro-batch overlap pairs and the bidirectional schedules
+    (:func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
     p = parts.ctx.plan.parallel
+    if p.schedule in DUAL_SCHEDULES:
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(p.schedule, parts.chunks)]
+        return run_dual_timeline(dual_orders(p.schedule, p.pp, parts.ctx.plan.num_microbatches), costs,
+                                 coefficients()["overlap_interference"])
     durations = parts.durations()
     return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
                         [f for f, _ in durations], [b for _, b in durations], 0.0, parts.pairing())
@@ -459,6 +466,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
+    if p.schedule in DUAL_SCHEDULES:    # a rank's work per micro-batch: both its phases (dual_timeline.rank_costs)
+        chunks = rank_costs(p.schedule, phase_costs(p.schedule, chunks))
     p2p = _p2p_s(ctx)
     tails, seen = [], {}
     for s in range(p.pp):

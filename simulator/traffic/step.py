@@ -18,6 +18,11 @@ parameters gathered as held (``Recipe.param_wire``: 16-bit, fp8 primary weights 
   again before its backward, reduce-scatter G every micro-batch.
 Dense weights reduce over dp x cp x ulysses (``dp_cp``), expert weights over expert-dp (``edp``). A tied embedding
 on a pipeline syncs its gradient between the first and the last stage (all-reduce, charged to ``pp``).
+
+DualPipe (``schedule: dualpipe``): rank i holds stage i of one copy of the model and stage pp-1-i of the other, so
+after the last backward ranks i and pp-1-i all-reduce the gradients of both stages (G of the rank's two stages, the
+"DualPipe copy gradients", charged to ``pp``, not overlapped; deepseek-ai/DualPipe README at 3da1bbe: two copies
+of the parameters per device). Its DP reduction carries both stages' gradients (``stage_params`` sums them).
 """
 
 from __future__ import annotations
@@ -72,6 +77,9 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     if m.tied_embeddings and p.pp > 1 and stage in (0, p.pp - 1):
         size = m.vocab * m.hidden / p.tp * rp.recipe.grad_wire
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
+    if p.schedule == "dualpipe":
+        size = (sp.dense + sp.expert) * rp.recipe.grad_wire
+        ops.append(CommOp("pp", "pp_mirror", "all_reduce", size, 1, "step", "none", "DualPipe copy gradients"))
     return tuple(ops)
 
 
