@@ -260,8 +260,12 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
         n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
                        if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
-    rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
-             for op in ctx.traffic.pipeline]
+    if p.schedule in DUAL_SCHEDULES:    # both directions cross the rank's boundaries: each phase sends unless last
+        per_phase = m // 2 if p.schedule == "dualpipe" else m
+        rows += [(op, per_phase * ((stage < p.pp - 1) + (stage > 0))) for op in ctx.traffic.pipeline]
+    else:
+        rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
+                 for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []
     for op, count in rows:
