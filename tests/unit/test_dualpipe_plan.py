@@ -64,6 +64,14 @@ def test_dualpipe_doubles_the_model_states_and_adds_the_copy_all_reduce(small):
     assert not [r for r in small["dualpipev"].step.comm if r.name == "DualPipe copy gradients"]
 
 
+def test_both_end_ranks_of_dualpipe_hold_logits(small):
+    """Rank 0 runs the last stage of the second copy: its loss needs the logits, as the last rank's does."""
+    def names(s, stage):
+        return {i.name for i in small[s].memory.stages[stage].items}
+    assert "logits.fp32" in names("dualpipe", 0) and "logits.fp32" in names("dualpipe", 3)
+    assert "logits.fp32" not in names("1f1b", 0) and "logits.fp32" not in names("dualpipev", 0)
+
+
 def test_activations_follow_the_in_flight_counts(small):
     """Stage 1 (no embedding or head): 1F1B holds pp - 1 = 3 micro-batches, DualPipe pp + 1 = 5 of the stage's
     layers, DualPipeV pp + 0.5 = 4.5."""
