@@ -94,7 +94,7 @@ def test_the_scenario_runs_and_dualpipev_beats_1f1b():
 def test_cli_text_and_json(capsys):
     assert main(["run", str(SCENARIO)]) == 0
     text = capsys.readouterr().out
-    assert "step time" in text and "exposed ep comm" in text
+    assert "step time" in text and "exposed ep comm" in text and "vpp 1 schedule dualpipev;" in text
     assert main(["run", str(SCENARIO), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data["time"]["breakdown_s"]["exposed_comm"]) == set(DIMS)
