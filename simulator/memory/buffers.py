@@ -28,26 +28,19 @@ GATHERED_LAYERS = 2
 
 
 def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -> list[MemoryItem]:
-    """Embedding dropout mask on the first stage; final norm and output-layer inputs on the last stage (DualPipe:
-    both on the first and the last rank, which hold the first and last stage of one copy each)."""
+    """Embedding dropout mask on the first stage; final norm and output-layer inputs on the last stage (the ranks
+    that run them: :meth:`~simulator.plan.resolved.ResolvedPlan.holds_stage`)."""
     m, by, items = rp.model, c.dtype_bytes, []
-    if _holds(rp, stage, 0) and m.dropout > 0:
+    if rp.holds_stage(stage, first=True) and m.dropout > 0:
         items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
                                 f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
-    if _holds(rp, stage, rp.parallel.pp - 1):
+    if rp.holds_stage(stage, first=False):
         out_in = c.tokens if c.framework == "pytorch" else c.rep
         items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
                                 scaling="micro_batch"))
         items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
                                 f"{by}*r*h x 1 in flight", scaling="micro_batch"))
     return items
-
-
-def _holds(rp: ResolvedPlan, rank: int, stage: int) -> bool:
-    """Whether PP rank ``rank`` runs pipeline stage ``stage``: its own, and with DualPipe also the mirrored one
-    (rank i runs stage pp-1-i of the second copy of the model; deepseek-ai/DualPipe at 3da1bbe)."""
-    p = rp.parallel
-    return rank == stage or (p.schedule == "dualpipe" and rank == p.pp - 1 - stage)
 
 
 def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
@@ -125,7 +118,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel
     items = _sharding_items(rp, rb, sp)
-    if _holds(rp, stage, p.pp - 1):
+    if rp.holds_stage(stage, first=False):
         items += _logit_items(rp, c)
     layers = rp.stage_layers[stage]
     has_moe = m.moe is not None and any(moe_flags_of(m, layers))

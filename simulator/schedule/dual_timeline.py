@@ -19,8 +19,10 @@ Per rank and phase costs from the plan's per-stage chunk costs (:func:`phase_cos
 stage i (phase 0) and stage pp-1-i (phase 1), each on m/2 micro-batches; ``dualpipev`` splits rank i's layers
 into two halves run by all m micro-batches, each half half of the stage's compute, recompute, host wait, FLOPs and
 non-pipeline communication, with the stage's full pipeline transfers (a V chunk sends and receives as much as a
-1F1B stage). The plan keeps its contiguous split (rank i holds layers i L/pp ...), so DualPipeV's embedding and
-output head stay on the first and last rank, where a V puts both on rank 0.
+1F1B stage). The plan keeps its contiguous split of the layers (rank i holds ``stage_layers[i]``) and puts
+DualPipeV's output head, loss and MTP modules on rank 0 beside the embedding, where its V ends
+(``ResolvedPlan.last_stage_rank``); each V chunk takes half of everything the rank computes, so the embedding and
+the head are spread over both.
 """
 
 from __future__ import annotations

@@ -153,7 +153,8 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = ctx.model.mtp_layers > 0 and plan.training.mode == "train"
-    accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and p.pp > 1
+    last = plan.last_stage_rank          # pp - 1; DualPipeV: rank 0, where its V ends
+    accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and last > 0
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
@@ -174,7 +175,7 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
                                                   plan.recipe.fsdp_copy_bytes))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
-        if stage == p.pp - 1 and c == len(counts) - 1:
+        if stage == last and c == len(counts) - 1:
             h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy, plan.recipe.cross_entropy,
                             plan.recipe.fsdp_copy_bytes),
                            lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy,

@@ -120,16 +120,22 @@ def test_in_flight_closed_form_equals_the_walk(schedule, pp):
 
 
 def test_dualpipe_holds_two_copies_of_the_parameters_and_dualpipev_one():
+    """DualPipe rank i: stage i + stage pp-1-i. DualPipeV: one copy, the head (final norm and output layer, 4096 x
+    128256 + 4096 for Llama-3-8B) moved from the last rank to rank 0, where the V ends."""
     model = load_model_preset("llama3-8b")
     train = {"global_batch": 64, "micro_batch": 1}
     plans = {s: resolve_plan(model, {"pp": 4, "schedule": s}, train, 8) for s in ("1f1b", "dualpipe", "dualpipev")}
     one = [stage_params(plans["1f1b"], s) for s in range(4)]
+    v = [stage_params(plans["dualpipev"], s) for s in range(4)]
     for s in range(4):
         two = stage_params(plans["dualpipe"], s)
         assert two.dense == one[s].dense + one[3 - s].dense
-        assert stage_params(plans["dualpipev"], s) == one[s]
+    assert v[1] == one[1] and v[2] == one[2]
+    head = 4096 * 128256 + 4096
+    assert v[0].dense == one[0].dense + head and v[3].dense == one[3].dense - head
     total = sum(p.dense for p in one)
     assert sum(stage_params(plans["dualpipe"], s).dense for s in range(4)) == 2 * total
+    assert sum(p.dense for p in v) == total
 
 
 @pytest.mark.parametrize("parallel,train,key,words", [
@@ -155,3 +161,22 @@ def test_dualpipev_with_odd_micro_batches_is_fine():
     rp = resolve_plan(load_model_preset("llama3-8b"), {"pp": 4, "schedule": "dualpipev"},
                       {"micro_batch": 1, "global_batch": 9}, 4)
     assert rp.num_microbatches == 9
+
+
+def test_dualpipev_ends_its_v_on_rank_0():
+    """DeepSeek-V3 (61 layers + 1 MTP layer) on PP 16, 32 micro-batches: the MTP layer (index 61) joins rank 0,
+    where the loss is."""
+    model = load_model_preset("deepseek-v3")
+    layers = [3] + [4] * 14 + [2]
+    for schedule, rank in (("1f1b", 15), ("dualpipev", 0)):
+        rp = resolve_plan(model, {"pp": 16, "ep": 8, "schedule": schedule, "pipeline_layers": layers},
+                          {"global_batch": 256, "micro_batch": 1}, 128)
+        assert rp.last_stage_rank == rank and 61 in rp.stage_layers[rank]
+        assert rp.holds_stage(rank, first=False) and rp.holds_stage(0, first=True)
+
+
+def test_dual_schedules_are_for_training():
+    with pytest.raises(UserError) as exc:
+        resolve_plan(load_model_preset("llama3-8b"), {"pp": 2, "schedule": "dualpipev"},
+                     {"global_batch": 8, "mode": "inference"}, 2)
+    assert exc.value.key_path == "parallel.schedule" and "training schedule" in exc.value.message
