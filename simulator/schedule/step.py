@@ -391,13 +391,14 @@ def _bases_key(ctx: _Inputs) -> tuple:
     efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
     so every op time and MoE layer), the rank shape, the recipe's compute fields and the layer times themselves
     (so that whatever else a layer time comes to read keys it too), the layers and recompute modes of every chunk,
-    and the layer and pipeline ops. Plans that differ only in how they shard model states have one key."""
+    the layer and pipeline ops, and the rank that runs the head (DualPipeV: rank 0). Plans that differ only in how they
+    shard model states have one key."""
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
             r.grad_accum_bytes, r.fsdp_copy_bytes, r.moe_dispatch_dtype, r.cross_entropy, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
             p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
-            ctx.traffic.pipeline)
+            ctx.traffic.pipeline, plan.last_stage_rank)
 
 
 def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
