@@ -28,12 +28,13 @@ GATHERED_LAYERS = 2
 
 
 def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -> list[MemoryItem]:
-    """Embedding dropout mask on the first stage; final norm and output-layer inputs on the last stage."""
+    """Embedding dropout mask on the first stage; final norm and output-layer inputs on the last stage (the ranks
+    that run them: :meth:`~simulator.plan.resolved.ResolvedPlan.holds_stage`)."""
     m, by, items = rp.model, c.dtype_bytes, []
-    if stage == 0 and m.dropout > 0:
+    if rp.holds_stage(stage, first=True) and m.dropout > 0:
         items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
                                 f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
-    if stage == rp.parallel.pp - 1:
+    if rp.holds_stage(stage, first=False):
         out_in = c.tokens if c.framework == "pytorch" else c.rep
         items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
                                 scaling="micro_batch"))
@@ -117,7 +118,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel
     items = _sharding_items(rp, rb, sp)
-    if stage == p.pp - 1:
+    if rp.holds_stage(stage, first=False):
         items += _logit_items(rp, c)
     layers = rp.stage_layers[stage]
     has_moe = m.moe is not None and any(moe_flags_of(m, layers))

@@ -48,23 +48,38 @@ def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float
 
 def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     """Local parameters of PP rank ``stage``: its layers, the embedding on the first stage, the final norm and
-    output layer on the last (a tied embedding is also copied to the last stage when pp > 1, as Megatron does, and so
+    output layer on the rank of the last (:attr:`ResolvedPlan.last_stage_rank`; a tied embedding is also copied to the last stage when pp > 1, as Megatron does, and so
     is the embedding the MTP modules read); the MTP modules' layers are in ``stage_layers``.
 
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
-    share the model, the sharding degrees and the stage's layers share the result)."""
+    share the model, the sharding degrees and the stage's layers share the result).
+
+    With the ``dualpipe`` schedule a rank holds two copies' stages, its own and its mirror's (stage pp-1-i: rank i
+    runs it for the micro-batches that enter at the last rank; deepseek-ai/DualPipe README at 3da1bbe, "Parameter
+    Per Device 2x"), so its parameters are the sum of both; ``dualpipev`` keeps one copy (each rank holds two
+    half-stages, the same layers in all as a 1F1B stage; the head on rank 0, beside the embedding)."""
     table = rp._memo.get("stage_params")   # every stage's, memoised on the plan: one cache lookup per plan
     if table is None:
         p = rp.parallel
-        table = rp._memo["stage_params"] = _all_stage_params(rp.model, p.tp, p.ep, p.etp,
-                                                             rp.recipe.megatron_vocab_padding, rp.stage_layers)
+        table = _all_stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers,
+                                  rp.last_stage_rank)
+        if p.schedule == "dualpipe":
+            table = tuple(_mirrored(table[s], table[len(table) - 1 - s]) for s in range(len(table)))
+        rp._memo["stage_params"] = table
     return table[stage]
+
+
+def _mirrored(own: StageParams, mirror: StageParams) -> StageParams:
+    """What a DualPipe rank holds: its stage of one copy of the model and the mirrored stage of the other."""
+    return StageParams(own.dense + mirror.dense, own.expert + mirror.expert,
+                       max(own.largest_layer, mirror.largest_layer), own.layers + mirror.layers)
 
 
 @lru_cache(maxsize=1024)
 def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
-                      stage_layers: tuple[tuple[int, ...], ...]) -> tuple[StageParams, ...]:
-    last = len(stage_layers) - 1
+                      stage_layers: tuple[tuple[int, ...], ...], last: int) -> tuple[StageParams, ...]:
+    """Every rank's :func:`_stage_params`; ``last``: the rank that runs the model's last stage (the head there needs
+    its own copy of a tied or MTP embedding unless that rank is the first)."""
     return tuple(_stage_params(m, tp, ep, etp, vocab_padding, tuple(moe_flags_of(m, layers)),
                                max(layers, default=-1) >= m.layers, s == 0, s == last, last > 0)
                  for s, layers in enumerate(stage_layers))

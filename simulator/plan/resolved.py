@@ -52,6 +52,21 @@ class ResolvedPlan(BaseModel):
                      for n in self.stage_chunks[stage] for pos in range(n))
 
     @property
+    def last_stage_rank(self) -> int:
+        """The PP rank whose chunk runs the model's last stage (final norm, output head, loss, MTP modules): pp-1,
+        or rank 0 with DualPipeV, whose V starts and ends there (deepseek-ai/DualPipe at 3da1bbe, dualpipev.py: the
+        loss is on the first rank). With DualPipe rank 0 also runs it, for the second copy: :meth:`holds_stage`."""
+        return 0 if self.parallel.schedule == "dualpipev" else self.parallel.pp - 1
+
+    def holds_stage(self, rank: int, first: bool) -> bool:
+        """Whether PP rank ``rank`` runs the model's first stage (``first``: the embedding) or its last (the head
+        and loss): rank 0 and :attr:`last_stage_rank`; with DualPipe both end ranks run both, one per copy of the
+        model (rank i runs stage i of one copy and stage pp-1-i of the other)."""
+        p = self.parallel
+        stage = 0 if first else self.last_stage_rank
+        return rank == stage or (p.schedule == "dualpipe" and rank == p.pp - 1 - stage)
+
+    @property
     def dense_shard_degree(self) -> int:
         """d for dense weights: dp * cp * ulysses (docs/memory.md, "Precision recipes")."""
         return self.dp * self.parallel.cp * self.parallel.ulysses

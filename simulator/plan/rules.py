@@ -46,11 +46,31 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "parallel.recompute_modules")
     if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
         raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
+    check_dual_schedule(p, t)
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
     if p.vpp > 1 and p.schedule != "1f1b":
         raise _err(f"vpp ({p.vpp}) > 1 is the interleaved 1F1B schedule; schedule {p.schedule!r} cannot interleave",
                    "parallel.schedule")
+
+
+def check_dual_schedule(p: ParallelPlan, t: TrainingConfig) -> None:
+    """DualPipe / DualPipeV structure (deepseek-ai/DualPipe at 3da1bbe, ``step()``): a pipeline of at least two
+    ranks; DualPipe pairs rank i with rank pp-1-i, so pp is even; both bring their own two chunks per rank, so no
+    interleaving (vpp 1). The micro-batch rules are in :func:`check_batch`."""
+    if p.schedule not in ("dualpipe", "dualpipev"):
+        return
+    if t.mode != "train":
+        raise _err(f"schedule {p.schedule} is a training schedule (forward and backward chunks); training.mode "
+                   f"{t.mode} runs no backward: use 1f1b", "parallel.schedule")
+    if p.pp < 2:
+        raise _err(f"schedule {p.schedule} needs a pipeline: pp >= 2, got pp = {p.pp}", "parallel.pp")
+    if p.schedule == "dualpipe" and p.pp % 2:
+        raise _err(f"schedule dualpipe pairs rank i with rank pp-1-i: pp must be even, got pp = {p.pp}",
+                   "parallel.pp")
+    if p.vpp != 1:
+        raise _err(f"schedule {p.schedule} runs its own two chunks per rank: vpp must be 1, got vpp = {p.vpp}",
+                   "parallel.vpp")
 
 
 def _megatron_with_master(t: TrainingConfig) -> bool:
@@ -191,6 +211,9 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
 def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> int:
     """global_batch % (micro_batch*dp); returns the micro-batches per step.
 
+    DualPipe / DualPipeV need at least 2*pp micro-batches, DualPipe an even count (deepseek-ai/DualPipe at 3da1bbe,
+    ``step()``'s checks of ``num_chunks``).
+
     With the interleaved schedule (vpp > 1) Megatron also requires the micro-batch count to be a multiple of pp
     (megatron/core/pipeline_parallel/schedules.py: "number of microbatches is not divisible by pipeline-model-parallel-
     size when using interleaved schedule"): the schedule runs the micro-batches in groups of pp.
@@ -203,6 +226,15 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
         raise _err(f"the interleaved schedule (vpp {p.vpp}) needs the micro-batch count global_batch "
                    f"({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp ({dp})) = {micro} to be a multiple of "
                    f"pp ({p.pp})", "training.global_batch")
+    if p is not None and p.schedule in ("dualpipe", "dualpipev"):
+        count = (f"the micro-batch count global_batch ({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp "
+                 f"({dp})) = {micro}")
+        if micro < 2 * p.pp:
+            raise _err(f"schedule {p.schedule} needs at least 2*pp = {2 * p.pp} micro-batches; {count}",
+                       "training.global_batch")
+        if p.schedule == "dualpipe" and micro % 2:
+            raise _err(f"schedule dualpipe sends half the micro-batches each way: {count} must be even",
+                       "training.global_batch")
     return micro
 
 
@@ -210,17 +242,18 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
                  ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
     ``mtp_layers`` MTP modules' layers (indices ``layers`` on; training only: serving runs them only to draft
-    speculative tokens) end the last chunk.
+    speculative tokens) end the last chunk, on the rank that runs the model's last stage (rank 0 with DualPipeV, whose
+    V ends there; :attr:`~simulator.plan.resolved.ResolvedPlan.last_stage_rank`).
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers)
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, 0 if p.schedule == "dualpipev" else -1)
 
 
 @functools.lru_cache(maxsize=1024)
-def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None, mtp_layers: int
-           ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None, mtp_layers: int,
+           mtp_rank: int = -1) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """:func:`split_layers` of its inputs (cached: a search asks for the same split many times)."""
     chunks_total = pp * vpp
     if pipeline_layers is None:
@@ -242,6 +275,6 @@ def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | No
         ranks.append(tuple(itertools.chain.from_iterable(range(starts[c], starts[c] + sizes[c]) for c in cs)))
         chunks.append(tuple(sizes[c] for c in cs))
     if mtp_layers:  # Megatron places the MTP modules after the last layer, on the last stage's last chunk
-        ranks[-1] += tuple(range(layers, layers + mtp_layers))
-        chunks[-1] = chunks[-1][:-1] + (chunks[-1][-1] + mtp_layers,)
+        ranks[mtp_rank] += tuple(range(layers, layers + mtp_layers))
+        chunks[mtp_rank] = chunks[mtp_rank][:-1] + (chunks[mtp_rank][-1] + mtp_layers,)
     return tuple(ranks), tuple(chunks)

@@ -14,7 +14,8 @@ def header(result) -> str:
     s = result.scenario
     p = s.parallel
     return (f"scenario {s.name}: {s.model.name} on {s.gpus} GPUs ({s.cluster.nodes} x {s.cluster.node.name}); "
-            f"tp {p.tp} pp {p.pp} dp {s.plan.dp} cp {p.cp} ep {p.ep} ulysses {p.ulysses} vpp {p.vpp}; "
+            f"tp {p.tp} pp {p.pp} dp {s.plan.dp} cp {p.cp} ep {p.ep} ulysses {p.ulysses} vpp {p.vpp}"
+            f"{f' schedule {p.schedule}' if p.schedule in ('dualpipe', 'dualpipev') else ''}; "
             f"seq {s.training.seq_len} micro-batch {s.training.micro_batch} global batch {s.training.global_batch}")
 
 

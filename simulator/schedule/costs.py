@@ -22,7 +22,12 @@ _ZEROS = dict.fromkeys(DIMS, 0.0)
 
 @dataclass
 class Cost:
-    """Seconds of one forward or backward of a chunk, by part; ``comm`` is the busy time per dim (for traces)."""
+    """Seconds of one forward or backward of a chunk, by part; ``comm`` is the busy time per dim (for traces).
+
+    ``wgrad`` (backward only) is the part of ``compute`` spent in weight-gradient GEMMs (``LayerTime.wgrad_s``,
+    GEMMs only: memory-bound kernels and attention stay with the input gradient): what a zero-bubble schedule
+    (DualPipe's W, :mod:`simulator.schedule.dual_timeline`) can defer. It is included in ``compute`` and
+    ``total``, never added on top."""
 
     compute: float = 0.0
     recompute: float = 0.0
@@ -30,6 +35,7 @@ class Cost:
     comm: dict[str, float] = field(default_factory=_ZEROS.copy)
     flops: float = 0.0
     host: float = 0.0
+    wgrad: float = 0.0
 
     @property
     def total(self) -> float:
@@ -37,7 +43,8 @@ class Cost:
 
     def copy(self) -> Cost:
         """An independent copy (its per-dimension dicts too), to add to without touching a shared cost."""
-        return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host)
+        return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host,
+                    self.wgrad)
 
     def scaled_compute(self, factor: float) -> Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
@@ -45,6 +52,7 @@ class Cost:
         scaled = self.copy()
         scaled.compute *= factor
         scaled.recompute *= factor
+        scaled.wgrad *= factor
         return scaled
 
     def add(self, other: Cost, times: float = 1.0) -> None:
@@ -52,6 +60,7 @@ class Cost:
         self.recompute += other.recompute * times
         self.flops += other.flops * times
         self.host += other.host * times
+        self.wgrad += other.wgrad * times
         for d in DIMS:
             self.exposed[d] += other.exposed[d] * times
             self.comm[d] += other.comm[d] * times
@@ -111,7 +120,7 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
         lt, overlap = moe.layer, moe.comm.overlap
     fwd = Cost(compute=lt.fwd_s, flops=lt.fwd_flops)
     _comm_cost([o for o in mine if o.scope == "layer_fwd"], timer, stage, _windows(lt, cp, "fwd"), fwd, overlap)
-    bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute, modules),
+    bwd = Cost(compute=lt.bwd_s, recompute=lt.recompute_s(recompute, modules), wgrad=lt.wgrad_s,
                flops=lt.bwd_flops + lt.recompute_flops(recompute, modules))
     _comm_cost([o for o in mine if o.scope == "layer_bwd"], timer, stage, _windows(lt, cp, "bwd"), bwd, overlap)
     if recompute != "none":  # a layer that keeps its activations (block recompute) repeats no collective

@@ -97,11 +97,14 @@ class GroupTimer:
 
     # ---- groups ---------------------------------------------------------------------------------------------
     def groups(self, kind: str) -> tuple[tuple[int, ...], ...]:
-        """All groups of ``kind`` (rank_groups names, ``pp_pair:<stage>`` boundaries, ``embedding``)."""
+        """All groups of ``kind`` (rank_groups names, ``pp_pair:<stage>`` boundaries, ``embedding``,
+        ``pp_mirror:<stage>``: stage s's rank and stage pp-1-s's, which hold the same stages of DualPipe's two
+        copies of the model)."""
         if kind not in self._groups:
-            if kind.startswith("pp_pair:") or kind == "embedding":
+            if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
+                pp = self.plan.parallel.pp
                 a = int(kind.split(":")[1]) if kind != "embedding" else 0
-                b = a + 1 if kind != "embedding" else self.plan.parallel.pp - 1
+                b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
                 self._groups[kind] = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
             else:
                 self._groups[kind] = self.plan.rank_groups(kind)
@@ -113,8 +116,8 @@ class GroupTimer:
         return groups[self._of_rank[kind][rank]]
 
     def _group(self, kind: str, stage: int) -> tuple[str, tuple[int, ...]]:
-        if kind == "pp_pair":
-            kind = f"pp_pair:{stage}"
+        if kind in ("pp_pair", "pp_mirror"):
+            kind = f"{kind}:{stage}"
         return kind, self.group_of(kind, self.stage_rank[stage])
 
     def key(self, kind: str, stage: int) -> tuple:

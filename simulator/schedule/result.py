@@ -123,11 +123,14 @@ class StepResult:
         pipeline transfers, and the step's tail (DP reduction, optimizer, parameter gather)."""
         out: list[TraceEvent] = []
         for stage, tl in enumerate(self.timelines):
-            for kind, mb, chunk, start, end in tl.ops:
-                label = f"{'fwd' if kind == 'F' else 'bwd'} mb{mb}" + (f" chunk{chunk}" if len(
-                    self.chunk_comm_s[stage]) > 1 else "")
+            for kind, mb, chunk, start, end in tl.ops:   # kind F, B, or W (a deferred weight gradient)
+                label = f"{ {'F': 'fwd', 'W': 'wgrad'}.get(kind, 'bwd')} mb{mb}" + (f" chunk{chunk}" if len(
+                    self.chunk_comm_s[stage]) > 1 or chunk else "")
                 out.append(TraceEvent(stage, "compute", label, start, end - start))
-                comm = self.chunk_comm_s[stage][chunk][0 if kind == "F" else 1]
+                if kind == "W":
+                    continue
+                # dual schedules: one per-micro-batch cost per rank for both phases
+                comm = self.chunk_comm_s[stage][min(chunk, len(self.chunk_comm_s[stage]) - 1)][0 if kind == "F" else 1]
                 for dim, t in comm.items():
                     if t > 0:
                         out.append(TraceEvent(stage, f"{dim} comm", f"{dim} {label}", start, t))

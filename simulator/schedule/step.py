@@ -34,8 +34,10 @@ from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
+from simulator.plan.dualpipe import DUAL_SCHEDULES, dual_orders
 from simulator.plan.pipeline import stage_orders
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
+from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
@@ -151,7 +153,8 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = ctx.model.mtp_layers > 0 and plan.training.mode == "train"
-    accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and p.pp > 1
+    last = plan.last_stage_rank          # pp - 1; DualPipeV: rank 0, where its V ends
+    accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and last > 0
     out, start = [], 0
     for c, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
@@ -172,14 +175,14 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
                                                   plan.recipe.fsdp_copy_bytes))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
-        if stage == p.pp - 1 and c == len(counts) - 1:
+        if stage == last and c == len(counts) - 1:
             h = ctx.cached(("head", plan.shape, ctx.dtype, accum, copy, plan.recipe.cross_entropy,
                             plan.recipe.fsdp_copy_bytes),
                            lambda: head_time(ctx.model, plan.shape, ctx.gpu, ctx.eff, ctx.dtype, accum, copy,
                                              CROSS_ENTROPY_BYTES[plan.recipe.cross_entropy],
                                              plan.recipe.fsdp_copy_bytes))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
-            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops))
+            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s))
         _boundary_cost(ctx, stage, c, fwd, bwd)
         out.append((fwd, bwd, n / max(len(layers), 1)))
     return out
@@ -258,8 +261,12 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
         n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
                        if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
-    rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
-             for op in ctx.traffic.pipeline]
+    if p.schedule in DUAL_SCHEDULES:    # both directions cross the rank's boundaries: each phase sends unless last
+        per_phase = m // 2 if p.schedule == "dualpipe" else m
+        rows += [(op, per_phase * ((stage < p.pp - 1) + (stage > 0))) for op in ctx.traffic.pipeline]
+    else:
+        rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
+                 for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []
     for op, count in rows:
@@ -384,13 +391,14 @@ def _bases_key(ctx: _Inputs) -> tuple:
     efficiency table, calibration, MoE settings): the rank layout (which with the topology fixes every group and
     so every op time and MoE layer), the rank shape, the recipe's compute fields and the layer times themselves
     (so that whatever else a layer time comes to read keys it too), the layers and recompute modes of every chunk,
-    and the layer and pipeline ops. Plans that differ only in how they shard model states have one key."""
+    the layer and pipeline ops, and the rank that runs the head (DualPipeV: rank 0). Plans that differ only in how they
+    shard model states have one key."""
     plan, r = ctx.plan, ctx.plan.recipe
     p = plan.parallel
     return (ctx.timer._layout_id, plan.shape, ctx.dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
             r.grad_accum_bytes, r.fsdp_copy_bytes, r.moe_dispatch_dtype, r.cross_entropy, tuple(ctx.layers.items()), p.pp, p.vpp, p.cp, p.recompute,
             p.recompute_layers, p.recomputed_modules, plan.stage_layers, plan.stage_chunks, ctx.traffic.layer,
-            ctx.traffic.pipeline)
+            ctx.traffic.pipeline, plan.last_stage_rank)
 
 
 def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
@@ -444,8 +452,13 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:
     """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
-    reference, and the only one that runs MoE micro-batch overlap pairs."""
+    reference, and the only one that runs MoE micro-batch overlap pairs and the bidirectional schedules
+    (:func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
     p = parts.ctx.plan.parallel
+    if p.schedule in DUAL_SCHEDULES:
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(p.schedule, parts.chunks)]
+        return run_dual_timeline(dual_orders(p.schedule, p.pp, parts.ctx.plan.num_microbatches), costs,
+                                 coefficients()["overlap_interference"])
     durations = parts.durations()
     return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
                         [f for f, _ in durations], [b for _, b in durations], 0.0, parts.pairing())
@@ -459,6 +472,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
+    if p.schedule in DUAL_SCHEDULES:    # a rank's work per micro-batch: both its phases (dual_timeline.rank_costs)
+        chunks = rank_costs(p.schedule, phase_costs(p.schedule, chunks))
     p2p = _p2p_s(ctx)
     tails, seen = [], {}
     for s in range(p.pp):

@@ -20,8 +20,8 @@ class CommOp:
     Attributes:
         dim: docs/interface.md dimension it is charged to (tp, cp, ulysses, ep, pp, dp).
         group: rank-group kind it runs on: a ``ResolvedPlan.rank_groups`` name (tp, cp, ulysses, ep, pp, dp_cp,
-            edp), ``pp_pair`` (a stage boundary: one rank of two adjacent stages) or ``embedding`` (first and last
-            stage).
+            edp), ``pp_pair`` (a stage boundary: one rank of two adjacent stages), ``embedding`` (first and last
+            stage) or ``pp_mirror`` (stage s and stage pp-1-s: DualPipe's two copies of a stage).
         op: collectives operation (all_reduce, all_gather, reduce_scatter, all_to_all, sendrecv).
         bytes: bytes per call in nccl-tests convention (all_reduce: buffer; all_gather: total output;
             reduce_scatter: total input; all_to_all: total each rank sends; sendrecv: each rank sends).

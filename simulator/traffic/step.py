@@ -17,7 +17,13 @@ parameters gathered as held (``Recipe.param_wire``: 16-bit, fp8 primary weights 
 - stage 3 (ZeRO-3, FSDP, ``optim_grads_params``): all-gather the parameters before each micro-batch's forward and
   again before its backward, reduce-scatter G every micro-batch.
 Dense weights reduce over dp x cp x ulysses (``dp_cp``), expert weights over expert-dp (``edp``). A tied embedding
-on a pipeline syncs its gradient between the first and the last stage (all-reduce, charged to ``pp``).
+on a pipeline syncs its gradient between the first and the last stage (all-reduce, charged to ``pp``; none with
+DualPipeV, whose last stage runs on rank 0 beside the embedding: ``ResolvedPlan.last_stage_rank``).
+
+DualPipe (``schedule: dualpipe``): rank i holds stage i of one copy of the model and stage pp-1-i of the other, so
+after the last backward ranks i and pp-1-i all-reduce the gradients of both stages (G of the rank's two stages, the
+"DualPipe copy gradients", charged to ``pp``, not overlapped; deepseek-ai/DualPipe README at 3da1bbe: two copies
+of the parameters per device). Its DP reduction carries both stages' gradients (``stage_params`` sums them).
 """
 
 from __future__ import annotations
@@ -69,9 +75,12 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     sp = stage_params(rp, stage)
     ops = _dp_ops(rp, sp.dense, "dp_cp", "dense") + _dp_ops(rp, sp.expert, "edp", "expert")
     m, p = rp.model, rp.parallel
-    if m.tied_embeddings and p.pp > 1 and stage in (0, p.pp - 1):
+    if m.tied_embeddings and rp.last_stage_rank > 0 and stage in (0, rp.last_stage_rank):
         size = m.vocab * m.hidden / p.tp * rp.recipe.grad_wire
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
+    if p.schedule == "dualpipe":
+        size = (sp.dense + sp.expert) * rp.recipe.grad_wire
+        ops.append(CommOp("pp", "pp_mirror", "all_reduce", size, 1, "step", "none", "DualPipe copy gradients"))
     return tuple(ops)
 
 

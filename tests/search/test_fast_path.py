@@ -55,8 +55,13 @@ DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "f
                                      "grad_accumulation": "separate_fp32"},
                "search": {"micro_batch": [1], "vpp": [1, 2], "recompute": ["none", "full"]}}
 
+#: DeepSeek's bidirectional schedules, listed in search.schedule (not searched by default): only the replay runs them
+DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
+DUAL_DENSE = {**DENSE, "search": {**DENSE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
+
 SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED),
-          "dense_stack": _valid_points(DENSE_STACK)}
+          "dense_stack": _valid_points(DENSE_STACK), "dual": _valid_points(DUAL),
+          "dual_dense": _valid_points(DUAL_DENSE)}
 
 
 def _close(a: float, b: float, scale: float = 0.0) -> bool:
@@ -65,9 +70,15 @@ def _close(a: float, b: float, scale: float = 0.0) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b), scale, 1e-300)
 
 
+def test_the_dual_space_holds_both_dual_schedules_and_the_default_space_neither():
+    _, dual = SPACES["dual"]
+    assert {p["schedule"] for p in dual} == {"dualpipe", "dualpipev"}
+    assert all(p["schedule"] in ("1f1b", "gpipe") for name in ("dense", "moe") for p in SPACES[name][1])
+
+
 def test_spaces_cover_every_schedule():
     for name, (_, points) in SPACES.items():
-        if name in ("moe_paired", "dense_stack"):
+        if name in ("moe_paired", "dense_stack", "dual", "dual_dense"):
             continue
         kinds = {(p["schedule"], p["vpp"] > 1) for p in points}
         assert {("gpipe", False), ("1f1b", False), ("1f1b", True)} <= kinds
@@ -104,7 +115,10 @@ def _check_rows(ctx, drawn: list, kind: str) -> None:
             assert key not in rows, "a plan that does not fit must be pruned"
             continue
         row = rows[key]
-        assert (row["timeline"] == "replay (MoE micro-batch overlap)") == (kind == "moe_paired" and point["ep"] > 1)
+        if point["schedule"] in ("dualpipe", "dualpipev"):
+            assert row["timeline"] == f"replay ({point['schedule']})"
+        else:
+            assert (row["timeline"] == "replay (MoE micro-batch overlap)") == (kind == "moe_paired" and point["ep"] > 1)
         step = reference.step
         assert _close(row["step_s"], step.step_s)
         assert _close(row["peak_bytes"], reference.memory.peak_bytes)
@@ -327,3 +341,12 @@ def test_the_micro_batch_skip_changes_no_search_result(monkeypatch):
     assert with_skip.rejected == without.rejected and with_skip.valid == without.valid
     assert [(r["step_s"], r["device_peak_bytes"]) for r in with_skip.plans] == \
         [(r["step_s"], r["device_peak_bytes"]) for r in without.plans]
+
+
+def test_dual_plans_replay_and_equal_simulate():
+    """Every valid DualPipe / DualPipeV plan of the space: the search replays them and says so, equal to simulate()."""
+    for kind in ("dual", "dual_dense"):
+        ctx, points = SPACES[kind]
+        rows = evaluate_points(ctx, points).rows
+        assert {r["timeline"] for r in rows} == {"replay (dualpipe)", "replay (dualpipev)"} or kind == "dual"
+        _check_rows(ctx, points, kind)

@@ -1,0 +1,242 @@
+"""DeepSeek's bidirectional pipeline schedules, DualPipe and DualPipeV, as per-rank op orders: the one home of what
+each rank runs in which order (the replay is :mod:`simulator.schedule.dual_timeline`) and of the micro-batches a
+rank holds at once (:func:`dual_in_flight`).
+
+Source: deepseek-ai/DualPipe at commit 3da1bbea53606543d7f5f232338fc58096db30e3 (``dualpipe/dualpipe.py``,
+``dualpipe/dualpipev.py`` ``step()``; README "Pipeline Bubbles and Memory Usage Comparison"); DeepSeek-AI 2024,
+DeepSeek-V3 Technical Report (arXiv 2412.19437), Sec. 3.2.1.
+
+Phases (global, the same on every rank):
+- ``dualpipe`` (pp ranks, pp stages, two copies of the model): phase 0 carries the m/2 micro-batches that enter at
+  rank 0 (rank i runs stage i of copy A), phase 1 the m/2 that enter at rank pp-1 (rank i runs stage pp-1-i of
+  copy B). The repository's ranks in the second half swap their local phases; here they are mapped back.
+- ``dualpipev`` (pp ranks, 2 pp stages, one copy, V-shaped): phase 0 is stage i (forward goes i -> i+1), phase 1
+  stage 2pp-1-i (forward goes i -> i-1); on the last rank phase 0's output turns into phase 1's input locally.
+  Every one of the m micro-batches runs both phases.
+Both run eight steps per rank with P = pp/2 (dualpipe) or pp (dualpipev), h = min(i, pp-1-i) (dualpipe) or i
+(dualpipev), n = m/2 or m chunks per phase: 2(P-h-1) F0; (h+1) x (F0 F1); (P-h-1) x (B1 W F1), B1 split;
+n-2P+h+1 x (F0&B1, F1&B0) (the middle rank's first F0, B1 not overlapped); (P-h-1) x (B1, F1&B0);
+(h+1) x (B1 B0) (the second half split); (P-h-1) x (W B0) (B0 split); (h+1) x W.
+A split backward ("zero bubble") computes the input gradient only; its weight gradient W runs later, first in
+first out. ``F&B`` is one forward and one backward of other micro-batches overlapped (each hides the other's
+communication). A rank's sends are posted after the compute that follows them where the repository does so
+(``posts``), and an op waits for every receive posted since the last one (``waits``), as its batched
+``_commit_and_wait_comm`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+DUAL_SCHEDULES = ("dualpipe", "dualpipev")
+
+
+@dataclass(frozen=True, slots=True)
+class DualOp:
+    """One op of a rank: ``kind`` F, B, W or FB (an overlapped pair). F/B/W: ``phase``, ``mb``; FB: the forward's
+    ``phase``, ``mb`` and the backward's ``b_phase``, ``b_mb``. ``split``: a backward without its weight gradient.
+    ``waits``: inputs ``(source rank, "F"|"B", phase, micro-batch)`` the op waits for; ``posts``: outputs
+    ``("F"|"B", phase, micro-batch)`` this rank sends once the op has finished."""
+
+    kind: str
+    phase: int
+    mb: int
+    b_phase: int = -1
+    b_mb: int = -1
+    split: bool = False
+    waits: tuple[tuple[int, str, int, int], ...] = ()
+    posts: tuple[tuple[str, int, int], ...] = ()
+
+
+class _Rank:
+    """Builds one rank's order by the repository's step() (module docstring), tracking its per-phase counters."""
+
+    def __init__(self, schedule: str, pp: int, rank: int) -> None:
+        self.pp, self.rank = pp, rank
+        self.flip = int(schedule == "dualpipe" and rank >= pp // 2)
+        self.f = [0, 0]
+        self.b = [0, 0]
+        self.rf = [0, 0]
+        self.rb = [0, 0]
+        self.sf = [0, 0]
+        self.sb = [0, 0]
+        self.pending: list[tuple[int, str, int, int]] = []
+        self.ops: list[DualOp] = []
+        self.zb: list[tuple[int, int]] = []     # split backwards whose W is still to run (FIFO)
+
+    def g(self, local: int) -> int:
+        return local ^ self.flip
+
+    # receives and sends: phase 0 flows to higher ranks, phase 1 to lower; none past the ends
+    def recv_f(self, local: int) -> None:
+        ph = self.g(local)
+        src = self.rank - 1 if ph == 0 else self.rank + 1
+        if 0 <= src < self.pp:
+            self.pending.append((src, "F", ph, self.rf[ph]))
+            self.rf[ph] += 1
+
+    def recv_b(self, local: int) -> None:
+        ph = self.g(local)
+        src = self.rank + 1 if ph == 0 else self.rank - 1
+        if 0 <= src < self.pp:
+            self.pending.append((src, "B", ph, self.rb[ph]))
+            self.rb[ph] += 1
+
+    def send_f(self, local: int) -> None:
+        ph = self.g(local)
+        if 0 <= (self.rank + 1 if ph == 0 else self.rank - 1) < self.pp:
+            self._post(("F", ph, self.sf[ph]))
+            self.sf[ph] += 1
+
+    def send_b(self, local: int) -> None:
+        ph = self.g(local)
+        if 0 <= (self.rank - 1 if ph == 0 else self.rank + 1) < self.pp:
+            self._post(("B", ph, self.sb[ph]))
+            self.sb[ph] += 1
+
+    def _post(self, key: tuple[str, int, int]) -> None:
+        last = self.ops[-1]
+        self.ops[-1] = DualOp(last.kind, last.phase, last.mb, last.b_phase, last.b_mb, last.split, last.waits,
+                              last.posts + (key,))
+
+    def _op(self, kind: str, phase: int, mb: int, **kw) -> None:
+        self.ops.append(DualOp(kind, phase, mb, waits=tuple(self.pending), **kw))
+        self.pending = []
+
+    # compute chunks
+    def forward(self, local: int, recv: bool = True, send: bool = True) -> None:
+        if recv:
+            self.recv_f(local)
+        ph = self.g(local)
+        self._op("F", ph, self.f[ph])
+        self.f[ph] += 1
+        if send:
+            self.send_f(local)
+
+    def backward(self, local: int, split: bool = False, recv: bool = True, send: bool = True) -> None:
+        if recv:
+            self.recv_b(local)
+        ph = self.g(local)
+        self._op("B", ph, self.b[ph], split=split)
+        if split:
+            self.zb.append((ph, self.b[ph]))
+        self.b[ph] += 1
+        if send:
+            self.send_b(local)
+
+    def pair(self, f_local: int, b_local: int, recv_f: bool = True) -> None:
+        if recv_f:
+            self.recv_f(f_local)
+        self.recv_b(b_local)
+        fp, bp = self.g(f_local), self.g(b_local)
+        self._op("FB", fp, self.f[fp], b_phase=bp, b_mb=self.b[bp])
+        self.f[fp] += 1
+        self.b[bp] += 1
+        self.send_f(f_local)
+        self.send_b(b_local)
+
+    def weight(self) -> None:
+        ph, mb = self.zb.pop(0)
+        self._op("W", ph, mb)
+
+
+def _build(schedule: str, pp: int, m: int, rank: int) -> list[DualOp]:
+    """The eight steps of the module docstring for one rank."""
+    r = _Rank(schedule, pp, rank)
+    if schedule == "dualpipe":
+        big_p, h, n = pp // 2, min(rank, pp - 1 - rank), m // 2
+    else:
+        big_p, h, n = pp, rank, m
+    _warm_up(r, big_p, h)
+    _steady(r, big_p, h, n)
+    _cool_down(r, big_p, h)
+    if r.zb or r.pending:
+        raise RuntimeError("dual schedule left work behind (internal error)")
+    return r.ops
+
+
+def _warm_up(r: _Rank, big_p: int, h: int) -> None:
+    """Steps 1-3: forwards of phase 0, then of both phases, then split backwards of phase 1 with their W."""
+    middle = h == big_p - 1
+    for _ in range(2 * (big_p - h - 1)):                       # 1: F0
+        r.forward(0)
+    r.recv_f(0)                                                # 2: F0 F1 (F0's send posted after F1)
+    for i in range(h + 1):
+        r.forward(0, recv=False, send=middle)
+        r.recv_f(0)
+        r.forward(1, send=(not middle) or i < h)
+        if not middle:
+            r.send_f(0)
+    for _ in range(big_p - h - 1):                             # 3: B1 (split) W F1
+        r.backward(1, split=True)
+        r.recv_f(1)
+        r.weight()
+        r.forward(1, recv=False)
+
+
+def _steady(r: _Rank, big_p: int, h: int, n: int) -> None:
+    """Steps 4-5: overlapped forward & backward pairs."""
+    for i in range(n - 2 * big_p + h + 1):                     # 4: F0&B1 F1&B0
+        if i == 0 and h == big_p - 1:                          # the middle rank: not overlapped, a shorter bubble
+            r.forward(0, recv=False, send=False)
+            r.send_f(1)
+            r.backward(1, send=False)
+            r.send_f(0)
+            r.send_b(1)
+        else:
+            r.pair(0, 1, recv_f=i > 0)
+        r.pair(1, 0)
+    for _ in range(big_p - h - 1):                             # 5: B1 F1&B0
+        r.backward(1)
+        r.pair(1, 0)
+
+
+def _cool_down(r: _Rank, big_p: int, h: int) -> None:
+    """Steps 6-8: the last backwards (the second half split) and the deferred weight gradients."""
+    split = False                                              # 6: B1 B0
+    for i in range(h + 1):
+        if i == (h + 1) // 2 and h % 2 == 1:
+            split = True
+        r.backward(1, split=split)
+        if i == (h + 1) // 2 and h % 2 == 0:
+            split = True
+        r.backward(0, split=split)
+    for _ in range(big_p - h - 1):                             # 7: W B0 (split)
+        r.weight()
+        r.backward(0, split=True)
+    for _ in range(h + 1):                                     # 8: W
+        r.weight()
+
+
+@lru_cache(maxsize=256)
+def dual_orders(schedule: str, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
+    """The op order of every rank of ``dualpipe`` or ``dualpipev`` (plan rules hold: pp >= 2, m >= 2 pp; even pp
+    and m for dualpipe). Cached: callers must not modify them."""
+    return tuple(tuple(_build(schedule, pp, microbatches, i)) for i in range(pp))
+
+
+def dual_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> float:
+    """Micro-batches of rank ``stage``'s layers (``ResolvedPlan.stage_layers``, L/pp layers) whose activations the
+    rank holds at once, in closed form (a test checks it against :func:`dual_in_flight_walk`).
+
+    Every rank has run 2P forward chunks when its first backward starts and the steady pairs start a forward
+    before their backward frees, so the peak is 2P + 1 chunks: the README's "PP + 1" activations per device
+    (deepseek-ai/DualPipe README, commit 3da1bbe). dualpipe: P = pp/2 and a chunk is one stage of L/pp layers, so
+    pp + 1 (the stage's layers stand for both of the rank's stages, equal but for the first and last);
+    dualpipev: P = pp and a chunk is half the rank's layers, so (2 pp + 1) / 2. Counted as forwards run minus
+    backwards done; a split backward frees its chunk (the inputs its W still reads are not counted)."""
+    del stage, microbatches      # the same on every rank once m >= 2 pp (a plan rule)
+    return pp + 1.0 if schedule == "dualpipe" else pp + 0.5
+
+
+def dual_in_flight_walk(schedule: str, pp: int, stage: int, microbatches: int) -> float:
+    """:func:`dual_in_flight` by walking the rank's order (a pair counts its forward before its backward)."""
+    held = peak = 0
+    for op in dual_orders(schedule, pp, microbatches)[stage]:
+        if op.kind in ("F", "FB"):
+            held += 1
+            peak = max(peak, held)
+        if op.kind in ("B", "FB"):
+            held -= 1
+    return float(peak) if schedule == "dualpipe" else peak / 2
