@@ -219,7 +219,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
     gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
-    all-reduce, and the world communicator (one barrier; under ``framework: pytorch`` the data-parallel group when
+    all-reduce, DualPipe's copy-gradient all-reduce between mirrored ranks, and the world communicator (one barrier; under ``framework: pytorch`` the data-parallel group when
     it spans every GPU)."""
     p = rp.parallel
     rank = rp.rank_groups("pp")[0][stage]
@@ -247,8 +247,12 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
         peers = [group[(stage + 1) % p.pp]] if stage + 1 < p.pp or wrap else []
         peers += [group[(stage - 1) % p.pp]] if stage > 0 or wrap else []
         out.append(_shape("pp", group, rank, per_domain, False, tuple(peers)))
-        if rp.model.tied_embeddings and stage in (0, p.pp - 1):
-            out.append(_shape("embedding", (group[0], group[-1]), rank, per_domain, True))
+        last = rp.last_stage_rank        # DualPipeV ends its V on rank 0: no tied-embedding sync there
+        if rp.model.tied_embeddings and last > 0 and stage in (0, last):
+            out.append(_shape("embedding", (group[0], group[last]), rank, per_domain, True))
+        if p.schedule == "dualpipe":     # the two copies of a stage all-reduce their gradients (traffic.step)
+            out.append(_shape("pp_mirror", tuple(sorted((group[stage], group[p.pp - 1 - stage]))), rank, per_domain,
+                              True))
     # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
     # spans every GPU is that communicator, not a second one
     n = rp.world_size
@@ -266,7 +270,8 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
     fabric = _fabric(cluster)
     p = rp.parallel
     key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
-           p.cp_comm, p.vpp > 1, rp.recipe.eager, rp.model.tied_embeddings, rp.model.moe is not None, fabric)
+           p.cp_comm, p.vpp > 1, p.schedule, rp.recipe.eager, rp.model.tied_embeddings, rp.model.moe is not None,
+           fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:

@@ -131,3 +131,23 @@ def test_one_group_equals_the_plans_rank_groups(parallel):
     for dim in ("tp", "cp", "ulysses", "dp", "pp", "etp", "ep", "edp", "dp_cp"):
         for group in rp.rank_groups(dim):
             assert all(_group_of(rp, dim, r) == group for r in group), dim
+
+
+def test_dual_schedules_communicators():
+    """DualPipe: the ranks of stage s and pp-1-s, which hold the same two stages, all-reduce their gradients on a
+    2-rank communicator (traffic.step's 'DualPipe copy gradients'); DualPipeV ends its V on rank 0, beside the
+    embedding, so a tied embedding needs no sync communicator; 1F1B keeps it between the end stages."""
+    tied = GPT.model_copy(update={"tied_embeddings": True})
+    train = {"seq_len": 1024, "micro_batch": 1, "global_batch": 8}
+
+    def names(schedule: str, stage: int) -> list[str]:
+        rp = resolve_plan(tied, {"tp": 2, "pp": 4, "schedule": schedule}, train, 8)
+        return [c.name for c in plan_communicators(rp, stage, 8)]
+
+    assert names("1f1b", 0) == ["tp", "pp", "embedding", "world"]
+    assert names("dualpipe", 0) == ["tp", "pp", "embedding", "pp_mirror", "world"]
+    assert names("dualpipe", 1) == ["tp", "pp", "pp_mirror", "world"]
+    assert names("dualpipev", 0) == ["tp", "pp", "world"]
+    rp = resolve_plan(tied, {"tp": 2, "pp": 4, "schedule": "dualpipe"}, train, 8)
+    mirror = next(c for c in plan_communicators(rp, 1, 8) if c.name == "pp_mirror")
+    assert (mirror.ranks, mirror.domains, mirror.ring) == (2, 1, True)
