@@ -17,7 +17,7 @@ of the same rank may run (first in first out).
   W-only). Bubble (p-1)(F + B - W) against 1F1B's (p-1)(F + B + W), B + W the full backward (paper Sec. 2.1).
 - ``zbv`` (ZB-V), pp ranks, 2 pp stages in a V as DualPipeV: rank i runs stage i (phase 0, forward i -> i+1) and
   stage 2p-1-i (phase 1, forward i -> i-1); the last rank turns phase 0's output into phase 1's input, rank 0
-  ends the V (loss). Order (pytorch/pytorch ``torch/distributed/pipelining/schedules.py``,
+  ends the V (loss). Order (pytorch/pytorch at 1fd7abc ``torch/distributed/pipelining/schedules.py``,
   ``ScheduleZBVZeroBubble._calculate_single_rank_operations``, the order torchtitan's ZBVZeroBubble runs; the
   paper's Sec. 6 V-shape): 2(p-i)-1 F0; i x (F1 F0); (p-i) x (F1 B1 W1); then (F0 while any is left) B0 W0 F1 B1
   W1 until every forward has run; i x (B0 B1); (p-i) x (B0 W0), the W0 of the oldest B0 without one; the
