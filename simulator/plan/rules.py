@@ -248,8 +248,8 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
                  ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
     ``mtp_layers`` MTP modules' layers (indices ``layers`` on; training only: serving runs them only to draft
-    speculative tokens) end the last chunk, on the rank that runs the model's last stage (rank 0 with DualPipeV, whose
-    V ends there; :attr:`~simulator.plan.resolved.ResolvedPlan.last_stage_rank`).
+    speculative tokens) end the last chunk, on the rank that runs the model's last stage (rank 0 with DualPipeV and
+    ZB-V, whose V ends there; :attr:`~simulator.plan.resolved.ResolvedPlan.last_stage_rank`).
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).

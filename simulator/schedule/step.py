@@ -153,7 +153,7 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = ctx.model.mtp_layers > 0 and plan.training.mode == "train"
-    last = plan.last_stage_rank          # pp - 1; DualPipeV: rank 0, where its V ends
+    last = plan.last_stage_rank          # pp - 1; DualPipeV / ZB-V: rank 0, where the V ends
     accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and last > 0
     out, start = [], 0
     for c, n in enumerate(counts):

@@ -242,3 +242,24 @@ def test_search_runs_them_only_when_asked(tmp_path, capsys):
     how = {p["parallel"]["schedule"]: p["timeline"] for p in run()["plans"]}
     assert how == {"zb1p": "replay (zb1p)", "zbv": "replay (zbv)", "1f1b": "levels"}
 
+
+
+def test_zb_v_puts_the_mtp_layer_on_rank_0():
+    """DeepSeek-V3 (61 layers + 1 MTP layer) on PP 16: the MTP layer (index 61) joins rank 0, where ZB-V's loss is;
+    ZB-H1 keeps it on the last rank."""
+    model = load_model_preset("deepseek-v3")
+    layers = [3] + [4] * 14 + [2]
+    for schedule, rank in (("zb1p", 15), ("zbv", 0)):
+        rp = resolve_plan(model, {"pp": 16, "ep": 8, "schedule": schedule, "pipeline_layers": layers},
+                          {"global_batch": 256, "micro_batch": 1}, 128)
+        assert rp.last_stage_rank == rank and 61 in rp.stage_layers[rank]
+
+
+def test_cli_trace_draws_the_deferred_weight_gradients(tmp_path, capsys):
+    path, trace = tmp_path / "zbv.yaml", tmp_path / "trace.json"
+    path.write_text(yaml.safe_dump(_with("zbv")))
+    assert main(["run", str(path), "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    events = json.loads(trace.read_text())
+    names = {e.get("name", "") for e in (events["traceEvents"] if isinstance(events, dict) else events)}
+    assert any(n.startswith("wgrad mb") for n in names) and any(n.startswith("bwd mb") for n in names)
