@@ -24,8 +24,8 @@ of the same rank may run (first in first out).
   remaining W1s, then W0s. Zero bubble when F = B = W (paper Sec. 6), 1F1B's activation memory.
 
 An op waits for its input from the neighbouring rank (the forward's activation, the backward's output gradient)
-and posts its output when it ends (no batched sends, as the paper's runtime and PyTorch's post each one after its
-compute); B posts before its W runs.
+and posts its output when it ends (a send right after the compute that produced it, not batched as DualPipe's);
+B posts before its W runs. Assumed, not read from a runtime: the transfer itself is in the chunk costs, as 1F1B's.
 """
 
 from __future__ import annotations
