@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from simulator.plan.dualpipe import DUAL_SCHEDULES, dual_in_flight
+from simulator.plan.zero_bubble import SPLIT_SCHEDULES, zb_in_flight
 
 Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
 
@@ -23,10 +24,11 @@ Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
 def stage_orders(schedule: str, pp: int, vpp: int, microbatches: int) -> list[list[Op]]:
     """The op order of every stage for ``schedule`` (``gpipe`` or ``1f1b``; interleaved when vpp > 1).
 
-    Cached (sweeps ask for the same orders again and again): callers must not modify the lists. The bidirectional
-    schedules have orders of their own (:func:`simulator.plan.dualpipe.dual_orders`)."""
-    if schedule in DUAL_SCHEDULES:
-        raise ValueError(f"{schedule} orders are simulator.plan.dualpipe.dual_orders (internal error)")
+    Cached (sweeps ask for the same orders again and again): callers must not modify the lists. The schedules that
+    split the backward (bidirectional and zero-bubble) have orders of their own
+    (:func:`simulator.plan.zero_bubble.split_orders`)."""
+    if schedule in SPLIT_SCHEDULES:
+        raise ValueError(f"{schedule} orders are simulator.plan.zero_bubble.split_orders (internal error)")
     m = microbatches
     if schedule == "gpipe":
         return [[("F", j, c) for j in range(m) for c in range(vpp)]
@@ -107,10 +109,13 @@ def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -
     (min(w, m v) chunks, w = p - i - 1 or 2(p - i - 1) + (v - 1)p) and then one more forward before the first
     backward when any is left, so min(w + 1, m v) / v. This is min(p - i, m) without interleaving and Korthikanti
     et al. 2023's first-stage factor p(1 + (p - 1)/(p v)) with it (Narayanan et al., SC'21, Sec. 2.2).
-    DualPipe and DualPipeV: :func:`simulator.plan.dualpipe.dual_in_flight`.
+    DualPipe and DualPipeV: :func:`simulator.plan.dualpipe.dual_in_flight`; ZB-H1 and ZB-V:
+    :func:`simulator.plan.zero_bubble.zb_in_flight`.
     """
     if schedule in DUAL_SCHEDULES:
         return dual_in_flight(schedule, pp, stage, microbatches)
+    if schedule in SPLIT_SCHEDULES:
+        return zb_in_flight(schedule, pp, stage, microbatches)
     if schedule == "gpipe":
         return float(microbatches)
     warm = pp - stage - 1 if vpp == 1 else (pp - stage - 1) * 2 + (vpp - 1) * pp

@@ -11,6 +11,7 @@ from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups
 from simulator.plan.recipe import Recipe, resolve_recipe
+from simulator.plan.zero_bubble import V_SCHEDULES
 
 
 class ResolvedPlan(BaseModel):
@@ -54,9 +55,10 @@ class ResolvedPlan(BaseModel):
     @property
     def last_stage_rank(self) -> int:
         """The PP rank whose chunk runs the model's last stage (final norm, output head, loss, MTP modules): pp-1,
-        or rank 0 with DualPipeV, whose V starts and ends there (deepseek-ai/DualPipe at 3da1bbe, dualpipev.py: the
-        loss is on the first rank). With DualPipe rank 0 also runs it, for the second copy: :meth:`holds_stage`."""
-        return 0 if self.parallel.schedule == "dualpipev" else self.parallel.pp - 1
+        or rank 0 with DualPipeV and ZB-V, whose V starts and ends there (deepseek-ai/DualPipe at 3da1bbe,
+        dualpipev.py: the loss is on the first rank; Qi et al. 2024, arXiv 2401.10241, Sec. 6: the V's last chunk
+        on the first worker). With DualPipe rank 0 also runs it, for the second copy: :meth:`holds_stage`."""
+        return 0 if self.parallel.schedule in V_SCHEDULES else self.parallel.pp - 1
 
     def holds_stage(self, rank: int, first: bool) -> bool:
         """Whether PP rank ``rank`` runs the model's first stage (``first``: the embedding) or its last (the head

@@ -14,6 +14,7 @@ from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.recipe import PRECISIONS
+from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES
 
 _ORDER_DIMS = ("tp", "cp", "ep", "dp", "pp")
 
@@ -55,10 +56,12 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
 
 
 def check_dual_schedule(p: ParallelPlan, t: TrainingConfig) -> None:
-    """DualPipe / DualPipeV structure (deepseek-ai/DualPipe at 3da1bbe, ``step()``): a pipeline of at least two
-    ranks; DualPipe pairs rank i with rank pp-1-i, so pp is even; both bring their own two chunks per rank, so no
-    interleaving (vpp 1). The micro-batch rules are in :func:`check_batch`."""
-    if p.schedule not in ("dualpipe", "dualpipev"):
+    """DualPipe / DualPipeV structure (deepseek-ai/DualPipe at 3da1bbe, ``step()``) and the zero-bubble zb1p / zbv
+    (Qi et al. 2024, arXiv 2401.10241, Sec. 2 and 6): a pipeline of at least two ranks; DualPipe pairs rank i with
+    rank pp-1-i, so pp is even; all split the backward (training only); the V schedules bring their own two chunks
+    per rank and ZB-H1 is 1F1B's single chunk, so no interleaving (vpp 1). The micro-batch rules are in
+    :func:`check_batch`."""
+    if p.schedule not in SPLIT_SCHEDULES:
         return
     if t.mode != "train":
         raise _err(f"schedule {p.schedule} is a training schedule (forward and backward chunks); training.mode "
@@ -69,8 +72,8 @@ def check_dual_schedule(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"schedule dualpipe pairs rank i with rank pp-1-i: pp must be even, got pp = {p.pp}",
                    "parallel.pp")
     if p.vpp != 1:
-        raise _err(f"schedule {p.schedule} runs its own two chunks per rank: vpp must be 1, got vpp = {p.vpp}",
-                   "parallel.vpp")
+        what = "one chunk per rank (1F1B's)" if p.schedule == "zb1p" else "its own two chunks per rank"
+        raise _err(f"schedule {p.schedule} runs {what}: vpp must be 1, got vpp = {p.vpp}", "parallel.vpp")
 
 
 def _megatron_with_master(t: TrainingConfig) -> bool:
@@ -212,7 +215,9 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
     """global_batch % (micro_batch*dp); returns the micro-batches per step.
 
     DualPipe / DualPipeV need at least 2*pp micro-batches, DualPipe an even count (deepseek-ai/DualPipe at 3da1bbe,
-    ``step()``'s checks of ``num_chunks``).
+    ``step()``'s checks of ``num_chunks``). ZB-H1 (zb1p) needs pp (its steady F B W section runs m-pp+1 times) and
+    ZB-V (zbv) 2*pp-1 (rank 0's warm-up runs 2pp-1 forwards of its first chunk; pytorch/pytorch
+    ``ScheduleZBVZeroBubble`` pads fewer with empty slots, which this model does not run).
 
     With the interleaved schedule (vpp > 1) Megatron also requires the micro-batch count to be a multiple of pp
     (megatron/core/pipeline_parallel/schedules.py: "number of microbatches is not divisible by pipeline-model-parallel-
@@ -226,11 +231,12 @@ def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> in
         raise _err(f"the interleaved schedule (vpp {p.vpp}) needs the micro-batch count global_batch "
                    f"({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp ({dp})) = {micro} to be a multiple of "
                    f"pp ({p.pp})", "training.global_batch")
-    if p is not None and p.schedule in ("dualpipe", "dualpipev"):
+    if p is not None and p.schedule in SPLIT_SCHEDULES:
         count = (f"the micro-batch count global_batch ({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp "
                  f"({dp})) = {micro}")
-        if micro < 2 * p.pp:
-            raise _err(f"schedule {p.schedule} needs at least 2*pp = {2 * p.pp} micro-batches; {count}",
+        need, formula = {"zb1p": (p.pp, "pp"), "zbv": (2 * p.pp - 1, "2*pp-1")}.get(p.schedule, (2 * p.pp, "2*pp"))
+        if micro < need:
+            raise _err(f"schedule {p.schedule} needs at least {formula} = {need} micro-batches; {count}",
                        "training.global_batch")
         if p.schedule == "dualpipe" and micro % 2:
             raise _err(f"schedule dualpipe sends half the micro-batches each way: {count} must be even",
@@ -242,13 +248,13 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
                  ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """Layer indices per PP rank and per virtual chunk; chunk c = j*pp + i lives on rank i (Megatron interleaving);
     ``mtp_layers`` MTP modules' layers (indices ``layers`` on; training only: serving runs them only to draft
-    speculative tokens) end the last chunk, on the rank that runs the model's last stage (rank 0 with DualPipeV, whose
-    V ends there; :attr:`~simulator.plan.resolved.ResolvedPlan.last_stage_rank`).
+    speculative tokens) end the last chunk, on the rank that runs the model's last stage (rank 0 with DualPipeV and
+    ZB-V, whose V ends there; :attr:`~simulator.plan.resolved.ResolvedPlan.last_stage_rank`).
 
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, 0 if p.schedule == "dualpipev" else -1)
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, 0 if p.schedule in V_SCHEDULES else -1)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -49,9 +49,9 @@ class SearchSection(BaseModel):
     sharding: list[Sharding] | None = Field(
         None, min_length=1, description="data parallel sharding; null: none, distributed_optimizer (Megatron), "
                                         "zero1, zero2, zero3")
-    schedule: list[Literal["1f1b", "gpipe", "dualpipe", "dualpipev"]] | None = Field(
+    schedule: list[Literal["1f1b", "gpipe", "dualpipe", "dualpipev", "zb1p", "zbv"]] | None = Field(
         None, min_length=1, description="pipeline schedules; null: 1f1b and gpipe (DeepSeek's dualpipe and "
-                                        "dualpipev only when listed)")
+                                        "dualpipev, the zero-bubble zb1p and zbv, only when listed)")
     sp: list[bool] | None = Field(None, min_length=1, description="sequence parallelism with tp > 1; null: [true] "
                                                                  "(Megatron's recommendation: it only saves memory)")
     tp_within_node: bool = Field(True, description="keep each TP group inside one node (tp <= GPUs per node)")

@@ -1,5 +1,8 @@
-"""The event timeline of DualPipe and DualPipeV (:func:`simulator.plan.dualpipe.dual_orders`), beside
-:mod:`simulator.schedule.timeline` (the unidirectional schedules), which it leaves as it is.
+"""The event timeline of the schedules that split the backward (:func:`simulator.plan.zero_bubble.split_orders`):
+DualPipe and DualPipeV (:func:`simulator.plan.dualpipe.dual_orders`), ZB-H1 and ZB-V
+(:func:`simulator.plan.zero_bubble.zb_orders`), beside :mod:`simulator.schedule.timeline` (the schedules of whole
+backwards), which it leaves as it is. ZB-H1 and ZB-V run no F&B pairs; ZB-H1 has one phase (its phase 1 is empty),
+ZB-V two, costed as DualPipeV's (the same V placement).
 
 Ops and their seconds, per rank and phase (deepseek-ai/DualPipe at 3da1bbea53606543d7f5f232338fc58096db30e3):
 - F: the phase's forward ``Cost.total``;
@@ -16,7 +19,8 @@ op after which the sender posts it ends); the boundary sendrecv's seconds are in
 1F1B, ``p2p_s`` 0).
 
 Per rank and phase costs from the plan's per-stage chunk costs (:func:`phase_costs`): ``dualpipe`` rank i runs
-stage i (phase 0) and stage pp-1-i (phase 1), each on m/2 micro-batches; ``dualpipev`` splits rank i's layers
+stage i (phase 0) and stage pp-1-i (phase 1), each on m/2 micro-batches; ``zb1p`` rank i runs stage i (phase 0)
+on all m micro-batches; ``dualpipev`` and ``zbv`` split rank i's layers
 into two halves run by all m micro-batches, each half half of the stage's compute, recompute, host wait, FLOPs and
 non-pipeline communication, with the stage's full pipeline transfers (a V chunk sends and receives as much as a
 1F1B stage). The plan keeps its contiguous split of the layers (rank i holds ``stage_layers[i]``) and puts
@@ -30,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.plan.dualpipe import DualOp
+from simulator.plan.zero_bubble import V_SCHEDULES
 from simulator.schedule.costs import Cost
 from simulator.schedule.timeline import StageTimeline
 
@@ -75,6 +80,8 @@ def phase_costs(schedule: str, chunks: list[list[tuple[Cost, Cost]]]
     pp = len(chunks)
     if schedule == "dualpipe":
         return [(chunks[i][0], chunks[pp - 1 - i][0]) for i in range(pp)]
+    if schedule not in V_SCHEDULES:         # zb1p: 1F1B's stages, no second phase
+        return [(c[0], (Cost(), Cost())) for c in chunks]
     out = []
     for c in chunks:
         half = (_half(c[0][0]), _half(c[0][1]))
@@ -85,8 +92,8 @@ def phase_costs(schedule: str, chunks: list[list[tuple[Cost, Cost]]]
 def rank_costs(schedule: str, phases: list[tuple[tuple[Cost, Cost], tuple[Cost, Cost]]]
                ) -> list[list[tuple[Cost, Cost]]]:
     """Per rank, one (forward, backward) Cost per micro-batch of the step, as the step's breakdown counts them:
-    m of these are the rank's work. dualpipe: the mean of its two phases (m/2 micro-batches each); dualpipev: their
-    sum (every micro-batch runs both)."""
+    m of these are the rank's work. dualpipe: the mean of its two phases (m/2 micro-batches each); dualpipev and zbv:
+    their sum (every micro-batch runs both); zb1p: its one phase (the empty second adds nothing)."""
     weight = 0.5 if schedule == "dualpipe" else 1.0
     out = []
     for phase in phases:

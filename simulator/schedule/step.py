@@ -34,8 +34,8 @@ from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
-from simulator.plan.dualpipe import DUAL_SCHEDULES, dual_orders
 from simulator.plan.pipeline import stage_orders
+from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES, split_orders
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.groups import GroupTimer
@@ -153,7 +153,7 @@ def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = ctx.model.mtp_layers > 0 and plan.training.mode == "train"
-    last = plan.last_stage_rank          # pp - 1; DualPipeV: rank 0, where its V ends
+    last = plan.last_stage_rank          # pp - 1; DualPipeV / ZB-V: rank 0, where the V ends
     accum, copy = plan.recipe.grad_accum_bytes, (ctx.model.tied_embeddings or mtp) and last > 0
     out, start = [], 0
     for c, n in enumerate(counts):
@@ -261,7 +261,7 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
         n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
                        if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
-    if p.schedule in DUAL_SCHEDULES:    # both directions cross the rank's boundaries: each phase sends unless last
+    if p.schedule == "dualpipe" or p.schedule in V_SCHEDULES:    # both directions cross the rank's boundaries
         per_phase = m // 2 if p.schedule == "dualpipe" else m
         rows += [(op, per_phase * ((stage < p.pp - 1) + (stage > 0))) for op in ctx.traffic.pipeline]
     else:
@@ -452,12 +452,12 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:
     """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
-    reference, and the only one that runs MoE micro-batch overlap pairs and the bidirectional schedules
-    (:func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
+    reference, and the only one that runs MoE micro-batch overlap pairs and the schedules that split the backward
+    (bidirectional and zero-bubble: :func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
     p = parts.ctx.plan.parallel
-    if p.schedule in DUAL_SCHEDULES:
+    if p.schedule in SPLIT_SCHEDULES:
         costs = [PhaseCosts.of(ph) for ph in phase_costs(p.schedule, parts.chunks)]
-        return run_dual_timeline(dual_orders(p.schedule, p.pp, parts.ctx.plan.num_microbatches), costs,
+        return run_dual_timeline(split_orders(p.schedule, p.pp, parts.ctx.plan.num_microbatches), costs,
                                  coefficients()["overlap_interference"])
     durations = parts.durations()
     return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
@@ -472,7 +472,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
-    if p.schedule in DUAL_SCHEDULES:    # a rank's work per micro-batch: both its phases (dual_timeline.rank_costs)
+    if p.schedule in SPLIT_SCHEDULES:   # a rank's work per micro-batch: its phases (dual_timeline.rank_costs)
         chunks = rank_costs(p.schedule, phase_costs(p.schedule, chunks))
     p2p = _p2p_s(ctx)
     tails, seen = [], {}

@@ -10,7 +10,8 @@ For each candidate (docs/search.md, "The fast path"):
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
    replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
    whose MoE layers overlap two micro-batches (``moe.microbatch_overlap``) falls back to the replay, the only
-   timeline that pairs them, and so does a DualPipe / DualPipeV plan (:mod:`simulator.schedule.dual_timeline`);
+   timeline that pairs them, and so does a DualPipe / DualPipeV / ZB-H1 / ZB-V plan
+   (:mod:`simulator.schedule.dual_timeline`);
    the ``timeline`` column says so (``replay (dualpipev)``);
 5. the step's tail and breakdown (:func:`simulator.schedule.step.finish_step`, the same code again).
 
@@ -39,7 +40,7 @@ from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
 from simulator.plan import resolve_plan
 from simulator.plan.config import ParallelPlan
-from simulator.plan.dualpipe import DUAL_SCHEDULES
+from simulator.plan.zero_bubble import SPLIT_SCHEDULES
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.scenario.simulate import calibration_of, topology_of
@@ -249,7 +250,7 @@ def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
         how: dict[int, str] = {}
         for i, (_, parts, _) in enumerate(prepared):
             p = parts.ctx.plan.parallel
-            if p.schedule in DUAL_SCHEDULES:   # bidirectional schedules: only the replay runs them
+            if p.schedule in SPLIT_SCHEDULES:  # split-backward schedules (DualPipe, zero bubble): only the replay
                 timelines[i], how[i] = replay_timelines(parts), f"replay ({p.schedule})"
                 continue
             if parts.pairing() is not None:   # MoE micro-batch overlap pairs: only the replay runs them

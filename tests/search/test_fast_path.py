@@ -57,7 +57,9 @@ DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "f
 
 #: DeepSeek's bidirectional schedules, listed in search.schedule (not searched by default): only the replay runs them
 DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
-DUAL_DENSE = {**DENSE, "search": {**DENSE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
+#: ... and the zero-bubble ZB-H1 / ZB-V (Qi et al. 2024), replayed the same way
+DUAL_DENSE = {**DENSE, "search": {**DENSE["search"], "pp": [2, 4], "vpp": [1],
+                                  "schedule": ["dualpipe", "dualpipev", "zb1p", "zbv"]}}
 
 SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED),
           "dense_stack": _valid_points(DENSE_STACK), "dual": _valid_points(DUAL),
@@ -74,6 +76,7 @@ def test_the_dual_space_holds_both_dual_schedules_and_the_default_space_neither(
     _, dual = SPACES["dual"]
     assert {p["schedule"] for p in dual} == {"dualpipe", "dualpipev"}
     assert all(p["schedule"] in ("1f1b", "gpipe") for name in ("dense", "moe") for p in SPACES[name][1])
+    assert {p["schedule"] for p in SPACES["dual_dense"][1]} == {"dualpipe", "dualpipev", "zb1p", "zbv"}
 
 
 def test_spaces_cover_every_schedule():
@@ -115,7 +118,7 @@ def _check_rows(ctx, drawn: list, kind: str) -> None:
             assert key not in rows, "a plan that does not fit must be pruned"
             continue
         row = rows[key]
-        if point["schedule"] in ("dualpipe", "dualpipev"):
+        if point["schedule"] in ("dualpipe", "dualpipev", "zb1p", "zbv"):
             assert row["timeline"] == f"replay ({point['schedule']})"
         else:
             assert (row["timeline"] == "replay (MoE micro-batch overlap)") == (kind == "moe_paired" and point["ep"] > 1)
@@ -344,9 +347,11 @@ def test_the_micro_batch_skip_changes_no_search_result(monkeypatch):
 
 
 def test_dual_plans_replay_and_equal_simulate():
-    """Every valid DualPipe / DualPipeV plan of the space: the search replays them and says so, equal to simulate()."""
+    """Every valid DualPipe / DualPipeV (and, dense, ZB-H1 / ZB-V) plan of the space: the search replays them and says
+    so, equal to simulate()."""
     for kind in ("dual", "dual_dense"):
         ctx, points = SPACES[kind]
         rows = evaluate_points(ctx, points).rows
-        assert {r["timeline"] for r in rows} == {"replay (dualpipe)", "replay (dualpipev)"} or kind == "dual"
+        assert {r["timeline"] for r in rows} == {"replay (dualpipe)", "replay (dualpipev)", "replay (zb1p)",
+                                                 "replay (zbv)"} or kind == "dual"
         _check_rows(ctx, points, kind)
