@@ -27,7 +27,12 @@ class Cost:
     ``wgrad`` (backward only) is the part of ``compute`` spent in weight-gradient GEMMs (``LayerTime.wgrad_s``,
     GEMMs only: memory-bound kernels and attention stay with the input gradient): what a zero-bubble schedule
     (DualPipe's W, :mod:`simulator.schedule.dual_timeline`) can defer. It is included in ``compute`` and
-    ``total``, never added on top."""
+    ``total``, never added on top.
+
+    ``exposed_intra`` is the part of ``exposed`` whose traffic stays inside the NVLink domain (NVLink, PCIe, host
+    memory: :attr:`~simulator.schedule.groups.OpTiming.on_network` false). While the GPU waits for it, a
+    data-parallel collective running in the background over the network keeps its NICs busy, so it is part of the
+    window such a collective hides behind (:func:`dp_window`)."""
 
     compute: float = 0.0
     recompute: float = 0.0
@@ -36,6 +41,7 @@ class Cost:
     flops: float = 0.0
     host: float = 0.0
     wgrad: float = 0.0
+    exposed_intra: float = 0.0
 
     @property
     def total(self) -> float:
@@ -44,7 +50,7 @@ class Cost:
     def copy(self) -> Cost:
         """An independent copy (its per-dimension dicts too), to add to without touching a shared cost."""
         return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host,
-                    self.wgrad)
+                    self.wgrad, self.exposed_intra)
 
     def scaled_compute(self, factor: float) -> Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
@@ -61,6 +67,7 @@ class Cost:
         self.flops += other.flops * times
         self.host += other.host * times
         self.wgrad += other.wgrad * times
+        self.exposed_intra += other.exposed_intra * times
         for d in DIMS:
             self.exposed[d] += other.exposed[d] * times
             self.comm[d] += other.comm[d] * times
@@ -81,24 +88,30 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
     the backend's ``expert_overlap`` (:func:`simulator.schedule.moe_layer.ep_exposed`)."""
     by_window: dict[str, dict[str, float]] = {}
     weighted_k: dict[str, float] = {}               # per window: sum of time x interference of its ops
+    intra: dict[str, float] = {}                    # per window: the time of its ops that stay off the network
     for op in ops:
         timing = timer.time(op, stage)
         t, k = timing.call_s, _interference(timing.interference)
         cost.comm[op.dim] += t * op.count
         if op.overlap.startswith("attention"):      # CP ring: each step hides behind one attention block
-            cost.exposed[op.dim] += op.count * exposed(t, windows[op.overlap], k)
+            out = op.count * exposed(t, windows[op.overlap], k)
+            cost.exposed[op.dim] += out
+            cost.exposed_intra += 0.0 if timing.on_network else out
         elif op.overlap == "none" or op.overlap not in windows:
             cost.exposed[op.dim] += t * op.count
+            cost.exposed_intra += 0.0 if timing.on_network else t * op.count
         else:
             by_window.setdefault(op.overlap, {}).setdefault(op.dim, 0.0)
             by_window[op.overlap][op.dim] += t * op.count
             weighted_k[op.overlap] = weighted_k.get(op.overlap, 0.0) + t * op.count * k
+            intra[op.overlap] = intra.get(op.overlap, 0.0) + (0.0 if timing.on_network else t * op.count)
     for window, per_dim in by_window.items():
         total = sum(per_dim.values())
-        hidden = (ep_exposed(total, windows[window], expert_overlap) if window == "experts"
-                  else exposed(total, windows[window], weighted_k[window] / total if total > 0 else None))
+        out = (ep_exposed(total, windows[window], expert_overlap) if window == "experts"
+               else exposed(total, windows[window], weighted_k[window] / total if total > 0 else None))
         for dim, t in per_dim.items():
-            cost.exposed[dim] += hidden * t / total
+            cost.exposed[dim] += out * t / total
+        cost.exposed_intra += out * intra[window] / total if total > 0 else 0.0
 
 
 def _interference(k: float | None) -> float:
@@ -146,6 +159,15 @@ def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, s
         hidden = [t.call_s * share for o, t in timings if o.overlap != "none"]
         plain = [t.call_s * share for o, t in timings if o.overlap == "none"]
         k = sum(t.call_s * share * _interference(t.interference) for o, t in timings if o.overlap != "none")
+        window = dp_window(cost, all(t.on_network for o, t in timings if o.overlap != "none"))
         cost.comm["dp"] += sum(hidden) + sum(plain)
-        cost.exposed["dp"] += exposed(sum(hidden), cost.compute + cost.recompute,
-                                      k / sum(hidden) if sum(hidden) > 0 else None) + sum(plain)
+        cost.exposed["dp"] += exposed(sum(hidden), window, k / sum(hidden) if sum(hidden) > 0 else None) + sum(plain)
+
+
+def dp_window(cost: Cost, on_network: bool, backward: bool = True) -> float:
+    """Seconds of ``cost`` a data-parallel collective in the background hides behind: the compute (+ recompute in a
+    backward), and, when the collective crosses the network, also the exposed communication that stays inside the
+    NVLink domain (:attr:`Cost.exposed_intra`): its NICs are not the GPU's bottleneck then (Megatron issues the
+    gradient reductions and parameter gathers on their own stream, FSDP prefetches the next unit's gather)."""
+    return (cost.compute + (cost.recompute if backward else 0.0)
+            + (cost.exposed_intra if on_network else 0.0))

@@ -68,7 +68,8 @@ class PhaseCosts:
 def _half(cost: Cost) -> Cost:
     """Half a stage's chunk: every part halved but the pipeline transfers (a V chunk sends and receives in full)."""
     out = Cost(cost.compute / 2, cost.recompute / 2, {d: v / 2 for d, v in cost.exposed.items()},
-               {d: v / 2 for d, v in cost.comm.items()}, cost.flops / 2, cost.host / 2, cost.wgrad / 2)
+               {d: v / 2 for d, v in cost.comm.items()}, cost.flops / 2, cost.host / 2, cost.wgrad / 2,
+               cost.exposed_intra / 2)
     out.exposed["pp"], out.comm["pp"] = cost.exposed["pp"], cost.comm["pp"]
     return out
 

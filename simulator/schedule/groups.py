@@ -24,6 +24,9 @@ from simulator.schedule.overlap import network_interference
 from simulator.topology import Topology
 from simulator.traffic import CommOp
 
+#: link classes inside an NVLink domain (:meth:`GroupTimer.link`; MoE kernels report ``nvlink`` or ``rdma``)
+INTRA_LINKS = frozenset({"none", "nvlink", "pcie_p2p", "shm"})
+
 
 @dataclass(frozen=True)
 class OpTiming:
@@ -37,6 +40,12 @@ class OpTiming:
     link: str
     bytes: float | None = None
     interference: float | None = None
+
+    @property
+    def on_network(self) -> bool:
+        """Whether the call's traffic leaves the NVLink domain (through the NICs: ``ib``, ``roce``, ``efa``, MoE
+        kernels' ``rdma``), not only NVLink, PCIe or host memory inside it."""
+        return self.link not in INTRA_LINKS
 
 
 #: which MoE kernel prices each EP op of the traffic list: (direction, route); the gradient of combine runs the

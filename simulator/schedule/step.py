@@ -36,7 +36,7 @@ from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
 from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES, split_orders
-from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
+from simulator.schedule.costs import Cost, dp_window, layer_costs, microbatch_dp_cost
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.groups import GroupTimer
 from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
@@ -198,9 +198,11 @@ def _boundary_cost(ctx: _Inputs, stage: int, chunk: int, fwd: Cost, bwd: Cost) -
         cost = bwd if gradient else fwd
         applies = (u > 0 if gradient else u < last) if sends else (u < last if gradient else u > 0)
         if applies:
-            t = ctx.timer.time(op, min(stage, p.pp - 2)).call_s
+            timing = ctx.timer.time(op, min(stage, p.pp - 2))
+            t = timing.call_s
             cost.exposed["pp"] += t
             cost.comm["pp"] += t
+            cost.exposed_intra += 0.0 if timing.on_network else t
 
 
 def _p2p_s(ctx: _Inputs) -> float:
@@ -218,8 +220,8 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
     plan, p = ctx.plan, ctx.plan.parallel
     ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
     params = ctx.traffic.params[stage]
-    bwd_window = sum(b.compute + b.recompute for _, b in chunks)
-    fwd_window = sum(f.compute for f, _ in chunks)
+    bwd = [b for _, b in chunks]
+    fwd = [f for f, _ in chunks]
     bucket = coefficients()["grad_bucket_elements"] / max(params.dense + params.expert, 1.0)
     out = dict.fromkeys(DIMS, 0.0)
     events, t = [], start_s
@@ -228,9 +230,10 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
         timing = ctx.timer.time(op, stage)
         call = timing.call_s
         if op.op == "all_gather":
-            gathers.append((op, call, timing.interference))
+            gathers.append((op, call, timing))
             continue
-        ex = exposed_bucketed(call, bwd_window, bucket, timing.interference) if op.overlap == "backward" else call
+        window = sum(dp_window(b, timing.on_network) for b in bwd)
+        ex = exposed_bucketed(call, window, bucket, timing.interference) if op.overlap == "backward" else call
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
@@ -241,8 +244,9 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
                          ctx.eff) * slowest
     events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
-    for op, call, k in gathers:
-        ex = exposed(call - call * min(1.0, bucket), fwd_window, k) + call * min(1.0, bucket) \
+    for op, call, timing in gathers:
+        window = sum(dp_window(f, timing.on_network, backward=False) for f in fwd)
+        ex = exposed(call - call * min(1.0, bucket), window, timing.interference) + call * min(1.0, bucket) \
             if op.overlap == "forward" else call
         out[op.dim] += ex
         events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
