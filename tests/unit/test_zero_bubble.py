@@ -244,15 +244,16 @@ def test_search_runs_them_only_when_asked(tmp_path, capsys):
 
 
 
-def test_zb_v_puts_the_mtp_layer_on_rank_0():
-    """DeepSeek-V3 (61 layers + 1 MTP layer) on PP 16: the MTP layer (index 61) joins rank 0, where ZB-V's loss is;
-    ZB-H1 keeps it on the last rank."""
+def test_v_schedules_put_the_head_and_mtp_layer_on_rank_0():
+    """DeepSeek-V3 (61 layers + 1 MTP layer) on PP 16: the V schedules (DualPipeV, ZB-V) end on rank 0, so the MTP
+    layer (index 61) and the loss join it; 1F1B and ZB-H1 keep them on the last rank."""
     model = load_model_preset("deepseek-v3")
     layers = [3] + [4] * 14 + [2]
-    for schedule, rank in (("zb1p", 15), ("zbv", 0)):
+    for schedule, rank in (("1f1b", 15), ("zb1p", 15), ("dualpipev", 0), ("zbv", 0)):
         rp = resolve_plan(model, {"pp": 16, "ep": 8, "schedule": schedule, "pipeline_layers": layers},
                           {"global_batch": 256, "micro_batch": 1}, 128)
         assert rp.last_stage_rank == rank and 61 in rp.stage_layers[rank]
+        assert rp.holds_stage(rank, first=False) and rp.holds_stage(0, first=True)
 
 
 def test_cli_trace_draws_the_deferred_weight_gradients(tmp_path, capsys):
