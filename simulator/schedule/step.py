@@ -46,6 +46,7 @@ from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
+from simulator.traffic.step import stage_traffic
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,17 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
                 by_group[key] = moe_layer_timing(model, plan, layers[True], timer.moe_comm(s), timer.moe_algorithm(s),
                                                  gpu, eff, dtype)
             per_stage[s] = by_group[key]
-    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage), layer_cache)
+    stages = None
+    if layer_cache is not None:     # plans that differ only in micro-batch share their stages' DP ops
+        key = ("stage traffic", plan.parallel, plan.world_size, plan.recipe, plan.stage_layers)
+        try:
+            stages = layer_cache.get(key)
+            if stages is None:
+                stages = layer_cache[key] = stage_traffic(plan)
+        except TypeError:           # an unhashable parallel: value (a list): not shared
+            stages = None
+    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan, stages), timer, layers, tuple(per_stage),
+                   layer_cache)
 
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
