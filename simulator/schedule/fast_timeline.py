@@ -76,14 +76,16 @@ def dependencies(schedule: str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, 
     stage = np.arange(pp)[:, None]
     u = c * pp + stage
     ops = np.arange(n).reshape(pp, k)
-    index = np.zeros((2, pp * vpp * m), dtype=np.int64)     # [backward, u * m + j] -> op
-    index[backward, u * m + j] = ops
+    key = u * m + j
+    index = np.zeros(2 * pp * vpp * m + 1, dtype=np.int64)     # [backward * pp vpp m + u m + j] -> op; [-1]: none
+    index[backward * (pp * vpp * m) + key] = ops
+    index[-1] = n
     prev = ops - 1
     prev[:, 0] = n
-    dep = np.where(backward == 0,
-                   np.where(u > 0, index[0, np.maximum(u - 1, 0) * m + j], n),
-                   np.where(u < last_u, index[1, np.minimum(u + 1, last_u) * m + j], index[0, u * m + j]))
-    return prev, dep, (stage * vpp + c) * 2 + backward
+    # forward: u - 1's forward, none on u = 0; backward: u + 1's backward, the own forward on the last u
+    at = np.where(backward == 0, np.where(u > 0, key - m, -1),
+                  np.where(u < last_u, pp * vpp * m + key + m, key))
+    return prev, index[at], (stage * vpp + c) * 2 + backward
 
 
 def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
@@ -110,7 +112,7 @@ def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
         changed = False
         for i in down if sweep % 2 == 0 else up:
             row = position + np.maximum.accumulate(level[dep[i]] + 1 - position)
-            if changed or not np.array_equal(row, grid[i]):
+            if changed or (row != grid[i]).any():
                 grid[i] = row
                 changed = True
         if not changed:
