@@ -99,6 +99,7 @@ class Context:
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
+        self.nccl_floor: dict = {}      # bounding stages and their least NCCL bytes, per point without sharding
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -119,9 +120,13 @@ def resolve(ctx: Context, point: dict[str, Any]):
     """The resolved plan of a candidate (raises UserError when a rule rejects it)."""
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
     training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
-    parallel = parallel_of(point, ctx.space)
-    parallel = _built(ctx, "parallel", tuple(parallel.items()),
-                      lambda: build(ParallelPlan, parallel, key_prefix="parallel"))
+    try:       # the parallel: mapping is a function of the point's values but its micro-batch (and the space)
+        key = _REST(point)
+    except KeyError:                       # a point without its inner values: key by the mapping itself
+        parallel = parallel_of(point, ctx.space)
+        key = tuple(parallel.items())
+    parallel = _built(ctx, "parallel", key,
+                      lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"])
     check_timeline(plan)
     return plan
@@ -186,8 +191,14 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         memory = coefficients.peak(mb, plan.num_microbatches, fixed)
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    stages = bounding_stages(plan)
-    nccl = min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    floor_key = (core, plan.recipe.eager)     # what bounding_stages and nccl_bytes read (not sharding, micro-batch)
+    hit = ctx.nccl_floor.get(floor_key)
+    if hit is None:
+        if len(ctx.nccl_floor) >= BUILT_CACHE:
+            ctx.nccl_floor.clear()
+        stages = bounding_stages(plan)
+        hit = ctx.nccl_floor[floor_key] = stages, min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    stages, nccl = hit
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         return None        # the model states and NCCL's buffers alone do not fit: no need for the items
     report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
