@@ -154,12 +154,18 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
     return out
 
 
-def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
+def _chunk_bases(ctx: _Inputs, stage: int, layer_costs_of: dict | None = None
+                 ) -> list[tuple[Cost, Cost, float]]:
     """(forward, backward, share of the stage's layers) of each model chunk of ``stage`` for one micro-batch, all
-    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded)."""
+    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded).
+    ``layer_costs_of``: a dict the caller keeps across the stages of one plan, where a layer's costs are kept by
+    what they read that depends on the stage (the group of each layer op and the stage's MoE layer)."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
+    if layer_costs_of is not None:
+        groups = tuple(ctx.timer.key_id(op.group, stage) for op in ctx.traffic.layer)
+        per_kind = layer_costs_of.setdefault((groups, id(ctx.moe[stage])), per_kind)
     modes = plan.layer_recompute(stage)
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
@@ -372,10 +378,10 @@ CHUNK_CACHE_SIZE = 4096
 
 def _all_chunk_bases(ctx: _Inputs, signatures: tuple[int | None, ...]) -> list[list[tuple[Cost, Cost, float]]]:
     """:func:`_chunk_bases` of every stage; middle stages of one signature share one."""
-    bases, seen = [], {}
+    bases, seen, layer_costs_of = [], {}, {}
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
-            stage = _chunk_bases(ctx, s)
+            stage = _chunk_bases(ctx, s, layer_costs_of)
             if signature is not None:
                 seen[signature] = stage
         bases.append(stage if signature is None else seen[signature])
