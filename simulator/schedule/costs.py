@@ -61,9 +61,10 @@ class Cost:
         self.flops += other.flops * times
         self.host += other.host * times
         self.wgrad += other.wgrad * times
+        exposed, comm, other_exposed, other_comm = self.exposed, self.comm, other.exposed, other.comm
         for d in DIMS:
-            self.exposed[d] += other.exposed[d] * times
-            self.comm[d] += other.comm[d] * times
+            exposed[d] += other_exposed[d] * times
+            comm[d] += other_comm[d] * times
 
 
 def _windows(lt: LayerTime, cp: int, phase: str) -> dict[str, float]:

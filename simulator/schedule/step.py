@@ -440,9 +440,12 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
         if id(ops) not in tables:
             tables[id(ops)] = key_table(tuple(dict.fromkeys(common + [op.group for op in ops])))
     ids: dict[tuple, int] = {}
-    middle = [ids.setdefault((chunks[s], tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None,
-                              id(stages[s]), tables[id(stages[s])][s - 1], id(ctx.moe[s])), len(ids))
-              for s in range(1, pp - 1)]
+    inner = range(1, pp - 1)
+    flags = [tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None for s in inner]
+    ops = [id(stages[s]) for s in inner]
+    rows = tables[ops[0]] if len(tables) == 1 else [tables[ops[s - 1]][s - 1] for s in inner]
+    middle = [ids.setdefault(key, len(ids))
+              for key in zip(chunks[1:pp - 1], flags, ops, rows, map(id, ctx.moe[1:pp - 1]), strict=True)]
     return (None, *middle, None) if pp > 1 else (None,)
 
 
@@ -501,8 +504,12 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
         if signature not in seen:      # the tail's times do not depend on its start; its events are dropped
             seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest)[:2] + ([],)
         tails.append(seen[signature])
-    ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
-    busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
+    comm_after: dict[int, float] = {}    # each distinct tail's exposed comm (middle stages share their tail)
+    for tail in tails:
+        if id(tail) not in comm_after:
+            comm_after[id(tail)] = sum(tail[0].values())
+    ends = [timelines[s].end_s + comm_after[id(tails[s])] + tails[s][1] for s in range(p.pp)]
+    busy = [timelines[s].busy_s + comm_after[id(tails[s])] + tails[s][1] for s in range(p.pp)]
     k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
     total = Cost()
     for f, b in chunks[k]:
