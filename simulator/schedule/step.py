@@ -319,11 +319,13 @@ class StepParts:
 
     def duration_array(self) -> np.ndarray:
         """:meth:`durations` as a ``(pp, vpp, 2)`` array (forward [..., 0], backward [..., 1])."""
-        rows: dict[int, list[tuple[float, float]]] = {}
+        rows: dict[int, int] = {}       # each distinct chunk list's row (middle stages share theirs)
+        distinct = []
         for c in self.chunks:
             if id(c) not in rows:
-                rows[id(c)] = [(f.total, b.total) for f, b in c]
-        return np.array([rows[id(c)] for c in self.chunks])
+                rows[id(c)] = len(distinct)
+                distinct.append([(f.total, b.total) for f, b in c])
+        return np.array(distinct)[[rows[id(c)] for c in self.chunks]]
 
     def pairing(self) -> PairHiding | None:
         """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""
