@@ -124,11 +124,14 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
             per_stage[s] = by_group[key]
     stages = None
     if layer_cache is not None:     # plans that differ only in micro-batch share their stages' DP ops
-        key = ("stage traffic", plan.parallel, plan.world_size, plan.recipe, plan.stage_layers)
+        cache = layer_cache.setdefault(STAGE_TRAFFIC_CACHE, {})
+        key = (plan.parallel, plan.world_size, plan.recipe, plan.stage_layers)
         try:
-            stages = layer_cache.get(key)
+            stages = cache.get(key)
             if stages is None:
-                stages = layer_cache[key] = stage_traffic(plan)
+                if len(cache) >= CHUNK_CACHE_SIZE:    # bounded: a search visits micro-batches innermost
+                    cache.clear()
+                stages = cache[key] = stage_traffic(plan)
         except TypeError:           # an unhashable parallel: value (a list): not shared
             stages = None
     return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan, stages), timer, layers, tuple(per_stage),
@@ -371,10 +374,12 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 
 
 #: the ``layer_cache`` entries holding chunk costs (by :func:`_bases_key`, each stage's per-micro-batch DP ops
-#: and the straggler factor) and chunk bases (by :func:`_bases_key`), and their bound (a plan search visits
-#: sharding and micro-batch innermost, so the plans that share them come close together)
+#: and the straggler factor), chunk bases (by :func:`_bases_key`) and each stage's DP ops and parameters
+#: (:func:`simulator.traffic.step.stage_traffic`, by the plan values it reads), and their bound (a plan search
+#: visits sharding and micro-batch innermost, so the plans that share them come close together)
 CHUNK_CACHE = "chunk costs"
 BASE_CACHE = "chunk bases"
+STAGE_TRAFFIC_CACHE = "stage traffic"
 CHUNK_CACHE_SIZE = 4096
 
 
