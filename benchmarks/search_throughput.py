@@ -25,7 +25,7 @@ from pathlib import Path
 
 from simulator.memory import activations, estimate, nccl
 from simulator.model import flops, spec, strict
-from simulator.plan import params, rules
+from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
 from simulator.scenario.simulate import simulate
 from simulator.schedule import fast_timeline
@@ -43,7 +43,7 @@ def _clear() -> None:
     for cached in (fast_timeline._graph, params._stage_params, params._all_stage_params,
                    activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
                    estimate._scaled_items, flops._layer_kinds, flops.model_flops, spec.moe_layer_flags,
-                   rules.parse_order, nccl._nccl_bytes, strict._numeric_fields):
+                   rules.parse_order, nccl._nccl_bytes, strict._numeric_fields, ranks._grid_groups):
         cached.cache_clear()
     estimate._SCALED_BY_ID.clear()
     nccl._BY_LAYOUT.clear()
