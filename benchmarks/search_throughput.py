@@ -42,8 +42,9 @@ def _clear() -> None:
     """Empty every process-wide cache a search fills, so each repeat starts cold."""
     for cached in (fast_timeline._graph, params._stage_params, params._all_stage_params,
                    activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
-                   estimate._scaled_items, flops._layer_kinds, flops.model_flops, spec.moe_layer_flags,
-                   rules.parse_order, nccl._nccl_bytes, strict._numeric_fields, ranks._grid_groups):
+                   estimate._scaled_items, estimate._fixed_sum, flops._layer_kinds, flops.model_flops,
+                   spec.moe_layer_flags, rules.parse_order, nccl._nccl_bytes, strict._numeric_fields,
+                   ranks._grid_groups):
         cached.cache_clear()
     estimate._SCALED_BY_ID.clear()
     nccl._BY_LAYOUT.clear()

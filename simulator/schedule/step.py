@@ -232,9 +232,10 @@ def _p2p_s(ctx: _Inputs) -> float:
                       lambda: max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1)))
 
 
-def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float
-          ) -> tuple[dict[str, float], float, list[TraceEvent]]:
-    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
+def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float,
+          trace: bool = True) -> tuple[dict[str, float], float, list[TraceEvent]]:
+    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars
+    (none when ``trace`` is False: plan search)."""
     plan, p = ctx.plan, ctx.plan.parallel
     ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
     params = ctx.traffic.params[stage]
@@ -252,20 +253,23 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
             continue
         ex = exposed_bucketed(call, bwd_window, bucket, timing.interference) if op.overlap == "backward" else call
         out[op.dim] += ex
-        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
     r = plan.recipe
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
     opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
                          ctx.eff) * slowest
-    events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
+    if trace:
+        events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
     for op, call, k in gathers:
         ex = exposed(call - call * min(1.0, bucket), fwd_window, k) + call * min(1.0, bucket) \
             if op.overlap == "forward" else call
         out[op.dim] += ex
-        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
     del p
     return out, opt, events
@@ -506,10 +510,10 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     for s in range(p.pp):
         signature = None if comm_table else parts.signatures[s]
         if signature is None:
-            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest))
+            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest, comm_table))
             continue
-        if signature not in seen:      # the tail's times do not depend on its start; its events are dropped
-            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest)[:2] + ([],)
+        if signature not in seen:      # the tail's times do not depend on its start; no events
+            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest, False)
         tails.append(seen[signature])
     comm_after: dict[int, float] = {}    # each distinct tail's exposed comm (middle stages share their tail)
     for tail in tails:
