@@ -101,14 +101,21 @@ class GroupTimer:
         ``pp_mirror:<stage>``: stage s's rank and stage pp-1-s's, which hold the same stages of DualPipe's two
         copies of the model)."""
         if kind not in self._groups:
-            if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
-                pp = self.plan.parallel.pp
-                a = int(kind.split(":")[1]) if kind != "embedding" else 0
-                b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
-                self._groups[kind] = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
-            else:
-                self._groups[kind] = self.plan.rank_groups(kind)
-            self._of_rank[kind] = {r: i for i, g in enumerate(self._groups[kind]) for r in g}
+            # the groups and each rank's group follow from the rank layout: shared by its plans (plan search)
+            shared_key = ("groups", self._layout_id, kind)
+            hit = None if self._shared is None else self._shared.get(shared_key)
+            if hit is None:
+                if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
+                    pp = self.plan.parallel.pp
+                    a = int(kind.split(":")[1]) if kind != "embedding" else 0
+                    b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
+                    groups = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
+                else:
+                    groups = self.plan.rank_groups(kind)
+                hit = groups, {r: i for i, g in enumerate(groups) for r in g}
+                if self._shared is not None:
+                    self._shared[shared_key] = hit
+            self._groups[kind], self._of_rank[kind] = hit
         return self._groups[kind]
 
     def group_of(self, kind: str, rank: int) -> tuple[int, ...]:

@@ -446,15 +446,16 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
                           lambda: tuple(tuple(timer.key_id(g, s) for g in groups) for s in range(1, pp - 1)))
 
     stages, chunks, moe = ctx.traffic.stages, ctx.plan.stage_chunks, ctx.model.moe is not None
-    tables: dict[int, tuple[tuple[int, ...], ...]] = {}   # key tables by the identity of a stage's op tuple
-    for ops in stages[1:pp - 1]:
-        if id(ops) not in tables:
-            tables[id(ops)] = key_table(tuple(dict.fromkeys(common + [op.group for op in ops])))
-    ids: dict[tuple, int] = {}
     inner = range(1, pp - 1)
-    flags = [tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None for s in inner]
-    ops = [id(stages[s]) for s in inner]
+    ops = list(map(id, stages[1:pp - 1]))
+    tables = {i: key_table(tuple(dict.fromkeys(common + [op.group for op in o])))    # key tables by the identity
+              for i, o in dict(zip(ops, stages[1:pp - 1], strict=True)).items()}     # of a stage's op tuple
     rows = tables[ops[0]] if len(tables) == 1 else [tables[ops[s - 1]][s - 1] for s in inner]
+    if (not moe and len(tables) == 1 and chunks[1:pp - 1].count(chunks[1]) == pp - 2
+            and rows.count(rows[0]) == pp - 2):
+        return (None, *(0,) * (pp - 2), None)     # a dense model's even split: one key below (MoE layers: None)
+    ids: dict[tuple, int] = {}
+    flags = [tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None for s in inner]
     middle = [ids.setdefault(key, len(ids))
               for key in zip(chunks[1:pp - 1], flags, ops, rows, map(id, ctx.moe[1:pp - 1]), strict=True)]
     return (None, *middle, None) if pp > 1 else (None,)
