@@ -50,10 +50,15 @@ class Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
         the host's and is left as it is)."""
         scaled = self.copy()
-        scaled.compute *= factor
-        scaled.recompute *= factor
-        scaled.wgrad *= factor
+        scaled.scale_compute(factor)
         return scaled
+
+    def scale_compute(self, factor: float) -> Cost:
+        """:meth:`scaled_compute` in place (on a cost nothing else holds); returns this cost."""
+        self.compute *= factor
+        self.recompute *= factor
+        self.wgrad *= factor
+        return self
 
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times

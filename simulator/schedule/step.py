@@ -147,7 +147,7 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
     """The chunk costs of ``stage`` from :func:`_chunk_bases`: each chunk's ZeRO-2/3 per-micro-batch gathers and
     reductions added last (on copies: the bases may be shared)."""
     ops = ctx.traffic.stages[stage]
-    if not any(o.scope == "microbatch" for o in ops):
+    if not _has_microbatch_ops(ctx, stage):
         return [(f, b) for f, b, _ in bases]
     out = []
     for f, b, share in bases:
@@ -155,6 +155,11 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
         microbatch_dp_cost(ops, ctx.timer, stage, share, fwd, bwd)
         out.append((fwd, bwd))
     return out
+
+
+def _has_microbatch_ops(ctx: _Inputs, stage: int) -> bool:
+    """Whether ``stage`` runs per-micro-batch DP ops (ZeRO-2/3), which :func:`_with_dp` adds on copies."""
+    return any(o.scope == "microbatch" for o in ctx.traffic.stages[stage])
 
 
 def _chunk_bases(ctx: _Inputs, stage: int, layer_costs_of: dict | None = None
@@ -407,7 +412,10 @@ def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: 
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
             raw = _chunk_costs(ctx, s) if bases is None else _with_dp(ctx, s, bases[s])
-            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
+            if _has_microbatch_ops(ctx, s):    # _with_dp made copies of its own: scale them in place
+                costs = [(f.scale_compute(slowest), b.scale_compute(slowest)) for f, b in raw]
+            else:
+                costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
             if signature is not None:
                 seen[signature] = costs
         chunks.append(costs if signature is None else seen[signature])
