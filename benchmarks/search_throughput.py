@@ -29,7 +29,7 @@ from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
 from simulator.scenario.simulate import simulate
 from simulator.schedule import fast_timeline
-from simulator.search import search
+from simulator.search import evaluate, search
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.run import search_context
 
@@ -44,7 +44,7 @@ def _clear() -> None:
                    activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
                    estimate._scaled_items, estimate._fixed_sum, flops._layer_kinds, flops.model_flops,
                    spec.moe_layer_flags, rules.parse_order, nccl._nccl_bytes, strict._numeric_fields,
-                   ranks._grid_groups):
+                   ranks._grid_groups, evaluate._reason):
         cached.cache_clear()
     estimate._SCALED_BY_ID.clear()
     nccl._BY_LAYOUT.clear()

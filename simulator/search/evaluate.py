@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,14 @@ OOM_REASON = "memory: device peak + search.memory_headroom exceeds HBM"
 
 def reason_of(exc: UserError) -> str:
     """A rejection reason without its numbers, so that one rule counts as one reason."""
-    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", exc.message)
-    return f"{exc.key_path}: {text}" if exc.key_path else text
+    return _reason(exc.key_path, exc.message)
+
+
+@lru_cache(maxsize=4096)
+def _reason(key_path: str | None, message: str) -> str:
+    """:func:`reason_of` by value (a rule's message repeats with the same numbers across a search)."""
+    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", message)
+    return f"{key_path}: {text}" if key_path else text
 
 
 @dataclass
