@@ -106,12 +106,17 @@ def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
     level = np.full(n + 1, -1, dtype=np.int64)
     grid = level[:n].reshape(pp, k)              # a view: rows written here are read through ``level``
     position = np.arange(k)
+    offset = 1 - position
+    row = np.empty(k, dtype=np.int64)
     down, up = range(pp), range(pp - 1, -1, -1)
     sweep = 0
     while True:
         changed = False
         for i in down if sweep % 2 == 0 else up:
-            row = position + np.maximum.accumulate(level[dep[i]] + 1 - position)
+            level.take(dep[i], out=row)             # row = position + running max of L[dep] + 1 - position
+            row += offset
+            np.maximum.accumulate(row, out=row)
+            row += position
             if changed or (row != grid[i]).any():
                 grid[i] = row
                 changed = True
