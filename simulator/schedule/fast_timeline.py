@@ -180,8 +180,9 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
     a level by job and op; its B columns are the plans of its job. Identical duration rows of one job (plans that
     differ only in what does not reach the chunk costs) are evaluated once; B is the most distinct rows of any
     job, and a job with fewer fills its remaining columns with copies of its last row (computed, then dropped).
-    The index arrays are per op, not per (op, plan). Each (op, plan) gets the same maximum and addition of the
-    same operands as in the replay.
+    The index arrays are per op, not per (op, plan), and a level's durations are gathered from a small table of
+    every job's (stage, chunk, direction) rows rather than laid out per op. Each (op, plan) gets the same maximum
+    and addition of the same operands as in the replay.
     """
     parts = []
     for schedule, pp, vpp, m, durations in jobs:
@@ -198,9 +199,13 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
     starts = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])   # each level's first row in the union
     within = np.cumsum(counts, axis=0) - counts                      # a job's offset inside each level
     size = int(starts[-1])
-    prev, dep, dur = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty((size, width))
+    # every job's durations as rows of one small table: row (the job's first row + column of its flattened
+    # (pp, vpp, 2) durations), its B columns the job's distinct plans (padded with the last)
+    table = np.concatenate([rows[np.minimum(np.arange(width), rows.shape[0] - 1)].T for _, rows, _ in parts])
+    first = np.cumsum([0] + [rows.shape[1] for _, rows, _ in parts])
+    prev, dep, col = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
     where = []
-    for i, (graph, rows, _) in enumerate(parts):
+    for i, (graph, _, _) in enumerate(parts):
         levels = len(graph.sizes)
         # the union row (1-based) of the job's ops in level order: its level's first row in the union, the job's
         # offset inside that level, then its position inside the job's part of the level; none (op n) is row 0
@@ -210,13 +215,13 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
         to[-1] = 0
         prev[to[:-1] - 1] = to[graph.prev]
         dep[to[:-1] - 1] = to[graph.dep]
-        dur[to[:-1] - 1] = rows[np.minimum(np.arange(width), rows.shape[0] - 1)][:, graph.col].T
+        col[to[:-1] - 1] = graph.col + first[i]
         where.append(to[graph.last])
     done = np.zeros((size + 1, width))  # done[1 + r]: end of row r of the union's level order; done[0] = 0
     for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
         level = done[a + 1:b + 1]       # a view: written in place
         np.maximum(done[prev[a:b]], done[dep[a:b]], out=level)
-        level += dur[a:b]
+        level += table[col[a:b]]
     return [done[at][:, :rows.shape[0]].T[inverse] for at, (_, rows, inverse) in zip(where, parts, strict=True)]
 
 
