@@ -23,13 +23,13 @@ import statistics
 import time
 from pathlib import Path
 
-from simulator.memory import activations, estimate
-from simulator.model import flops, spec
-from simulator.plan import params, rules
+from simulator.memory import activations, estimate, nccl
+from simulator.model import flops, spec, strict
+from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
 from simulator.scenario.simulate import simulate
 from simulator.schedule import fast_timeline
-from simulator.search import search
+from simulator.search import evaluate, search
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.run import search_context
 
@@ -42,10 +42,13 @@ def _clear() -> None:
     """Empty every process-wide cache a search fills, so each repeat starts cold."""
     for cached in (fast_timeline._graph, params._stage_params, params._all_stage_params,
                    activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
-                   estimate._scaled_items, flops._layer_kinds, flops.model_flops, spec.moe_layer_flags,
-                   rules.parse_order):
+                   estimate._scaled_items, estimate._fixed_sum, flops._layer_kinds, flops.model_flops,
+                   spec.moe_layer_flags, rules.parse_order, nccl._nccl_bytes, strict._numeric_fields,
+                   ranks._grid_groups, evaluate._reason):
         cached.cache_clear()
     estimate._SCALED_BY_ID.clear()
+    nccl._BY_LAYOUT.clear()
+    nccl._FABRICS.clear()
 
 
 def _point(row: dict) -> dict:

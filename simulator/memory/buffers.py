@@ -79,9 +79,9 @@ def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
                        "permuted tokens of one layer]", scaling="micro_batch")]
 
 
-def _sharding_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+def _sharding_items(replicas: int, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    """``replicas``: the dense weights' data-parallel replicas dp x cp x ulysses (``dense_shard_degree``)."""
     items = []
-    replicas = rp.dp * rp.parallel.cp * rp.parallel.ulysses
     if rb.bucket and replicas > 1:  # a single replica runs without DDP (measured 16.0 B/param, docs/memory.md)
         n = sp.dense + sp.expert
         items.append(MemoryItem("other", "ddp.gradient_buckets", n * rb.bucket,
@@ -108,16 +108,17 @@ def _autocast_items(rb: Recipe, sp: StageParams) -> list[MemoryItem]:
                        scaling="fixed")]
 
 
-def fixed_buffer_items(rp: ResolvedPlan, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
-    """The items of :func:`buffer_items` that do not depend on the micro-batch (``scaling: fixed``), in its order."""
-    return _sharding_items(rp, rb, sp) + _autocast_items(rb, sp)
+def fixed_buffer_items(replicas: int, rb: Recipe, sp: StageParams) -> list[MemoryItem]:
+    """The items of :func:`buffer_items` that do not depend on the micro-batch (``scaling: fixed``), in its order
+    (``replicas``: dp x cp x ulysses, what they read of the plan)."""
+    return _sharding_items(replicas, rb, sp) + _autocast_items(rb, sp)
 
 
 def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, stage: int) -> list[MemoryItem]:
     """Logits (last stage), DDP buckets, MoE dispatch buffers, and transients (ZeRO-3 gathered layers, one layer of
     unsharded gradients, the layer recomputed in backward under full recompute, CP all-gathered K/V)."""
     m, p = rp.model, rp.parallel
-    items = _sharding_items(rp, rb, sp)
+    items = _sharding_items(rp.dp * p.cp * p.ulysses, rb, sp)
     if rp.holds_stage(stage, first=False):
         items += _logit_items(rp, c)
     layers = rp.stage_layers[stage]

@@ -138,9 +138,15 @@ def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
     """Per stage of ``stages`` (training), the sum of the items of :func:`estimate_memory` that do not depend on the
     micro-batch (``scaling: fixed``: model states and buffers sized by parameters), added in its order (plan search:
     :mod:`simulator.memory.scaling`)."""
-    rb = rp.recipe
-    return tuple(sum(item.bytes for item in _state_items(sp, rb, rp) + fixed_buffer_items(rp, rb, sp))
-                 for sp in (stage_params(rp, s) for s in stages))
+    rb, d_dense, d_exp = rp.recipe, rp.dense_shard_degree, rp.expert_shard_degree
+    return tuple(_fixed_sum(stage_params(rp, s), rb, d_dense, d_exp) for s in stages)
+
+
+@lru_cache(maxsize=4096)
+def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
+    """One stage's :func:`fixed_bytes` from what its items read (``d_dense`` = dp x cp x ulysses is also the DDP
+    buckets' replica count), once per value: plans that differ only in micro-batch or recompute share it."""
+    return sum(item.bytes for item in list(_states(sp, rb, d_dense, d_exp)) + fixed_buffer_items(d_dense, rb, sp))
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from typing import Any, TypeVar
@@ -40,12 +41,17 @@ def build(cls: type[M], data: Any, *, key_prefix: str, file: str | None = None) 
 def _reject_bool_numbers(cls: type[BaseModel], data: dict, key_prefix: str, file: str | None) -> None:
     """``tp: true`` is not 1: pydantic's lax mode reads a YAML boolean as an integer, so refuse it for a field that
     takes numbers and no booleans."""
-    fields = cls.model_fields       # a class property that builds its mapping on every access: read it once
+    numeric = _numeric_fields(cls)
     for key, value in data.items():
-        field = fields.get(key)
-        if isinstance(value, bool) and field is not None and numeric_only(field.annotation):
+        if isinstance(value, bool) and key in numeric:
             raise UserError(f"expected a number, got {str(value).lower()}", file=file,
                             key_path=f"{key_prefix}.{key}" if key_prefix else key)
+
+
+@functools.lru_cache(maxsize=256)
+def _numeric_fields(cls: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``cls`` that take numbers and no booleans (a class's fields are fixed: read them once)."""
+    return frozenset(k for k, f in cls.model_fields.items() if numeric_only(f.annotation))
 
 
 def numeric_only(annotation: Any) -> bool:

@@ -95,6 +95,8 @@ def stage_order_grid(schedule: str, pp: int, vpp: int, microbatches: int):
     in_steady = (t >= 0) & (t < 2 * steady)
     backward = np.where(t < 0, 0, np.where(in_steady, t % 2, 1))
     k = np.where(t < 0, q, np.where(in_steady, np.where(backward == 1, (t - 1) // 2, warm + t // 2), t - steady))
+    if vpp == 1:                    # one chunk: the counter is the micro-batch
+        return backward, k, np.zeros_like(k)
     group, within = np.divmod(k, pp * vpp)
     chunk = (k % (pp * vpp)) // pp
     return backward, group * pp + within % pp, np.where(backward == 1, vpp - 1 - chunk, chunk)

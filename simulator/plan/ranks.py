@@ -7,6 +7,8 @@ order (Megatron-Core ``parallel_state.initialize_model_parallel``: expert grid h
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 DENSE_DIMS = ("tp", "cp", "ulysses", "dp", "pp")
@@ -27,7 +29,14 @@ def grid_groups(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, 
     Returns:
         One ascending tuple of global ranks per group; every rank appears in exactly one group.
     """
-    shape = [sizes[d] for d in reversed(order)]          # C order: last axis varies fastest
+    return _grid_groups(tuple(order), tuple(sizes[d] for d in order), tuple(dims))
+
+
+@lru_cache(maxsize=256)
+def _grid_groups(order: tuple[str, ...], sizes: tuple[int, ...], dims: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """:func:`grid_groups` by value (``sizes`` in ``order``): plans of one rank layout (a plan search's many
+    micro-batches, shardings and recompute modes) share their groups."""
+    shape = list(reversed(sizes))                        # C order: last axis varies fastest
     grid = np.arange(int(np.prod(shape))).reshape(shape)
     rev = list(reversed(order))
     inner = [rev.index(d) for d in dims]

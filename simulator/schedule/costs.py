@@ -56,10 +56,15 @@ class Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
         the host's and is left as it is)."""
         scaled = self.copy()
-        scaled.compute *= factor
-        scaled.recompute *= factor
-        scaled.wgrad *= factor
+        scaled.scale_compute(factor)
         return scaled
+
+    def scale_compute(self, factor: float) -> Cost:
+        """:meth:`scaled_compute` in place (on a cost nothing else holds); returns this cost."""
+        self.compute *= factor
+        self.recompute *= factor
+        self.wgrad *= factor
+        return self
 
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times
@@ -68,9 +73,10 @@ class Cost:
         self.host += other.host * times
         self.wgrad += other.wgrad * times
         self.exposed_intra += other.exposed_intra * times
+        exposed, comm, other_exposed, other_comm = self.exposed, self.comm, other.exposed, other.comm
         for d in DIMS:
-            self.exposed[d] += other.exposed[d] * times
-            self.comm[d] += other.comm[d] * times
+            exposed[d] += other_exposed[d] * times
+            comm[d] += other_comm[d] * times
 
 
 def _windows(lt: LayerTime, cp: int, phase: str) -> dict[str, float]:

@@ -76,14 +76,16 @@ def dependencies(schedule: str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, 
     stage = np.arange(pp)[:, None]
     u = c * pp + stage
     ops = np.arange(n).reshape(pp, k)
-    index = np.zeros((2, pp * vpp * m), dtype=np.int64)     # [backward, u * m + j] -> op
-    index[backward, u * m + j] = ops
+    key = u * m + j
+    index = np.zeros(2 * pp * vpp * m + 1, dtype=np.int64)     # [backward * pp vpp m + u m + j] -> op; [-1]: none
+    index[backward * (pp * vpp * m) + key] = ops
+    index[-1] = n
     prev = ops - 1
     prev[:, 0] = n
-    dep = np.where(backward == 0,
-                   np.where(u > 0, index[0, np.maximum(u - 1, 0) * m + j], n),
-                   np.where(u < last_u, index[1, np.minimum(u + 1, last_u) * m + j], index[0, u * m + j]))
-    return prev, dep, (stage * vpp + c) * 2 + backward
+    # forward: u - 1's forward, none on u = 0; backward: u + 1's backward, the own forward on the last u
+    at = np.where(backward == 0, np.where(u > 0, key - m, -1),
+                  np.where(u < last_u, pp * vpp * m + key + m, key))
+    return prev, index[at], (stage * vpp + c) * 2 + backward
 
 
 def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
@@ -104,13 +106,18 @@ def sweep_levels(dep: np.ndarray, n: int) -> np.ndarray:
     level = np.full(n + 1, -1, dtype=np.int64)
     grid = level[:n].reshape(pp, k)              # a view: rows written here are read through ``level``
     position = np.arange(k)
+    offset = 1 - position
+    row = np.empty(k, dtype=np.int64)
     down, up = range(pp), range(pp - 1, -1, -1)
     sweep = 0
     while True:
         changed = False
         for i in down if sweep % 2 == 0 else up:
-            row = position + np.maximum.accumulate(level[dep[i]] + 1 - position)
-            if changed or not np.array_equal(row, grid[i]):
+            level.take(dep[i], out=row)             # row = position + running max of L[dep] + 1 - position
+            row += offset
+            np.maximum.accumulate(row, out=row)
+            row += position
+            if changed or (row != grid[i]).any():
                 grid[i] = row
                 changed = True
         if not changed:
@@ -168,10 +175,14 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
 
     The graphs are laid side by side as one graph (their disjoint union): level l of the union is level l of
     each, so one sweep of max(levels) numpy steps evaluates all of them, instead of one sweep per structure (a
-    level costs ~10 us of numpy calls however few ops it has). Every (op, plan) pair is one element of flat
-    arrays (index 0: the constant 0 of a missing predecessor), ordered by level, and within a level by job, op
-    and plan; identical duration rows of one job (plans that differ only in what does not reach the chunk costs)
-    are evaluated once. Each element gets the same maximum and addition of the same operands as in the replay.
+    level costs ~10 us of numpy calls however few ops it has). Every op of the union is one row of a
+    ``(ops + 1, B)`` array (row 0: the constant 0 of a missing predecessor), the rows ordered by level, and within
+    a level by job and op; its B columns are the plans of its job. Identical duration rows of one job (plans that
+    differ only in what does not reach the chunk costs) are evaluated once; B is the most distinct rows of any
+    job, and a job with fewer fills its remaining columns with copies of its last row (computed, then dropped).
+    The index arrays are per op, not per (op, plan), and a level's durations are gathered from a small table of
+    every job's (stage, chunk, direction) rows rather than laid out per op. Each (op, plan) gets the same maximum
+    and addition of the same operands as in the replay.
     """
     parts = []
     for schedule, pp, vpp, m, durations in jobs:
@@ -179,40 +190,39 @@ def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[n
         flat = durations.reshape(durations.shape[0], -1)
         seen: dict[bytes, int] = {}     # identical rows (bit for bit) once: the first of each, in order
         inverse = np.array([seen.setdefault(row.tobytes(), len(seen)) for row in flat])
-        rows = flat[np.unique(inverse, return_index=True)[1]]
-        parts.append((graph, rows.shape[0], inverse, rows[:, graph.col].T.ravel()))
+        parts.append((graph, flat[np.unique(inverse, return_index=True)[1]], inverse))
+    width = max(rows.shape[0] for _, rows, _ in parts)
     depth = max(len(g.sizes) for g, *_ in parts)
-    counts = np.zeros((len(parts), depth), dtype=np.int64)      # elements of each job at each level
-    for i, (graph, batch, *_) in enumerate(parts):
-        counts[i, :len(graph.sizes)] = graph.sizes * batch
-    starts = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])   # each level's start in the union
+    counts = np.zeros((len(parts), depth), dtype=np.int64)      # ops of each job at each level
+    for i, (graph, *_) in enumerate(parts):
+        counts[i, :len(graph.sizes)] = graph.sizes
+    starts = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])   # each level's first row in the union
     within = np.cumsum(counts, axis=0) - counts                      # a job's offset inside each level
     size = int(starts[-1])
-    prev, dep, dur = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size)
+    # every job's durations as rows of one small table: row (the job's first row + column of its flattened
+    # (pp, vpp, 2) durations), its B columns the job's distinct plans (padded with the last)
+    table = np.concatenate([rows[np.minimum(np.arange(width), rows.shape[0] - 1)].T for _, rows, _ in parts])
+    first = np.cumsum([0] + [rows.shape[1] for _, rows, _ in parts])
+    prev, dep, col = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
     where = []
-    for i, (graph, batch, _, op_dur) in enumerate(parts):
+    for i, (graph, _, _) in enumerate(parts):
         levels = len(graph.sizes)
-        local_starts = np.cumsum(counts[i, :levels]) - counts[i, :levels]
-        to = np.arange(1, graph.n * batch + 1) + np.repeat(starts[:levels] + within[i, :levels] - local_starts,
-                                                            counts[i, :levels])
-        to = np.append(to, 0)           # element of (op, plan) in the union, 1-based; none -> 0
-        prev[to[:-1] - 1] = to[_elements(graph.prev, graph.n, batch)]
-        dep[to[:-1] - 1] = to[_elements(graph.dep, graph.n, batch)]
-        dur[to[:-1] - 1] = op_dur
-        where.append(to[_elements(graph.last, graph.n, batch)].reshape(-1, batch))
-    done = np.zeros(size + 1)           # done[1 + e]: end of element e of the union's level order; done[0] = 0
+        # the union row (1-based) of the job's ops in level order: its level's first row in the union, the job's
+        # offset inside that level, then its position inside the job's part of the level; none (op n) is row 0
+        to = np.empty(graph.n + 1, dtype=np.int64)
+        to[:-1] = np.repeat(starts[:levels] + within[i, :levels] + 1 - (np.cumsum(graph.sizes) - graph.sizes),
+                            graph.sizes) + np.arange(graph.n)
+        to[-1] = 0
+        prev[to[:-1] - 1] = to[graph.prev]
+        dep[to[:-1] - 1] = to[graph.dep]
+        col[to[:-1] - 1] = graph.col + first[i]
+        where.append(to[graph.last])
+    done = np.zeros((size + 1, width))  # done[1 + r]: end of row r of the union's level order; done[0] = 0
     for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
         level = done[a + 1:b + 1]       # a view: written in place
         np.maximum(done[prev[a:b]], done[dep[a:b]], out=level)
-        level += dur[a:b]
-    return [done[at].T[inverse] for at, (_, _, inverse, _) in zip(where, parts, strict=True)]
-
-
-def _elements(ops: np.ndarray, n: int, batch: int) -> np.ndarray:
-    """The local element of each (op, plan) pair, op-major (op ``n``, none: ``n * batch``, the last slot)."""
-    out = ops[:, None] * batch + np.arange(batch)
-    out[ops == n] = n * batch
-    return out.ravel()
+        level += table[col[a:b]]
+    return [done[at][:, :rows.shape[0]].T[inverse] for at, (_, rows, inverse) in zip(where, parts, strict=True)]
 
 
 def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:

@@ -110,14 +110,21 @@ class GroupTimer:
         ``pp_mirror:<stage>``: stage s's rank and stage pp-1-s's, which hold the same stages of DualPipe's two
         copies of the model)."""
         if kind not in self._groups:
-            if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
-                pp = self.plan.parallel.pp
-                a = int(kind.split(":")[1]) if kind != "embedding" else 0
-                b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
-                self._groups[kind] = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
-            else:
-                self._groups[kind] = self.plan.rank_groups(kind)
-            self._of_rank[kind] = {r: i for i, g in enumerate(self._groups[kind]) for r in g}
+            # the groups and each rank's group follow from the rank layout: shared by its plans (plan search)
+            shared_key = ("groups", self._layout_id, kind)
+            hit = None if self._shared is None else self._shared.get(shared_key)
+            if hit is None:
+                if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
+                    pp = self.plan.parallel.pp
+                    a = int(kind.split(":")[1]) if kind != "embedding" else 0
+                    b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
+                    groups = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
+                else:
+                    groups = self.plan.rank_groups(kind)
+                hit = groups, {r: i for i, g in enumerate(groups) for r in g}
+                if self._shared is not None:
+                    self._shared[shared_key] = hit
+            self._groups[kind], self._of_rank[kind] = hit
         return self._groups[kind]
 
     def group_of(self, kind: str, rank: int) -> tuple[int, ...]:
@@ -147,9 +154,15 @@ class GroupTimer:
         try:
             return self._key_ids[kind, stage]
         except KeyError:
-            key = self.key(kind, stage)
-            self._key_ids[kind, stage] = i = self._ids.setdefault(key, len(self._ids))
-            return i
+            pass
+        shared_key = ("group key id", self._layout_id, kind, stage)   # the integer, per layout (plan search)
+        i = None if self._shared is None else self._shared.get(shared_key)
+        if i is None:
+            i = self._ids.setdefault(self.key(kind, stage), len(self._ids))
+            if self._shared is not None:
+                self._shared[shared_key] = i
+        self._key_ids[kind, stage] = i
+        return i
 
     def _key(self, kind: str, stage: int) -> tuple:
         kind, group = self._group(kind, stage)
@@ -211,12 +224,17 @@ class GroupTimer:
     def time(self, op: CommOp, stage: int) -> OpTiming:
         """One call of ``op`` on the group of stage ``stage``."""
         key = (self.key_id(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
-        if key not in self._times and self._shared is not None:
+        timing = self._times.get(key)
+        if timing is not None:
+            return timing
+        if self._shared is not None:
             moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
             shared_key = ("op time", self._layout_id, key, moe_inputs)
-            if shared_key not in self._shared:
-                self._shared[shared_key] = self._time(op, stage, key)
-            self._times[key] = self._shared[shared_key]
+            timing = self._shared.get(shared_key)
+            if timing is None:
+                timing = self._shared[shared_key] = self._time(op, stage, key)
+            self._times[key] = timing
+            return timing
         return self._time(op, stage, key)
 
     def _time(self, op: CommOp, stage: int, key: tuple) -> OpTiming:

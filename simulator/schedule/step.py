@@ -46,6 +46,7 @@ from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
 from simulator.topology import Topology
 from simulator.traffic import DIMS, StepTraffic, step_traffic
+from simulator.traffic.step import stage_traffic
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,20 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
                 by_group[key] = moe_layer_timing(model, plan, layers[True], timer.moe_comm(s), timer.moe_algorithm(s),
                                                  gpu, eff, dtype)
             per_stage[s] = by_group[key]
-    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan), timer, layers, tuple(per_stage), layer_cache)
+    stages = None
+    if layer_cache is not None:     # plans that differ only in micro-batch share their stages' DP ops
+        cache = layer_cache.setdefault(STAGE_TRAFFIC_CACHE, {})
+        key = (plan.parallel, plan.world_size, plan.recipe, plan.stage_layers)
+        try:
+            stages = cache.get(key)
+            if stages is None:
+                if len(cache) >= CHUNK_CACHE_SIZE:    # bounded: a search visits micro-batches innermost
+                    cache.clear()
+                stages = cache[key] = stage_traffic(plan)
+        except TypeError:           # an unhashable parallel: value (a list): not shared
+            stages = None
+    return _Inputs(model, plan, gpu, eff, dtype, step_traffic(plan, stages), timer, layers, tuple(per_stage),
+                   layer_cache)
 
 
 def _chunk_costs(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost]]:
@@ -133,7 +147,7 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
     """The chunk costs of ``stage`` from :func:`_chunk_bases`: each chunk's ZeRO-2/3 per-micro-batch gathers and
     reductions added last (on copies: the bases may be shared)."""
     ops = ctx.traffic.stages[stage]
-    if not any(o.scope == "microbatch" for o in ops):
+    if not _has_microbatch_ops(ctx, stage):
         return [(f, b) for f, b, _ in bases]
     out = []
     for f, b, share in bases:
@@ -143,12 +157,23 @@ def _with_dp(ctx: _Inputs, stage: int, bases: list[tuple[Cost, Cost, float]]) ->
     return out
 
 
-def _chunk_bases(ctx: _Inputs, stage: int) -> list[tuple[Cost, Cost, float]]:
+def _has_microbatch_ops(ctx: _Inputs, stage: int) -> bool:
+    """Whether ``stage`` runs per-micro-batch DP ops (ZeRO-2/3), which :func:`_with_dp` adds on copies."""
+    return any(o.scope == "microbatch" for o in ctx.traffic.stages[stage])
+
+
+def _chunk_bases(ctx: _Inputs, stage: int, layer_costs_of: dict | None = None
+                 ) -> list[tuple[Cost, Cost, float]]:
     """(forward, backward, share of the stage's layers) of each model chunk of ``stage`` for one micro-batch, all
-    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded)."""
+    but the per-micro-batch data-parallel ops (which alone depend on how model states are sharded).
+    ``layer_costs_of``: a dict the caller keeps across the stages of one plan, where a layer's costs are kept by
+    what they read that depends on the stage (the group of each layer op and the stage's MoE layer)."""
     p, plan = ctx.plan.parallel, ctx.plan
     layers, counts = plan.stage_layers[stage], plan.stage_chunks[stage]
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = {}
+    if layer_costs_of is not None:
+        groups = tuple(ctx.timer.key_id(op.group, stage) for op in ctx.traffic.layer)
+        per_kind = layer_costs_of.setdefault((groups, id(ctx.moe[stage])), per_kind)
     modes = plan.layer_recompute(stage)
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
@@ -214,9 +239,10 @@ def _p2p_s(ctx: _Inputs) -> float:
                       lambda: max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1)))
 
 
-def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float
-          ) -> tuple[dict[str, float], float, list[TraceEvent]]:
-    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars."""
+def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float,
+          trace: bool = True) -> tuple[dict[str, float], float, list[TraceEvent]]:
+    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars
+    (none when ``trace`` is False: plan search)."""
     plan, p = ctx.plan, ctx.plan.parallel
     ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
     params = ctx.traffic.params[stage]
@@ -235,21 +261,24 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
         window = sum(dp_window(b, timing.on_network) for b in bwd)
         ex = exposed_bucketed(call, window, bucket, timing.interference) if op.overlap == "backward" else call
         out[op.dim] += ex
-        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
     r = plan.recipe
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
     opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
                          ctx.eff) * slowest
-    events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
+    if trace:
+        events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
     for op, call, timing in gathers:
         window = sum(dp_window(f, timing.on_network, backward=False) for f in fwd)
         ex = exposed(call - call * min(1.0, bucket), window, timing.interference) + call * min(1.0, bucket) \
             if op.overlap == "forward" else call
         out[op.dim] += ex
-        events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
     del p
     return out, opt, events
@@ -306,11 +335,13 @@ class StepParts:
 
     def duration_array(self) -> np.ndarray:
         """:meth:`durations` as a ``(pp, vpp, 2)`` array (forward [..., 0], backward [..., 1])."""
-        rows: dict[int, list[tuple[float, float]]] = {}
+        rows: dict[int, int] = {}       # each distinct chunk list's row (middle stages share theirs)
+        distinct = []
         for c in self.chunks:
             if id(c) not in rows:
-                rows[id(c)] = [(f.total, b.total) for f, b in c]
-        return np.array([rows[id(c)] for c in self.chunks])
+                rows[id(c)] = len(distinct)
+                distinct.append([(f.total, b.total) for f, b in c])
+        return np.array(distinct)[[rows[id(c)] for c in self.chunks]]
 
     def pairing(self) -> PairHiding | None:
         """The MoE micro-batch overlap of the timeline (``moe.microbatch_overlap``), or None."""
@@ -356,19 +387,21 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 
 
 #: the ``layer_cache`` entries holding chunk costs (by :func:`_bases_key`, each stage's per-micro-batch DP ops
-#: and the straggler factor) and chunk bases (by :func:`_bases_key`), and their bound (a plan search visits
-#: sharding and micro-batch innermost, so the plans that share them come close together)
+#: and the straggler factor), chunk bases (by :func:`_bases_key`) and each stage's DP ops and parameters
+#: (:func:`simulator.traffic.step.stage_traffic`, by the plan values it reads), and their bound (a plan search
+#: visits sharding and micro-batch innermost, so the plans that share them come close together)
 CHUNK_CACHE = "chunk costs"
 BASE_CACHE = "chunk bases"
+STAGE_TRAFFIC_CACHE = "stage traffic"
 CHUNK_CACHE_SIZE = 4096
 
 
 def _all_chunk_bases(ctx: _Inputs, signatures: tuple[int | None, ...]) -> list[list[tuple[Cost, Cost, float]]]:
     """:func:`_chunk_bases` of every stage; middle stages of one signature share one."""
-    bases, seen = [], {}
+    bases, seen, layer_costs_of = [], {}, {}
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
-            stage = _chunk_bases(ctx, s)
+            stage = _chunk_bases(ctx, s, layer_costs_of)
             if signature is not None:
                 seen[signature] = stage
         bases.append(stage if signature is None else seen[signature])
@@ -383,7 +416,10 @@ def _all_chunk_costs(ctx: _Inputs, signatures: tuple[int | None, ...], slowest: 
     for s, signature in enumerate(signatures):
         if signature is None or signature not in seen:
             raw = _chunk_costs(ctx, s) if bases is None else _with_dp(ctx, s, bases[s])
-            costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
+            if _has_microbatch_ops(ctx, s):    # _with_dp made copies of its own: scale them in place
+                costs = [(f.scale_compute(slowest), b.scale_compute(slowest)) for f, b in raw]
+            else:
+                costs = [(f.scaled_compute(slowest), b.scaled_compute(slowest)) for f, b in raw]
             if signature is not None:
                 seen[signature] = costs
         chunks.append(costs if signature is None else seen[signature])
@@ -422,14 +458,18 @@ def _middle_signatures(ctx: _Inputs) -> tuple[int | None, ...]:
                           lambda: tuple(tuple(timer.key_id(g, s) for g in groups) for s in range(1, pp - 1)))
 
     stages, chunks, moe = ctx.traffic.stages, ctx.plan.stage_chunks, ctx.model.moe is not None
-    tables: dict[int, tuple[tuple[int, ...], ...]] = {}   # key tables by the identity of a stage's op tuple
-    for ops in stages[1:pp - 1]:
-        if id(ops) not in tables:
-            tables[id(ops)] = key_table(tuple(dict.fromkeys(common + [op.group for op in ops])))
+    inner = range(1, pp - 1)
+    ops = list(map(id, stages[1:pp - 1]))
+    tables = {i: key_table(tuple(dict.fromkeys(common + [op.group for op in o])))    # key tables by the identity
+              for i, o in dict(zip(ops, stages[1:pp - 1], strict=True)).items()}     # of a stage's op tuple
+    rows = tables[ops[0]] if len(tables) == 1 else [tables[ops[s - 1]][s - 1] for s in inner]
+    if (not moe and len(tables) == 1 and chunks[1:pp - 1].count(chunks[1]) == pp - 2
+            and rows.count(rows[0]) == pp - 2):
+        return (None, *(0,) * (pp - 2), None)     # a dense model's even split: one key below (MoE layers: None)
     ids: dict[tuple, int] = {}
-    middle = [ids.setdefault((chunks[s], tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None,
-                              id(stages[s]), tables[id(stages[s])][s - 1], id(ctx.moe[s])), len(ids))
-              for s in range(1, pp - 1)]
+    flags = [tuple(moe_flags_of(ctx.model, ctx.plan.stage_layers[s])) if moe else None for s in inner]
+    middle = [ids.setdefault(key, len(ids))
+              for key in zip(chunks[1:pp - 1], flags, ops, rows, map(id, ctx.moe[1:pp - 1]), strict=True)]
     return (None, *middle, None) if pp > 1 else (None,)
 
 
@@ -483,13 +523,17 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     for s in range(p.pp):
         signature = None if comm_table else parts.signatures[s]
         if signature is None:
-            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest))
+            tails.append(_tail(ctx, s, chunks[s], timelines[s].end_s, slowest, comm_table))
             continue
-        if signature not in seen:      # the tail's times do not depend on its start; its events are dropped
-            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest)[:2] + ([],)
+        if signature not in seen:      # the tail's times do not depend on its start; no events
+            seen[signature] = _tail(ctx, s, chunks[s], 0.0, slowest, False)
         tails.append(seen[signature])
-    ends = [timelines[s].end_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
-    busy = [timelines[s].busy_s + sum(tails[s][0].values()) + tails[s][1] for s in range(p.pp)]
+    comm_after: dict[int, float] = {}    # each distinct tail's exposed comm (middle stages share their tail)
+    for tail in tails:
+        if id(tail) not in comm_after:
+            comm_after[id(tail)] = sum(tail[0].values())
+    ends = [timelines[s].end_s + comm_after[id(tails[s])] + tails[s][1] for s in range(p.pp)]
+    busy = [timelines[s].busy_s + comm_after[id(tails[s])] + tails[s][1] for s in range(p.pp)]
     k = max(range(p.pp), key=lambda s: busy[s])   # the busiest stage sets the pace of the pipeline
     total = Cost()
     for f, b in chunks[k]:

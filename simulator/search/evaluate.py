@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,14 @@ OOM_REASON = "memory: device peak + search.memory_headroom exceeds HBM"
 
 def reason_of(exc: UserError) -> str:
     """A rejection reason without its numbers, so that one rule counts as one reason."""
-    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", exc.message)
-    return f"{exc.key_path}: {text}" if exc.key_path else text
+    return _reason(exc.key_path, exc.message)
+
+
+@lru_cache(maxsize=4096)
+def _reason(key_path: str | None, message: str) -> str:
+    """:func:`reason_of` by value (a rule's message repeats with the same numbers across a search)."""
+    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", message)
+    return f"{key_path}: {text}" if key_path else text
 
 
 @dataclass
@@ -100,6 +107,7 @@ class Context:
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
+        self.nccl_floor: dict = {}      # bounding stages and their least NCCL bytes, per point without sharding
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -120,9 +128,13 @@ def resolve(ctx: Context, point: dict[str, Any]):
     """The resolved plan of a candidate (raises UserError when a rule rejects it)."""
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
     training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
-    parallel = parallel_of(point, ctx.space)
-    parallel = _built(ctx, "parallel", tuple(parallel.items()),
-                      lambda: build(ParallelPlan, parallel, key_prefix="parallel"))
+    try:       # the parallel: mapping is a function of the point's values but its micro-batch (and the space)
+        key = _REST(point)
+    except KeyError:                       # a point without its inner values: key by the mapping itself
+        parallel = parallel_of(point, ctx.space)
+        key = tuple(parallel.items())
+    parallel = _built(ctx, "parallel", key,
+                      lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"])
     check_timeline(plan)
     return plan
@@ -187,8 +199,14 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         memory = coefficients.peak(mb, plan.num_microbatches, fixed)
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    stages = bounding_stages(plan)
-    nccl = min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    floor_key = (core, plan.recipe.eager)     # what bounding_stages and nccl_bytes read (not sharding, micro-batch)
+    hit = ctx.nccl_floor.get(floor_key)
+    if hit is None:
+        if len(ctx.nccl_floor) >= BUILT_CACHE:
+            ctx.nccl_floor.clear()
+        stages = bounding_stages(plan)
+        hit = ctx.nccl_floor[floor_key] = stages, min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    stages, nccl = hit
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         return None        # the model states and NCCL's buffers alone do not fit: no need for the items
     report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
@@ -224,13 +242,19 @@ def _without_cycle_collector():
     """Pause Python's cyclic garbage collector (restored after): evaluating a batch allocates many short-lived
     objects, none of them in reference cycles that outlive it (freed by reference counting), while each full
     collection walks every object the search holds (its rows and caches); that cost 10-30% of a search's CPU
-    time here (docs/search.md, "Throughput"). Numbers are unaffected."""
+    time here (docs/search.md, "Throughput"). On resuming, what survived the batch (rows, cache entries) is moved
+    to the oldest generation at once (``gc.freeze`` then ``gc.unfreeze``: two list splices, which also reset the
+    young generation's count), where a young collection right after would have walked all of it; skipped when
+    something else holds objects frozen. Numbers are unaffected."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

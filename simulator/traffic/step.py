@@ -94,8 +94,19 @@ class StepTraffic:
     params: tuple[StageParams, ...]
 
 
-def step_traffic(rp: ResolvedPlan) -> StepTraffic:
-    """The traffic of every parallel dimension of the plan (module docstring for the rules)."""
+def step_traffic(rp: ResolvedPlan, stages: tuple[tuple[tuple[CommOp, ...], ...], tuple[StageParams, ...]] | None
+                 = None) -> StepTraffic:
+    """The traffic of every parallel dimension of the plan (module docstring for the rules); ``stages``: the
+    plan's :func:`stage_traffic`, when the caller has it (plan search: plans that differ only in micro-batch share
+    it)."""
+    per_stage, params = stage_traffic(rp) if stages is None else stages
+    return StepTraffic(layer_traffic(rp), pipeline_traffic(rp), per_stage, params)
+
+
+def stage_traffic(rp: ResolvedPlan) -> tuple[tuple[tuple[CommOp, ...], ...], tuple[StageParams, ...]]:
+    """Each stage's DP and embedding ops (:func:`data_parallel_traffic`) and parameters: a pure function of the
+    model, ``rp.parallel``, ``rp.world_size``, ``rp.recipe`` and ``rp.stage_layers`` (what
+    :func:`data_parallel_traffic` and :func:`stage_params` read; not the micro-batch)."""
     pp = rp.parallel.pp
     params = tuple(stage_params(rp, s) for s in range(pp))
     by_value: dict[tuple, tuple[CommOp, ...]] = {}   # a stage's DP ops follow from its parameters and whether it
@@ -105,4 +116,4 @@ def step_traffic(rp: ResolvedPlan) -> StepTraffic:
         if key not in by_value:
             by_value[key] = data_parallel_traffic(rp, s)
         stages.append(by_value[key])
-    return StepTraffic(layer_traffic(rp), pipeline_traffic(rp), tuple(stages), params)
+    return tuple(stages), params
