@@ -9,7 +9,7 @@ benchmarks/device/train_memory.py).
   without ``expandable_segments`` (0.41-1.0 GiB; two runs with one micro-batch and ``set_to_none=True`` kept 8.8-9.0
   GiB cached from the first step, whose optimizer-state creation interleaves with freed activations; with
   ``expandable_segments:True`` 0.38 GiB).
-NCCL's communicator buffers are not included (not measured here).
+NCCL's communicator buffers are not included here: :mod:`simulator.memory.nccl` counts them per plan.
 """
 
 from __future__ import annotations
