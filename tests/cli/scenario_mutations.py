@@ -20,7 +20,8 @@ SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 HOSTILE_VALUES = (0, -1, 1, 2, 3, 7, 1024, 10**6, 10**9, 10**15, 2**63, 0.5, -0.0, 1e-300, 1e300, math.inf,
                   -math.inf, math.nan, True, False, None, "", "eight", "8", "80 GiB", "-1 GB/s", "1e400 GB",
                   "1.5 us", [], {}, [1, 2], {"a": 1}, "gelu", "rmsnorm", "fp8", "learned", "zipf", "gpipe",
-                  "tp-cp-ep-dp-pp", "pp-dp-tp", "ibgda", "nvls", "inference", "deepep_low_latency", "x" * 300)
+                  "tp-cp-ep-dp-pp", "pp-dp-tp", "ibgda", "nvls", "inference", "deepep_low_latency", "dualpipe",
+                  "dualpipev", "zb1p", "zbv", "x" * 300)
 
 
 def base_documents() -> list[tuple[Path, dict]]:
