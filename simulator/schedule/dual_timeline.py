@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from simulator.plan.dualpipe import DualOp
 from simulator.plan.zero_bubble import V_SCHEDULES
 from simulator.schedule.costs import Cost
-from simulator.schedule.timeline import StageTimeline
+from simulator.schedule.timeline import StageTimeline, run_in_turn
 
 
 @dataclass(frozen=True)
@@ -134,33 +134,29 @@ def run_dual_timeline(orders: tuple[tuple[DualOp, ...], ...], costs: list[PhaseC
     EP seconds its overlapped pairs hid."""
     pp = len(orders)
     posted: dict[tuple[int, str, int, int], float] = {}
-    ptr, free = [0] * pp, [0.0] * pp
+    free = [0.0] * pp
     events: list[list] = [[] for _ in range(pp)]
     wait, busy, hidden = [0.0] * pp, [0.0] * pp, [0.0] * pp
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progressed = False
-        for i in range(pp):
-            order, t, k = orders[i], free[i], ptr[i]
-            while k < len(order):
-                op = order[k]
-                if any(w not in posted for w in op.waits):
-                    break
-                begin = max([t, *(posted[w] for w in op.waits)])
-                dur, save = _duration(op, costs[i], interference)
-                wait[i] += begin - t
-                t = begin + dur
-                for key in op.posts:
-                    posted[(i, *key)] = t
-                events[i] += _events(op, costs[i], begin, t)
-                busy[i] += dur
-                hidden[i] += save
-                k += 1
-            if k > ptr[i]:
-                remaining -= k - ptr[i]
-                ptr[i], free[i] = k, t
-                progressed = True
-        if not progressed:
-            raise RuntimeError("dual pipeline schedule deadlocked (internal error)")
+
+    def advance(i: int, k: int) -> int:
+        order, t = orders[i], free[i]
+        while k < len(order):
+            op = order[k]
+            if any(w not in posted for w in op.waits):
+                break
+            begin = max([t, *(posted[w] for w in op.waits)])
+            dur, save = _duration(op, costs[i], interference)
+            wait[i] += begin - t
+            t = begin + dur
+            for key in op.posts:
+                posted[(i, *key)] = t
+            events[i] += _events(op, costs[i], begin, t)
+            busy[i] += dur
+            hidden[i] += save
+            k += 1
+        free[i] = t
+        return k
+
+    run_in_turn([len(o) for o in orders], advance, "dual pipeline schedule")
     return [StageTimeline(tuple(events[i]), free[i], busy[i], wait[i], 0.0, hidden[i]) for i in range(pp)]
 

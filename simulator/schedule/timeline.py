@@ -15,6 +15,7 @@ time by which the communication kernels still slow the compute (the engine-wide 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator.plan.pipeline import Op
@@ -70,49 +71,62 @@ def run_timeline(orders: list[list[Op]], fwd_s: list[list[float]], bwd_s: list[l
     m = sum(1 for kind, _, _ in orders[0] if kind == "F") // vpp
     end_f: list[float | None] = [None] * (pp * vpp * m)
     end_b: list[float | None] = [None] * (pp * vpp * m)
-    ptr, free = [0] * pp, [0.0] * pp
+    free = [0.0] * pp
     events: list[list] = [[] for _ in range(pp)]
     wait, wait_pp, busy, hidden = [0.0] * pp, [0.0] * pp, [0.0] * pp, [0.0] * pp
     paired: list[set[int]] = [set() for _ in range(pp)]
-    remaining = sum(len(o) for o in orders)
+
+    def advance(i: int, k: int) -> int:
+        order, n, t, f_i, b_i, ev = orders[i], len(orders[i]), free[i], fwd_s[i], bwd_s[i], events[i]
+        while k < n:
+            kind, j, c = order[k]
+            u = c * pp + i
+            if kind == "F":
+                dep = end_f[(u - 1) * m + j] if u > 0 else 0.0
+                lag = p2p_s if u > 0 else 0.0
+                dur = f_i[c]
+            else:
+                dep = end_b[(u + 1) * m + j] if u < last else end_f[u * m + j]
+                lag = p2p_s if u < last else 0.0
+                dur = b_i[c]
+            if dep is None:
+                break
+            if pair_hiding is not None and k > 0 and k - 1 not in paired[i] and order[k - 1][1] != j:
+                save = pair_hiding.saving(i, order[k - 1], kind, c)
+                if save > 0:
+                    paired[i].update((k - 1, k))
+                    dur -= save
+                    hidden[i] += save
+            arrival = dep + lag
+            begin = t if t > arrival else arrival
+            if begin > t:
+                wait[i] += begin - t
+                wait_pp[i] += max(0.0, min(begin, arrival) - max(t, arrival - lag))
+            t = begin + dur
+            (end_f if kind == "F" else end_b)[u * m + j] = t
+            ev.append((kind, j, c, begin, t))
+            busy[i] += dur
+            k += 1
+        free[i] = t
+        return k
+
+    run_in_turn([len(o) for o in orders], advance, "pipeline schedule")
+    return [StageTimeline(tuple(events[i]), free[i], busy[i], wait[i], wait_pp[i], hidden[i]) for i in range(pp)]
+
+
+def run_in_turn(lengths: list[int], advance: Callable[[int, int], int], what: str) -> None:
+    """Visit the ranks in turn until every op of every rank has run: ``advance(i, k)`` runs rank i's ops from its
+    k-th on, as far as their inputs are there, and returns the index of its first op not run. A full turn in which
+    no rank runs an op is a deadlock of the orders (an internal error)."""
+    ptr = [0] * len(lengths)
+    remaining = sum(lengths)
     while remaining:
         progressed = False
-        for i in range(pp):
-            order, n, t, f_i, b_i, ev = orders[i], len(orders[i]), free[i], fwd_s[i], bwd_s[i], events[i]
-            k = ptr[i]
-            while k < n:
-                kind, j, c = order[k]
-                u = c * pp + i
-                if kind == "F":
-                    dep = end_f[(u - 1) * m + j] if u > 0 else 0.0
-                    lag = p2p_s if u > 0 else 0.0
-                    dur = f_i[c]
-                else:
-                    dep = end_b[(u + 1) * m + j] if u < last else end_f[u * m + j]
-                    lag = p2p_s if u < last else 0.0
-                    dur = b_i[c]
-                if dep is None:
-                    break
-                if pair_hiding is not None and k > 0 and k - 1 not in paired[i] and order[k - 1][1] != j:
-                    save = pair_hiding.saving(i, order[k - 1], kind, c)
-                    if save > 0:
-                        paired[i].update((k - 1, k))
-                        dur -= save
-                        hidden[i] += save
-                arrival = dep + lag
-                begin = t if t > arrival else arrival
-                if begin > t:
-                    wait[i] += begin - t
-                    wait_pp[i] += max(0.0, min(begin, arrival) - max(t, arrival - lag))
-                t = begin + dur
-                (end_f if kind == "F" else end_b)[u * m + j] = t
-                ev.append((kind, j, c, begin, t))
-                busy[i] += dur
-                k += 1
-            if k > ptr[i]:
-                remaining -= k - ptr[i]
-                ptr[i], free[i] = k, t
+        for i, k in enumerate(ptr):
+            done = advance(i, k)
+            if done > k:
+                remaining -= done - k
+                ptr[i] = done
                 progressed = True
         if not progressed:
-            raise RuntimeError("pipeline schedule deadlocked (internal error)")
-    return [StageTimeline(tuple(events[i]), free[i], busy[i], wait[i], wait_pp[i], hidden[i]) for i in range(pp)]
+            raise RuntimeError(f"{what} deadlocked (internal error)")
