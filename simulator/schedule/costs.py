@@ -66,6 +66,13 @@ class Cost:
         self.wgrad *= factor
         return self
 
+    def expose(self, dim: str, seconds: float, on_network: bool) -> None:
+        """Add ``seconds`` of exposed ``dim`` communication, also to ``exposed_intra`` when its traffic stays inside
+        the NVLink domain (:attr:`~simulator.schedule.groups.OpTiming.on_network` false)."""
+        self.exposed[dim] += seconds
+        if not on_network:
+            self.exposed_intra += seconds
+
     def add(self, other: Cost, times: float = 1.0) -> None:
         self.compute += other.compute * times
         self.recompute += other.recompute * times
@@ -100,12 +107,9 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
         t, k = timing.call_s, _interference(timing.interference)
         cost.comm[op.dim] += t * op.count
         if op.overlap.startswith("attention"):      # CP ring: each step hides behind one attention block
-            out = op.count * exposed(t, windows[op.overlap], k)
-            cost.exposed[op.dim] += out
-            cost.exposed_intra += 0.0 if timing.on_network else out
+            cost.expose(op.dim, op.count * exposed(t, windows[op.overlap], k), timing.on_network)
         elif op.overlap == "none" or op.overlap not in windows:
-            cost.exposed[op.dim] += t * op.count
-            cost.exposed_intra += 0.0 if timing.on_network else t * op.count
+            cost.expose(op.dim, t * op.count, timing.on_network)
         else:
             by_window.setdefault(op.overlap, {}).setdefault(op.dim, 0.0)
             by_window[op.overlap][op.dim] += t * op.count

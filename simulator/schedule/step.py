@@ -224,10 +224,8 @@ def _boundary_cost(ctx: _Inputs, stage: int, chunk: int, fwd: Cost, bwd: Cost) -
         applies = (u > 0 if gradient else u < last) if sends else (u < last if gradient else u > 0)
         if applies:
             timing = ctx.timer.time(op, min(stage, p.pp - 2))
-            t = timing.call_s
-            cost.exposed["pp"] += t
-            cost.comm["pp"] += t
-            cost.exposed_intra += 0.0 if timing.on_network else t
+            cost.expose("pp", timing.call_s, timing.on_network)
+            cost.comm["pp"] += timing.call_s
 
 
 def _p2p_s(ctx: _Inputs) -> float:
