@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware.cluster import ClusterSpec
-from simulator.plan.ranks import COMBINED, EXPERT_DIMS
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -199,22 +198,6 @@ def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: 
                         sum(1 for r in peers if r // per_domain != domain))
 
 
-def _group_of(rp: ResolvedPlan, dim: str, rank: int) -> tuple[int, ...]:
-    """The ``dim`` group holding ``rank``: the ranks that differ from it only along ``dim``'s axes of the plan's
-    rank grid (:meth:`ResolvedPlan.rank_groups`, computed for this one group: order fastest first, so an axis'
-    stride is the product of the sizes before it)."""
-    expert = dim in EXPERT_DIMS
-    sizes = rp._sizes(expert)
-    axes = COMBINED.get(dim, ({"etp": "tp", "ep": "ep", "edp": "dp"}[dim] if expert else dim,))
-    stride, acc = {}, 1
-    for d in rp.order:
-        stride[d], acc = acc, acc * sizes[d]
-    ranks = [rank - sum(rank // stride[d] % sizes[d] * stride[d] for d in axes)]
-    for d in axes:
-        ranks = [r + k * stride[d] for r in ranks for k in range(sizes[d])]
-    return tuple(sorted(ranks))
-
-
 def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
     """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
@@ -226,7 +209,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     out = []
 
     def add(name: str, dim: str, ring: bool, a2a: bool = False, neighbours: bool = False) -> None:
-        group = _group_of(rp, dim, rank)
+        group = rp.rank_group_of(dim, rank)
         if len(group) < 2:
             return
         i = group.index(rank)
@@ -242,7 +225,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
         add("etp", "etp", ring=True)
         add("edp", "edp", ring=True)
     if p.pp > 1:
-        group = _group_of(rp, "pp", rank)
+        group = rp.rank_group_of("pp", rank)
         wrap = p.vpp > 1
         peers = [group[(stage + 1) % p.pp]] if stage + 1 < p.pp or wrap else []
         peers += [group[(stage - 1) % p.pp]] if stage > 0 or wrap else []

@@ -44,3 +44,16 @@ def _grid_groups(order: tuple[str, ...], sizes: tuple[int, ...], dims: tuple[str
     size = int(np.prod([shape[i] for i in inner])) if inner else 1
     groups = np.sort(grid.transpose(outer + inner).reshape(-1, size), axis=1)
     return tuple(tuple(int(r) for r in row) for row in groups)
+
+
+def group_containing(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...], rank: int
+                     ) -> tuple[int, ...]:
+    """The one group of :func:`grid_groups` that holds ``rank``, computed alone: the ranks that differ from it only
+    along ``dims`` (an axis' stride is the product of the sizes before it in ``order``, fastest first)."""
+    stride, acc = {}, 1
+    for d in order:
+        stride[d], acc = acc, acc * sizes[d]
+    ranks = [rank - sum(rank // stride[d] % sizes[d] * stride[d] for d in dims)]
+    for d in dims:
+        ranks = [r + k * stride[d] for r in ranks for k in range(sizes[d])]
+    return tuple(sorted(ranks))

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
-from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups
+from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.zero_bubble import V_SCHEDULES
 
@@ -98,13 +98,21 @@ class ResolvedPlan(BaseModel):
         return self._memo[key]
 
     def _rank_groups(self, dim: str) -> tuple[tuple[int, ...], ...]:
+        return grid_groups(self.order, *self._grid_axes(dim))
+
+    def rank_group_of(self, dim: str, rank: int) -> tuple[int, ...]:
+        """The group of ``dim`` (as :meth:`rank_groups`) that holds global rank ``rank``, without building the
+        others."""
+        return group_containing(self.order, *self._grid_axes(dim), rank)
+
+    def _grid_axes(self, dim: str) -> tuple[dict[str, int], tuple[str, ...]]:
+        """The grid a ``dim`` group lives on (dense or expert sizes) and the grid axes it spans."""
         if dim in EXPERT_DIMS:
-            real = {"etp": "tp", "ep": "ep", "edp": "dp"}[dim]
-            return grid_groups(self.order, self._sizes(True), (real,))
+            return self._sizes(True), ({"etp": "tp", "ep": "ep", "edp": "dp"}[dim],)
         if dim in DENSE_DIMS:
-            return grid_groups(self.order, self._sizes(False), (dim,))
+            return self._sizes(False), (dim,)
         if dim in COMBINED:
-            return grid_groups(self.order, self._sizes(False), COMBINED[dim])
+            return self._sizes(False), COMBINED[dim]
         raise KeyError(f"unknown group dimension {dim!r}; known: {', '.join(ALL_DIMS)}")
 
     def all_rank_groups(self) -> dict[str, tuple[tuple[int, ...], ...]]:

@@ -117,22 +117,6 @@ def test_the_2x_h200_measurement():
     assert a2a["predicted_MiB"] <= a2a["measured_MiB"]
 
 
-@pytest.mark.parametrize("parallel", [{"tp": 2, "pp": 2, "cp": 2, "ep": 8, "sp": True},
-                                      {"tp": 4, "pp": 2, "ulysses": 2, "ep": 2, "sp": True},
-                                      {"tp": 2, "pp": 4, "ep": 2, "etp": 2, "sp": True, "order": "tp-pp-cp-dp-ep"},
-                                      {"tp": 2, "pp": 2, "cp": 2, "ep": 4, "sp": True, "order": "pp-dp-ep-cp-tp"}])
-def test_one_group_equals_the_plans_rank_groups(parallel):
-    """The group of one rank, computed alone for speed, is :meth:`ResolvedPlan.rank_groups`' group holding it."""
-    from simulator.memory.nccl import _group_of
-    from simulator.model import load_model_preset
-
-    rp = resolve_plan(load_model_preset("mixtral-8x7b"), parallel,
-                      {"seq_len": 1024, "micro_batch": 1, "global_batch": 512}, 64)
-    for dim in ("tp", "cp", "ulysses", "dp", "pp", "etp", "ep", "edp", "dp_cp"):
-        for group in rp.rank_groups(dim):
-            assert all(_group_of(rp, dim, r) == group for r in group), dim
-
-
 def test_dual_schedules_communicators():
     """DualPipe: the ranks of stage s and pp-1-s, which hold the same two stages, all-reduce their gradients on a
     2-rank communicator (traffic.step's 'DualPipe copy gradients'); DualPipeV ends its V on rank 0, beside the

@@ -148,3 +148,17 @@ def test_rank_groups_partition_the_world_once_per_dimension(tp, cp, u, pp, dp, e
         flat = [r for g in groups for r in g]
         assert sorted(flat) == list(range(world)), dim
         assert all(len(g) == sizes[dim] for g in groups), dim
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 2, "pp": 2, "cp": 2, "ep": 8, "sp": True},
+                                      {"tp": 4, "pp": 2, "ulysses": 2, "ep": 2, "sp": True},
+                                      {"tp": 2, "pp": 4, "ep": 2, "etp": 2, "sp": True, "order": "tp-pp-cp-dp-ep"},
+                                      {"tp": 2, "pp": 2, "cp": 2, "ep": 4, "sp": True, "order": "pp-dp-ep-cp-tp"}])
+def test_one_group_equals_the_plans_rank_groups(parallel):
+    """The group of one rank, computed alone (:meth:`ResolvedPlan.rank_group_of`, what NCCL's memory reads), is
+    :meth:`ResolvedPlan.rank_groups`' group holding it."""
+    rp = resolve_plan(load_model_preset("mixtral-8x7b"), parallel,
+                      {"seq_len": 1024, "micro_batch": 1, "global_batch": 512}, 64)
+    for dim in ("tp", "cp", "ulysses", "dp", "pp", "etp", "ep", "edp", "dp_cp"):
+        for group in rp.rank_groups(dim):
+            assert all(rp.rank_group_of(dim, r) == group for r in group), dim
