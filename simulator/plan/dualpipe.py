@@ -218,7 +218,8 @@ def dual_orders(schedule: str, pp: int, microbatches: int) -> tuple[tuple[DualOp
 
 def dual_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> float:
     """Micro-batches of rank ``stage``'s layers (``ResolvedPlan.stage_layers``, L/pp layers) whose activations the
-    rank holds at once, in closed form (a test checks it against :func:`dual_in_flight_walk`).
+    rank holds at once, in closed form (a test checks it against
+    :func:`simulator.plan.pipeline.in_flight_walk`).
 
     Every rank has run 2P forward chunks when its first backward starts and the steady pairs start a forward
     before their backward frees, so the peak is 2P + 1 chunks: the README's "PP + 1" activations per device
@@ -228,15 +229,3 @@ def dual_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> flo
     backwards done; a split backward frees its chunk (the inputs its W still reads are not counted)."""
     del stage, microbatches      # the same on every rank once m >= 2 pp (a plan rule)
     return pp + 1.0 if schedule == "dualpipe" else pp + 0.5
-
-
-def dual_in_flight_walk(schedule: str, pp: int, stage: int, microbatches: int) -> float:
-    """:func:`dual_in_flight` by walking the rank's order (a pair counts its forward before its backward)."""
-    held = peak = 0
-    for op in dual_orders(schedule, pp, microbatches)[stage]:
-        if op.kind in ("F", "FB"):
-            held += 1
-            peak = max(peak, held)
-        if op.kind in ("B", "FB"):
-            held -= 1
-    return float(peak) if schedule == "dualpipe" else peak / 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from simulator.plan.dualpipe import DUAL_SCHEDULES, dual_in_flight
-from simulator.plan.zero_bubble import SPLIT_SCHEDULES, zb_in_flight
+from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES, split_orders, zb_in_flight
 
 Op = tuple[str, int, int]  # (kind F/B, micro-batch, model chunk)
 
@@ -125,9 +125,21 @@ def in_flight(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -
 
 
 def in_flight_walk(schedule: str, pp: int, vpp: int, stage: int, microbatches: int) -> float:
-    """:func:`in_flight` by walking the stage's op order (the reference its closed form is tested against)."""
+    """:func:`in_flight` by walking the stage's op order (the reference its closed form is tested against), for
+    every schedule: forwards run minus backwards done, in chunks; an overlapped F&B pair counts its forward before
+    its backward and a split backward frees its chunk (a W frees nothing). A chunk is 1/vpp of the stage's layers,
+    half of them with the V schedules (DualPipeV, ZB-V)."""
+    if schedule in SPLIT_SCHEDULES:
+        kinds = [op.kind for op in split_orders(schedule, pp, microbatches)[stage]]
+        per_rank = 2 if schedule in V_SCHEDULES else 1
+    else:
+        kinds = [kind for kind, _, _ in stage_orders(schedule, pp, vpp, microbatches)[stage]]
+        per_rank = vpp
     held = peak = 0
-    for kind, _, _ in stage_orders(schedule, pp, vpp, microbatches)[stage]:
-        held += 1 if kind == "F" else -1
-        peak = max(peak, held)
-    return peak / vpp
+    for kind in kinds:
+        if kind in ("F", "FB"):
+            held += 1
+            peak = max(peak, held)
+        if kind in ("B", "FB"):
+            held -= 1
+    return peak / per_rank

@@ -138,8 +138,8 @@ def split_orders(schedule: str, pp: int, microbatches: int) -> tuple[tuple[DualO
 
 def zb_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> float:
     """Micro-batches of rank ``stage``'s layers (``ResolvedPlan.stage_layers``) whose activations the rank holds
-    at once, in closed form (a test checks it against :func:`zb_in_flight_walk`): forwards run minus backwards
-    done, a split backward freeing its micro-batch.
+    at once, in closed form (a test checks it against :func:`simulator.plan.pipeline.in_flight_walk`): forwards
+    run minus backwards done, a split backward freeing its micro-batch.
 
     ``zb1p``: 1F1B's min(p - i, m): the same warm-up and the same alternation of F and B (the deferred W changes
     only when a weight gradient runs). ``zbv``: every rank holds 2p chunks at its peak (2p - 1 warm-up forwards,
@@ -149,12 +149,3 @@ def zb_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> float
     if schedule == "zb1p":
         return float(min(pp - stage, microbatches))
     return float(pp)
-
-
-def zb_in_flight_walk(schedule: str, pp: int, stage: int, microbatches: int) -> float:
-    """:func:`zb_in_flight` by walking the rank's order (in units of the rank's layers: zbv's chunks are halves)."""
-    held = peak = 0
-    for op in zb_orders(schedule, pp, microbatches)[stage]:
-        held += {"F": 1, "B": -1}.get(op.kind, 0)
-        peak = max(peak, held)
-    return float(peak) if schedule == "zb1p" else peak / 2

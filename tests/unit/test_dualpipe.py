@@ -9,9 +9,9 @@ import pytest
 from simulator.errors import UserError
 from simulator.model import load_model_preset
 from simulator.plan import resolve_plan
-from simulator.plan.dualpipe import dual_in_flight, dual_in_flight_walk, dual_orders
+from simulator.plan.dualpipe import dual_in_flight, dual_orders
 from simulator.plan.params import stage_params
-from simulator.plan.pipeline import in_flight, stage_orders
+from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
 from simulator.schedule.dual_timeline import PhaseCosts, run_dual_timeline
 from simulator.schedule.timeline import run_timeline
 
@@ -114,7 +114,7 @@ def test_in_flight_closed_form_equals_the_walk(schedule, pp):
     chunks = 4.5 of the rank's layers."""
     for m in range(2 * pp, 6 * pp + 1, 2):
         for i in range(pp):
-            assert dual_in_flight(schedule, pp, i, m) == dual_in_flight_walk(schedule, pp, i, m)
+            assert dual_in_flight(schedule, pp, i, m) == in_flight_walk(schedule, pp, 1, i, m)
     assert in_flight("dualpipe", 4, 1, 0, 8) == 5.0
     assert in_flight("dualpipev", 4, 1, 3, 8) == 4.5
 

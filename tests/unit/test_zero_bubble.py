@@ -16,8 +16,8 @@ from simulator.errors import UserError
 from simulator.model import load_model_preset
 from simulator.plan import resolve_plan
 from simulator.plan.params import stage_params
-from simulator.plan.pipeline import in_flight, stage_orders
-from simulator.plan.zero_bubble import split_orders, zb_in_flight, zb_in_flight_walk, zb_orders
+from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
+from simulator.plan.zero_bubble import split_orders, zb_in_flight, zb_orders
 from simulator.schedule.dual_timeline import PhaseCosts, run_dual_timeline
 from simulator.schedule.timeline import run_timeline
 
@@ -110,7 +110,7 @@ def test_in_flight_closed_form_equals_the_walk(schedule, pp):
     low = pp if schedule == "zb1p" else 2 * pp - 1
     for m in range(low, 4 * pp + 2):
         for i in range(pp):
-            assert zb_in_flight(schedule, pp, i, m) == zb_in_flight_walk(schedule, pp, i, m)
+            assert zb_in_flight(schedule, pp, i, m) == in_flight_walk(schedule, pp, 1, i, m)
             if schedule == "zb1p":
                 assert zb_in_flight(schedule, pp, i, m) == in_flight("1f1b", pp, 1, i, m)
     assert in_flight("zb1p", 4, 1, 0, 8) == 4.0 and in_flight("zb1p", 4, 1, 3, 8) == 1.0
