@@ -49,8 +49,11 @@ class DualOp:
     posts: tuple[tuple[str, int, int], ...] = ()
 
 
-class _Rank:
-    """Builds one rank's order by the repository's step() (module docstring), tracking its per-phase counters."""
+class RankOrder:
+    """Builds one rank's order of F, B, W and F&B ops, tracking its per-phase counters: by the repository's
+    step() for DualPipe (module docstring), by :mod:`simulator.plan.zero_bubble` for ZB-H1 and ZB-V. Phase 0's
+    forward flows to higher ranks, phase 1's to lower; with ``dualpipe`` the upper half of the ranks swaps its
+    phases (``flip``)."""
 
     def __init__(self, schedule: str, pp: int, rank: int) -> None:
         self.pp, self.rank = pp, rank
@@ -143,7 +146,7 @@ class _Rank:
 
 def _build(schedule: str, pp: int, m: int, rank: int) -> list[DualOp]:
     """The eight steps of the module docstring for one rank."""
-    r = _Rank(schedule, pp, rank)
+    r = RankOrder(schedule, pp, rank)
     if schedule == "dualpipe":
         big_p, h, n = pp // 2, min(rank, pp - 1 - rank), m // 2
     else:
@@ -156,7 +159,7 @@ def _build(schedule: str, pp: int, m: int, rank: int) -> list[DualOp]:
     return r.ops
 
 
-def _warm_up(r: _Rank, big_p: int, h: int) -> None:
+def _warm_up(r: RankOrder, big_p: int, h: int) -> None:
     """Steps 1-3: forwards of phase 0, then of both phases, then split backwards of phase 1 with their W."""
     middle = h == big_p - 1
     for _ in range(2 * (big_p - h - 1)):                       # 1: F0
@@ -175,7 +178,7 @@ def _warm_up(r: _Rank, big_p: int, h: int) -> None:
         r.forward(1, recv=False)
 
 
-def _steady(r: _Rank, big_p: int, h: int, n: int) -> None:
+def _steady(r: RankOrder, big_p: int, h: int, n: int) -> None:
     """Steps 4-5: overlapped forward & backward pairs."""
     for i in range(n - 2 * big_p + h + 1):                     # 4: F0&B1 F1&B0
         if i == 0 and h == big_p - 1:                          # the middle rank: not overlapped, a shorter bubble
@@ -192,7 +195,7 @@ def _steady(r: _Rank, big_p: int, h: int, n: int) -> None:
         r.pair(1, 0)
 
 
-def _cool_down(r: _Rank, big_p: int, h: int) -> None:
+def _cool_down(r: RankOrder, big_p: int, h: int) -> None:
     """Steps 6-8: the last backwards (the second half split) and the deferred weight gradients."""
     split = False                                              # 6: B1 B0
     for i in range(h + 1):

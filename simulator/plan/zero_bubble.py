@@ -1,6 +1,7 @@
 """The Zero Bubble pipeline schedules ZB-H1 (``zb1p``) and ZB-V (``zbv``) as per-rank op orders, in the op
-representation of :mod:`simulator.plan.dualpipe` (:class:`~simulator.plan.dualpipe.DualOp`), which
-:mod:`simulator.schedule.dual_timeline` replays; and the micro-batches a rank holds at once (:func:`zb_in_flight`).
+representation of :mod:`simulator.plan.dualpipe` (:class:`~simulator.plan.dualpipe.DualOp`, built by its
+:class:`~simulator.plan.dualpipe.RankOrder`), which :mod:`simulator.schedule.dual_timeline` replays; and the
+micro-batches a rank holds at once (:func:`zb_in_flight`).
 Also the one home of which schedules are replayed that way (:data:`SPLIT_SCHEDULES`) and which place a V of two
 chunks on every rank (:data:`V_SCHEDULES`).
 
@@ -32,88 +33,67 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from simulator.plan.dualpipe import DUAL_SCHEDULES, DualOp, dual_orders
+from simulator.plan.dualpipe import DUAL_SCHEDULES, DualOp, RankOrder, dual_orders
 
 ZB_SCHEDULES = ("zb1p", "zbv")
 SPLIT_SCHEDULES = DUAL_SCHEDULES + ZB_SCHEDULES    # orders of F, B, W (and F&B) ops, replayed by dual_timeline
 V_SCHEDULES = ("dualpipev", "zbv")                 # two chunks per rank in a V: the model's head on rank 0
 
 
-class _Rank:
-    """One rank's order: counters per phase and the split backwards whose W is still to run (FIFO)."""
-
-    def __init__(self, pp: int, rank: int) -> None:
-        self.pp, self.rank = pp, rank
-        self.count = {(k, ph): 0 for k in "FB" for ph in (0, 1)}
-        self.pending_w: list[tuple[int, int]] = []
-        self.ops: list[DualOp] = []
-
-    def _peer(self, kind: str, phase: int, sending: bool) -> int | None:
-        """The rank an F or B of ``phase`` receives from (or sends to): phase 0's forward flows to higher ranks,
-        phase 1's to lower, backwards the other way; None past either end (the V's turn or its ends)."""
-        up = (kind == "F") == (phase == 0)          # the data flows towards higher ranks
-        peer = self.rank + (1 if up == sending else -1)
-        return peer if 0 <= peer < self.pp else None
-
-    def run(self, kind: str, phase: int = 0) -> None:
-        """An F or a (split) B of ``phase``'s next micro-batch, or the oldest pending W (``phase`` ignored)."""
-        if kind == "W":
-            ph, mb = self.pending_w.pop(0)
-            self.ops.append(DualOp("W", ph, mb))
-            return
-        mb = self.count[(kind, phase)]
-        self.count[(kind, phase)] += 1
-        src, dst = self._peer(kind, phase, False), self._peer(kind, phase, True)
-        self.ops.append(DualOp(kind, phase, mb, split=kind == "B",
-                               waits=((src, kind, phase, mb),) if src is not None else (),
-                               posts=((kind, phase, mb),) if dst is not None else ()))
-        if kind == "B":
-            self.pending_w.append((phase, mb))
+def _run(r: RankOrder, kind: str, phase: int = 0) -> None:
+    """An F or a split B of ``phase``'s next micro-batch, each receiving its input from and sending its output to
+    the neighbouring rank along the phase's direction, or the oldest pending W."""
+    if kind == "F":
+        r.forward(phase)
+    elif kind == "B":
+        r.backward(phase, split=True)
+    else:
+        r.weight()
 
 
 def _zb1p(pp: int, m: int, i: int) -> list[DualOp]:
     """ZB-H1's order of rank ``i`` (module docstring)."""
-    r = _Rank(pp, i)
+    r = RankOrder("zb1p", pp, i)
     steps = ([("F",)] * (pp - i - 1) + [("F", "B")] * i + [("F", "B", "W")] * (m - pp + 1)
              + [("B", "W")] * (pp - i - 1) + [("W",)] * i)
     for step in steps:
         for kind in step:
-            r.run(kind)
+            _run(r, kind)
     return r.ops
 
 
 def _zbv(pp: int, m: int, i: int) -> list[DualOp]:
     """ZB-V's order of rank ``i`` (module docstring); phase 0 is the V's first chunk, 1 its second."""
-    r = _Rank(pp, i)
+    r = RankOrder("zbv", pp, i)
     for _ in range(2 * (pp - i) - 1):
-        r.run("F", 0)
+        _run(r, "F", 0)
     for _ in range(i):
-        r.run("F", 1)
-        r.run("F", 0)
+        _run(r, "F", 1)
+        _run(r, "F", 0)
     for _ in range(pp - i):
-        r.run("F", 1)
-        r.run("B", 1)
-        r.run("W", 1)
-    while r.count[("F", 1)] < r.count[("F", 0)] or r.count[("F", 0)] < m:
-        if r.count[("F", 0)] < m:
-            r.run("F", 0)
-        r.run("B", 0)
-        r.run("W")
-        r.run("F", 1)
-        r.run("B", 1)
-        r.run("W")
+        _run(r, "F", 1)
+        _run(r, "B", 1)
+        _run(r, "W")
+    while r.f[1] < r.f[0] or r.f[0] < m:
+        if r.f[0] < m:
+            _run(r, "F", 0)
+        _run(r, "B", 0)
+        _run(r, "W")
+        _run(r, "F", 1)
+        _run(r, "B", 1)
+        _run(r, "W")
     for _ in range(i):
-        r.run("B", 0)
-        r.run("B", 1)
-    w0 = [w for w in r.pending_w if w[0] == 0]        # the cool-down's W0 follow their own B0s, oldest first
-    w1 = [w for w in r.pending_w if w[0] == 1]
-    r.pending_w = w0
+        _run(r, "B", 0)
+        _run(r, "B", 1)
+    w0 = [w for w in r.zb if w[0] == 0]               # the cool-down's W0 follow their own B0s, oldest first
+    w1 = [w for w in r.zb if w[0] == 1]
+    r.zb = w0
     for _ in range(pp - i):
-        r.run("B", 0)
-        r.run("W")
-    r.pending_w = w1 + r.pending_w                    # then the W1s, then the W0s left
-    while r.pending_w:
-        r.run("W")
+        _run(r, "B", 0)
+        _run(r, "W")
+    r.zb = w1 + r.zb                                  # then the W1s, then the W0s left
+    while r.zb:
+        _run(r, "W")
     return r.ops
 
 
