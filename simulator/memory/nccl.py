@@ -1,8 +1,8 @@
 """Device memory NCCL holds on each GPU: its communicators, their channels and their connections' buffers.
 
 Sizes are NCCL's (read in NVIDIA/nccl at v2.28.9-1, the version measured in simulator/validation/data/h200x2_nccl;
-unchanged at v2.30.7-1), with NCCL's defaults (cuMem on, runtime connection, NVLS off, no user buffer
-registration). What a GPU holds is the sum of
+unchanged at v2.30.7-1), with NCCL's defaults (cuMem on, runtime connection, NVLS where the
+NVSwitch supports it, no user buffer registration). What a GPU holds is the sum of
 
 * ``process``: once per process (CUDA module and stack of NCCL's kernels, proxy state): FITTED below;
 * per communicator, at init: 3 device allocations per channel (``src/channel.cc`` initChannel: the shared peer
@@ -32,11 +32,26 @@ to it. Point-to-point channels per peer (``src/graph/paths.cc`` ncclTopoGetNchan
 two GPUs, 2 over PCIe, 2 per network peer (halved while 2 x ranks > 4 x p2pnChannels); the communicator takes
 the smallest over its peers, as a power of two, at most p2pnChannels.
 
-Not counted: NVLS (NVLink SHARP: 16 channels x 2 x 1 MiB x heads, 256 MiB per communicator of 8 GPUs of an
-HGX H100 whose collectives pick it, ``src/transport/nvls.cc``) and CollNet buffers, tree connections across
-nodes, PXN proxies' buffers on a peer GPU, user-registered buffers, Transformer Engine userbuffers, DeepEP /
-NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the world communicator is counted as connected by one
-ring collective (a barrier).
+NVLS (NVLink SHARP, ``src/transport/nvls.cc``), NCCL's default (NCCL_NVLS_ENABLE 2) on an NVSwitch whose
+fabric supports multicast, with compute capability 9.0 or newer (profiles: ``nvswitch.nvls``; ``system.nvls: false``
+turns it off, as NCCL_NVLS_ENABLE=0): ncclNvlsBufferSetup, at the first collective that picks NVLS (runtime
+connection), allocates nvlsChannels x 2 (reduce and broadcast) x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x nHeads
+on each GPU, nHeads = the GPUs of the communicator in one NVLink domain (at most NCCL_MAX_NVLS_ARITY 32);
+nvlsChannels is 16 on Hopper (NVLS_NCHANNELS_SM90), on Blackwell 24 inside one host and 32 across hosts
+(NVLS_NCHANNELS_SM100_NVL / _SM100): 256 MiB for 8 GPUs of an HGX H100. At init ncclNvlsSetup adds a credit
+buffer (channels x 2 x 64 B x nHeads), one 2 MiB granule. The multicast mappings bind that memory, they hold no
+copy of their own. NVLS can run all-reduce, reduce-scatter and all-gather inside one NVLink domain, across domains
+only all-reduce (NVLS-tree, which allocates the same intra-domain buffers); the buffers are counted for a
+communicator with at least two GPUs in this GPU's domain whose traffic includes a large all-reduce (TP without
+sequence parallelism, DDP's gradient all-reduce over data or expert-data parallel ranks, the tied embedding's and
+DualPipe's gradient all-reduces): that is what the collective model (``simulator/collectives``, as NCCL's
+tuner) prices with NVLS or NVLS-tree on Hopper, from about 8 MB, while it keeps reduce-scatter and all-gather on
+rings there (tests/unit/test_nccl_memory.py checks both) and the world communicator's barrier never picks NVLS, so
+never allocates them.
+
+Not counted: CollNet buffers, tree connections across nodes, PXN proxies' buffers on a peer GPU, user-registered
+buffers, Transformer Engine userbuffers, DeepEP / NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the
+world communicator is counted as connected by one ring collective (a barrier).
 """
 
 from __future__ import annotations
@@ -59,6 +74,11 @@ INIT_ALLOCS_PER_CHANNEL = 3                         # src/channel.cc initChannel
 NET_P2P_CHUNK_BYTES = 128 * KiB                     # src/init.cc NCCL_P2P_NET_CHUNKSIZE
 NET_SHARED_STEPS = 16                               # src/transport/net.cc NCCL_SHARED_STEPS
 P2P_MAX_CHANNELS = 64                               # src/include/device.h MAXCHANNELS
+NVLS_CHUNK_BYTES = 128 * KiB                        # src/transport/nvls.cc NCCL_NVLS_CHUNKSIZE
+NVLS_CREDIT_BYTES = 64                              # src/transport/nvls.cc ncclNvlsSetup memSize
+NVLS_MAX_ARITY = 32                                 # src/include/device.h NCCL_MAX_NVLS_ARITY
+NVLS_CHANNELS = {9: (16, 16), 10: (24, 32)}         # src/transport/nvls.cc NVLS_NCHANNELS_SM90; SM100_NVL, SM100:
+#                                                     by compute capability major, (inside one host, across hosts)
 
 # ---- the collective model's channel counts (simulator/collectives/coefficients.py; a test keeps them equal) ------
 INTRA_CHANNELS = {"nvlink": 24, "pcie_p2p": 2, "shm": 2}
@@ -100,12 +120,15 @@ def _pow2_up(n: int) -> int:
 @dataclass(frozen=True)
 class NcclFabric:
     """What NCCL's channel counts read from the cluster: the transport between GPUs of one NVLink domain (a node,
-    or a multi-node NVLink rack), NVLinks between two of its GPUs, GPUs and NICs per domain."""
+    or a multi-node NVLink rack), NVLinks between two of its GPUs, GPUs and NICs per domain; ``nvls``: the GPUs'
+    compute capability major when their NVSwitch runs NVLS (9 Hopper, 10 Blackwell), else 0; GPUs per host."""
 
     intra: str
     nvlinks: int
     domain_gpus: int
     nics_per_domain: int
+    nvls: int = 0
+    host_gpus: int = 0
 
     @classmethod
     def of(cls, cluster: ClusterSpec) -> NcclFabric:
@@ -117,7 +140,9 @@ class NcclFabric:
         else:
             intra, links = ("pcie_p2p" if node.pcie.gpu_p2p else "shm"), 0
         nics = (node.nics.count if node.nics else 0) * cluster.domain_nodes
-        return cls(intra, links, cluster.domain_gpus, nics)
+        major = node.gpu.compute_capability_version[0]
+        nvls = major if node.nvswitch is not None and node.nvswitch.nvls and major >= 9 else 0
+        return cls(intra, links, cluster.domain_gpus, nics, nvls, node.gpus)
 
 
 @dataclass(frozen=True)
@@ -133,6 +158,9 @@ class Communicator:
     ring: bool = False
     peers: int = 0
     remote: int = 0
+    nvls: bool = False
+    """whether it runs a large all-reduce with two or more GPUs in this GPU's domain: NVLS (or NVLS-tree) where
+    the fabric has it (module docstring)"""
 
 
 @dataclass(frozen=True)
@@ -171,8 +199,21 @@ def p2p_channels(comm: Communicator, fabric: NcclFabric) -> tuple[int, int]:
     return total, min(_pow2_up(per_peer), total)
 
 
+def nvls_bytes(comm: Communicator, fabric: NcclFabric) -> float:
+    """NVLS buffers of ``comm`` on one GPU (module docstring): the credit buffer and nvlsChannels x 2 x 128 KiB x 8
+    steps x nHeads, each rounded up to the 2 MiB granule; 0 where the fabric has no NVLS, the communicator has
+    fewer than two GPUs in this GPU's domain or its collectives do not pick NVLS."""
+    if not (comm.nvls and fabric.nvls and comm.local >= 2):
+        return 0.0
+    major = min(fabric.nvls, max(NVLS_CHANNELS))
+    channels = NVLS_CHANNELS[major][comm.ranks > fabric.host_gpus]
+    heads = min(comm.local, NVLS_MAX_ARITY)
+    return (_granules(channels * 2 * NVLS_CREDIT_BYTES * heads)
+            + _granules(channels * 2 * NVLS_CHUNK_BYTES * NCCL_STEPS * heads))
+
+
 def communicator_bytes(comm: Communicator, fabric: NcclFabric) -> float:
-    """Device bytes of ``comm`` on one GPU (module docstring): init, ring connections, point-to-point."""
+    """Device bytes of ``comm`` on one GPU (module docstring): init, ring connections, point-to-point, NVLS."""
     if comm.ranks < 2:
         return 0.0
     total, per_peer = p2p_channels(comm, fabric)
@@ -186,16 +227,20 @@ def communicator_bytes(comm: Communicator, fabric: NcclFabric) -> float:
         out += (comm.peers - comm.remote) * per_peer * intra
         if comm.remote:
             out += 2 * total * NET_SHARED_STEPS * NET_P2P_CHUNK_BYTES
-    return out
+    return out + nvls_bytes(comm, fabric)
 
 
-def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: bool, peers: tuple[int, ...] = ()
-           ) -> Communicator:
+def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: bool, peers: tuple[int, ...] = (),
+           all_reduce: bool = False) -> Communicator:
+    """``ring``: it runs ring collectives; ``all_reduce``: they include a large all-reduce, which picks NVLS (or
+    NVLS-tree across domains) where two of its GPUs share this GPU's domain (module docstring)."""
     domain = rank // per_domain
     peers = tuple(sorted(set(peers) - {rank}))
-    return Communicator(name, len(group), len({r // per_domain for r in group}),
-                        sum(1 for r in group if r // per_domain == domain), ring, len(peers),
-                        sum(1 for r in peers if r // per_domain != domain))
+    domains = len({r // per_domain for r in group})
+    local = sum(1 for r in group if r // per_domain == domain)
+    return Communicator(name, len(group), domains, local, ring, len(peers),
+                        sum(1 for r in peers if r // per_domain != domain),
+                        nvls=all_reduce and local >= 2)
 
 
 def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
@@ -208,22 +253,24 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     rank = rp.rank_groups("pp")[0][stage]
     out = []
 
-    def add(name: str, dim: str, ring: bool, a2a: bool = False, neighbours: bool = False) -> None:
+    def add(name: str, dim: str, ring: bool, a2a: bool = False, neighbours: bool = False,
+            all_reduce: bool = False) -> None:
         group = rp.rank_group_of(dim, rank)
         if len(group) < 2:
             return
         i = group.index(rank)
         peers = group if a2a else (group[(i + 1) % len(group)], group[i - 1]) if neighbours else ()
-        out.append(_shape(name, group, rank, per_domain, ring, peers))
+        out.append(_shape(name, group, rank, per_domain, ring, peers, all_reduce))
 
-    add("tp", "tp", ring=True)
+    ddp = rp.recipe.stage == 0           # gradients all-reduced (else reduce-scattered and parameters gathered)
+    add("tp", "tp", ring=True, all_reduce=not p.sp)
     add("cp", "cp", ring=p.cp_comm == "all_gather", neighbours=p.cp_comm == "p2p")
     add("ulysses", "ulysses", ring=False, a2a=True)
-    add("dp", "dp_cp", ring=True)
+    add("dp", "dp_cp", ring=True, all_reduce=ddp)
     if rp.model.moe is not None:
         add("ep", "ep", ring=False, a2a=True)
         add("etp", "etp", ring=True)
-        add("edp", "edp", ring=True)
+        add("edp", "edp", ring=True, all_reduce=ddp)
     if p.pp > 1:
         group = rp.rank_group_of("pp", rank)
         wrap = p.vpp > 1
@@ -232,10 +279,10 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
         out.append(_shape("pp", group, rank, per_domain, False, tuple(peers)))
         last = rp.last_stage_rank        # DualPipeV ends its V on rank 0: no tied-embedding sync there
         if rp.model.tied_embeddings and last > 0 and stage in (0, last):
-            out.append(_shape("embedding", (group[0], group[last]), rank, per_domain, True))
+            out.append(_shape("embedding", (group[0], group[last]), rank, per_domain, True, all_reduce=True))
         if p.schedule == "dualpipe":     # the two copies of a stage all-reduce their gradients (traffic.step)
             out.append(_shape("pp_mirror", tuple(sorted((group[stage], group[p.pp - 1 - stage]))), rank, per_domain,
-                              True))
+                              True, all_reduce=True))
     # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
     # spans every GPU is that communicator, not a second one
     n = rp.world_size
@@ -253,8 +300,8 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
     fabric = _fabric(cluster)
     p = rp.parallel
     key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
-           p.cp_comm, p.vpp > 1, p.schedule, rp.recipe.eager, rp.model.tied_embeddings, rp.model.moe is not None,
-           fabric)
+           p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0, rp.model.tied_embeddings,
+           rp.model.moe is not None, fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:

@@ -12,7 +12,8 @@ the same items in another order of addition (equal to :func:`simulator.memory.es
 1e-15 relative). The sharding (distributed optimizer, ZeRO stage) changes only the fixed items (the states'
 divisors, the DDP buckets, gathered layers and gradients, autocast copies; the activations follow the precision,
 framework and attention, not the sharding), so a plan of another sharding takes its own F_s
-(:func:`simulator.memory.estimate.fixed_bytes`) with the same P and Q. A hypothesis test
+(:func:`simulator.memory.estimate.fixed_bytes`) with the same P and Q, and its own NCCL bytes (an all-reduce of
+the gradients across NVLink domains picks NVLS-tree, a reduce-scatter does not: :mod:`simulator.memory.nccl`). A hypothesis test
 (tests/search/test_memory_scaling.py) checks 1e-9 on drawn plans. A report with an undeclared item, gradients
 freed between steps (their peak is not a sum, and depends on m = 1) or inference memory gives no coefficients.
 """
@@ -49,16 +50,19 @@ class PeakByMicroBatch:
     """Q_s / f0_s: the ``in_flight`` items at b0 per micro-batch in flight."""
     runtime_bytes: float
     nccl: tuple[float, ...] = ()
-    """NCCL's device bytes per stage (they depend on the plan's groups, not on its micro-batch or sharding)."""
+    """NCCL's device bytes per stage (they depend on the plan's groups and, through NVLS-tree, on whether its
+    gradients are all-reduced; not on its micro-batch)."""
 
-    def peak(self, micro_batch: int, num_microbatches: int, fixed: tuple[float, ...] | None = None) -> PeakOnly:
-        """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``; ``fixed``: its
-        F_s when its sharding differs from the report's (:func:`simulator.memory.estimate.fixed_bytes`)."""
+    def peak(self, micro_batch: int, num_microbatches: int, fixed: tuple[float, ...] | None = None,
+             nccl: tuple[float, ...] | None = None) -> PeakOnly:
+        """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``; ``fixed`` and
+        ``nccl``: its F_s (:func:`simulator.memory.estimate.fixed_bytes`) and NCCL bytes per stage when its sharding
+        differs from the report's."""
         r = micro_batch / self.b0
         peaks = [f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
                  for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
                                        self.per_micro_batch, self.per_in_flight, strict=True)]
-        device = max(p + n for p, n in zip(peaks, self.nccl, strict=True))
+        device = max(p + n for p, n in zip(peaks, self.nccl if nccl is None else nccl, strict=True))
         return PeakOnly(max(peaks), device + self.runtime_bytes)
 
 

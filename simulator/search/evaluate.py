@@ -106,7 +106,7 @@ class Context:
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
-        self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
+        self.fixed_bytes: dict = {}     # their fixed and NCCL bytes per stage, per point without micro-batch
         self.nccl_floor: dict = {}      # bounding stages and their least NCCL bytes, per point without sharding
 
 
@@ -193,13 +193,17 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     core = _CORE(rest)
     coefficients = ctx.peaks.get(core)
     if coefficients is not None:
-        fixed = ctx.fixed_bytes.get(rest)
-        if fixed is None:
-            fixed = ctx.fixed_bytes[rest] = fixed_bytes(plan, coefficients.stages)
-        memory = coefficients.peak(mb, plan.num_microbatches, fixed)
+        own = ctx.fixed_bytes.get(rest)
+        if own is None:
+            stages = coefficients.stages
+            own = ctx.fixed_bytes[rest] = (fixed_bytes(plan, stages),
+                                           tuple(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages))
+        memory = coefficients.peak(mb, plan.num_microbatches, *own)
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    floor_key = (core, plan.recipe.eager)     # what bounding_stages and nccl_bytes read (not sharding, micro-batch)
+    # what bounding_stages and nccl_bytes read (not the micro-batch; of the sharding, whether gradients are
+    # all-reduced: NVLS-tree, simulator.memory.nccl)
+    floor_key = (core, plan.recipe.eager, plan.recipe.stage == 0)
     hit = ctx.nccl_floor.get(floor_key)
     if hit is None:
         if len(ctx.nccl_floor) >= BUILT_CACHE:

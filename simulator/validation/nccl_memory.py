@@ -6,7 +6,8 @@ all-to-all (send/recv then adds nothing), and a second communicator's first all-
 each step is the process constant plus what each communicator has connected by then. Two of the four figures
 are what :data:`~simulator.memory.nccl.PROCESS_BYTES` and :data:`~simulator.memory.nccl.COMM_EXTRA_BYTES` were
 fitted to; the all-to-all is not fitted, and init alone is not modelled (the model charges from init on the
-186 MiB the first collective adds beyond its connections).
+186 MiB the first collective adds beyond its connections). The measurement ran with NCCL_NVLS_ENABLE=0 (the device
+requires it), so the communicators below hold no NVLS buffers.
 """
 
 from __future__ import annotations

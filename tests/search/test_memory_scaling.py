@@ -10,14 +10,15 @@ from hypothesis import strategies as st
 
 from simulator.errors import UserError
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes
+from simulator.memory.nccl import nccl_bytes
 from simulator.memory.scaling import peak_by_micro_batch
 from simulator.search.evaluate import resolve
 from tests.search.test_fast_path import SPACES, _close
 
 
-def _coefficients(plan, stages=None):
+def _coefficients(plan, stages=None, cluster=None):
     p = plan.parallel
-    report = estimate_memory(plan, stages=stages)
+    report = estimate_memory(plan, stages=stages, cluster=cluster)
     return peak_by_micro_batch(report, plan.training.micro_batch, plan.num_microbatches, p.schedule, p.pp, p.vpp)
 
 
@@ -27,7 +28,8 @@ def _coefficients(plan, stages=None):
        bounding=st.booleans(), data=st.data())
 def test_peak_by_micro_batch_equals_estimate_memory(kind, other, sharding, bounding, data):
     """A plan at another micro-batch and sharding: the coefficients of the first plan's report with the second's
-    fixed bytes give the second's peak."""
+    fixed bytes and NCCL bytes (which follow its sharding where its gradients are all-reduced across nodes: NVLS-tree)
+    give the second's peak, on the space's cluster (two DGX H100)."""
     ctx, points = SPACES[kind]
     point = data.draw(st.sampled_from(points))
     plan = resolve(ctx, point)
@@ -37,10 +39,12 @@ def test_peak_by_micro_batch_equals_estimate_memory(kind, other, sharding, bound
         assume(False)
     stages = bounding_stages(plan) if bounding else tuple(range(plan.parallel.pp))
     assert not bounding or bounding_stages(moved) == stages
-    coefficients = _coefficients(plan, stages)
+    cluster = ctx.fixed.cluster
+    coefficients = _coefficients(plan, stages, cluster)
     assert coefficients is not None
-    got = coefficients.peak(other, moved.num_microbatches, fixed_bytes(moved, stages))
-    want = estimate_memory(moved, stages=stages)
+    got = coefficients.peak(other, moved.num_microbatches, fixed_bytes(moved, stages),
+                            tuple(nccl_bytes(moved, cluster, s).total for s in stages))
+    want = estimate_memory(moved, stages=stages, cluster=cluster)
     assert _close(got.device_peak_bytes, want.device_peak_bytes)
     assert _close(got.peak_bytes, want.peak_bytes)
     # the fixed bytes are the report's fixed items, added in the same order

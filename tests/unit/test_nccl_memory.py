@@ -18,6 +18,7 @@ from simulator.memory.nccl import (
     communicator_bytes,
     nccl_bytes,
     net_connection_bytes,
+    nvls_bytes,
     p2p_channels,
     p2p_connection_bytes,
     plan_communicators,
@@ -52,7 +53,7 @@ def test_channel_counts_are_the_collective_models():
 
 def test_p2p_channels():
     h200 = NcclFabric.of(load_cluster("h200_x2"))
-    assert h200 == NcclFabric("nvlink", 18, 2, 0)
+    assert h200 == NcclFabric("nvlink", 18, 2, 0, nvls=9, host_gpus=2)
     # 24 collective channels -> p2pnChannels 32; a peer over 18 NVLinks would take 36: 24 -> pow2 32
     assert p2p_channels(Communicator("tp", 2, 1, 2), h200) == (32, 32)
     dgx = NcclFabric.of(load_cluster("dgx_h100", nodes=4))
@@ -82,14 +83,17 @@ def test_communicator_bytes_by_hand():
 
 def test_a_small_plan_by_hand():
     """TP 2 x PP 2 x DP 2 on one DGX H100 (8 GPUs on one node, order tp-cp-ep-dp-pp): stage 0 holds TP (2 ranks,
-    ring), DP (2, ring), PP (1 peer) and the world (8, ring); every communicator has 32 channels at init."""
+    ring), DP (2, ring), PP (1 peer) and the world (8, ring); every communicator has 32 channels at init; TP and
+    DP also hold NVLS buffers for their 2 GPUs (16 channels x 2 x 1 MiB x 2 heads + a 2 MiB credit granule)."""
     cluster = load_cluster("dgx_h100")
     rp = resolve_plan(GPT, {"tp": 2, "pp": 2}, {"seq_len": 1024, "micro_batch": 1, "global_batch": 8}, 8)
     comms = plan_communicators(rp, 0, cluster.domain_gpus)
     assert [c.name for c in comms] == ["tp", "dp", "pp", "world"]
+    assert [c.nvls for c in comms] == [True, True, False, False]
     init = 198 * MiB
-    expected = PROCESS_BYTES + (init + 24 * 12 * MiB) * 3 + init + 32 * 12 * MiB
-    assert nccl_bytes(rp, cluster, 0).total == expected == (354 + 3 * 486 + 582) * MiB
+    nvls = 16 * 2 * MiB * 2 + 2 * MiB
+    expected = PROCESS_BYTES + (init + 24 * 12 * MiB) * 3 + init + 32 * 12 * MiB + 2 * nvls
+    assert nccl_bytes(rp, cluster, 0).total == expected == (354 + 3 * 486 + 582 + 2 * 66) * MiB
     report = estimate_memory(rp, hbm_capacity_bytes=80e9, cluster=cluster)
     assert report.nccl_bytes == expected
     assert report.device_peak_bytes == pytest.approx(max(s.peak for s in report.stages) + expected
@@ -135,3 +139,85 @@ def test_dual_schedules_communicators():
     rp = resolve_plan(tied, {"tp": 2, "pp": 4, "schedule": "dualpipe"}, train, 8)
     mirror = next(c for c in plan_communicators(rp, 1, 8) if c.name == "pp_mirror")
     assert (mirror.ranks, mirror.domains, mirror.ring) == (2, 1, True)
+
+
+def test_nvls_buffers_by_hand():
+    """NVIDIA/nccl v2.28.9-1 src/transport/nvls.cc: nvlsChannels x 2 x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x
+    nHeads, plus a credit buffer (channels x 2 x 64 B x heads) in one 2 MiB granule."""
+    hopper = NcclFabric.of(load_cluster("dgx_h100", nodes=2))
+    assert (hopper.nvls, hopper.host_gpus) == (9, 8)
+    tp8 = Communicator("tp", 8, 1, 8, ring=True, nvls=True)
+    # 16 (NVLS_NCHANNELS_SM90) x 2 x 1 MiB x 8 heads = 256 MiB: the "nvlsTotalSize 268435456" NCCL logs on 8 H100s
+    assert nvls_bytes(tp8, hopper) == 256 * MiB + 2 * MiB
+    assert communicator_bytes(tp8, hopper) == COMM_EXTRA_BYTES + 3 * 2 * MiB * 32 + 24 * 12 * MiB + 258 * MiB
+    assert nvls_bytes(Communicator("tp", 4, 1, 4, ring=True, nvls=True), hopper) == 128 * MiB + 2 * MiB
+    # one GPU of the communicator per node: nothing to reduce in the switch
+    assert nvls_bytes(Communicator("dp", 2, 2, 1, ring=True, nvls=True), hopper) == 0
+    # no NVLS on an A100 NVSwitch (gen 2) nor where the scenario turns it off (system.nvls: false)
+    assert nvls_bytes(tp8, NcclFabric.of(load_cluster("dgx_a100_80gb"))) == 0
+    assert nvls_bytes(tp8, NcclFabric("nvlink", 18, 8, 8, nvls=0, host_gpus=8)) == 0
+    # Blackwell: 24 channels inside one host (NVLS_NCHANNELS_SM100_NVL), 32 across hosts (NVLS_NCHANNELS_SM100)
+    nvl72 = NcclFabric.of(load_cluster("gb200_nvl72", nodes=18))
+    assert (nvl72.nvls, nvl72.host_gpus, nvl72.domain_gpus) == (10, 4, 72)
+    assert nvls_bytes(Communicator("tp", 4, 1, 4, ring=True, nvls=True), nvl72) == 24 * 2 * MiB * 4 + 2 * MiB
+    assert nvls_bytes(Communicator("tp", 8, 1, 8, ring=True, nvls=True), nvl72) == 32 * 2 * MiB * 8 + 2 * MiB
+
+
+def test_which_communicators_pick_nvls():
+    """Those that all-reduce large messages with two GPUs or more in the domain (NVLS inside it, NVLS-tree across
+    domains): DDP's gradients and TP without sequence parallelism yes; the distributed optimizer's reduce-scatter,
+    TP with sequence parallelism and the world's barrier no. As the collective model prices them on Hopper."""
+    cluster = load_cluster("dgx_h100", nodes=2)
+    train = {"seq_len": 1024, "micro_batch": 1, "global_batch": 16}
+
+    def comms(**parallel):
+        rp = resolve_plan(GPT, {"tp": 8, **parallel}, train, 16)
+        return {c.name: c for c in plan_communicators(rp, 0, cluster.domain_gpus)}
+
+    ddp = comms()
+    assert (ddp["tp"].nvls, ddp["dp"].nvls, ddp["world"].nvls) == (True, False, False)
+    assert comms(sp=True)["tp"].nvls is False
+    assert ddp["dp"].local == 1                      # tp 8 fills the node: DP pairs GPUs of two nodes
+    # tp 2, dp 8: DP over 2 nodes x 4 GPUs, an all-reduce across domains with 4 local GPUs -> NVLS-tree
+    rp = resolve_plan(GPT, {"tp": 2}, train, 16)
+    dp = next(c for c in plan_communicators(rp, 0, cluster.domain_gpus) if c.name == "dp")
+    assert (dp.ranks, dp.domains, dp.local, dp.nvls) == (8, 2, 4, True)
+    rp = resolve_plan(GPT, {"tp": 2, "distributed_optimizer": True}, train, 16)
+    dp = next(c for c in plan_communicators(rp, 0, cluster.domain_gpus) if c.name == "dp")
+    assert (dp.domains, dp.nvls) == (2, False)
+    assert nccl_bytes(resolve_plan(GPT, {"tp": 2}, train, 16), cluster, 0).total \
+        - nccl_bytes(rp, cluster, 0).total == 16 * 2 * MiB * 4 + 2 * MiB
+
+
+def test_the_collective_model_picks_nvls_for_large_all_reduces_only():
+    """What the rule above rests on: on DGX H100s the collective model prices a large all-reduce with NVLS (inside a
+    node) or NVLS-tree (across nodes), and reduce-scatter / all-gather with rings."""
+    import numpy as np
+
+    from simulator.collectives.model import build_cost_model, evaluate
+    from simulator.collectives.place import place_group
+    from simulator.topology import Topology
+
+    topology = Topology(load_cluster("dgx_h100", nodes=2))
+    sizes = np.array([8e6, 64e6, 512e6])
+    for gpus, algorithm in ((range(8), "nvls"), (range(0, 16, 2), "nvls_tree")):
+        model = build_cost_model(place_group(topology, list(gpus)))
+        assert set(evaluate(model, "all_reduce", sizes).algorithms) == {algorithm}
+        for op in ("reduce_scatter", "all_gather"):
+            assert set(evaluate(model, op, sizes).algorithms) == {"ring"}
+
+
+def test_system_nvls_false_removes_the_nvls_buffers():
+    """scenarios/search_llama3_8b_h100.yaml runs tp 1 x dp 16 on two DGX H100s: its DDP all-reduce spans both nodes
+    with 8 GPUs in each (NVLS-tree, 256 MiB + 2 MiB); ``system.nvls: false`` (NCCL_NVLS_ENABLE=0) takes them away."""
+    from pathlib import Path
+
+    from simulator import load_scenario, simulate
+    from simulator.scenario.document import read_document
+
+    data = read_document(Path(__file__).resolve().parents[2] / "scenarios" / "search_llama3_8b_h100.yaml").data
+    data.pop("search")
+    on = simulate(load_scenario(data)).to_dict()["memory"]
+    off = simulate(load_scenario({**data, "system": {**data["system"], "nvls": False}})).to_dict()["memory"]
+    assert on["nccl_bytes"] - off["nccl_bytes"] == 258 * MiB
+    assert on["device_peak_bytes"] - off["device_peak_bytes"] == 258 * MiB
