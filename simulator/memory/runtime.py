@@ -18,5 +18,8 @@ from simulator.units.constants import GiB
 
 RUNTIME_BYTES = 0.75 * GiB
 """Device memory outside the framework's allocator: CUDA context, libraries, workspaces (measured, H200)."""
+CUDA_CONTEXT_BYTES = 0.61 * GiB
+"""The bare CUDA context, part of :data:`RUNTIME_BYTES` (measured, H200): what a process holds before it loads
+kernels and libraries."""
 ALLOCATOR_CACHE_BYTES = 0.77 * GiB
 """Reserved but unallocated memory of the caching allocator at the peak (median measured, H200)."""

@@ -69,6 +69,10 @@ class ServingConfig(BaseModel):
                             "kernel's measured latency (Hopper, NVLink, TP 2/4/8, up to 1 MiB; NCCL's model "
                             "elsewhere)")
     kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
+    gpu_memory_utilization: float = Field(
+        0.92, gt=0, le=1, description="share of each GPU's HBM the engine may fill with weights, transients and the "
+                                      "K/V cache (vLLM --gpu-memory-utilization: 0.92 since vLLM 0.21, 0.9 before; "
+                                      "the CUDA context and NCCL's buffers sit in the rest)")
     max_batched_tokens: int | None = Field(
         None, ge=1, le=10_000_000, description="chunked prefill: at most this many prompt tokens per step "
                                                "(vLLM max_num_batched_tokens); null: a whole prompt per step")

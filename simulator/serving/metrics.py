@@ -30,6 +30,7 @@ import numpy as np
 
 from simulator.errors import UserError
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory.runtime import CUDA_CONTEXT_BYTES
 from simulator.plan import ResolvedPlan
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
@@ -182,19 +183,32 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
     return float(np.trapezoid(times, points) / (points[-1] - points[0]))
 
 
-def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None
-                ) -> int:
-    """Sequences a replica's KV cache can hold: HBM minus everything but the cache on the fullest stage, over the
-    cache one sequence takes there. The memory report holds ``seqs`` sequences of ``tokens`` each; a sequence here
-    occupies ``occupancy`` tokens (default ``tokens``), rounded up to whole pages of ``block`` tokens (vLLM's
-    paged cache)."""
+def engine_budget_bytes(memory: MemoryReport, utilization: float) -> float:
+    """Bytes per GPU the engine lets its weights, transients and K/V cache use, as vLLM sizes its cache
+    (vllm-project/vllm ``vllm/v1/worker/gpu_worker.py``, ``init_device`` and ``determine_available_memory``): it
+    requests ``gpu_memory_utilization`` x the GPU's total memory, takes its memory snapshot after NCCL (and its custom
+    all-reduce buffers) are set up, so the CUDA context and NCCL's buffers sit outside that share, and gives the K/V
+    cache what is left after the weights, the activation peak of a profile forward and the non-torch memory allocated
+    after the snapshot (the kernels and libraries the forward loads: the runtime beyond the bare CUDA context,
+    :mod:`simulator.memory.runtime`). Not counted: the CUDA-graph pool estimate vLLM 0.21+ also subtracts
+    (0.17-0.36 GiB in published start-up logs)."""
+    return utilization * (memory.hbm_capacity_bytes or 0.0) - (memory.runtime_bytes - CUDA_CONTEXT_BYTES)
+
+
+def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None,
+                utilization: float = 1.0) -> int:
+    """Sequences a replica's KV cache can hold: the engine's budget (:func:`engine_budget_bytes` at
+    ``utilization``) minus everything but the cache on the fullest stage, over the cache one sequence takes there.
+    The memory report holds ``seqs`` sequences of ``tokens`` each; a sequence here occupies ``occupancy`` tokens
+    (default ``tokens``), rounded up to whole pages of ``block`` tokens (vLLM's paged cache)."""
     occupied = math.ceil((occupancy or tokens) / block) * block
+    budget = engine_budget_bytes(memory, utilization)
     best = None
     for st in memory.stages:
         kv = sum(i.bytes for i in st.items if i.name == "kv_cache")
         if kv <= 0:
             continue
-        free = (memory.hbm_capacity_bytes or 0.0) - memory.runtime_bytes - (st.peak - kv)
+        free = budget - (st.peak - kv)
         n = max(0, math.floor(free / (kv / (seqs * tokens) * occupied)))
         best = n if best is None else min(best, n)
     return best if best is not None else 0
@@ -232,12 +246,13 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     decode = decode_time(ctx, rp, s.batch, s.input_len)
     mean = mean_decode_s(ctx, rp, s.batch)
     e2e = prefill.step_s + (s.output_len - 1) * mean
-    capacity = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size)
+    capacity = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
+                           utilization=s.gpu_memory_utilization)
     # continuous batching staggers the sequences: on average each holds input_len + output_len / 2 tokens
     steady = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
-                         s.input_len + s.output_len / 2)
+                         s.input_len + s.output_len / 2, s.gpu_memory_utilization)
     warnings = list(notes)
-    if memory.oom:
+    if memory.oom or capacity < s.batch:
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
                         f"does not fit; about {capacity} fit per replica")
     curve: tuple[dict, ...] = ()
@@ -290,7 +305,7 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     s = ctx.serving
     budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
     step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
-    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size)
+    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size, s.gpu_memory_utilization)
     return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
 
 

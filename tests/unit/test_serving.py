@@ -254,3 +254,31 @@ def test_deepgemm_needs_fp8_weights():
           "serving": {"batch": 8, "input_len": 64, "output_len": 1, "expert_kernel": "deepgemm"}}
     with pytest.raises(UserError, match="serving.expert_kernel"):
         simulate_serving(load_scenario(sc))
+
+
+def test_kv_capacity_is_vllms_share_of_hbm():
+    """vLLM's accounting (vllm/v1/worker/gpu_worker.py): gpu_memory_utilization x HBM, minus the weights, the
+    transients of the profiled forward and the non-torch memory loaded after the snapshot (runtime 0.75 GiB minus
+    the 0.61 GiB CUDA context), holds the cache. Llama-3-8B bf16 on one H200 (141 GB): 8.03 G params x 2 B of
+    weights; one sequence of 1024 + 1 tokens in 1-token pages takes 1025 x 32 layers x 8 K/V heads x 128 x 2 x 2 B."""
+    from simulator.units.constants import GiB
+
+    r = serve(batch=1, input_len=1024, output_len=1, kv_block_size=1)
+    stage = r.memory.stages[0]
+    kv = sum(i.bytes for i in stage.items if i.name == "kv_cache")
+    assert kv == 1025 * 32 * 8 * 128 * 2 * 2
+    others = stage.peak - kv                       # weights + the prefill's transients
+    for utilization in (0.92, 0.9, 0.5):
+        budget = utilization * 141e9 - (0.75 - 0.61) * GiB
+        want = int((budget - others) // kv)
+        assert serve(batch=1, input_len=1024, output_len=1, kv_block_size=1,
+                     gpu_memory_utilization=utilization).kv_capacity_seqs == want
+    # the default is vLLM's 0.92: 8% of HBM (11.3 GB) stays with the CUDA context, NCCL and the rest, not the cache
+    assert r.kv_capacity_seqs == int((0.92 * 141e9 - 0.14 * GiB - others) // kv)
+
+
+def test_a_batch_beyond_the_engines_share_warns():
+    """A batch whose cache fits the GPU but not vLLM's share of it gets the out-of-memory warning."""
+    cap = serve(batch=1, input_len=4096, output_len=1, gpu_memory_utilization=0.3).kv_capacity_seqs
+    r = serve(batch=cap + 1, input_len=4096, output_len=1, gpu_memory_utilization=0.3)
+    assert not r.memory.oom and any("OUT OF MEMORY" in w for w in r.warnings)
