@@ -195,8 +195,8 @@ def engine_budget_bytes(memory: MemoryReport, utilization: float) -> float:
     return utilization * (memory.hbm_capacity_bytes or 0.0) - (memory.runtime_bytes - CUDA_CONTEXT_BYTES)
 
 
-def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None,
-                utilization: float = 1.0) -> int:
+def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None, *,
+                utilization: float) -> int:
     """Sequences a replica's KV cache can hold: the engine's budget (:func:`engine_budget_bytes` at
     ``utilization``) minus everything but the cache on the fullest stage, over the cache one sequence takes there.
     The memory report holds ``seqs`` sequences of ``tokens`` each; a sequence here occupies ``occupancy`` tokens
@@ -250,7 +250,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                            utilization=s.gpu_memory_utilization)
     # continuous batching staggers the sequences: on average each holds input_len + output_len / 2 tokens
     steady = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
-                         s.input_len + s.output_len / 2, s.gpu_memory_utilization)
+                         s.input_len + s.output_len / 2, utilization=s.gpu_memory_utilization)
     warnings = list(notes)
     if memory.oom or capacity < s.batch:
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
@@ -305,7 +305,8 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     s = ctx.serving
     budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
     step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
-    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size, s.gpu_memory_utilization)
+    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size,
+                         utilization=s.gpu_memory_utilization)
     return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
 
 
