@@ -39,7 +39,8 @@ class StageMemory:
     never peak together. With gradient accumulation the first micro-batch's gradients live while the next one
     builds its activations (measured on H200: a 3.6B GPT peaks 13 GiB higher with two micro-batches)."""
     nccl_bytes: float = 0.0
-    """Device memory NCCL holds on a GPU of this stage (its communicators' buffers, :mod:`simulator.memory.nccl`):
+    """Device memory the communication libraries hold on a GPU of this stage: NCCL's communicators
+    (:mod:`simulator.memory.nccl`) and, with ``moe.backend`` DeepEP, DeepEP's buffers (:mod:`simulator.memory.deepep`):
     outside the tensors (not in ``total`` or ``peak``), in the device peak."""
 
     def bucket(self, name: str) -> float:
@@ -92,7 +93,8 @@ class MemoryReport:
 
     @property
     def nccl_bytes(self) -> float:
-        """NCCL's device memory on the GPU that holds the most of it (largest over the stages)."""
+        """The communication libraries' device memory (NCCL, DeepEP) on the GPU that holds the most of it (largest
+        over the stages)."""
         return max(s.nccl_bytes for s in self.stages)
 
     @property

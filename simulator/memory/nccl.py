@@ -49,9 +49,13 @@ tuner) prices with NVLS or NVLS-tree on Hopper, from about 8 MB, while it keeps 
 rings there (tests/unit/test_nccl_memory.py checks both) and the world communicator's barrier never picks NVLS, so
 never allocates them.
 
+With ``moe.backend`` DeepEP (``deepep_normal``, ``deepep_low_latency``) the EP group's tokens move through DeepEP's
+buffers, added as one more entry (:mod:`simulator.memory.deepep`), and its NCCL communicator only runs the ring
+collective of the Buffer's set-up; otherwise an EP all-to-all is NCCL's point-to-point to every peer.
+
 Not counted: CollNet buffers, tree connections across nodes, PXN proxies' buffers on a peer GPU, user-registered
-buffers, Transformer Engine userbuffers, DeepEP / NVSHMEM buffers (an EP all-to-all is counted as NCCL's); the
-world communicator is counted as connected by one ring collective (a barrier).
+buffers, Transformer Engine userbuffers; the world communicator is counted as connected by one ring collective (a
+barrier).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware.cluster import ClusterSpec
+from simulator.memory.deepep import deepep_bytes
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -243,7 +248,8 @@ def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: 
                         nvls=all_reduce and local >= 2)
 
 
-def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
+def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend: str = "nccl"
+                       ) -> tuple[Communicator, ...]:
     """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
     gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
@@ -268,7 +274,10 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     add("ulysses", "ulysses", ring=False, a2a=True)
     add("dp", "dp_cp", ring=True, all_reduce=ddp)
     if rp.model.moe is not None:
-        add("ep", "ep", ring=False, a2a=True)
+        # DeepEP moves the tokens through its own buffers (simulator.memory.deepep); its Buffer's set-up gathers
+        # the peers' handles over the EP group (dist.all_gather_object), a ring collective on NCCL
+        deepep = ep_backend.startswith("deepep")
+        add("ep", "ep", ring=deepep, a2a=not deepep)
         add("etp", "etp", ring=True)
         add("edp", "edp", ring=True, all_reduce=ddp)
     if p.pp > 1:
@@ -292,21 +301,28 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[C
     return tuple(out)
 
 
-def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
-    """NCCL's device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster`` (module docstring).
+def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int, ep_backend: str = "nccl") -> NcclBytes:
+    """The communication libraries' device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster``:
+    NCCL's communicators (module docstring) and, where the stage's MoE layers move tokens with DeepEP (``moe.backend``
+    ``ep_backend``), DeepEP's buffers as one more entry, ``deepep`` (:mod:`simulator.memory.deepep`).
 
     Kept by the values :func:`plan_communicators` reads (rank layout, stage, the few plan and model switches), so
-    plans of a search that differ only in micro-batch, sharding or recompute share one evaluation."""
+    plans of a search that differ only in micro-batch, sharding or recompute share one evaluation (the DeepEP entry
+    is computed apart: its low-latency buffer follows the micro-batch)."""
     fabric = _fabric(cluster)
     p = rp.parallel
     key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
            p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0, rp.model.tied_embeddings,
-           rp.model.moe is not None, fabric)
+           rp.model.moe is not None, ep_backend.startswith("deepep"), fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:
             _BY_LAYOUT.clear()
-        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus), fabric)
+        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus, ep_backend), fabric)
+    if ep_backend.startswith("deepep") and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
+        deepep = deepep_bytes(rp, ep_backend)
+        if deepep:
+            return NcclBytes(hit.process, (*hit.communicators, ("deepep", deepep)))
     return hit
 
 

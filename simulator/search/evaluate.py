@@ -103,10 +103,11 @@ class Context:
         self.topology = topology_of(self.fixed.cluster)
         self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
+        self.ep_backend = self.fixed.moe.backend
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
-        self.fixed_bytes: dict = {}     # their fixed and NCCL bytes per stage, per point without micro-batch
+        self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
         self.nccl_floor: dict = {}      # bounding stages and their least NCCL bytes, per point without sharding
 
 
@@ -193,27 +194,30 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     core = _CORE(rest)
     coefficients = ctx.peaks.get(core)
     if coefficients is not None:
-        own = ctx.fixed_bytes.get(rest)
-        if own is None:
-            stages = coefficients.stages
-            own = ctx.fixed_bytes[rest] = (fixed_bytes(plan, stages),
-                                           tuple(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages))
-        memory = coefficients.peak(mb, plan.num_microbatches, *own)
+        fixed = ctx.fixed_bytes.get(rest)
+        if fixed is None:
+            fixed = ctx.fixed_bytes[rest] = fixed_bytes(plan, coefficients.stages)
+        # each plan's own: they follow the sharding (NVLS-tree) and, with DeepEP's low-latency buffer, the micro-batch
+        nccl = tuple(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total for s in coefficients.stages)
+        memory = coefficients.peak(mb, plan.num_microbatches, fixed, nccl)
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    # what bounding_stages and nccl_bytes read (not the micro-batch; of the sharding, whether gradients are
-    # all-reduced: NVLS-tree, simulator.memory.nccl)
-    floor_key = (core, plan.recipe.eager, plan.recipe.stage == 0)
+    # what bounding_stages and nccl_bytes read: of the sharding, whether gradients are all-reduced (NVLS-tree,
+    # simulator.memory.nccl); the micro-batch only through DeepEP's low-latency buffer
+    floor_key = (core, plan.recipe.eager, plan.recipe.stage == 0,
+                 mb if ctx.ep_backend == "deepep_low_latency" else None)
     hit = ctx.nccl_floor.get(floor_key)
     if hit is None:
         if len(ctx.nccl_floor) >= BUILT_CACHE:
             ctx.nccl_floor.clear()
         stages = bounding_stages(plan)
-        hit = ctx.nccl_floor[floor_key] = stages, min(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+        hit = ctx.nccl_floor[floor_key] = stages, min(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total
+                                                      for s in stages)
     stages, nccl = hit
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         return None        # the model states and NCCL's buffers alone do not fit: no need for the items
-    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
+    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster,
+                             ep_backend=ctx.ep_backend)
     if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
         if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together
             ctx.peaks.clear()
