@@ -23,7 +23,8 @@ def render_serving(result) -> str:
              f"throughput {t['tokens_per_s']:,.0f} output tokens/s ({t['tokens_per_s_per_gpu']:,.0f} per GPU), "
              f"{t['total_tokens_per_s']:,.0f} total tokens/s",
              f"memory peak {d['memory']['device_peak_bytes'] / GIBI:.1f} GiB of {d['memory']['hbm_bytes'] / GIBI:.0f}"
-             f"; KV cache holds {d['kv_capacity_seqs']} sequences per replica", "",
+             f"; KV cache holds {d['kv_capacity_seqs']} sequences per replica (in "
+             f"{s['gpu_memory_utilization']:g} of HBM, gpu_memory_utilization)", "",
              f"{'op class':<12}{'prefill ms':>12}{'decode ms':>12}"]
     for key, value in d["decode"]["breakdown_s"].items():
         pre = d["prefill"]["breakdown_s"][key]
