@@ -311,9 +311,8 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int, ep_backend: s
     is computed apart: its low-latency buffer follows the micro-batch)."""
     fabric = _fabric(cluster)
     p = rp.parallel
-    key = (rp.order, tuple(rp._sizes(False).items()), tuple(rp._sizes(True).items()), rp.world_size, stage,
-           p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0, rp.model.tied_embeddings,
-           rp.model.moe is not None, ep_backend.startswith("deepep"), fabric)
+    key = (rp.rank_layout, stage, p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0,
+           rp.model.tied_embeddings, rp.model.moe is not None, ep_backend.startswith("deepep"), fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:

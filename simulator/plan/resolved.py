@@ -85,6 +85,12 @@ class ResolvedPlan(BaseModel):
         return {"tp": p.tp, "cp": p.cp, "ulysses": p.ulysses, "ep": 1, "dp": self.dp, "pp": p.pp}
 
     @cached_property
+    def rank_layout(self) -> tuple:
+        """The rank order and the dense and expert grid sizes: with the world size, what fixes every rank group (a
+        value key shared by plans that differ in nothing else: group timings, NCCL's communicators)."""
+        return (self.order, tuple(self._sizes(False).items()), tuple(self._sizes(True).items()), self.world_size)
+
+    @cached_property
     def _memo(self) -> dict:
         """Per-plan memo of derived tables (rank groups, stage parameters): pure functions of this frozen plan."""
         return {}

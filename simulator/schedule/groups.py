@@ -82,8 +82,7 @@ class GroupTimer:
         self._times: dict[tuple, OpTiming] = {}
         self._keys: dict[tuple[str, int], tuple] = {}
         self._shared = shared
-        self._layout = (plan.order, tuple(plan._sizes(False).items()), tuple(plan._sizes(True).items()),
-                        plan.world_size)
+        self._layout = plan.rank_layout
         # small integers for the layout and for group keys (unique within ``shared``, or within this timer), so
         # that the keys of the caches hash a few ints instead of long tuples of rank positions
         layouts = {} if shared is None else shared.setdefault("layout ids", {})

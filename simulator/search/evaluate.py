@@ -104,11 +104,12 @@ class Context:
         self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.ep_backend = self.fixed.moe.backend
+        self.mb_dependent_nccl = self.ep_backend == "deepep_low_latency"   # its buffer holds a micro-batch's tokens
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
-        self.fixed_bytes: dict = {}     # their fixed bytes per stage, per point without micro-batch
-        self.nccl_floor: dict = {}      # bounding stages and their least NCCL bytes, per point without sharding
+        self.fixed_bytes: dict = {}     # their fixed (and NCCL) bytes per stage, per point without micro-batch
+        self.nccl_floor: dict = {}      # bounding stages per point without sharding; their least NCCL bytes
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -194,26 +195,30 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     core = _CORE(rest)
     coefficients = ctx.peaks.get(core)
     if coefficients is not None:
-        fixed = ctx.fixed_bytes.get(rest)
-        if fixed is None:
-            fixed = ctx.fixed_bytes[rest] = fixed_bytes(plan, coefficients.stages)
-        # each plan's own: they follow the sharding (NVLS-tree) and, with DeepEP's low-latency buffer, the micro-batch
-        nccl = tuple(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total for s in coefficients.stages)
-        memory = coefficients.peak(mb, plan.num_microbatches, fixed, nccl)
+        # the plan's own fixed and NCCL bytes: both follow the sharding (NCCL's through NVLS-tree); DeepEP's
+        # low-latency buffer also follows the micro-batch, so under that backend NCCL's bytes are not kept
+        own = ctx.fixed_bytes.get(rest)
+        if own is None:
+            own = ctx.fixed_bytes[rest] = (fixed_bytes(plan, coefficients.stages),
+                                           None if ctx.mb_dependent_nccl else _nccl(ctx, plan, coefficients.stages))
+        fixed, nccl = own
+        memory = coefficients.peak(mb, plan.num_microbatches, fixed,
+                                   _nccl(ctx, plan, coefficients.stages) if nccl is None else nccl)
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    # what bounding_stages and nccl_bytes read: of the sharding, whether gradients are all-reduced (NVLS-tree,
-    # simulator.memory.nccl); the micro-batch only through DeepEP's low-latency buffer
-    floor_key = (core, plan.recipe.eager, plan.recipe.stage == 0,
-                 mb if ctx.ep_backend == "deepep_low_latency" else None)
-    hit = ctx.nccl_floor.get(floor_key)
-    if hit is None:
+    # what bounding_stages reads (not the sharding nor the micro-batch) and what nccl_bytes reads besides: of the
+    # sharding, whether gradients are all-reduced (NVLS-tree, simulator.memory.nccl); the micro-batch only through
+    # DeepEP's low-latency buffer
+    floor_key = (core, plan.recipe.eager)
+    nccl_key = (*floor_key, plan.recipe.stage == 0, mb if ctx.mb_dependent_nccl else None)
+    stages = ctx.nccl_floor.get(floor_key)
+    nccl = ctx.nccl_floor.get(nccl_key)
+    if stages is None or nccl is None:
         if len(ctx.nccl_floor) >= BUILT_CACHE:
             ctx.nccl_floor.clear()
-        stages = bounding_stages(plan)
-        hit = ctx.nccl_floor[floor_key] = stages, min(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total
-                                                      for s in stages)
-    stages, nccl = hit
+        if stages is None:
+            stages = ctx.nccl_floor[floor_key] = bounding_stages(plan)
+        nccl = ctx.nccl_floor[nccl_key] = min(_nccl(ctx, plan, stages))
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         return None        # the model states and NCCL's buffers alone do not fit: no need for the items
     report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster,
@@ -225,6 +230,11 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         p = plan.parallel
         ctx.peaks[core] = peak_by_micro_batch(report, mb, plan.num_microbatches, p.schedule, p.pp, p.vpp)
     return report
+
+
+def _nccl(ctx: Context, plan, stages: tuple[int, ...]) -> tuple[float, ...]:
+    """The communication libraries' bytes of ``plan`` on ``stages`` (:func:`simulator.memory.nccl.nccl_bytes`)."""
+    return tuple(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total for s in stages)
 
 
 def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:
