@@ -265,15 +265,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                   "decode_replicas": rp.dp - s.disaggregation.prefill_replicas,
                   "kv_transfer": kv_transfer(ctx, rp, s.disaggregation.prefill_replicas)}
     if s.concurrency:
-        one, _ = prefill_time(ctx, rp, 1)
-        if disagg is None:
-            curve = tuple(curve_point(ctx, rp, c, steady, one.step_s, rp.world_size) for c in s.concurrency)
-        else:
-            def decode_s(b: int) -> float:
-                return decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
-
-            curve = tuple(disagg_point(ctx, rp, c, steady, one.step_s, disagg["kv_transfer"]["time_s"], decode_s,
-                                       rp.world_size) for c in s.concurrency)
+        curve = concurrency_curve(ctx, rp, steady, disagg)
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
@@ -296,6 +288,27 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                        kv_capacity_seqs=capacity, kv_capacity_seqs_steady=steady, memory=memory, curve=curve,
                        warnings=tuple(warnings), disaggregation=disagg, kv_capacity_blocks=blocks,
                        saturation_request_rate=saturation, rate_curve=rates)
+
+
+def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, steady: int, disagg: dict | None) -> tuple[dict, ...]:
+    """The latency-throughput curve over ``serving.concurrency`` (module docstring), each replica's batch capped
+    at ``steady`` staggered sequences; no sequence fitting is a user error."""
+    s = ctx.serving
+    if steady == 0:
+        raise UserError(f"the K/V cache holds no sequence of {s.input_len + s.output_len} tokens per replica "
+                        f"(weights and transients fill the engine's share of HBM, gpu_memory_utilization "
+                        f"{s.gpu_memory_utilization:g}): no concurrency can be served; raise "
+                        "serving.gpu_memory_utilization, spread the weights over more GPUs or shorten the "
+                        "sequences", key_path="serving.concurrency")
+    one, _ = prefill_time(ctx, rp, 1)
+    if disagg is None:
+        return tuple(curve_point(ctx, rp, c, steady, one.step_s, rp.world_size) for c in s.concurrency)
+
+    def decode_s(b: int) -> float:
+        return decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
+
+    return tuple(disagg_point(ctx, rp, c, steady, one.step_s, disagg["kv_transfer"]["time_s"], decode_s,
+                              rp.world_size) for c in s.concurrency)
 
 
 def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:

@@ -282,3 +282,12 @@ def test_a_batch_beyond_the_engines_share_warns():
     cap = serve(batch=1, input_len=4096, output_len=1, gpu_memory_utilization=0.3).kv_capacity_seqs
     r = serve(batch=cap + 1, input_len=4096, output_len=1, gpu_memory_utilization=0.3)
     assert not r.memory.oom and any("OUT OF MEMORY" in w for w in r.warnings)
+
+
+def test_a_curve_with_no_room_for_the_cache_exits_2():
+    """gpu_memory_utilization 0.05 of an H200 (7 GB) leaves no room for Llama-3-8B's 16 GB of weights: no sequence
+    fits, so a concurrency curve is a user error naming the key, not a curve of an engine that cannot start."""
+    with pytest.raises(UserError, match="holds no sequence") as err:
+        serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05, concurrency=[1, 4])
+    assert err.value.key_path == "serving.concurrency"
+    assert serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05).kv_capacity_seqs == 0
