@@ -17,7 +17,7 @@ def render_memory_table(report: MemoryReport, *, unit: float = GiB, unit_name: s
         lines.append(f"{s.stage:>5} " + " ".join(f"{v / unit:>12.2f}" for v in values))
     lines.append(f"peak {report.peak_bytes / unit:.2f} {unit_name} of tensors; on the device "
                  f"{report.device_peak_bytes / unit:.2f} {unit_name} with the CUDA runtime and allocator cache "
-                 f"({report.runtime_bytes / unit:.2f} {unit_name}) and the NCCL / DeepEP buffers "
+                 f"({report.runtime_bytes / unit:.2f} {unit_name}) and the communication buffers (NCCL, DeepEP) "
                  f"({report.nccl_bytes / unit:.2f} {unit_name}, largest stage)")
     if report.hbm_capacity_bytes is not None:
         margin = report.margin_bytes

@@ -51,7 +51,7 @@ def render_result(result, fmt: str = "text") -> str:
     capacity = result.scenario.cluster.node.gpu.memory.capacity
     memory = table(*memory_rows(result), title=f"memory per GPU (GiB; HBM {capacity / GIBI:.1f} GiB, peak "
                                                f"{result.memory.peak_bytes / GIBI:.2f} GiB, on the device with "
-                                               f"runtime, allocator cache and NCCL / DeepEP "
+                                               f"runtime, allocator cache and communication buffers "
                                                f"({result.memory.nccl_bytes / GIBI:.2f} GiB) "
                                                f"{result.memory.device_peak_bytes / GIBI:.2f} GiB, margin "
                                                f"{result.memory.margin_bytes / GIBI:+.2f} GiB)")
