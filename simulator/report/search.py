@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simulator.search.evaluate import OOM_REASON
 from simulator.units import GIBI
 
 _COLUMNS = ("rank", "gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding",
@@ -27,9 +28,13 @@ def _exposed(row: dict[str, Any]) -> str:
 def render_search(result, top: int, why_line: str | None) -> str:
     """The summary line, the top ``top`` plans with their breakdown, why #1 wins and the rejection counts."""
     plans = result.plans[:top]
-    out = [f"{result.evaluated:,} plans evaluated, {result.valid:,} valid, "
-           f"{result.evaluated - result.valid:,} rejected in {result.seconds:.2f} s "
-           f"({result.evaluated / max(result.seconds, 1e-9):,.0f} plans/s); objective {result.objective}", ""]
+    by_memory = result.rejected.get(OOM_REASON, 0)
+    seconds = max(result.seconds, 1e-9)
+    out = [f"{result.evaluated:,} points of the plan space in {result.seconds:.2f} s "
+           f"({result.evaluated / seconds:,.0f}/s): {result.valid + by_memory:,} plans pass the rules, "
+           f"{by_memory:,} of them do not fit in memory, {result.valid:,} valid plans timed "
+           f"({result.valid / seconds:,.0f}/s); {result.evaluated - result.valid - by_memory:,} points rejected by "
+           f"the rules; objective {result.objective}", ""]
     header = [*_COLUMNS, "step_s", "peak_GiB", "MFU", "tokens/s"]
     rows = [[str(p[c]) for c in _COLUMNS] + [f"{p['step_s']:.3f}", f"{p['device_peak_bytes'] / GIBI:.1f}",
                                              f"{p['mfu']:.1%}", f"{p['tokens_per_s']:,.0f}"] for p in plans]

@@ -123,3 +123,20 @@ def test_cli_plot_draws_the_pareto_front(tmp_path, capsys):
     data = _small(micro_batch=[1], pp=[1, 2], gpus=[8, 16])   # two GPU counts: the time-vs-GPUs panel has a front
     assert main(["search", str(_write(tmp_path, data)), "--plot", str(plot)]) == 0
     assert plot.stat().st_size > 1000 and f"to {plot}" in capsys.readouterr().out
+
+
+def test_the_summary_line_counts_points_plans_and_timed_plans():
+    """The text summary splits the points of the space into those the rules reject, the plans that pass the rules
+    but not memory, and the timed plans, and the three add up to the points."""
+    import re
+
+    from simulator.report.search import render_search
+    from simulator.search.evaluate import OOM_REASON
+
+    result = search(_small(micro_batch=[1]))
+    line = render_search(result, 1, None).splitlines()[0]
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|valid plans|"
+                                                           r"points rejected)", line)]
+    points, plans, memory, timed, by_rules = numbers
+    assert points == result.evaluated and timed == result.valid and memory == result.rejected[OOM_REASON]
+    assert plans == timed + memory and points == plans + by_rules
