@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.search.evaluate import OOM_REASON
 from simulator.units import GIBI
 
 _COLUMNS = ("rank", "gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding",
@@ -28,7 +27,7 @@ def _exposed(row: dict[str, Any]) -> str:
 def render_search(result, top: int, why_line: str | None) -> str:
     """The summary line, the top ``top`` plans with their breakdown, why #1 wins and the rejection counts."""
     plans = result.plans[:top]
-    by_memory = result.rejected.get(OOM_REASON, 0)
+    by_memory = result.pruned_by_memory
     seconds = max(result.seconds, 1e-9)
     out = [f"{result.evaluated:,} points of the plan space in {result.seconds:.2f} s "
            f"({result.evaluated / seconds:,.0f}/s): {result.valid + by_memory:,} plans pass the rules, "

@@ -19,7 +19,7 @@ from simulator.model.strict import build
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.evaluate import Context, Evaluated, reason_of, resolve
+from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
 
@@ -41,6 +41,11 @@ class SearchResult:
     seconds: float
     plans: list[dict[str, Any]]
     objective: str
+
+    @property
+    def pruned_by_memory(self) -> int:
+        """Plans that pass the rules but whose device peak exceeds HBM (the rest of ``rejected`` are rule rejections)."""
+        return self.rejected.get(OOM_REASON, 0)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""

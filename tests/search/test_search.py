@@ -131,12 +131,11 @@ def test_the_summary_line_counts_points_plans_and_timed_plans():
     import re
 
     from simulator.report.search import render_search
-    from simulator.search.evaluate import OOM_REASON
 
     result = search(_small(micro_batch=[1]))
     line = render_search(result, 1, None).splitlines()[0]
     numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|valid plans|"
                                                            r"points rejected)", line)]
     points, plans, memory, timed, by_rules = numbers
-    assert points == result.evaluated and timed == result.valid and memory == result.rejected[OOM_REASON]
+    assert points == result.evaluated and timed == result.valid and memory == result.pruned_by_memory > 0
     assert plans == timed + memory and points == plans + by_rules
