@@ -29,7 +29,9 @@ group size takes the next larger entry (the last beyond 160). Low-latency mode's
 router tokens of one micro-batch (the buffer must hold them). Not counted: NVSHMEM's own state and IBGDA queue pairs
 beyond the granule rounding (DeepEP issue #510 measured ~3.1 GB on a GPU whose low-latency hint is 2.0 GiB), the
 NVSHMEM bootstrap, DeepEP v2's ``ElasticBuffer`` (sized differently), and the buffers serving engines allocate
-(vLLM: 1 GiB NVLink + 1 GiB RDMA by ``VLLM_DEEPEP_BUFFER_SIZE_MB``).
+(vLLM 0.33.0: 1 GiB NVLink by ``VLLM_DEEPEP_BUFFER_SIZE_MB``, plus 1 GiB RDMA across nodes in high-throughput mode
+or the low-latency hint at ``max_num_batched_tokens``; allocated at model load, after vLLM's memory snapshot, so
+they would come out of the K/V cache, docs/serving.md).
 """
 
 from __future__ import annotations
