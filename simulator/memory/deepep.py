@@ -59,6 +59,12 @@ COMBINE_CONFIGS = {2: (10, 256, 6, 128), 4: (9, 256, 6, 128), 8: (4, 256, 6, 128
                    96: (1, 480, 8, 128), 128: (1, 560, 8, 128), 144: (2, 720, 8, 128), 160: (2, 720, 8, 128)}
 
 
+#: ``moe.backend`` values that move tokens through DeepEP's buffers, and the one whose buffer holds a micro-batch's
+#: tokens (so its bytes follow the micro-batch)
+DEEPEP_BACKENDS = ("deepep_normal", "deepep_low_latency")
+MICRO_BATCH_SIZED = "deepep_low_latency"
+
+
 def _align(n: int, to: int = ALIGNMENT_BYTES) -> int:
     return -(-n // to) * to
 
@@ -117,9 +123,9 @@ def deepep_bytes(rp: ResolvedPlan, backend: str) -> float:
     """DeepEP's device bytes on a GPU of ``rp`` under ``moe.backend`` ``backend``: 0 for a non-DeepEP backend, a
     dense model or ep 1 (module docstring)."""
     moe, ep = rp.model.moe, rp.parallel.ep
-    if moe is None or ep < 2 or not backend.startswith("deepep"):
+    if moe is None or ep < 2 or backend not in DEEPEP_BACKENDS:
         return 0.0
-    if backend == "deepep_low_latency":
+    if backend == MICRO_BATCH_SIZED:
         nvl, rdma = 0, low_latency_buffer_bytes(max(1, round(rp.shape.norm_tokens)), rp.model.hidden, moe.experts)
     else:
         nvl, rdma = normal_buffer_bytes(rp.model.hidden, ep)

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware.cluster import ClusterSpec
-from simulator.memory.deepep import deepep_bytes
+from simulator.memory.deepep import DEEPEP_BACKENDS, deepep_bytes
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -276,7 +276,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend
     if rp.model.moe is not None:
         # DeepEP moves the tokens through its own buffers (simulator.memory.deepep); its Buffer's set-up gathers
         # the peers' handles over the EP group (dist.all_gather_object), a ring collective on NCCL
-        deepep = ep_backend.startswith("deepep")
+        deepep = ep_backend in DEEPEP_BACKENDS
         add("ep", "ep", ring=deepep, a2a=not deepep)
         add("etp", "etp", ring=True)
         add("edp", "edp", ring=True, all_reduce=ddp)
@@ -312,13 +312,13 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int, ep_backend: s
     fabric = _fabric(cluster)
     p = rp.parallel
     key = (rp.rank_layout, stage, p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0,
-           rp.model.tied_embeddings, rp.model.moe is not None, ep_backend.startswith("deepep"), fabric)
+           rp.model.tied_embeddings, rp.model.moe is not None, ep_backend in DEEPEP_BACKENDS, fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:
             _BY_LAYOUT.clear()
         hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus, ep_backend), fabric)
-    if ep_backend.startswith("deepep") and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
+    if ep_backend in DEEPEP_BACKENDS and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
         deepep = deepep_bytes(rp, ep_backend)
         if deepep:
             return NcclBytes(hit.process, (*hit.communicators, ("deepep", deepep)))

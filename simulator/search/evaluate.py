@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
+from simulator.memory.deepep import MICRO_BATCH_SIZED
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
 from simulator.memory.nccl import nccl_bytes
@@ -104,7 +105,7 @@ class Context:
         self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.ep_backend = self.fixed.moe.backend
-        self.mb_dependent_nccl = self.ep_backend == "deepep_low_latency"   # its buffer holds a micro-batch's tokens
+        self.mb_dependent_nccl = self.ep_backend == MICRO_BATCH_SIZED   # DeepEP's buffer holds a micro-batch
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
