@@ -241,7 +241,7 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
           trace: bool = True) -> tuple[dict[str, float], float, list[TraceEvent]]:
     """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars
     (none when ``trace`` is False: plan search)."""
-    plan, p = ctx.plan, ctx.plan.parallel
+    plan = ctx.plan
     ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
     params = ctx.traffic.params[stage]
     bwd = [b for _, b in chunks]
@@ -278,7 +278,6 @@ def _tail(ctx: _Inputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: fl
         if trace:
             events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
-    del p
     return out, opt, events
 
 
