@@ -27,7 +27,7 @@ import statistics
 import time
 from pathlib import Path
 
-from simulator.memory import activations, estimate, nccl
+from simulator.memory import activations, deepep, estimate, nccl
 from simulator.model import flops, spec, strict
 from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
@@ -48,7 +48,8 @@ def _clear() -> None:
                    activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
                    estimate._scaled_items, estimate._fixed_sum, flops._layer_kinds, flops.model_flops,
                    spec.moe_layer_flags, rules.parse_order, nccl._nccl_bytes, strict._numeric_fields,
-                   ranks._grid_groups, evaluate._reason):
+                   ranks._grid_groups, evaluate._reason, deepep.normal_buffer_bytes,
+                   deepep.low_latency_buffer_bytes):
         cached.cache_clear()
     estimate._SCALED_BY_ID.clear()
     nccl._BY_LAYOUT.clear()
