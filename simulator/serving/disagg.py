@@ -47,8 +47,8 @@ def disagg_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity:
     prefill_replicas = s.disaggregation.prefill_replicas
     decode_replicas = rp.dp - prefill_replicas
     b = max(1, math.ceil(concurrency / decode_replicas))
-    limited = capacity > 0 and b > capacity
-    b = min(b, capacity) if capacity > 0 else b
+    limited = b > capacity          # capacity >= 1: concurrency_curve refuses a cache that holds no sequence
+    b = min(b, capacity)
     tpot = decode_s(b)
     ttft = prefill_one + transfer_s + tpot / 2
     e2e = ttft + (s.output_len - 1) * tpot

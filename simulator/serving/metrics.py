@@ -219,8 +219,8 @@ def curve_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: 
     """One point of the latency-throughput curve (module docstring)."""
     s = ctx.serving
     b = max(1, math.ceil(concurrency / rp.dp))
-    limited = capacity > 0 and b > capacity
-    b = min(b, capacity) if capacity > 0 else b
+    limited = b > capacity          # capacity >= 1: concurrency_curve refuses a cache that holds no sequence
+    b = min(b, capacity)
     decode = decode_time(ctx, rp, b, s.input_len + s.output_len // 2).step_s
     iteration = decode + b / s.output_len * prefill_one
     ttft = iteration / 2 + prefill_one + decode
