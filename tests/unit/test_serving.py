@@ -291,3 +291,15 @@ def test_a_curve_with_no_room_for_the_cache_exits_2():
         serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05, concurrency=[1, 4])
     assert err.value.key_path == "serving.concurrency"
     assert serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05).kv_capacity_seqs == 0
+
+
+@pytest.mark.parametrize("value, rule", [("1.5", "less than or equal to 1"), ("0", "greater than 0"),
+                                         ("abc", "valid number")])
+def test_a_bad_gpu_memory_utilization_exits_2_naming_the_key(tmp_path, capsys, value, rule):
+    path = tmp_path / "s.yaml"
+    path.write_text("system: {profile: hgx_h200, gpus: 1}\nmodel: {preset: llama3-8b}\n"
+                    "training: {mode: inference}\n"
+                    f"serving: {{batch: 1, input_len: 8, output_len: 2, gpu_memory_utilization: {value}}}\n")
+    assert main(["serve", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:4: serving.gpu_memory_utilization" in err and rule in err
