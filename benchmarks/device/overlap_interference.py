@@ -1,7 +1,7 @@
 """How much a resident communication-like kernel slows a compute-bound GEMM beside it, on one GPU.
 
 Question it settles (issue 11): the step-time model charges a collective hidden behind compute
-``interference x hidden seconds`` (simulator/schedule/overlap.py). For a collective whose traffic crosses the
+``interference x hidden seconds`` (simulator/pricing/overlap.py). For a collective whose traffic crosses the
 network it uses the share of SMs NCCL's channels hold (one resident block per channel, NCCL src/enqueue.cc
 ncclLaunchKernel): channels / SMs. Two NCCL ranks cannot share one GPU, so this script emulates the two ends of
 what such a kernel does with ``n`` resident blocks of 512 threads (NCCL's blocks have up to 640):

@@ -1,15 +1,14 @@
 """Pipeline timeline, overlap and step time: :func:`simulate_step` -> :class:`StepResult`.
 
-Imports traffic, compute, collectives, topology, plan, model and hardware (docs/architecture.md).
+Imports pricing and plan and what they build on (docs/architecture.md).
 """
 
 from simulator.plan.pipeline import stage_orders
-from simulator.schedule.groups import GroupTimer, OpTiming
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.step import simulate_step
 from simulator.schedule.timeline import StageTimeline, run_timeline
 
 __all__ = [
-    "CommRow", "GroupTimer", "OpTiming", "StageTimeline", "StepResult", "TraceEvent",
+    "CommRow", "StageTimeline", "StepResult", "TraceEvent",
     "run_timeline", "simulate_step", "stage_orders",
 ]

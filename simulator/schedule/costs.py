@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from simulator.compute.host import host_wait
 from simulator.compute.layer import LayerTime
-from simulator.schedule.groups import GroupTimer
-from simulator.schedule.moe_layer import MoeLayerTiming, ep_exposed
-from simulator.schedule.overlap import coefficients, exposed
+from simulator.pricing.groups import GroupTimer
+from simulator.pricing.moe_layer import MoeLayerTiming, ep_exposed
+from simulator.pricing.overlap import coefficients, exposed
 from simulator.traffic import DIMS, CommOp
 
 _ZEROS = dict.fromkeys(DIMS, 0.0)
@@ -30,7 +30,7 @@ class Cost:
     ``total``, never added on top.
 
     ``exposed_intra`` is the part of ``exposed`` whose traffic stays inside the NVLink domain (NVLink, PCIe, host
-    memory: :attr:`~simulator.schedule.groups.OpTiming.on_network` false). While the GPU waits for it, a
+    memory: :attr:`~simulator.pricing.groups.OpTiming.on_network` false). While the GPU waits for it, a
     data-parallel collective running in the background over the network keeps its NICs busy, so it is part of the
     window such a collective hides behind (:func:`dp_window`)."""
 
@@ -68,7 +68,7 @@ class Cost:
 
     def expose(self, dim: str, seconds: float, on_network: bool) -> None:
         """Add ``seconds`` of exposed ``dim`` communication, also to ``exposed_intra`` when its traffic stays inside
-        the NVLink domain (:attr:`~simulator.schedule.groups.OpTiming.on_network` false)."""
+        the NVLink domain (:attr:`~simulator.pricing.groups.OpTiming.on_network` false)."""
         self.exposed[dim] += seconds
         if not on_network:
             self.exposed_intra += seconds
@@ -98,7 +98,7 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
                expert_overlap: str = "sequential") -> None:
     """Add the exposed and busy time of ``ops`` (one layer, one phase) into ``cost``; ops sharing an overlap
     window share it (their times add before the window is subtracted). MoE dispatch/combine (``experts``) follow
-    the backend's ``expert_overlap`` (:func:`simulator.schedule.moe_layer.ep_exposed`)."""
+    the backend's ``expert_overlap`` (:func:`simulator.pricing.moe_layer.ep_exposed`)."""
     by_window: dict[str, dict[str, float]] = {}
     weighted_k: dict[str, float] = {}               # per window: sum of time x interference of its ops
     intra: dict[str, float] = {}                    # per window: the time of its ops that stay off the network
@@ -125,7 +125,7 @@ def _comm_cost(ops: list[CommOp], timer: GroupTimer, stage: int, windows: dict[s
 
 
 def _interference(k: float | None) -> float:
-    """An op's interference (:class:`simulator.schedule.groups.OpTiming`), the engine default when it has none."""
+    """An op's interference (:class:`simulator.pricing.groups.OpTiming`), the engine default when it has none."""
     return coefficients()["overlap_interference"] if k is None else k
 
 
@@ -135,7 +135,7 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
     """(forward, backward) cost of one layer of ``kind`` (dense/moe) for one micro-batch on ``stage``; ``modules``:
     what selective recompute re-runs (default core attention).
 
-    ``moe``: the MoE layer on this stage's EP group (:mod:`simulator.schedule.moe_layer`); its layer time (the
+    ``moe``: the MoE layer on this stage's EP group (:mod:`simulator.pricing.moe_layer`); its layer time (the
     busiest rank's expert GEMMs) replaces ``lt`` and its backend's overlap prices the EP ops' exposure."""
     mine = [o for o in ops if o.layer in ("any", kind)]
     overlap = "sequential"

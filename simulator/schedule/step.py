@@ -5,9 +5,9 @@
 2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
    group's GPUs with the collectives model.
 3. Chunk costs: forward and backward of each model chunk per micro-batch = compute + recompute + exposed comm
-   (overlap rules in :mod:`simulator.schedule.overlap`); EP dispatch/combine are traffic ops priced by the MoE
+   (overlap rules in :mod:`simulator.pricing.overlap`); EP dispatch/combine are traffic ops priced by the MoE
    backend model, and MoE layers with EP > 1 take the busiest rank's expert GEMMs and the backend's overlap
-   (:mod:`simulator.schedule.moe_layer`).
+   (:mod:`simulator.pricing.moe_layer`).
 4. Pipeline: :func:`simulator.schedule.timeline.run_timeline` of the schedule's op orders; each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end. The breakdown follows the stage that sets the pace: the busiest one (the
@@ -36,11 +36,11 @@ from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.plan.pipeline import stage_orders
 from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES, split_orders
+from simulator.pricing.groups import GroupTimer
+from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
+from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.costs import Cost, dp_window, layer_costs, microbatch_dp_cost
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
-from simulator.schedule.groups import GroupTimer
-from simulator.schedule.moe_layer import MoeLayerTiming, moe_layer_timing
-from simulator.schedule.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.result import CommRow, StepResult, TraceEvent
 from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline

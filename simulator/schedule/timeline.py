@@ -10,7 +10,7 @@ DeepSeek's DualPipe): a forward and a backward of different micro-batches that a
 merged, so the dispatch/combine of each hides behind the other's compute. The pair takes
 ``hidden = min(ep_a, compute_b) + min(ep_b, compute_a)`` less time, minus the share ``interference`` of the hidden
 time by which the communication kernels still slow the compute (the engine-wide overlap rule,
-:func:`simulator.schedule.overlap.exposed`). Each op joins at most one pair; warm-up and cool-down ops stay alone.
+:func:`simulator.pricing.overlap.exposed`). Each op joins at most one pair; warm-up and cool-down ops stay alone.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from simulator.model import ModelSpec
 from simulator.model.flops import expert_mlp_ops, layer_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
-from simulator.schedule.groups import GroupTimer
+from simulator.pricing.groups import GroupTimer
 from simulator.serving import backends as B
 from simulator.serving.config import ServingConfig
 from simulator.topology import Topology

@@ -86,7 +86,7 @@ def ulysses_ops(rp: ResolvedPlan) -> list[CommOp]:
 def ep_ops(rp: ResolvedPlan) -> list[CommOp]:
     """Expert-parallel dispatch and combine of one MoE layer: each rank sends its routed token copies (router
     tokens x top_k x hidden at uniform routing); backward sends the gradients the same way. The step engine prices
-    them with the MoE backend model (:meth:`simulator.schedule.groups.GroupTimer.time`: routing skew, dispatch
+    them with the MoE backend model (:meth:`simulator.pricing.groups.GroupTimer.time`: routing skew, dispatch
     dtype, DeepEP / NCCL / CPU proxy, IBGDA), and the backend's overlap decides how much hides behind the experts
     (``overlap="experts"``)."""
     p, m = rp.parallel, rp.model

@@ -2,9 +2,9 @@
 (+ recompute in a backward), plus the exposed communication that stays inside the NVLink domain when the collective
 itself crosses the network; and which exposed seconds count as inside the domain."""
 
+from simulator.pricing.groups import OpTiming
+from simulator.pricing.overlap import exposed
 from simulator.schedule.costs import Cost, _comm_cost, dp_window
-from simulator.schedule.groups import OpTiming
-from simulator.schedule.overlap import exposed
 from simulator.traffic import CommOp
 
 

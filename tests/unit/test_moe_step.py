@@ -1,4 +1,4 @@
-"""MoE layers in the step-time engine (simulator.schedule.moe_layer, EP ops priced by the MoE backend through the
+"""MoE layers in the step-time engine (simulator.pricing.moe_layer, EP ops priced by the MoE backend through the
 GroupTimer): backend, skew, SMs, overlap, scenario section."""
 
 from functools import cache

@@ -26,9 +26,9 @@ from simulator.errors import UserError
 from simulator.model import load_model_preset as get_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
 from simulator.plan.rules import check_training_switches
+from simulator.pricing.overlap import coefficients
 from simulator.scenario.load import load_scenario
 from simulator.scenario.simulate import simulate
-from simulator.schedule.overlap import coefficients
 from simulator.schedule.step import _layer_times
 from simulator.schedule.stragglers import straggler_factor
 from simulator.validation import published

@@ -197,8 +197,8 @@ def test_network_collectives_interfere_by_the_sms_their_channels_hold():
     """A group spanning nodes: NCCL runs one resident block per channel (src/enqueue.cc); the DGX H100 collective
     model prices network traffic on 2 channels per NIC the group uses, so a hidden second costs channels / 132 s
     of compute. A group inside one node keeps the NVLink-fitted default (None -> overlap_interference 0.67)."""
-    from simulator.schedule.groups import GroupTimer
-    from simulator.schedule.overlap import coefficients, exposed, network_interference
+    from simulator.pricing.groups import GroupTimer
+    from simulator.pricing.overlap import coefficients, exposed, network_interference
 
     assert network_interference(16, 132) == pytest.approx(0.1212, abs=1e-4)
     assert network_interference(16, 108) == pytest.approx(0.1481, abs=1e-4)

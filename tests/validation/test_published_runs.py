@@ -54,7 +54,7 @@ def test_development_set_error_does_not_regress(runs):
     intra-node EP row with Megatron's FSDP (+58.2%: its per-micro-batch parameter gathers over InfiniBand are
     hidden but charged the NVLink-fitted overlap interference): 37 runs, mean 9.50%, dense 8.15%, MoE 13.98%,
     median -0.56%. Then hidden collectives that cross the network charged the SMs their NCCL channels hold
-    instead of the NVLink-fitted 0.67 (simulator.schedule.overlap.network_interference): FSDP row +58.2% ->
+    instead of the NVLink-fitted 0.67 (simulator.pricing.overlap.network_interference): FSDP row +58.2% ->
     +7.8%, MLPerf FP8 rows 0.2-5 points faster, the CP rings of the 64K / 128K rows -1.9 / -0.5% -> -4.8 / -4.3%:
     mean 8.27%, fp8 5.41%, MoE 10.80%, median -3.04% (the median moved toward optimism; still within +-5%). Then
     the training default of moe.overlap became sequential, as Megatron-Core runs DeepEP (fused_a2a.py,

@@ -2,7 +2,7 @@
 how much of the EP dispatch/combine the backend hides behind the experts.
 
 The EP ops themselves are ordinary traffic ops (:func:`simulator.traffic.layer.ep_ops`), priced by
-:meth:`simulator.schedule.groups.GroupTimer.time` with the MoE backend model on the EP group's placement. Per EP
+:meth:`simulator.pricing.groups.GroupTimer.time` with the MoE backend model on the EP group's placement. Per EP
 placement :func:`moe_layer_timing`:
 1. sizes the routed-expert GEMMs with the rows the most loaded rank's local experts get (the slowest rank sets the
    layer time: the other ranks wait for it in combine); ``imbalance`` = its tokens / the mean;

@@ -20,7 +20,7 @@ from simulator.collectives import GroupCostModel, build_cost_model, evaluate, pl
 from simulator.errors import UserError
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeLayerComm, MoeSettings, moe_layer_comm
 from simulator.plan import ResolvedPlan
-from simulator.schedule.overlap import network_interference
+from simulator.pricing.overlap import network_interference
 from simulator.topology import Topology
 from simulator.traffic import CommOp
 
@@ -33,7 +33,7 @@ class OpTiming:
     """Seconds of one call, the algorithm chosen, the link class the group's traffic crosses, the bytes the
     comm table reports (``None``: the op's own bytes; MoE kernels report what crosses the bottleneck link) and the
     interference of the call's hidden time on compute (``None``: the engine's NVLink-fitted default;
-    :func:`simulator.schedule.overlap.network_interference` when the group spans nodes)."""
+    :func:`simulator.pricing.overlap.network_interference` when the group spans nodes)."""
 
     call_s: float
     algorithm: str

@@ -23,7 +23,7 @@ import yaml
 @cache
 def coefficients() -> dict[str, float]:
     """``overlap_interference`` and ``grad_bucket_elements`` from ``data/overlap.yaml``."""
-    text = (resources.files("simulator.schedule") / "data" / "overlap.yaml").read_text(encoding="utf-8")
+    text = (resources.files("simulator.pricing") / "data" / "overlap.yaml").read_text(encoding="utf-8")
     return {k: float(v["value"]) for k, v in yaml.safe_load(text).items()}
 
 
