@@ -18,7 +18,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.scenario.sweep import plan_sweep, run_sweep  # noqa: E402
+from simulator.entries.sweep import plan_sweep, run_sweep  # noqa: E402
 
 SWEEP = """\
 name: llama3-70b-16-nodes-sweep

@@ -27,11 +27,11 @@ import statistics
 import time
 from pathlib import Path
 
+from simulator.entries.simulate import simulate
 from simulator.memory import activations, deepep, estimate, nccl
 from simulator.model import flops, spec, strict
 from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
-from simulator.scenario.simulate import simulate
 from simulator.schedule import fast_timeline
 from simulator.search import evaluate, search
 from simulator.search.evaluate import evaluate_points, resolve

@@ -10,8 +10,12 @@ __all__ = ["load_scenario", "simulate"]
 
 
 def __getattr__(name: str):
-    if name in __all__:
-        from simulator import scenario
+    if name == "load_scenario":
+        from simulator.scenario import load_scenario
 
-        return getattr(scenario, name)
+        return load_scenario
+    if name == "simulate":
+        from simulator.entries import simulate
+
+        return simulate
     raise AttributeError(f"module 'simulator' has no attribute {name!r}")

@@ -10,36 +10,45 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "simulator"
 
-#: package -> simulator packages it may import (the data flow from hardware and model to reports); modules at the top level are shared leaves
-ALLOWED = {
+#: package -> the packages it imports directly: ../shared/DESIGN.md's package table (docs/architecture.md), read
+#: transitively (a package may import what the packages it builds on import). Packages the table folds into a box:
+#: moe is the MoE half of the collectives box (dispatch/combine on a placement), traffic the comm-op half of the
+#: program box, multimodal an entry beside search, validation the published and measured data above the entries.
+LAYERS = {
     "units": set(),
-    "hardware": {"units"},
-    "topology": {"hardware", "units"},
-    "collectives": {"topology", "hardware", "units"},
-    "model": {"units"},
-    "plan": {"model", "hardware", "units"},
-    "memory": {"plan", "model", "hardware", "units"},
-    "compute": {"model", "hardware", "units"},
-    "traffic": {"plan", "model", "units"},
-    "moe": {"collectives", "topology", "hardware", "model", "units"},
-    "pricing": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
-    "schedule": {"pricing", "traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
-    "serving": {"pricing", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
-                "moe", "units"},
-    "multimodal": {"pricing", "report", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
-                   "hardware", "units"},
-    "scenario": {"pricing", "serving", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
-                 "hardware", "moe", "units"},
-    "search": {"pricing", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
-               "hardware", "moe", "units"},
-    "report": {"pricing", "serving", "scenario", "schedule", "memory", "collectives", "topology", "plan", "model", "hardware", "moe",
-               "units"},
-    "validation": {"pricing", "multimodal", "serving", "scenario", "schedule", "traffic", "compute", "collectives", "topology", "plan", "memory", "model",
-                   "hardware", "moe", "units"},
-    "cli": {"multimodal", "scenario", "report", "hardware", "topology", "collectives", "moe", "measure", "validation", "units",
-            "search"},
     "measure": {"units"},
+    "hardware": {"units"},
+    "topology": {"hardware"},
+    "collectives": {"topology", "hardware"},
+    "moe": {"collectives", "topology", "hardware", "model"},
+    "model": {"units"},
+    "implementation": {"hardware", "units"},
+    "plan": {"model", "hardware", "implementation"},
+    "traffic": {"plan", "model"},
+    "compute": {"model", "hardware"},
+    "pricing": {"traffic", "compute", "collectives", "moe", "topology", "plan"},
+    "memory": {"plan", "model", "hardware"},
+    "schedule": {"pricing", "plan"},
+    "serving": {"pricing", "memory", "plan"},
+    "scenario": {"hardware", "model", "plan", "implementation", "moe"},
+    "search": {"schedule", "memory", "plan", "scenario"},
+    "multimodal": {"schedule", "memory", "plan", "scenario"},
+    "entries": {"scenario", "schedule", "serving", "memory"},
+    "report": {"entries", "search", "multimodal", "serving"},
+    "validation": {"entries", "search", "multimodal"},
+    "cli": {"report", "validation", "measure"},
 }
+
+
+def _closure(package: str, seen: frozenset = frozenset()) -> set[str]:
+    out = set()
+    for below in LAYERS[package]:
+        assert below not in seen | {package}, f"the import contract has a cycle through {package} and {below}"
+        out |= {below} | _closure(below, seen | {package})
+    return out
+
+
+ALLOWED = {package: _closure(package) for package in LAYERS}
 SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}
 
 

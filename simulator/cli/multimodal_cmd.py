@@ -23,7 +23,7 @@ def run_multimodal(args) -> int:
     else:
         print(render_text(result))
     if args.trace:
-        from simulator.multimodal.trace import write_multimodal_trace
+        from simulator.report.multimodal_trace import write_multimodal_trace
 
         print(f"wrote {write_multimodal_trace(result.step, args.trace)}")
     return 0

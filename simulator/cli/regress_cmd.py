@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simulator.entries.regress import compare, read_golden, scenario_points, write_golden
 from simulator.errors import UserError
-from simulator.scenario.regress import compare, read_golden, scenario_points, write_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 

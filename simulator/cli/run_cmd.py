@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
+from simulator import load_scenario, simulate
 from simulator.cli.args import output_path, plot_path
 from simulator.cli.output import print_json
 from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
 from simulator.report.result import header, render_result
 from simulator.resources import default_scenario
-from simulator.scenario import load_scenario, simulate
 
 DEFAULT_SCENARIO = default_scenario()  # shipped with the package: `simulator run` works from any folder
 

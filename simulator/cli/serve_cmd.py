@@ -23,10 +23,10 @@ def register(subparsers) -> None:
 
 def _serve(args) -> int:
     from simulator.cli.run_cmd import load
+    from simulator.entries.serve import simulate_serving
     from simulator.errors import UserError
     from simulator.report.serving import curve_rows, render_serving
     from simulator.scenario.document import read_document
-    from simulator.scenario.serve import simulate_serving
 
     try:
         result = simulate_serving(load(args.scenario, args.force_calibration))

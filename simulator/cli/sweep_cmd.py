@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 
+from simulator import simulate
 from simulator.cli.args import bounded_int, output_path, plot_path, positive_int
 from simulator.cli.run_cmd import force_calibration_argument, load
+from simulator.entries.simulate import SUMMARY_KEYS
+from simulator.entries.sweep import plan_sweep, run_sweep
 from simulator.errors import UserError
 from simulator.limits import MAX_SWEEP_PLANS
 from simulator.report.compare import render_comparison
 from simulator.report.files import write_text
-from simulator.scenario import simulate
-from simulator.scenario.simulate import SUMMARY_KEYS
-from simulator.scenario.sweep import plan_sweep, run_sweep
 
 
 def register(subparsers) -> None:

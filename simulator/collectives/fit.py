@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.collectives import algorithms as alg
-from simulator.collectives.calibration import Calibration, CalibrationEntry
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
 from simulator.collectives.curves import pool_points
 from simulator.collectives.model import build_cost_model, evaluate
 from simulator.collectives.nccl_logs import Measurement, parse_nccl_tests
 from simulator.collectives.placement import GroupPlacement
 from simulator.errors import UserError
+from simulator.hardware.calibration import Calibration, CalibrationEntry
 
 _MAX_BW = 1e15  # a flat line: "no measurable per-byte cost"
 

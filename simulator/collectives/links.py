@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import PROTOCOLS, Coefficients
 from simulator.collectives.curves import Curve
 from simulator.collectives.placement import GroupPlacement
+from simulator.hardware.calibration import Calibration
 from simulator.units.constants import GIGA, MICRO
 
 

@@ -14,11 +14,11 @@ import numpy as np
 
 from simulator.collectives import algorithms as alg
 from simulator.collectives import composite as comp
-from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, PROTOCOLS, Coefficients
 from simulator.collectives.links import LinkParams, link_table, p2p_link_table
 from simulator.collectives.placement import GroupPlacement
 from simulator.errors import UserError
+from simulator.hardware.calibration import Calibration
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
 ALGORITHMS = {

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.collectives.calibration import Calibration
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
 from simulator.collectives.model import build_cost_model, busbw_factor, evaluate, feasible_algorithms
 from simulator.collectives.placement import GroupPlacement
+from simulator.hardware.calibration import Calibration
 from simulator.units.constants import GIGA, MICRO
 
 

@@ -23,8 +23,7 @@ from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, build_spec, load_multimodal_preset
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import SystemSection, _cluster, _system
-from simulator.scenario.simulate import topology_of
-from simulator.topology import Topology
+from simulator.topology import Topology, topology_of
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "multimodal")
 #: how much of a file is scanned for a ``multimodal:`` line (the YAML reader's own limit applies when parsing)

@@ -11,9 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulator.collectives import calibration_system_problem, load_calibration
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster, load_node
+from simulator.hardware.calibration import calibration_system_problem, load_calibration
+from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
 from simulator.moe import MoeSettings
@@ -21,7 +22,6 @@ from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_p
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
 from simulator.scenario.search_section import SearchSection
-from simulator.serving.config import ServingConfig
 from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip",

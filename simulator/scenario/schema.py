@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec
 from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, TrainingConfig
 from simulator.scenario.load import SystemSection
-from simulator.serving.config import ServingConfig
 
 
 def _model_section() -> type[BaseModel]:

@@ -64,8 +64,8 @@ def _model_of(item: Any) -> type[BaseModel] | None:
 def check_calibration(document, swept: tuple[str, ...]) -> None:
     """A sweep's fixed ``system.calibration`` measured on another system than its fixed ``system.profile`` is one
     mistake, not a column of "invalid" rows: refuse it before any plan runs (unless forced)."""
-    from simulator.collectives import calibration_system_problem, load_calibration
     from simulator.hardware import load_node
+    from simulator.hardware.calibration import calibration_system_problem, load_calibration
     from simulator.scenario.load import relative_to_file
     from simulator.yamlio import is_file
 

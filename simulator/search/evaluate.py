@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
+from simulator.hardware.calibration import calibration_of
 from simulator.memory.deepep import MICRO_BATCH_SIZED
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
@@ -45,10 +46,10 @@ from simulator.plan.config import ParallelPlan
 from simulator.plan.zero_bubble import SPLIT_SCHEDULES
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
-from simulator.scenario.simulate import calibration_of, topology_of
 from simulator.schedule.fast_timeline import fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
 from simulator.search.space import INNER, OUTER, Space, parallel_of
+from simulator.topology import topology_of
 from simulator.traffic import DIMS
 
 #: candidates whose timelines are evaluated together (bounds the memory held by prepared plans); as large as an

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.collectives import Calibration
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.compute.memops import LayerShape, eager_memops, embedding_memops, layer_memops
 from simulator.hardware import GpuSpec
+from simulator.hardware.calibration import Calibration
+from simulator.implementation.serving import ServingConfig
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
 from simulator.model.flops import expert_mlp_ops, layer_flops
@@ -42,7 +43,6 @@ from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.pricing.groups import GroupTimer
 from simulator.serving import backends as B
-from simulator.serving.config import ServingConfig
 from simulator.topology import Topology
 from simulator.traffic.ops import CommOp
 

@@ -1,5 +1,6 @@
 """The cluster as a networkx graph: paths, bandwidths, NVLink domains and link sharing."""
 
+from simulator.topology.cached import topology_of
 from simulator.topology.topology import Path, Topology
 
-__all__ = ["Path", "Topology"]
+__all__ = ["Path", "Topology", "topology_of"]

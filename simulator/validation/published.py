@@ -19,9 +19,9 @@ import csv
 import statistics
 from dataclasses import dataclass
 
+from simulator.entries.simulate import simulate
 from simulator.model import model_flops
 from simulator.scenario.load import load_scenario
-from simulator.scenario.simulate import simulate
 from simulator.units.constants import GiB
 from simulator.validation import VALIDATION_DATA
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from simulator.scenario import load_scenario, simulate
+from simulator import load_scenario, simulate
 
 MEMORY_TOLERANCE = 0.05
 

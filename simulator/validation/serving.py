@@ -45,8 +45,8 @@ class Row:
 
 def h200_rows(file: str = "serve.jsonl") -> list[Row]:
     """Every decode and prefill row of one run with the model's prediction."""
+    from simulator.entries.serve import simulate_serving
     from simulator.scenario import load_scenario
-    from simulator.scenario.serve import simulate_serving
 
     rows = []
     for line in (DATA / file).read_text().splitlines():
@@ -99,8 +99,8 @@ def published_serving_rows() -> list[dict]:
     """Each published serving number with the model's value for the same setup (metric definitions in the CSV)."""
     import csv
 
+    from simulator.entries.serve import simulate_closed_loop, simulate_serving
     from simulator.scenario import load_scenario
-    from simulator.scenario.serve import simulate_closed_loop, simulate_serving
 
     lines = [ln for ln in PUBLISHED.read_text().splitlines() if ln and not ln.startswith("#")]
     out = []

@@ -92,8 +92,8 @@ def check(path: Path, data: dict) -> str:
     a positive step time; any other exception propagates (a bug)."""
     import json
 
+    from simulator import simulate
     from simulator.errors import UserError
-    from simulator.scenario import simulate
     from simulator.scenario.document import Document
     from simulator.scenario.load import scenario_from_document
 

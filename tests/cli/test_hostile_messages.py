@@ -100,8 +100,8 @@ def test_timeline_draws_every_lane_to_the_end(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from simulator import load_scenario, simulate
     from simulator.report.plots import timeline_axes
-    from simulator.scenario import load_scenario, simulate
 
     scenario = write(tmp_path, "pp.yaml", "system: {profile: dgx_h100, nodes: 16}\nmodel: {preset: llama3-8b}\n"
                      "parallel: {tp: 8, pp: 16}\ntraining: {seq_len: 2048, micro_batch: 1, global_batch: 256}\n")

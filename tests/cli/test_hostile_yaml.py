@@ -2,10 +2,10 @@
 
 import pytest
 
+from simulator import load_scenario, simulate
+from simulator.entries.simulate import SUMMARY_KEYS
 from simulator.errors import UserError
 from simulator.limits import MAX_YAML_NODES
-from simulator.scenario import load_scenario, simulate
-from simulator.scenario.simulate import SUMMARY_KEYS
 from simulator.yamlio import MAX_YAML_DEPTH, parse_yaml_text
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from simulator.entries.regress import compare
 from simulator.multimodal.report import summary
 from simulator.multimodal.scenario import load_multimodal, simulate_multimodal
-from simulator.scenario.regress import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios" / "multimodal").glob("*.yaml"))

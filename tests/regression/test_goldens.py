@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.scenario.regress import compare, read_golden, scenario_points
+from simulator.entries.regress import compare, read_golden, scenario_points
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

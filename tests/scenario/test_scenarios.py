@@ -9,9 +9,9 @@ import pytest
 
 from simulator import load_scenario, simulate
 from simulator.cli import main
+from simulator.entries.sweep import plan_sweep, run_sweep
 from simulator.errors import UserError
 from simulator.scenario.schema import scenario_json_schema
-from simulator.scenario.sweep import plan_sweep, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulator.entries.simulate import simulate
 from simulator.errors import UserError
 from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
-from simulator.scenario.simulate import simulate
 from simulator.schedule.fast_timeline import (
     dependencies,
     gpipe_ends,

@@ -14,8 +14,8 @@ from simulator.compute.host import (
     host_wait,
 )
 from simulator.compute.layer import LayerTime
+from simulator.entries.simulate import simulate
 from simulator.scenario.load import load_scenario
-from simulator.scenario.simulate import simulate
 from simulator.schedule.costs import layer_costs
 from simulator.validation import published
 

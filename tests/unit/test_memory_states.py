@@ -132,7 +132,7 @@ def test_pytorch_gradients_live_across_accumulation_and_without_set_to_none():
     gradients live while the second builds its activations); the model gave 59.0 GiB for both, which is right
     for one micro-batch (gradients replace activations during backward). zero_grad(set_to_none=False) keeps the
     gradients alive between steps: the same peak as accumulation."""
-    from simulator.scenario import load_scenario, simulate
+    from simulator import load_scenario, simulate
 
     peak = {k: simulate(load_scenario(_gpt36(*k))).memory.peak_bytes / GiB for k in ((1, True), (2, True), (1, False))}
     assert peak[(2, True)] == pytest.approx(72.3, rel=0.02)

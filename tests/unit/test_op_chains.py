@@ -22,13 +22,13 @@ from simulator.compute.op_chains import (
     fit_torch_cross_entropy,
     fit_unfused_cross_entropy,
 )
+from simulator.entries.simulate import simulate
 from simulator.errors import UserError
 from simulator.model import load_model_preset as get_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
 from simulator.plan.rules import check_training_switches
 from simulator.pricing.overlap import coefficients
 from simulator.scenario.load import load_scenario
-from simulator.scenario.simulate import simulate
 from simulator.schedule.step import _layer_times
 from simulator.schedule.stragglers import straggler_factor
 from simulator.validation import published

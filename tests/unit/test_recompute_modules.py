@@ -74,9 +74,9 @@ def test_block_recompute_of_n_layers_per_chunk():
     """Megatron --recompute-method block --recompute-num-layers 4 on a 16-layer stage: 4 layers keep only their
     input (2*s*b*h/t with SP), 12 keep everything; backward re-runs 4 layer forwards (simulate's recompute time is
     4/16 of full recompute's)."""
+    from simulator.entries.simulate import simulate
     from simulator.memory import estimate_memory
     from simulator.scenario.load import load_scenario
-    from simulator.scenario.simulate import simulate
 
     m = load_model_preset("llama3-8b")
     base = {"tp": 2, "sp": True, "pp": 2, "recompute": "full"}

@@ -144,8 +144,8 @@ def test_breakdown_follows_the_stage_that_sets_the_pace_of_a_moe_pipeline():
     breakdown shows their exposed EP time and a small bubble, not the idle lightweight last stage (issue 11: it
     showed 75% 'bubble' and no EP). The last stage holds 2 MoE layers, the MTP module's MoE layer and two output
     heads. Busy time + bubble = step on the named stage."""
+    from simulator.entries.simulate import simulate
     from simulator.scenario.load import load_scenario
-    from simulator.scenario.simulate import simulate
 
     step = simulate(load_scenario(ROOT / "scenarios" / "deepseek_v3_ep64.yaml")).step
     neck = step.bottleneck
@@ -180,8 +180,8 @@ def test_microbatch_overlap_hides_ep_time_of_a_moe_pipeline():
     step, and the breakdown still adds up."""
     import yaml
 
+    from simulator.entries.simulate import simulate
     from simulator.scenario.load import load_scenario
-    from simulator.scenario.simulate import simulate
 
     doc = yaml.safe_load((ROOT / "simulator/validation/data/published_runs/zoo_qwen3_235b_deepep_ep32.yaml"
                           ).read_text())

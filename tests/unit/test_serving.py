@@ -5,10 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import main
+from simulator.entries.serve import simulate_serving
 from simulator.errors import UserError
 from simulator.hardware import load_node
 from simulator.scenario import load_scenario
-from simulator.scenario.serve import simulate_serving
 from simulator.serving import backends as B
 from simulator.serving.step import touched_experts
 
@@ -222,7 +222,7 @@ def test_pipeline_decode_keeps_pp_micro_batches_in_flight():
     """Llama-3-70B TP 4 x PP 2, 16 sequences: two micro-batches of 8 in flight; a token takes max(one traversal,
     2 x the slowest stage) at 8 sequences, never more than the 16-sequence batch traversing both stages alone."""
     from simulator.compute.efficiency import default_efficiency
-    from simulator.scenario.simulate import topology_of
+    from simulator.entries.simulate import topology_of
     from simulator.serving.metrics import decode_time, phase_plan
     from simulator.serving.step import StepContext, step_time
 

@@ -2,9 +2,9 @@
 
 import pytest
 
+from simulator.entries.serve import simulate_serving
 from simulator.errors import UserError
 from simulator.scenario import load_scenario
-from simulator.scenario.serve import simulate_serving
 
 
 def _disagg(profile: str, nodes: int, model: str, parallel: dict, precision: str, prefill_replicas: int) -> dict:

@@ -76,7 +76,7 @@ def test_flagperf_a800_plan_that_ran_out_of_memory_is_predicted_out_of_memory(ru
     """FlagPerf's A100 ablation (training/nvidia/llama3_8B-megatron/README.md, DGX A800): PP1DP8TP1 'OOM' while the
     seven plans beside it ran; the model agrees on all eight (it predicts 96 GiB of tensors for the plan that did not
     fit, over the HBM before the runtime and NCCL's buffers are added; the seven that ran fit with them)."""
-    from simulator.scenario.simulate import simulate
+    from simulator.entries.simulate import simulate
 
     ran = [r for r in runs if r.id.startswith("flagperf_llama3_8b_a800_")]
     assert len(ran) == 7 and not any(r.oom for r in ran)

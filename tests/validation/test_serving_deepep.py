@@ -8,8 +8,8 @@ import csv
 
 import pytest
 
+from simulator.entries.serve import simulate_serving
 from simulator.scenario import load_scenario
-from simulator.scenario.serve import simulate_serving
 from simulator.validation.moe import TOLERANCE
 from simulator.validation.serving import DATA
 

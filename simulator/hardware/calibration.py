@@ -11,6 +11,7 @@ the context-parallel ring pass). A file without ``path`` keys (the first format)
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -92,6 +93,12 @@ def calibration_to_yaml(calibration: Calibration) -> str:
     data = calibration.model_dump(mode="json")
     data["entries"] = [{k: v for k, v in e.items() if k != "curve" or v} for e in data["entries"]]
     return yaml.safe_dump(data, sort_keys=False)
+
+
+@lru_cache(maxsize=16)
+def calibration_of(path: str) -> Calibration:
+    """The calibration file at ``path``, read once per path (sweeps and searches over one scenario share it)."""
+    return load_calibration(path)
 
 
 def load_calibration(path_or_dict: str | Path | dict) -> Calibration:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulator.entries.simulate import simulate
 from simulator.errors import UserError
 from simulator.limits import MAX_SWEEP_PLANS
 from simulator.scenario.document import Document, read_document, set_dotted
 from simulator.scenario.load import scenario_from_document
-from simulator.scenario.simulate import simulate
 from simulator.scenario.sweep_check import check_calibration, check_values
 
 #: spread a sweep over processes from this many points on (below it, start-up costs more than it saves)

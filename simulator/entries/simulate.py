@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from simulator.collectives import Calibration, load_calibration
-from simulator.hardware import ClusterSpec
+from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
 from simulator.schedule import StepResult, simulate_step
-from simulator.topology import Topology
+from simulator.topology import topology_of
 from simulator.units import GIBI
 
 #: bubble share of the step above which a run is flagged
@@ -120,34 +118,13 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-@lru_cache(maxsize=16)
-def _topology(cluster_json: str) -> Topology:
-    """One graph per distinct cluster: sweeps over plans on one cluster build it once."""
-    return Topology(ClusterSpec.model_validate_json(cluster_json))
-
-
-@lru_cache(maxsize=16)
-def _calibration(path: str) -> Calibration:
-    return load_calibration(path)
-
-
-def calibration_of(path: str) -> Calibration:
-    """The (cached) calibration at ``path``."""
-    return _calibration(path)
-
-
-def topology_of(cluster: ClusterSpec) -> Topology:
-    """The (cached) topology graph of a cluster."""
-    return _topology(cluster.model_dump_json())
-
-
 def simulate(scenario: Scenario) -> Result:
     """Predict memory per GPU per stage and the step time with its breakdown (memory only for inference)."""
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=scenario.cluster.node.gpu.memory.capacity,
                              cluster=scenario.cluster, ep_backend=scenario.moe.backend)
     if scenario.training.mode == "inference":
         return Result(scenario=scenario, memory=memory, step=None)
-    calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
+    calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration,
                          moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma)
     return Result(scenario=scenario, memory=memory, step=step)

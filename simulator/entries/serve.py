@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from simulator.compute.efficiency import default_efficiency
 from simulator.errors import UserError
+from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
-from simulator.scenario.simulate import _calibration, topology_of
 from simulator.serving import ServeResult, serve
 from simulator.serving.backends import EXPERT_KERNELS
 from simulator.serving.metrics import loop_costs, loop_limits
 from simulator.serving.rate import closed_loop_point
 from simulator.serving.step import StepContext
+from simulator.topology import topology_of
 
 
 def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
     gpu = scenario.cluster.node.gpu
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
-    calibration = _calibration(scenario.calibration_path) if scenario.calibration_path else None
+    calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
                       serving=scenario.serving, moe_settings=scenario.moe, topology=topology_of(scenario.cluster),
                       calibration=calibration)

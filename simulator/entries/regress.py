@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulator.entries.simulate import simulate
+from simulator.entries.sweep import plan_sweep, run_sweep
 from simulator.scenario.document import read_document
 from simulator.scenario.load import load_scenario
-from simulator.scenario.simulate import simulate
-from simulator.scenario.sweep import plan_sweep, run_sweep
 
 #: relative tolerance of golden comparisons: tight, only floating-point noise may pass
 REL_TOL = 1e-9
@@ -44,7 +44,7 @@ def scenario_points(path: str | Path) -> list[dict[str, Any]]:
     scenario = load_scenario(path)
     row = simulate(scenario).summary()
     if scenario.serving is not None:
-        from simulator.scenario.serve import simulate_serving
+        from simulator.entries.serve import simulate_serving
 
         row.update(simulate_serving(scenario).summary())
     return [_clean(row)]
