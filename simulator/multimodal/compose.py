@@ -11,7 +11,7 @@
 Exchange (DistMM), one per edge of :meth:`MultimodalSpec.token_edges`: the producer replicas' last stages send
 the image embeddings (contrastive: B x e), the image tokens (cross-attention, LLM: B x N x h_v) or a decoder's
 token states (CoCa's unimodal to multimodal decoder: B x T x h) to the consumer's replicas, pair by pair at once,
-forward and the gradient back (:func:`edge_transfer`, priced by :func:`simulator.multimodal.evaluate.p2p_s` on the
+forward and the gradient back (:func:`edge_transfer`, priced by :func:`simulator.pricing.exchange.pairs_exchange_s` on the
 placed GPUs). Loss (contrastive): :mod:`simulator.multimodal.loss`
 on the consumer's last-stage ranks: two all-gathers and two reduce-scatters of B x e, and the logits GEMMs.
 """
@@ -24,9 +24,10 @@ import numpy as np
 
 from simulator.compute import default_efficiency
 from simulator.compute.gemm import DTYPE_BYTES, gemm_times
-from simulator.multimodal.evaluate import SubmoduleRun, collective_s, p2p_s
+from simulator.multimodal.evaluate import SubmoduleRun
 from simulator.multimodal.loss import ContrastiveCost
 from simulator.multimodal.spec import MultimodalSpec, TokenEdge
+from simulator.pricing.exchange import group_call_s, pairs_exchange_s
 from simulator.topology import Topology
 from simulator.units import GIBI
 
@@ -121,8 +122,8 @@ def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int
         return 0.0, 0.0
     cost, dtype = _contrastive(spec, topology, ranks, batch, run)
     gpu = topology.cluster.node.gpu
-    comm = cost.gathers * (collective_s(topology, ranks, "all_gather", cost.all_gather_bytes)
-                           + collective_s(topology, ranks, "reduce_scatter", cost.all_gather_bytes))
+    comm = cost.gathers * (group_call_s(topology, ranks, "all_gather", cost.all_gather_bytes)
+                           + group_call_s(topology, ranks, "reduce_scatter", cost.all_gather_bytes))
     eff = default_efficiency(gpu.architecture)
     one = float(gemm_times(np.array([cost.local_rows]), np.array([spec.embed_dim]), np.array([batch]),
                            np.array([1.0]), gpu, eff, dtype)[0])
@@ -184,10 +185,10 @@ def pair_up(topology: Topology, senders: list[int], receivers: list[int]) -> lis
 
 def edge_s(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int) -> tuple[float, str]:
     """(seconds, link) of one exchange, forward and gradient back (:func:`edge_transfer` twice, priced by
-    :func:`simulator.multimodal.evaluate.p2p_s` on the placed GPUs)."""
+    :func:`simulator.pricing.exchange.pairs_exchange_s` on the placed GPUs)."""
     width = DTYPE_BYTES[runs[edge.producer].plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)]
     pairs, nbytes = edge_transfer(topology, runs, edge, batch, width)
-    t, link = p2p_s(topology, pairs, nbytes)
+    t, link = pairs_exchange_s(topology, pairs, nbytes)
     return 2 * t, link
 
 

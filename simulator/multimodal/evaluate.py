@@ -16,13 +16,11 @@ a contrastive loss needs the embeddings of the whole batch before any backward.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from simulator.collectives import build_cost_model, evaluate, place_group
 from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times
 from simulator.errors import UserError
@@ -30,7 +28,6 @@ from simulator.memory import MemoryReport, estimate_memory
 from simulator.memory.items import MemoryItem
 from simulator.model import param_counts
 from simulator.multimodal.activations import submodule_activation_items
-from simulator.multimodal.placement import real_split
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.schedule import StepResult, simulate_step
@@ -164,15 +161,8 @@ def stage_peaks_with_extras(peaks: list[float], extra_bytes: float, pooler_bytes
 def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
     """``topology`` whose rank r is GPU ``gpus[r]``: the engine places a plan's rank r on ``topology.gpus[r]``.
     A shallow copy shares the graph and its caches; only the rank order differs. Groups spread unevenly over nodes
-    are priced on their real split (:func:`simulator.multimodal.placement.real_split`)."""
-    view = copy.copy(topology)
-    view.__dict__ = dict(topology.__dict__)
-    names = topology.gpus
-    view.__dict__["gpus"] = [names[g] for g in gpus]
-    view.__dict__.pop("_placement_cache", None)
-    view.__dict__.pop("_real_split", None)
-    view.uneven_groups = True
-    return view
+    are priced on their real split (:meth:`simulator.topology.Topology.with_ranks_on`)."""
+    return topology.with_ranks_on(gpus)
 
 
 def replica_batch(global_batch: int, dp: int, micro_batch: int) -> int:
@@ -284,36 +274,3 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
                         cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,
                         pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler),
                         submodule_activation_items(spec, sub, plan))
-
-
-def p2p_s(topology: Topology, pairs: list[tuple[int, int]], bytes_per_pair: float) -> tuple[float, str]:
-    """Seconds for every (src, dst) pair to send ``bytes_per_pair`` at once, and the links they use. Pairs inside a
-    node go over NVLink, the others over the NICs: each class is priced as concurrent sendrecv groups sharing its
-    links (:func:`simulator.collectives.place_group` with the class's other pairs as concurrent groups), the two
-    classes at once (the slower sets the time). Link: ``nvlink``, ``network``, ``pcie``, or ``nvlink+network``
-    when both classes are present."""
-    pairs = [(a, b) for a, b in pairs if a != b]
-    if not pairs or bytes_per_pair <= 0:
-        return 0.0, "local"
-    names = topology.gpus
-    same = [p for p in pairs if topology.domain_of(names[p[0]]) == topology.domain_of(names[p[1]])]
-    apart = [p for p in pairs if p not in same]
-    times, links = [], []
-    for group in (same, apart):
-        if not group:
-            continue
-        groups = [list(p) for p in group]
-        placement = place_group(topology, groups[0], concurrent_groups=groups[1:])
-        times.append(float(evaluate(build_cost_model(placement), "sendrecv", [bytes_per_pair]).times_s[0]))
-        link = set(topology.path(*group[0]).links)
-        links.append("nvlink" if link <= {"nvlink"} else ("network" if {"ib", "eth"} & link else "pcie"))
-    return max(times), "+".join(links)
-
-
-def collective_s(topology: Topology, gpus: list[int], op: str, nbytes: float) -> float:
-    """One ``op`` of ``nbytes`` (nccl-tests convention) on ``gpus``; a group spread unevenly over nodes on its real
-    split (:func:`simulator.multimodal.placement.real_split`)."""
-    if len(gpus) < 2 or nbytes <= 0:
-        return 0.0
-    placement = place_group(real_split(topology), gpus)
-    return float(evaluate(build_cost_model(placement), op, [nbytes]).times_s[0])

@@ -8,18 +8,17 @@
 - ``packed``: consecutive GPUs in the order given, whatever the counts: a node boundary may split a submodule, so a
   submodule may take a fraction of a node and share it with the next (the data load balancer's uneven splits,
   :func:`simulator.multimodal.balance.distmm_plan`); a submodule spread unevenly over nodes has its collectives
-  priced on its real split (:func:`real_split`).
+  priced on its real split (:meth:`simulator.topology.Topology.on_real_split`).
 - ``spread``: every submodule's GPUs over every node as evenly as its count allows (n // nodes, or one more), the
   uneven counterpart of ``same_node``: the exchange between submodules mostly stays on NVLink.
 - ``auto`` (the placement manager): the faster of the two by the predicted step.
 
 Traffic between submodules is priced pair by pair on the real links: on NVLink where the two GPUs share a node,
-on the NICs otherwise (:func:`simulator.multimodal.evaluate.p2p_s`).
+on the NICs otherwise (:func:`simulator.pricing.exchange.pairs_exchange_s`).
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 
 from simulator.errors import UserError
@@ -85,20 +84,3 @@ def per_node_counts(topology: Topology, gpus: tuple[int, ...]) -> list[int]:
     """How many of ``gpus`` sit on each node (NVLink domain) they touch, in node order."""
     counts = Counter(topology.domain_of(topology.gpus[g]) for g in gpus)
     return [counts[k] for k in sorted(counts)]
-
-
-def real_split(topology: Topology) -> Topology:
-    """``topology`` on which :func:`simulator.collectives.place_group` prices a group spread unevenly over nodes on
-    its real split (:attr:`Topology.uneven_groups`: the node holding the fewest of its GPUs sets the ring's channels
-    and NIC share, NCCL's min over ranks; the ring's steps, latency and bytes are the real group's). A shallow copy
-    that shares the graph and its caches, built once per topology."""
-    if topology.uneven_groups:
-        return topology
-    view = topology.__dict__.get("_real_split")
-    if view is None:
-        view = copy.copy(topology)
-        view.__dict__ = dict(topology.__dict__)
-        view.__dict__.pop("_placement_cache", None)
-        view.uneven_groups = True
-        topology.__dict__["_real_split"] = view
-    return view

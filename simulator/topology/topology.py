@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -68,6 +69,32 @@ class Topology:
         self._template = domain_template(cluster)
         self._fabric = fabric_graph(cluster)
         self._path_cache: dict[tuple[str, str], list[Path]] = {}
+
+    def _view(self, **changes) -> Topology:
+        """A shallow copy that shares the graph, the domain template and the path cache, with ``changes`` applied
+        and the caches that depend on which GPU holds which rank (placements, the real-split view) left behind."""
+        view = copy.copy(self)
+        view.__dict__ = {k: v for k, v in self.__dict__.items() if k not in ("_placement_cache", "_real_split")}
+        view.__dict__.update(changes)
+        return view
+
+    def on_real_split(self) -> Topology:
+        """This topology, on which :func:`simulator.collectives.place_group` prices a group spread unevenly over
+        NVLink domains on its real split (:attr:`uneven_groups`: the domain holding the fewest of its GPUs sets the
+        ring's channels and NIC share, NCCL's min over ranks; the ring's steps, latency and bytes are the real
+        group's). Built once per topology."""
+        if self.uneven_groups:
+            return self
+        if "_real_split" not in self.__dict__:
+            self.__dict__["_real_split"] = self._view(uneven_groups=True)
+        return self.__dict__["_real_split"]
+
+    def with_ranks_on(self, gpus: tuple[int, ...]) -> Topology:
+        """This topology with rank r on GPU ``gpus[r]`` (a submodule of a multimodal plan on its own GPUs: the
+        engine places a plan's rank r on ``gpus[r]``); groups spread unevenly over domains are priced on their real
+        split."""
+        names = self.gpus
+        return self._view(gpus=[names[g] for g in gpus], uneven_groups=True)
 
     @cached_property
     def graph(self) -> nx.DiGraph:

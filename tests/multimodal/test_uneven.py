@@ -9,9 +9,10 @@ from simulator.collectives import build_cost_model, evaluate, place_group
 from simulator.hardware import load_cluster
 from simulator.multimodal.balance import balanced_splits
 from simulator.multimodal.compose import pair_up
-from simulator.multimodal.evaluate import PlanChoice, evaluate_submodule, p2p_s
-from simulator.multimodal.placement import per_node_counts, place, real_split
+from simulator.multimodal.evaluate import PlanChoice, evaluate_submodule
+from simulator.multimodal.placement import per_node_counts, place
 from simulator.multimodal.spec import load_multimodal_preset
+from simulator.pricing.exchange import pairs_exchange_s
 from simulator.topology import Topology
 
 
@@ -39,12 +40,12 @@ def test_uneven_group_placed_on_its_real_split(eight):
     layer still refuse an uneven group."""
     from simulator.errors import UserError
 
-    p = place_group(real_split(eight), list(range(53)))
+    p = place_group(eight.on_real_split(), list(range(53)))
     assert (p.n_ranks, p.n_nodes, p.ranks_per_node, p.domain_ranks) == (53, 7, 5, (8, 8, 8, 8, 8, 8, 5))
     assert p.nics_per_node == 5 and p.max_ranks_per_node == 8
     with pytest.raises(UserError, match="spread unevenly"):
         place_group(eight, list(range(53)))
-    assert place_group(real_split(eight), list(range(48))).domain_ranks == ()     # an even group as before
+    assert place_group(eight.on_real_split(), list(range(48))).domain_ranks == ()     # an even group as before
 
 
 def test_uneven_ring_all_reduce_by_hand(eight):
@@ -53,7 +54,7 @@ def test_uneven_ring_all_reduce_by_hand(eight):
     min(25 GB/s x 0.94 NIC efficiency, 31.51 GB/s PCIe x 0.762) = 23.5 GB/s each, 117.5 GB/s (channels: 2 per NIC x
     20.6 GB/s = 206 GB/s, not binding). Slope: (104 + 0.5) / 53 / 117.5e9 s per byte = 16.780 ps/B: 1 GiB more
     costs 18.018 ms (an even 48 GPUs on 8 NICs per node: (94 + 0.5) / 48 / 188e9 = 10.472 ps/B)."""
-    p = place_group(real_split(eight), list(range(53)))
+    p = place_group(eight.on_real_split(), list(range(53)))
     model = build_cost_model(p)
     a, b = evaluate(model, "all_reduce", [1 * 2**30, 2 * 2**30]).times_s
     slope = (104 + 0.5) / 53 / (5 * 23.5e9)
@@ -73,16 +74,16 @@ def test_uneven_submodule_is_priced_on_its_real_split(eight):
     dp = [c for c in run.step.comm if c.dim == "dp"]
     assert dp and run.step_s > 0
     op = dp[0]
-    expect = float(evaluate(build_cost_model(place_group(real_split(eight), list(gpus))), op.op,
+    expect = float(evaluate(build_cost_model(place_group(eight.on_real_split(), list(gpus))), op.op,
                             [op.bytes]).times_s[0])
     assert op.time_s == pytest.approx(expect, rel=1e-9)
 
 
 def test_traffic_between_submodules_on_nvlink_inside_a_node_on_the_nic_across(eight):
-    inside, link_in = p2p_s(eight, [(0, 1)], 64e6)
-    across, link_out = p2p_s(eight, [(2, 9)], 64e6)
+    inside, link_in = pairs_exchange_s(eight, [(0, 1)], 64e6)
+    across, link_out = pairs_exchange_s(eight, [(2, 9)], 64e6)
     assert link_in == "nvlink" and link_out == "network" and inside < across / 3
-    both, link = p2p_s(eight, [(0, 1), (2, 9)], 64e6)
+    both, link = pairs_exchange_s(eight, [(0, 1), (2, 9)], 64e6)
     assert link == "nvlink+network" and both == pytest.approx(across)   # the two classes at once: the slower
 
 
