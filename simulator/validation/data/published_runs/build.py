@@ -16,6 +16,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from runs import HEADER, RUNS  # noqa: E402
+from runs_flagperf_zoo import RUNS as FLAGPERF_ZOO_RUNS  # noqa: E402
+
+RUNS = RUNS + FLAGPERF_ZOO_RUNS
 
 CSV_COLS = ["id", "group", "source", "source_locator", "gpu", "gpus", "nodes", "model", "params_B", "seq_len",
             "global_batch", "micro_batch", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "zero_or_distopt", "recompute",
