@@ -216,7 +216,7 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    last = schedule_named(p.schedule).last_stage_rank(p.pp)
+    last = schedule_named(p.schedule).last_stage_rank(p.pp) if mtp_layers else -1
     return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, last)
 
 

@@ -5,11 +5,14 @@ end to end with no edit anywhere else, and its numbers are GPipe's."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
+import yaml
 
 from simulator import load_scenario, simulate
+from simulator.cli import main
 from simulator.errors import UserError
 from simulator.plan.schedules import SCHEDULES, Schedule, register_schedule
 from simulator.schedule.timeline import run_timeline
@@ -68,3 +71,17 @@ def test_the_toy_brings_the_base_rules_and_unknown_names_list_it(toy):
     with pytest.raises(UserError, match="toy_fill_drain") as err:
         load_scenario({**SMALL, "parallel": {**SMALL["parallel"], "schedule": "nope"}})
     assert "parallel.schedule" in str(err.value) and "gpipe" in str(err.value)
+
+
+def test_the_search_replays_the_toy_and_times_it_as_gpipe(toy, tmp_path, capsys):
+    """No fast timeline: the plan search falls back to the replay and says so; its step time is GPipe's."""
+    data = {k: v for k, v in SMALL.items() if k != "parallel"}
+    data["parallel"] = {"tp": 2, "pp": 4}
+    data["search"] = {"tp": [2], "pp": [4], "vpp": [1], "micro_batch": [1], "sharding": ["distributed_optimizer"],
+                      "recompute": ["none"], "schedule": [toy.name, "gpipe"]}
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["search", str(path), "--json", "--top", "10"]) == 0
+    plans = {p["parallel"]["schedule"]: p for p in json.loads(capsys.readouterr().out)["plans"]}
+    assert plans[toy.name]["timeline"] == f"replay ({toy.name})" and plans["gpipe"]["timeline"] == "closed form"
+    assert plans[toy.name]["step_s"] == pytest.approx(plans["gpipe"]["step_s"], rel=1e-12)
