@@ -8,8 +8,8 @@ DeepSeek-V3 Technical Report (arXiv 2412.19437), Sec. 3.2.1.
 
 Phases (global, the same on every rank):
 - DualPipe (``mirrored``; pp ranks, pp stages, two copies of the model): phase 0 carries the m/2 micro-batches
-  that enter at rank 0 (rank i runs stage i of copy A), phase 1 the m/2 that enter at rank pp-1 (rank i runs stage pp-1-i of
-  copy B). The repository's ranks in the second half swap their local phases; here they are mapped back.
+  that enter at rank 0 (rank i runs stage i of copy A), phase 1 the m/2 that enter at rank pp-1 (rank i runs
+  stage pp-1-i of copy B). The repository's ranks in the second half swap their local phases; here they are mapped back.
 - DualPipeV (pp ranks, 2 pp stages, one copy, V-shaped): phase 0 is stage i (forward goes i -> i+1), phase 1
   stage 2pp-1-i (forward goes i -> i-1); on the last rank phase 0's output turns into phase 1's input locally.
   Every one of the m micro-batches runs both phases.

@@ -239,14 +239,16 @@ def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
     return ends
 
 
-def fast_timelines(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray) -> list[list[StageTimeline]]:
+def fast_timelines(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray
+                   ) -> list[list[StageTimeline]]:
     """Stage timelines (no op list) of a batch of plans of one structure, by the schedule's ``fast`` kind:
     "closed_form" (GPipe) by :func:`gpipe_ends`, "levels" (1F1B and interleaved 1F1B) by :func:`level_ends`.
     ``durations``: ``(batch, pp, vpp, 2)``."""
     return fast_timelines_many([(schedule, pp, vpp, m, durations)])[0]
 
 
-def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]) -> list[list[list[StageTimeline]]]:
+def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
+                        ) -> list[list[list[StageTimeline]]]:
     """:func:`fast_timelines` of several structures, ``jobs`` of ``(schedule, pp, vpp, m, durations)``: the
     1F1B ones in one sweep (:func:`level_ends_many`)."""
     closed = [as_schedule(job[0]).fast == "closed_form" for job in jobs]

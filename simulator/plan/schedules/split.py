@@ -42,7 +42,8 @@ class SplitSchedule(Schedule):
             raise UserError(f"schedule {p.schedule} is a training schedule (forward and backward chunks); "
                             f"training.mode {t.mode} runs no backward: use 1f1b", key_path="parallel.schedule")
         if p.pp < 2:
-            raise UserError(f"schedule {p.schedule} needs a pipeline: pp >= 2, got pp = {p.pp}", key_path="parallel.pp")
+            raise UserError(f"schedule {p.schedule} needs a pipeline: pp >= 2, got pp = {p.pp}",
+                            key_path="parallel.pp")
         self.check_ranks(p)
         if p.vpp != 1:
             raise UserError(f"schedule {p.schedule} runs {self.chunks}: vpp must be 1, got vpp = {p.vpp}",
