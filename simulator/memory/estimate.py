@@ -18,7 +18,6 @@ from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
-from simulator.plan.pipeline import in_flight
 from simulator.plan.recipe import Recipe
 from simulator.plan.resolved import ResolvedPlan
 
@@ -176,7 +175,7 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         worst = _per_layer(rp, activation_context(rp, "worst"))
     out = []
     for s in range(p.pp) if stages is None else stages:
-        flight = in_flight(p.schedule, p.pp, p.vpp, s, rp.num_microbatches)
+        flight = rp.schedule.in_flight(p.pp, p.vpp, s, rp.num_microbatches)
         sp_ = stage_params(rp, s)
         items = _state_items(sp_, rb, rp) + _activation_items(rp, s, per_layer, flight)
         items += stage_extra_activations(rp, ctx, s, flight)

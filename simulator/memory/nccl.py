@@ -289,7 +289,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend
         last = rp.last_stage_rank        # DualPipeV ends its V on rank 0: no tied-embedding sync there
         if rp.model.tied_embeddings and last > 0 and stage in (0, last):
             out.append(_shape("embedding", (group[0], group[last]), rank, per_domain, True, all_reduce=True))
-        if p.schedule == "dualpipe":     # the two copies of a stage all-reduce their gradients (traffic.step)
+        if rp.schedule.mirrored:         # the two copies of a stage all-reduce their gradients (traffic.step)
             out.append(_shape("pp_mirror", tuple(sorted((group[stage], group[p.pp - 1 - stage]))), rank, per_domain,
                               True, all_reduce=True))
     # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that

@@ -47,7 +47,6 @@ from simulator.memory.estimate import activation_context
 from simulator.memory.items import MemoryItem
 from simulator.multimodal.spec import MultimodalSpec, PoolerSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan
-from simulator.plan.pipeline import in_flight
 
 
 def _scores(c: ActContext, rows: float, heads: float, keys: float, prefix: str, dropout: float) -> list[Item]:
@@ -149,7 +148,7 @@ def submodule_activation_items(spec: MultimodalSpec, sub: SubmoduleSpec, plan: R
     ctx = activation_context(plan)
     out = []
     for stage in range(p.pp):
-        flight = in_flight(p.schedule, p.pp, p.vpp, stage, plan.num_microbatches)
+        flight = plan.schedule.in_flight(p.pp, p.vpp, stage, plan.num_microbatches)
         items: list[MemoryItem] = []
         if sub.cross_attention_layers and spec.vision is not None:
             modes = cross_blocks_on_stage(sub, plan, stage)

@@ -30,6 +30,7 @@ from simulator.model import param_counts
 from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.plan.schedules import GPIPE, ONE_F_ONE_B
 from simulator.schedule import StepResult, simulate_step
 from simulator.topology import Topology
 from simulator.units import GIBI
@@ -177,7 +178,7 @@ def resolve_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoi
     """The engine plan of one submodule (errors re-keyed to ``multimodal.plans.<name>``)."""
     seq = spec.seq_len(sub)
     parallel = {"tp": choice.tp, "pp": choice.pp, "dp": choice.dp, "recompute": choice.recompute, "sp": choice.sp,
-                "schedule": "gpipe" if "contrastive" in spec.loss else "1f1b",
+                "schedule": (GPIPE if "contrastive" in spec.loss else ONE_F_ONE_B).name,
                 "distributed_optimizer": choice.distributed_optimizer}
     padded = replica_batch(global_batch, choice.dp, choice.micro_batch) * choice.dp
     training = {"seq_len": seq, "micro_batch": choice.micro_batch, "global_batch": padded,

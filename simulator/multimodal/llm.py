@@ -19,7 +19,6 @@ from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times
 from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule
 from simulator.multimodal.spec import MultimodalSpec
-from simulator.plan.pipeline import stage_orders
 from simulator.schedule.timeline import run_timeline
 from simulator.topology import Topology
 
@@ -86,7 +85,7 @@ def encoder_on_first_stage(spec: MultimodalSpec, llm_choice: PlanChoice, topolog
     fwd, bwd = _per_microbatch(llm)
     fwd[0] += enc_f[0] + proj / 3
     bwd[0] += enc_b[0] + 2 * proj / 3
-    orders = stage_orders(llm.plan.parallel.schedule, c.pp, 1, m)
+    orders = llm.plan.schedule.orders(c.pp, 1, m)
     before = run_timeline(orders, [[f] for f in _per_microbatch(llm)[0]], [[b] for b in _per_microbatch(llm)[1]],
                           llm.step.p2p_s)
     after = run_timeline(orders, [[f] for f in fwd], [[b] for b in bwd], llm.step.p2p_s)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from simulator.multimodal.compose import contrastive_loss_s, last_stage_ranks
 from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule
-from simulator.plan.pipeline import stage_orders
+from simulator.plan.schedules import GPIPE
 from simulator.schedule.timeline import run_timeline
 from simulator.units import GIBI
 
@@ -107,7 +107,7 @@ def monolithic_step(s, choice: PlanChoice) -> MonolithicStep:
     p2p = max(r.step.p2p_s for r in runs.values())
     if choice.pp > 1:   # the boundary transfer of a pp = 1 run is not priced: take it from a two-stage neighbour
         p2p = _boundary_s(s, choice, subs)
-    timelines = run_timeline(stage_orders("gpipe", choice.pp, 1, m), fwd, bwd, p2p)
+    timelines = run_timeline(GPIPE.orders(choice.pp, 1, m), fwd, bwd, p2p)
     ends = [t.end_s + tail for t, tail in zip(timelines, tails, strict=True)]
     pipeline = max(t.end_s for t in timelines)
     last = runs[subs[-1].name]

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.plan.schedules import ONE_F_ONE_B, ScheduleName
+
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 Recompute = Literal["none", "selective", "full"]
@@ -37,11 +39,11 @@ class ParallelPlan(BaseModel):
         None, description="Megatron-FSDP sharding strategy (needs distributed_optimizer)")
     etp: int = Field(1, ge=1, description="expert tensor parallel size; expert data parallel is derived")
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
-    schedule: Literal["1f1b", "gpipe", "dualpipe", "dualpipev", "zb1p", "zbv"] = Field(
-        "1f1b", description="pipeline schedule: 1f1b (interleaved when vpp > 1), gpipe, DeepSeek's bidirectional "
-                            "dualpipe (two copies of the model) / dualpipev (V-shaped, two chunks per rank), or the "
-                            "zero-bubble zb1p (ZB-H1: 1F1B with deferred weight gradients) / zbv (ZB-V: V-shaped, "
-                            "two chunks per rank)")
+    schedule: ScheduleName = Field(
+        ONE_F_ONE_B.name, description="pipeline schedule: 1f1b (interleaved when vpp > 1), gpipe, DeepSeek's "
+                                      "bidirectional dualpipe (two copies of the model) / dualpipev (V-shaped, two "
+                                      "chunks per rank), or the zero-bubble zb1p (ZB-H1: 1F1B with deferred weight "
+                                      "gradients) / zbv (ZB-V: V-shaped, two chunks per rank)")
     recompute: Recompute = Field("none", description="activation recomputation")
     recompute_layers: int | None = Field(
         None, ge=1, description="with recompute full: the first N layers of every model chunk are recomputed, the "

@@ -1,20 +1,20 @@
-"""DeepSeek's bidirectional pipeline schedules, DualPipe and DualPipeV, as per-rank op orders: the one home of what
-each rank runs in which order (the replay is :mod:`simulator.schedule.dual_timeline`) and of the micro-batches a
-rank holds at once (:func:`dual_in_flight`).
+"""The op orders of DeepSeek's bidirectional pipeline schedules, DualPipe and DualPipeV (the schedule objects are
+:mod:`simulator.plan.schedules.dualpipe` and :mod:`simulator.plan.schedules.dualpipev`), and the per-rank op
+builder (:class:`RankOrder`) the zero-bubble schedules share; the replay is :mod:`simulator.schedule.dual_timeline`.
 
 Source: deepseek-ai/DualPipe at commit 3da1bbea53606543d7f5f232338fc58096db30e3 (``dualpipe/dualpipe.py``,
 ``dualpipe/dualpipev.py`` ``step()``; README "Pipeline Bubbles and Memory Usage Comparison"); DeepSeek-AI 2024,
 DeepSeek-V3 Technical Report (arXiv 2412.19437), Sec. 3.2.1.
 
 Phases (global, the same on every rank):
-- ``dualpipe`` (pp ranks, pp stages, two copies of the model): phase 0 carries the m/2 micro-batches that enter at
-  rank 0 (rank i runs stage i of copy A), phase 1 the m/2 that enter at rank pp-1 (rank i runs stage pp-1-i of
-  copy B). The repository's ranks in the second half swap their local phases; here they are mapped back.
-- ``dualpipev`` (pp ranks, 2 pp stages, one copy, V-shaped): phase 0 is stage i (forward goes i -> i+1), phase 1
+- DualPipe (``mirrored``; pp ranks, pp stages, two copies of the model): phase 0 carries the m/2 micro-batches
+  that enter at rank 0 (rank i runs stage i of copy A), phase 1 the m/2 that enter at rank pp-1 (rank i runs
+  stage pp-1-i of copy B). The repository's ranks in the second half swap their local phases; here they are mapped back.
+- DualPipeV (pp ranks, 2 pp stages, one copy, V-shaped): phase 0 is stage i (forward goes i -> i+1), phase 1
   stage 2pp-1-i (forward goes i -> i-1); on the last rank phase 0's output turns into phase 1's input locally.
   Every one of the m micro-batches runs both phases.
-Both run eight steps per rank with P = pp/2 (dualpipe) or pp (dualpipev), h = min(i, pp-1-i) (dualpipe) or i
-(dualpipev), n = m/2 or m chunks per phase: 2(P-h-1) F0; (h+1) x (F0 F1); (P-h-1) x (B1 W F1), B1 split;
+Both run eight steps per rank with P = pp/2 (DualPipe) or pp (DualPipeV), h = min(i, pp-1-i) (DualPipe) or i
+(DualPipeV), n = m/2 or m chunks per phase: 2(P-h-1) F0; (h+1) x (F0 F1); (P-h-1) x (B1 W F1), B1 split;
 n-2P+h+1 x (F0&B1, F1&B0) (the middle rank's first F0, B1 not overlapped); (P-h-1) x (B1, F1&B0);
 (h+1) x (B1 B0) (the second half split); (P-h-1) x (W B0) (B0 split); (h+1) x W.
 A split backward ("zero bubble") computes the input gradient only; its weight gradient W runs later, first in
@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-
-DUAL_SCHEDULES = ("dualpipe", "dualpipev")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +49,13 @@ class DualOp:
 
 class RankOrder:
     """Builds one rank's order of F, B, W and F&B ops, tracking its per-phase counters: by the repository's
-    step() for DualPipe (module docstring), by :mod:`simulator.plan.zero_bubble` for ZB-H1 and ZB-V. Phase 0's
-    forward flows to higher ranks, phase 1's to lower; with ``dualpipe`` the upper half of the ranks swaps its
-    phases (``flip``)."""
+    step() for DualPipe (module docstring), by :mod:`simulator.plan.schedules.zb1p` and ``zbv`` for ZB-H1 and
+    ZB-V. Phase 0's forward flows to higher ranks, phase 1's to lower; with two copies of the model (``mirrored``,
+    DualPipe) the upper half of the ranks swaps its phases (``flip``)."""
 
-    def __init__(self, schedule: str, pp: int, rank: int) -> None:
+    def __init__(self, pp: int, rank: int, mirrored: bool = False) -> None:
         self.pp, self.rank = pp, rank
-        self.flip = int(schedule == "dualpipe" and rank >= pp // 2)
+        self.flip = int(mirrored and rank >= pp // 2)
         self.f = [0, 0]
         self.b = [0, 0]
         self.rf = [0, 0]
@@ -144,10 +142,10 @@ class RankOrder:
         self._op("W", ph, mb)
 
 
-def _build(schedule: str, pp: int, m: int, rank: int) -> list[DualOp]:
-    """The eight steps of the module docstring for one rank."""
-    r = RankOrder(schedule, pp, rank)
-    if schedule == "dualpipe":
+def _build(mirrored: bool, pp: int, m: int, rank: int) -> list[DualOp]:
+    """The eight steps of the module docstring for one rank (``mirrored``: DualPipe, else DualPipeV)."""
+    r = RankOrder(pp, rank, mirrored)
+    if mirrored:
         big_p, h, n = pp // 2, min(rank, pp - 1 - rank), m // 2
     else:
         big_p, h, n = pp, rank, m
@@ -213,22 +211,7 @@ def _cool_down(r: RankOrder, big_p: int, h: int) -> None:
 
 
 @lru_cache(maxsize=256)
-def dual_orders(schedule: str, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
-    """The op order of every rank of ``dualpipe`` or ``dualpipev`` (plan rules hold: pp >= 2, m >= 2 pp; even pp
-    and m for dualpipe). Cached: callers must not modify them."""
-    return tuple(tuple(_build(schedule, pp, microbatches, i)) for i in range(pp))
-
-
-def dual_in_flight(schedule: str, pp: int, stage: int, microbatches: int) -> float:
-    """Micro-batches of rank ``stage``'s layers (``ResolvedPlan.stage_layers``, L/pp layers) whose activations the
-    rank holds at once, in closed form (a test checks it against
-    :func:`simulator.plan.pipeline.in_flight_walk`).
-
-    Every rank has run 2P forward chunks when its first backward starts and the steady pairs start a forward
-    before their backward frees, so the peak is 2P + 1 chunks: the README's "PP + 1" activations per device
-    (deepseek-ai/DualPipe README, commit 3da1bbe). dualpipe: P = pp/2 and a chunk is one stage of L/pp layers, so
-    pp + 1 (the stage's layers stand for both of the rank's stages, equal but for the first and last);
-    dualpipev: P = pp and a chunk is half the rank's layers, so (2 pp + 1) / 2. Counted as forwards run minus
-    backwards done; a split backward frees its chunk (the inputs its W still reads are not counted)."""
-    del stage, microbatches      # the same on every rank once m >= 2 pp (a plan rule)
-    return pp + 1.0 if schedule == "dualpipe" else pp + 0.5
+def dual_orders(mirrored: bool, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
+    """The op order of every rank of DualPipe (``mirrored``) or DualPipeV (plan rules hold: pp >= 2, m >= 2 pp;
+    even pp and m for DualPipe). Cached: callers must not modify them."""
+    return tuple(tuple(_build(mirrored, pp, microbatches, i)) for i in range(pp))

@@ -54,7 +54,7 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     A pure function of the arguments of :func:`_stage_params`, cached by them (plans of a sweep or search that
     share the model, the sharding degrees and the stage's layers share the result).
 
-    With the ``dualpipe`` schedule a rank holds two copies' stages, its own and its mirror's (stage pp-1-i: rank i
+    With a mirrored schedule (DualPipe) a rank holds two copies' stages, its own and its mirror's (stage pp-1-i: rank i
     runs it for the micro-batches that enter at the last rank; deepseek-ai/DualPipe README at 3da1bbe, "Parameter
     Per Device 2x"), so its parameters are the sum of both; ``dualpipev`` keeps one copy (each rank holds two
     half-stages, the same layers in all as a 1F1B stage; the head on rank 0, beside the embedding)."""
@@ -63,7 +63,7 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
         p = rp.parallel
         table = _all_stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers,
                                   rp.last_stage_rank)
-        if p.schedule == "dualpipe":
+        if rp.schedule.mirrored:
             table = tuple(_mirrored(table[s], table[len(table) - 1 - s]) for s in range(len(table)))
         rp._memo["stage_params"] = table
     return table[stage]

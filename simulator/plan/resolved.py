@@ -11,7 +11,7 @@ from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
 from simulator.plan.recipe import Recipe, resolve_recipe
-from simulator.plan.zero_bubble import V_SCHEDULES
+from simulator.plan.schedules import Schedule, schedule_named
 
 
 class ResolvedPlan(BaseModel):
@@ -52,21 +52,26 @@ class ResolvedPlan(BaseModel):
         return tuple("full" if pos < p.recompute_layers else "none"
                      for n in self.stage_chunks[stage] for pos in range(n))
 
+    @cached_property
+    def schedule(self) -> Schedule:
+        """The pipeline schedule's registered object (:mod:`simulator.plan.schedules`): its orders, in-flight
+        counts, stage placement, boundary calls and timeline kinds."""
+        return schedule_named(self.parallel.schedule)
+
     @property
     def last_stage_rank(self) -> int:
         """The PP rank whose chunk runs the model's last stage (final norm, output head, loss, MTP modules): pp-1,
-        or rank 0 with DualPipeV and ZB-V, whose V starts and ends there (deepseek-ai/DualPipe at 3da1bbe,
-        dualpipev.py: the loss is on the first rank; Qi et al. 2024, arXiv 2401.10241, Sec. 6: the V's last chunk
-        on the first worker). With DualPipe rank 0 also runs it, for the second copy: :meth:`holds_stage`."""
-        return 0 if self.parallel.schedule in V_SCHEDULES else self.parallel.pp - 1
+        or rank 0 with the V schedules (DualPipeV, ZB-V), whose V starts and ends there (deepseek-ai/DualPipe at
+        3da1bbe, dualpipev.py: the loss is on the first rank; Qi et al. 2024, arXiv 2401.10241, Sec. 6: the V's
+        last chunk on the first worker); :meth:`simulator.plan.schedules.Schedule.last_stage_rank`. With DualPipe
+        rank 0 also runs it, for the second copy: :meth:`holds_stage`."""
+        return self.schedule.last_stage_rank(self.parallel.pp)
 
     def holds_stage(self, rank: int, first: bool) -> bool:
         """Whether PP rank ``rank`` runs the model's first stage (``first``: the embedding) or its last (the head
         and loss): rank 0 and :attr:`last_stage_rank`; with DualPipe both end ranks run both, one per copy of the
         model (rank i runs stage i of one copy and stage pp-1-i of the other)."""
-        p = self.parallel
-        stage = 0 if first else self.last_stage_rank
-        return rank == stage or (p.schedule == "dualpipe" and rank == p.pp - 1 - stage)
+        return self.schedule.holds_stage(rank, first, self.parallel.pp)
 
     @property
     def dense_shard_degree(self) -> int:

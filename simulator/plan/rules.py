@@ -14,7 +14,7 @@ from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.recipe import PRECISIONS
-from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES
+from simulator.plan.schedules import schedule_named
 
 _ORDER_DIMS = ("tp", "cp", "ep", "dp", "pp")
 
@@ -25,7 +25,8 @@ def _err(message: str, key: str) -> UserError:
 
 def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Switches that need another switch: sp/tp, megatron_fsdp/distributed_optimizer, zero vs Megatron sharding,
-    vpp/pp/schedule, framework-specific features."""
+    vpp/pp/schedule (with the schedule's own rules, :meth:`simulator.plan.schedules.Schedule.check_plan`),
+    framework-specific features."""
     check_training_switches(p, t)
     if p.sp and p.tp == 1:
         raise _err("sp (sequence parallelism) needs tp > 1, got tp = 1", "parallel.sp")
@@ -47,33 +48,13 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "parallel.recompute_modules")
     if p.recompute_modules is not None and len(set(p.recompute_modules)) != len(p.recompute_modules):
         raise _err(f"recompute_modules {list(p.recompute_modules)} names a module twice", "parallel.recompute_modules")
-    check_dual_schedule(p, t)
+    schedule = schedule_named(p.schedule)
+    schedule.check_plan(p, t)      # its own rules (the split-backward schedules: simulator.plan.schedules.split)
     if p.vpp > 1 and p.pp == 1:
         raise _err(f"vpp ({p.vpp}) > 1 needs pp > 1, got pp = 1", "parallel.vpp")
-    if p.vpp > 1 and p.schedule != "1f1b":
+    if p.vpp > 1 and not schedule.interleaves:
         raise _err(f"vpp ({p.vpp}) > 1 is the interleaved 1F1B schedule; schedule {p.schedule!r} cannot interleave",
                    "parallel.schedule")
-
-
-def check_dual_schedule(p: ParallelPlan, t: TrainingConfig) -> None:
-    """DualPipe / DualPipeV structure (deepseek-ai/DualPipe at 3da1bbe, ``step()``) and the zero-bubble zb1p / zbv
-    (Qi et al. 2024, arXiv 2401.10241, Sec. 2 and 6): a pipeline of at least two ranks; DualPipe pairs rank i with
-    rank pp-1-i, so pp is even; all split the backward (training only); the V schedules bring their own two chunks
-    per rank and ZB-H1 is 1F1B's single chunk, so no interleaving (vpp 1). The micro-batch rules are in
-    :func:`check_batch`."""
-    if p.schedule not in SPLIT_SCHEDULES:
-        return
-    if t.mode != "train":
-        raise _err(f"schedule {p.schedule} is a training schedule (forward and backward chunks); training.mode "
-                   f"{t.mode} runs no backward: use 1f1b", "parallel.schedule")
-    if p.pp < 2:
-        raise _err(f"schedule {p.schedule} needs a pipeline: pp >= 2, got pp = {p.pp}", "parallel.pp")
-    if p.schedule == "dualpipe" and p.pp % 2:
-        raise _err(f"schedule dualpipe pairs rank i with rank pp-1-i: pp must be even, got pp = {p.pp}",
-                   "parallel.pp")
-    if p.vpp != 1:
-        what = "one chunk per rank (1F1B's)" if p.schedule == "zb1p" else "its own two chunks per rank"
-        raise _err(f"schedule {p.schedule} runs {what}: vpp must be 1, got vpp = {p.vpp}", "parallel.vpp")
 
 
 def _megatron_with_master(t: TrainingConfig) -> bool:
@@ -212,35 +193,16 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
 
 
 def check_batch(t: TrainingConfig, dp: int, p: ParallelPlan | None = None) -> int:
-    """global_batch % (micro_batch*dp); returns the micro-batches per step.
-
-    DualPipe / DualPipeV need at least 2*pp micro-batches, DualPipe an even count (deepseek-ai/DualPipe at 3da1bbe,
-    ``step()``'s checks of ``num_chunks``). ZB-H1 (zb1p) needs pp (its steady F B W section runs m-pp+1 times) and
-    ZB-V (zbv) 2*pp-1 (rank 0's warm-up runs 2pp-1 forwards of its first chunk; pytorch/pytorch
-    ``ScheduleZBVZeroBubble`` pads fewer with empty slots, which this model does not run).
-
-    With the interleaved schedule (vpp > 1) Megatron also requires the micro-batch count to be a multiple of pp
-    (megatron/core/pipeline_parallel/schedules.py: "number of microbatches is not divisible by pipeline-model-parallel-
-    size when using interleaved schedule"): the schedule runs the micro-batches in groups of pp.
+    """global_batch % (micro_batch*dp); returns the micro-batches per step. Then the schedule's own rules on the
+    count (:meth:`simulator.plan.schedules.Schedule.check_batch`): interleaved 1F1B needs a multiple of pp
+    (Megatron), DualPipe / DualPipeV at least 2*pp (DualPipe an even count), ZB-H1 pp and ZB-V 2*pp-1.
     """
     if t.global_batch % (t.micro_batch * dp):
         raise _err(f"global_batch ({t.global_batch}) is not divisible by micro_batch ({t.micro_batch}) * dp ({dp}) "
                    f"= {t.micro_batch * dp}", "training.global_batch")
     micro = t.global_batch // (t.micro_batch * dp)
-    if p is not None and p.vpp > 1 and micro % p.pp:
-        raise _err(f"the interleaved schedule (vpp {p.vpp}) needs the micro-batch count global_batch "
-                   f"({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp ({dp})) = {micro} to be a multiple of "
-                   f"pp ({p.pp})", "training.global_batch")
-    if p is not None and p.schedule in SPLIT_SCHEDULES:
-        count = (f"the micro-batch count global_batch ({t.global_batch}) / (micro_batch ({t.micro_batch}) * dp "
-                 f"({dp})) = {micro}")
-        need, formula = {"zb1p": (p.pp, "pp"), "zbv": (2 * p.pp - 1, "2*pp-1")}.get(p.schedule, (2 * p.pp, "2*pp"))
-        if micro < need:
-            raise _err(f"schedule {p.schedule} needs at least {formula} = {need} micro-batches; {count}",
-                       "training.global_batch")
-        if p.schedule == "dualpipe" and micro % 2:
-            raise _err(f"schedule dualpipe sends half the micro-batches each way: {count} must be even",
-                       "training.global_batch")
+    if p is not None:
+        schedule_named(p.schedule).check_batch(p, t, dp, micro)
     return micro
 
 
@@ -254,7 +216,8 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
     Returns:
         (layers of each rank, layer counts of each rank's chunks).
     """
-    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, 0 if p.schedule in V_SCHEDULES else -1)
+    last = schedule_named(p.schedule).last_stage_rank(p.pp) if mtp_layers else -1
+    return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, last)
 
 
 @functools.lru_cache(maxsize=1024)

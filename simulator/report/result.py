@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from simulator.plan.zero_bubble import SPLIT_SCHEDULES
 from simulator.report.step import BASE_PARTS, PART_LABELS
 from simulator.report.table import render_markdown, render_table
 from simulator.units import GIBI
@@ -16,7 +15,7 @@ def header(result) -> str:
     p = s.parallel
     return (f"scenario {s.name}: {s.model.name} on {s.gpus} GPUs ({s.cluster.nodes} x {s.cluster.node.name}); "
             f"tp {p.tp} pp {p.pp} dp {s.plan.dp} cp {p.cp} ep {p.ep} ulysses {p.ulysses} vpp {p.vpp}"
-            f"{f' schedule {p.schedule}' if p.schedule in SPLIT_SCHEDULES else ''}; "
+            f"{f' schedule {p.schedule}' if s.plan.schedule.splits_backward else ''}; "
             f"seq {s.training.seq_len} micro-batch {s.training.micro_batch} global batch {s.training.global_batch}")
 
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from simulator.errors import UserError
 from simulator.plan.config import Recompute
+from simulator.plan.schedules import ScheduleName
 from simulator.units import parse_quantity
 
 Sharding = Literal["none", "distributed_optimizer", "zero1", "zero2", "zero3"]
@@ -49,7 +50,7 @@ class SearchSection(BaseModel):
     sharding: list[Sharding] | None = Field(
         None, min_length=1, description="data parallel sharding; null: none, distributed_optimizer (Megatron), "
                                         "zero1, zero2, zero3")
-    schedule: list[Literal["1f1b", "gpipe", "dualpipe", "dualpipev", "zb1p", "zbv"]] | None = Field(
+    schedule: list[ScheduleName] | None = Field(
         None, min_length=1, description="pipeline schedules; null: 1f1b and gpipe (DeepSeek's dualpipe and "
                                         "dualpipev, the zero-bubble zb1p and zbv, only when listed)")
     sp: list[bool] | None = Field(None, min_length=1, description="sequence parallelism with tp > 1; null: [true] "

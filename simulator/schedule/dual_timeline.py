@@ -1,6 +1,7 @@
-"""The event timeline of the schedules that split the backward (:func:`simulator.plan.zero_bubble.split_orders`):
-DualPipe and DualPipeV (:func:`simulator.plan.dualpipe.dual_orders`), ZB-H1 and ZB-V
-(:func:`simulator.plan.zero_bubble.zb_orders`), beside :mod:`simulator.schedule.timeline` (the schedules of whole
+"""The event timeline of the schedules that split the backward (replay kind "split",
+:meth:`simulator.plan.schedules.Schedule.split_orders`): DualPipe and DualPipeV
+(:func:`simulator.plan.dualpipe.dual_orders`), ZB-H1 and ZB-V (:mod:`simulator.plan.schedules.zb1p`, ``zbv``),
+beside :mod:`simulator.schedule.timeline` (the schedules of whole
 backwards), which it leaves as it is. ZB-H1 and ZB-V run no F&B pairs; ZB-H1 has one phase (its phase 1 is empty),
 ZB-V two, costed as DualPipeV's (the same V placement).
 
@@ -18,9 +19,9 @@ An op starts when its rank is free and every receive it waits for has been poste
 op after which the sender posts it ends); the boundary sendrecv's seconds are in the chunk costs already (as for
 1F1B, ``p2p_s`` 0).
 
-Per rank and phase costs from the plan's per-stage chunk costs (:func:`phase_costs`): ``dualpipe`` rank i runs
-stage i (phase 0) and stage pp-1-i (phase 1), each on m/2 micro-batches; ``zb1p`` rank i runs stage i (phase 0)
-on all m micro-batches; ``dualpipev`` and ``zbv`` split rank i's layers
+Per rank and phase costs from the plan's per-stage chunk costs (:func:`phase_costs`): DualPipe (``mirrored``) rank i
+runs stage i (phase 0) and stage pp-1-i (phase 1), each on m/2 micro-batches; ZB-H1 rank i runs stage i (phase 0)
+on all m micro-batches; DualPipeV and ZB-V (``v_shape``) split rank i's layers
 into two halves run by all m micro-batches, each half half of the stage's compute, recompute, host wait, FLOPs and
 non-pipeline communication, with the stage's full pipeline transfers (a V chunk sends and receives as much as a
 1F1B stage). The plan keeps its contiguous split of the layers (rank i holds ``stage_layers[i]``) and puts
@@ -34,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.plan.dualpipe import DualOp
-from simulator.plan.zero_bubble import V_SCHEDULES
+from simulator.plan.schedules import Schedule
 from simulator.schedule.costs import Cost
 from simulator.schedule.timeline import StageTimeline, run_in_turn
 
@@ -74,14 +75,14 @@ def _half(cost: Cost) -> Cost:
     return out
 
 
-def phase_costs(schedule: str, chunks: list[list[tuple[Cost, Cost]]]
+def phase_costs(schedule: Schedule, chunks: list[list[tuple[Cost, Cost]]]
                 ) -> list[tuple[tuple[Cost, Cost], tuple[Cost, Cost]]]:
     """Per rank, the (forward, backward) Cost of one micro-batch in phase 0 and in phase 1 (module docstring), from
     the plan's per-stage chunk costs (one chunk per stage: vpp is 1)."""
     pp = len(chunks)
-    if schedule == "dualpipe":
+    if schedule.mirrored:                   # DualPipe: the rank's stage of each copy
         return [(chunks[i][0], chunks[pp - 1 - i][0]) for i in range(pp)]
-    if schedule not in V_SCHEDULES:         # zb1p: 1F1B's stages, no second phase
+    if not schedule.v_shape:                # ZB-H1: 1F1B's stages, no second phase
         return [(c[0], (Cost(), Cost())) for c in chunks]
     out = []
     for c in chunks:
@@ -90,12 +91,13 @@ def phase_costs(schedule: str, chunks: list[list[tuple[Cost, Cost]]]
     return out
 
 
-def rank_costs(schedule: str, phases: list[tuple[tuple[Cost, Cost], tuple[Cost, Cost]]]
+def rank_costs(schedule: Schedule, phases: list[tuple[tuple[Cost, Cost], tuple[Cost, Cost]]]
                ) -> list[list[tuple[Cost, Cost]]]:
     """Per rank, one (forward, backward) Cost per micro-batch of the step, as the step's breakdown counts them:
-    m of these are the rank's work. dualpipe: the mean of its two phases (m/2 micro-batches each); dualpipev and zbv:
-    their sum (every micro-batch runs both); zb1p: its one phase (the empty second adds nothing)."""
-    weight = 0.5 if schedule == "dualpipe" else 1.0
+    m of these are the rank's work. A mirrored schedule (DualPipe): the mean of its two phases (m/2 micro-batches
+    each); a V (DualPipeV, ZB-V): their sum (every micro-batch runs both); ZB-H1: its one phase (the empty second
+    adds nothing)."""
+    weight = 0.5 if schedule.mirrored else 1.0
     out = []
     for phase in phases:
         f, b = Cost(), Cost()

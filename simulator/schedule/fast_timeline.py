@@ -35,6 +35,7 @@ from functools import lru_cache
 import numpy as np
 
 from simulator.plan.pipeline import stage_order_grid
+from simulator.plan.schedules import Schedule, as_schedule
 from simulator.schedule.timeline import StageTimeline
 
 
@@ -54,7 +55,7 @@ class _Graph:
 
 
 @lru_cache(maxsize=256)
-def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
+def _graph(schedule: Schedule | str, pp: int, vpp: int, m: int) -> _Graph:
     prev, dep, dur = dependencies(schedule, pp, vpp, m)
     n, k = dep.size, dep.shape[1]
     lv = sweep_levels(dep, n)
@@ -66,7 +67,7 @@ def _graph(schedule: str, pp: int, vpp: int, m: int) -> _Graph:
                   np.bincount(lv), position[np.arange(1, pp + 1) * k - 1])
 
 
-def dependencies(schedule: str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dependencies(schedule: Schedule | str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(pp, 2 m vpp)`` grids (every stage runs m vpp forwards and as many backwards), ops numbered stage-major:
     each op's previous op on its stage and its data dependency (flat op indices; ``pp * 2 m vpp``: none), and the
     column of its duration in a flattened ``(pp, vpp, 2)`` duration array."""
@@ -158,7 +159,7 @@ def levels_walk(dep: list[int], k: int, n: int) -> list[int]:
     return level[:n]
 
 
-def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) -> np.ndarray:
+def level_ends(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray) -> np.ndarray:
     """End of every stage's last op for a batch of plans of one structure.
 
     Args:
@@ -170,7 +171,7 @@ def level_ends(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) 
     return level_ends_many([(schedule, pp, vpp, m, durations)])[0]
 
 
-def level_ends_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[np.ndarray]:
+def level_ends_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]) -> list[np.ndarray]:
     """:func:`level_ends` of several structures at once, ``jobs`` of ``(schedule, pp, vpp, m, durations)``.
 
     The graphs are laid side by side as one graph (their disjoint union): level l of the union is level l of
@@ -238,20 +239,24 @@ def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
     return ends
 
 
-def fast_timelines(schedule: str, pp: int, vpp: int, m: int, durations: np.ndarray) -> list[list[StageTimeline]]:
-    """Stage timelines (no op list) of a batch of plans of one structure: GPipe in closed form, 1F1B and
-    interleaved 1F1B by levels. ``durations``: ``(batch, pp, vpp, 2)``."""
+def fast_timelines(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray
+                   ) -> list[list[StageTimeline]]:
+    """Stage timelines (no op list) of a batch of plans of one structure, by the schedule's ``fast`` kind:
+    "closed_form" (GPipe) by :func:`gpipe_ends`, "levels" (1F1B and interleaved 1F1B) by :func:`level_ends`.
+    ``durations``: ``(batch, pp, vpp, 2)``."""
     return fast_timelines_many([(schedule, pp, vpp, m, durations)])[0]
 
 
-def fast_timelines_many(jobs: list[tuple[str, int, int, int, np.ndarray]]) -> list[list[list[StageTimeline]]]:
+def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
+                        ) -> list[list[list[StageTimeline]]]:
     """:func:`fast_timelines` of several structures, ``jobs`` of ``(schedule, pp, vpp, m, durations)``: the
     1F1B ones in one sweep (:func:`level_ends_many`)."""
-    levels = [job for job in jobs if job[0] != "gpipe"]
+    closed = [as_schedule(job[0]).fast == "closed_form" for job in jobs]
+    levels = [job for job, c in zip(jobs, closed, strict=True) if not c]
     by_levels = iter(level_ends_many(levels) if levels else [])
     out = []
-    for schedule, _, _, m, durations in jobs:
-        ends = gpipe_ends(m, durations) if schedule == "gpipe" else next(by_levels)
+    for (_, _, _, m, durations), c in zip(jobs, closed, strict=True):
+        ends = gpipe_ends(m, durations) if c else next(by_levels)
         busy = m * durations.sum(axis=(2, 3))
         out.append([[StageTimeline((), e, u, e - u, 0.0) for e, u in zip(ends_b, busy_b, strict=True)]
                     for ends_b, busy_b in zip(ends.tolist(), busy.tolist(), strict=True)])

@@ -34,8 +34,6 @@ from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
-from simulator.plan.pipeline import stage_orders
-from simulator.plan.zero_bubble import SPLIT_SCHEDULES, V_SCHEDULES, split_orders
 from simulator.pricing.groups import GroupTimer
 from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
@@ -291,12 +289,8 @@ def _comm_rows(ctx: _Inputs, stage: int) -> tuple[CommRow, ...]:
         n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
                        if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
-    if p.schedule == "dualpipe" or p.schedule in V_SCHEDULES:    # both directions cross the rank's boundaries
-        per_phase = m // 2 if p.schedule == "dualpipe" else m
-        rows += [(op, per_phase * ((stage < p.pp - 1) + (stage > 0))) for op in ctx.traffic.pipeline]
-    else:
-        rows += [(op, m * p.vpp - (m if stage == (p.pp - 1 if "gradient" not in op.name else 0) else 0))
-                 for op in ctx.traffic.pipeline]
+    rows += [(op, plan.schedule.boundary_calls(stage, p.pp, p.vpp, m, "gradient" in op.name))
+             for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []
     for op, count in rows:
@@ -495,13 +489,13 @@ def replay_timelines(parts: StepParts) -> list[StageTimeline]:
     """The event timeline of the plan's schedule (:func:`simulator.schedule.timeline.run_timeline`): the
     reference, and the only one that runs MoE micro-batch overlap pairs and the schedules that split the backward
     (bidirectional and zero-bubble: :func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
-    p = parts.ctx.plan.parallel
-    if p.schedule in SPLIT_SCHEDULES:
-        costs = [PhaseCosts.of(ph) for ph in phase_costs(p.schedule, parts.chunks)]
-        return run_dual_timeline(split_orders(p.schedule, p.pp, parts.ctx.plan.num_microbatches), costs,
+    p, schedule = parts.ctx.plan.parallel, parts.ctx.plan.schedule
+    if schedule.replay == "split":
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        return run_dual_timeline(schedule.split_orders(p.pp, parts.ctx.plan.num_microbatches), costs,
                                  coefficients()["overlap_interference"])
     durations = parts.durations()
-    return run_timeline(stage_orders(p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches),
+    return run_timeline(schedule.orders(p.pp, p.vpp, parts.ctx.plan.num_microbatches),
                         [f for f, _ in durations], [b for _, b in durations], 0.0, parts.pairing())
 
 
@@ -513,8 +507,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     ctx, slowest, chunks = parts.ctx, parts.slowest, parts.chunks
     model, plan = ctx.model, ctx.plan
     p, m = plan.parallel, plan.num_microbatches
-    if p.schedule in SPLIT_SCHEDULES:   # a rank's work per micro-batch: its phases (dual_timeline.rank_costs)
-        chunks = rank_costs(p.schedule, phase_costs(p.schedule, chunks))
+    if plan.schedule.replay == "split":   # a rank's work per micro-batch: its phases (dual_timeline.rank_costs)
+        chunks = rank_costs(plan.schedule, phase_costs(plan.schedule, chunks))
     p2p = _p2p_s(ctx)
     tails, seen = [], {}
     for s in range(p.pp):

@@ -43,7 +43,6 @@ from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
 from simulator.plan import resolve_plan
 from simulator.plan.config import ParallelPlan
-from simulator.plan.zero_bubble import SPLIT_SCHEDULES
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.fast_timeline import fast_timelines_many
@@ -293,20 +292,20 @@ def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}
         for i, (_, parts, _) in enumerate(prepared):
-            p = parts.ctx.plan.parallel
-            if p.schedule in SPLIT_SCHEDULES:  # split-backward schedules (DualPipe, zero bubble): only the replay
-                timelines[i], how[i] = replay_timelines(parts), f"replay ({p.schedule})"
+            p, schedule = parts.ctx.plan.parallel, parts.ctx.plan.schedule
+            if schedule.fast is None:   # no evaluator without the replay (DualPipe, zero bubble): only the replay
+                timelines[i], how[i] = replay_timelines(parts), f"replay ({schedule.name})"
                 continue
             if parts.pairing() is not None:   # MoE micro-batch overlap pairs: only the replay runs them
                 timelines[i], how[i] = replay_timelines(parts), "replay (MoE micro-batch overlap)"
                 continue
-            groups.setdefault((p.schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
+            groups.setdefault((schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches), []).append(i)
         jobs = [(*structure, np.stack([prepared[i][1].duration_array() for i in members]))
                 for structure, members in groups.items()]
-        for members, job in zip(groups.values(), fast_timelines_many(jobs) if jobs else [], strict=True):
+        for (structure, members), job in zip(groups.items(), fast_timelines_many(jobs) if jobs else [], strict=True):
+            label = "closed form" if structure[0].fast == "closed_form" else "levels"
             for i, tl in zip(members, job, strict=True):
-                timelines[i], how[i] = tl, "closed form" if prepared[i][1].ctx.plan.parallel.schedule == "gpipe" \
-                    else "levels"
+                timelines[i], how[i] = tl, label
         out.rows += [_row(point, parts, memory, timelines[i], how[i])
                      for i, (point, parts, memory) in enumerate(prepared)]
     return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.plan.schedules import searched_schedules
 from simulator.scenario.load import Fixed
 from simulator.scenario.search_section import SearchSection
 
@@ -92,7 +93,7 @@ def _defaults(fixed: Fixed) -> dict[str, tuple[Any, ...]]:
         "micro_batch": (1, 2, 4, 8),
         "recompute": ("none", "selective", "full"),
         "sharding": tuple(SHARDING) if megatron else ("none", "zero1", "zero2", "zero3"),
-        "schedule": ("1f1b", "gpipe"),
+        "schedule": searched_schedules(),
         "sp": (True,),
     }
 

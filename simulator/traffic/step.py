@@ -78,7 +78,7 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     if m.tied_embeddings and rp.last_stage_rank > 0 and stage in (0, rp.last_stage_rank):
         size = m.vocab * m.hidden / p.tp * rp.recipe.grad_wire
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
-    if p.schedule == "dualpipe":
+    if rp.schedule.mirrored:
         size = (sp.dense + sp.expert) * rp.recipe.grad_wire
         ops.append(CommOp("pp", "pp_mirror", "all_reduce", size, 1, "step", "none", "DualPipe copy gradients"))
     return tuple(ops)

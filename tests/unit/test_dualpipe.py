@@ -9,9 +9,8 @@ import pytest
 from simulator.errors import UserError
 from simulator.model import load_model_preset
 from simulator.plan import resolve_plan
-from simulator.plan.dualpipe import dual_in_flight, dual_orders
 from simulator.plan.params import stage_params
-from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
+from simulator.plan.pipeline import in_flight, in_flight_walk, split_orders, stage_orders
 from simulator.schedule.dual_timeline import PhaseCosts, run_dual_timeline
 from simulator.schedule.timeline import run_timeline
 
@@ -36,12 +35,12 @@ def test_dualpipev_device_0_runs_the_readme_figure():
                 + ["F0.7&B1.3", "F1.4&B0.0", "F0.8&B1.4", "F1.5&B0.1", "F0.9&B1.5", "F1.6&B0.2"]
                 + ["B1.6", "F1.7&B0.3", "B1.7", "F1.8&B0.4", "B1.8", "F1.9&B0.5"]
                 + ["B1.9", "B0.6s", "W0.6", "B0.7s", "W0.7", "B0.8s", "W0.8", "B0.9s", "W0.9"])
-    assert _names(dual_orders("dualpipev", 4, 10)[0]) == expected
+    assert _names(split_orders("dualpipev", 4, 10)[0]) == expected
 
 
 def test_dualpipev_last_rank_alternates_and_runs_its_first_pair_apart():
     """Device 3 of the same figure: F0 F1 alternate, then forward 4 and backward 0 side by side, not overlapped."""
-    got = _names(dual_orders("dualpipev", 4, 10)[3])
+    got = _names(split_orders("dualpipev", 4, 10)[3])
     assert got[:11] == ["F0.0", "F1.0", "F0.1", "F1.1", "F0.2", "F1.2", "F0.3", "F1.3", "F0.4", "B1.0",
                         "F1.4&B0.0"]
 
@@ -49,10 +48,10 @@ def test_dualpipev_last_rank_alternates_and_runs_its_first_pair_apart():
 def test_dualpipe_device_0_starts_as_the_readme_figure():
     """README figure "DualPipe scheduling for 8 PP ranks and 20 micro-batches in two directions", device 0: forwards
     0-6 one way, then (F, B, W) of the other direction three times, then a forward and the pair with forward 7."""
-    got = _names(dual_orders("dualpipe", 8, 20)[0])
+    got = _names(split_orders("dualpipe", 8, 20)[0])
     assert got[:18] == ([f"F0.{j}" for j in range(7)] + ["F1.0", "B1.0s", "W1.0", "F1.1", "B1.1s", "W1.1",
                                                          "F1.2", "B1.2s", "W1.2", "F1.3", "F0.7&B1.3"])
-    last = _names(dual_orders("dualpipe", 8, 20)[7])    # the mirrored rank: the same with the directions swapped
+    last = _names(split_orders("dualpipe", 8, 20)[7])    # the mirrored rank: the same with the directions swapped
     assert last[:8] == [f"F1.{j}" for j in range(7)] + ["F0.0"]
 
 
@@ -61,7 +60,7 @@ def test_dualpipe_device_0_starts_as_the_readme_figure():
 def test_every_chunk_runs_once_and_every_split_backward_gets_its_w(schedule, pp):
     for m in (2 * pp, 2 * pp + 2, 4 * pp):
         per_phase = m // 2 if schedule == "dualpipe" else m
-        for ops in dual_orders(schedule, pp, m):
+        for ops in split_orders(schedule, pp, m):
             forwards = sorted((o.phase, o.mb) for o in ops if o.kind in ("F", "FB"))
             backwards = sorted([(o.phase, o.mb) for o in ops if o.kind == "B"]
                                + [(o.b_phase, o.b_mb) for o in ops if o.kind == "FB"])
@@ -79,7 +78,7 @@ def test_every_chunk_runs_once_and_every_split_backward_gets_its_w(schedule, pp)
 
 def _replay(schedule: str, pp: int, m: int, f: float, b: float, w: float, ep: float = 0.0):
     c = PhaseCosts((f, f), (b, b), (w, w), (ep, ep), (ep, ep), (f - ep, f - ep), (b - ep, b - ep))
-    timelines = run_dual_timeline(dual_orders(schedule, pp, m), [c] * pp, 0.0)
+    timelines = run_dual_timeline(split_orders(schedule, pp, m), [c] * pp, 0.0)
     step = max(t.end_s for t in timelines)
     return step, timelines
 
@@ -114,7 +113,7 @@ def test_in_flight_closed_form_equals_the_walk(schedule, pp):
     chunks = 4.5 of the rank's layers."""
     for m in range(2 * pp, 6 * pp + 1, 2):
         for i in range(pp):
-            assert dual_in_flight(schedule, pp, i, m) == in_flight_walk(schedule, pp, 1, i, m)
+            assert in_flight(schedule, pp, 1, i, m) == in_flight_walk(schedule, pp, 1, i, m)
     assert in_flight("dualpipe", 4, 1, 0, 8) == 5.0
     assert in_flight("dualpipev", 4, 1, 3, 8) == 4.5
 

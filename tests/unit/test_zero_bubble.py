@@ -16,8 +16,7 @@ from simulator.errors import UserError
 from simulator.model import load_model_preset
 from simulator.plan import resolve_plan
 from simulator.plan.params import stage_params
-from simulator.plan.pipeline import in_flight, in_flight_walk, stage_orders
-from simulator.plan.zero_bubble import split_orders, zb_in_flight, zb_orders
+from simulator.plan.pipeline import in_flight, in_flight_walk, split_orders, stage_orders
 from simulator.schedule.dual_timeline import PhaseCosts, run_dual_timeline
 from simulator.schedule.timeline import run_timeline
 
@@ -33,7 +32,7 @@ def _costs(f: float, b: float, w: float) -> PhaseCosts:
 
 
 def _replay(schedule: str, pp: int, m: int, f: float, b: float, w: float):
-    timelines = run_dual_timeline(zb_orders(schedule, pp, m), [_costs(f, b, w)] * pp, 0.67)
+    timelines = run_dual_timeline(split_orders(schedule, pp, m), [_costs(f, b, w)] * pp, 0.67)
     return max(t.end_s for t in timelines), timelines
 
 
@@ -47,14 +46,14 @@ def test_zb_h1_orders_are_the_paper_figure():
         "F1 F2 B1 F3 B2 F4 B3 W1 F5 B4 W2 F6 B5 W3 F7 B6 W4 F8 B7 W5 B8 W6 W7 W8",
         "F1 B1 F2 B2 F3 B3 F4 B4 W1 F5 B5 W2 F6 B6 W3 F7 B7 W4 F8 B8 W5 W6 W7 W8",
     ]
-    assert [_row(o) for o in zb_orders("zb1p", 4, 8)] == expected
+    assert [_row(o) for o in split_orders("zb1p", 4, 8)] == expected
 
 
 def test_zb_v_orders_are_pytorchs():
     """pytorch/pytorch at 1fd7abc, ScheduleZBVZeroBubble, p = 4, m = 8: rank 0 runs 2p-1 = 7 forwards of its first
     chunk, p (f b w) of its second, then F B W f b w; the last rank alternates its chunks from the start (the V
     turns on it)."""
-    rows = [_row(o) for o in zb_orders("zbv", 4, 8)]
+    rows = [_row(o) for o in split_orders("zbv", 4, 8)]
     assert rows[0] == ("F1 F2 F3 F4 F5 F6 F7 f1 b1 w1 f2 b2 w2 f3 b3 w3 f4 b4 w4 F8 B1 W1 f5 b5 w5 B2 W2 f6 b6 w6 "
                        "B3 W3 f7 b7 w7 B4 W4 f8 b8 w8 B5 W5 B6 W6 B7 W7 B8 W8")
     assert rows[3] == ("F1 f1 F2 f2 F3 f3 F4 f4 b1 w1 F5 B1 W1 f5 b2 w2 F6 B2 W2 f6 b3 w3 F7 B3 W3 f7 b4 w4 F8 B4 W4 "
@@ -110,9 +109,9 @@ def test_in_flight_closed_form_equals_the_walk(schedule, pp):
     low = pp if schedule == "zb1p" else 2 * pp - 1
     for m in range(low, 4 * pp + 2):
         for i in range(pp):
-            assert zb_in_flight(schedule, pp, i, m) == in_flight_walk(schedule, pp, 1, i, m)
+            assert in_flight(schedule, pp, 1, i, m) == in_flight_walk(schedule, pp, 1, i, m)
             if schedule == "zb1p":
-                assert zb_in_flight(schedule, pp, i, m) == in_flight("1f1b", pp, 1, i, m)
+                assert in_flight(schedule, pp, 1, i, m) == in_flight("1f1b", pp, 1, i, m)
     assert in_flight("zb1p", 4, 1, 0, 8) == 4.0 and in_flight("zb1p", 4, 1, 3, 8) == 1.0
     assert in_flight("zbv", 4, 1, 3, 8) == 4.0
 
