@@ -38,7 +38,9 @@ class RankShape:
     heads_tp: float
     """Query heads per TP rank (projections): a / tp."""
     kv_heads_tp: float
-    """K/V heads per TP rank (projections): kv / min(tp, kv)."""
+    """K/V heads per TP rank (projections): kv / kv_ranks."""
+    kv_ranks: int
+    """Ranks each K/V projection is split over: min(tp, kv) (K/V heads replicated over the rest of TP)."""
     ffn: float
     """Dense FFN width per rank: ffn / tp."""
     local_experts: float
@@ -54,7 +56,7 @@ class RankShape:
         moe = model.moe
         return cls(seq_len=seq_len, micro_batch=micro_batch, tp=1, cp=1, ulysses=1, ep=1, etp=1, sp=False,
                    tokens=tokens, norm_tokens=tokens, q_rows=float(micro_batch * seq_len), heads=float(model.heads),
-                   kv_heads=float(model.kv), heads_tp=float(model.heads), kv_heads_tp=float(model.kv),
+                   kv_heads=float(model.kv), heads_tp=float(model.heads), kv_heads_tp=float(model.kv), kv_ranks=1,
                    ffn=float(model.ffn), local_experts=float(moe.experts) if moe else 0.0,
                    routed_rows=tokens * moe.top_k if moe else 0.0)
 

@@ -67,12 +67,13 @@ def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1,
     may call it directly."""
     tokens = micro_batch * seq_len / (cp * ulysses)
     norm_tokens = tokens / tp if sp else tokens
-    kv_tp = model.kv / min(tp, model.kv)
+    kv_ranks = min(tp, model.kv)
+    kv_tp = model.kv / kv_ranks
     kv_attn = kv_tp / ulysses if kv_tp >= ulysses else 1.0
     moe = model.moe
     return RankShape(
         seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp,
         tokens=tokens, norm_tokens=norm_tokens, q_rows=micro_batch * seq_len / cp,
-        heads=model.heads / (tp * ulysses), kv_heads=kv_attn, heads_tp=model.heads / tp, kv_heads_tp=kv_tp,
+        heads=model.heads / (tp * ulysses), kv_heads=kv_attn, heads_tp=model.heads / tp, kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
         ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
         routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0)
