@@ -33,6 +33,7 @@ from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.placement import real_split
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
+from simulator.plan.shape import heads_per_rank
 from simulator.schedule import StepResult, simulate_step
 from simulator.topology import Topology
 from simulator.units import GIBI
@@ -219,7 +220,7 @@ def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: i
     for SwiGLU) and the down-projection bT x f/t x h, + (2 mlp_up + 2) bT h f / t. The attentional pooler is the
     same attention with its queries as the T tokens (text_tokens = queries, hidden = its width)."""
     T, N, h, hv = text_tokens, image_tokens, hidden, image_hidden
-    d, local = hidden / heads, heads / tp
+    d, local = hidden / heads, heads_per_rank(heads, tp)
     m = [b * T, b * T, b * N, b * N, T, T]
     k = [h, h / tp, hv, hv, d, N]
     n = [h / tp, h, h / tp, h / tp, N, d]

@@ -60,6 +60,13 @@ class Batch:
         return self.cached + self.new
 
 
+def heads_per_rank(heads: int, tp: int, ulysses: int = 1) -> float:
+    """Query heads one rank holds in attention: heads / (tp ulysses) (Megatron-LM's column-parallel attention splits
+    heads over TP, DeepSpeed-Ulysses' all-to-all over its group); with ``ulysses`` 1 the projections' heads per TP
+    rank. Blocks outside the engine's stack (a CoCa cross-attention block, an attentional pooler) use it too."""
+    return heads / (tp * ulysses)
+
+
 def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
                ep: int = 1, etp: int = 1, sp: bool = False) -> RankShape:
     """The :class:`RankShape` of ``model`` for ``micro_batch`` sequences of ``seq_len`` new tokens under these
@@ -74,6 +81,7 @@ def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1,
     return RankShape(
         seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp,
         tokens=tokens, norm_tokens=norm_tokens, q_rows=micro_batch * seq_len / cp,
-        heads=model.heads / (tp * ulysses), kv_heads=kv_attn, heads_tp=model.heads / tp, kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
+        heads=heads_per_rank(model.heads, tp, ulysses), kv_heads=kv_attn, heads_tp=heads_per_rank(model.heads, tp),
+        kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
         ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
         routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0)
