@@ -163,12 +163,12 @@ def fp8_cast_memops(linear: list[GemmOp], cast_bytes: tuple[float, float]) -> li
     return ops
 
 
-def rank_numel(params: list[ParamTensor], sh: RankShape, kv_heads: int) -> float:
+def rank_numel(params: list[ParamTensor], sh: RankShape) -> float:
     """Elements of ``params`` this rank holds after TP / EP sharding."""
-    return sum(local_numel(t, tp=sh.tp, kv_heads=kv_heads, ep=sh.ep, etp=sh.etp) for t in params)
+    return sum(local_numel(t, tp=sh.tp, kv_ranks=sh.kv_ranks, ep=sh.ep, etp=sh.etp) for t in params)
 
 
-def parameter_pass_memops(params: list[ParamTensor], sh: RankShape, kv_heads: int, grad_accum_bytes: float,
+def parameter_pass_memops(params: list[ParamTensor], sh: RankShape, grad_accum_bytes: float,
                           fsdp_copy_bytes: tuple[float, float]) -> list[MemOp]:
     """Passes over this rank's share of ``params`` each micro-batch, in bytes per parameter: a separate
     gradient-accumulation pass after the backward (``Recipe.grad_accum_bytes``; none when the weight-gradient GEMM
@@ -177,7 +177,7 @@ def parameter_pass_memops(params: list[ParamTensor], sh: RankShape, kv_heads: in
     fwd_copy, bwd_copy = fsdp_copy_bytes
     if not (grad_accum_bytes or fwd_copy or bwd_copy):
         return []
-    numel = rank_numel(params, sh, kv_heads)
+    numel = rank_numel(params, sh)
     ops = [MemOp("grad_accumulation", "bwd", grad_accum_bytes * numel)] if grad_accum_bytes else []
     if fwd_copy or bwd_copy:
         ops += [MemOp("fsdp_copies", "fwd", fwd_copy * numel), MemOp("fsdp_copies", "bwd", bwd_copy * numel)]
@@ -227,10 +227,10 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
                        sort_chunks=moe and sort_chunks)
     params = layer_params(model, layer_index)
     if eager:
-        mem += eager_memops(model, shape, rank_numel(params, sh, model.kv), amp=amp)
+        mem += eager_memops(model, shape, rank_numel(params, sh), amp=amp)
     if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
-    mem += parameter_pass_memops(params, sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
+    mem += parameter_pass_memops(params, sh, grad_accum_bytes, fsdp_copy_bytes)
     if flash:
         fraction = eff.attention_fraction(attention, sh.seq_len / sh.cp, model.dhead)
         peak = peak_flops(gpu, attention_dtype(dtype)) * fraction
@@ -326,7 +326,7 @@ def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficie
     secs = _linear_seconds(ops, gpu, eff, dtype)
     mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp, cross_entropy)
     params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
-    mem += parameter_pass_memops(params, sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
+    mem += parameter_pass_memops(params, sh, grad_accum_bytes, fsdp_copy_bytes)
     fwd = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "fwd"))
     wgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_wgrad"))
     dgrad = float(sum(t for o, t in zip(ops, secs, strict=True) if o.phase == "bwd_dgrad"))
@@ -340,5 +340,5 @@ def embedding_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEf
     """Embedding lookup and its gradient on the first stage, one micro-batch (memory-bound); ``grad_accum_bytes``
     as :func:`layer_time`."""
     mem = embedding_memops(model, sh.tokens)
-    mem += parameter_pass_memops(embedding_params(model), sh, model.kv, grad_accum_bytes, fsdp_copy_bytes)
+    mem += parameter_pass_memops(embedding_params(model), sh, grad_accum_bytes, fsdp_copy_bytes)
     return LayerTime(fwd_s=_mem_seconds(mem, gpu, eff, "fwd"), bwd_s=_mem_seconds(mem, gpu, eff, "bwd"))

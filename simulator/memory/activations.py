@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simulator.model.shape import RankShape, rank_shape
+from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
+from simulator.plan.shape import rank_shape
 
 LSE_BYTES = 4   # flash attention keeps an fp32 logsumexp per query row and head
 MASK_BYTES = 1  # a dropout mask is one byte per element

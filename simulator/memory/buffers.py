@@ -136,7 +136,7 @@ def buffer_items(rp: ResolvedPlan, c: ActContext, rb: Recipe, sp: StageParams, s
                                     scaling="micro_batch"))
     items += _autocast_items(rb, sp)
     if p.cp > 1 and p.cp_comm == "all_gather":
-        kv = max(1.0, m.kv / p.tp)
+        kv = c.shape.kv_heads_tp
         b = 2 * c.dtype_bytes * c.shape.micro_batch * rp.training.seq_len * kv * m.dhead
         items.append(MemoryItem("transient", "cp.gathered_kv", b, "2 x 2 B x b*s*kv_heads/t*d_head  [all-gathered K, V]",
                                 scaling="micro_batch"))

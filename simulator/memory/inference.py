@@ -1,17 +1,19 @@
 """Memory per GPU of serving: weights, the KV cache of the sequences in flight, and one forward's transients.
 
 ``training.mode: inference`` holds ``micro_batch`` sequences of ``seq_len`` tokens (prompt plus generated) per
-replica. Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
+replica: the plan's batch; a serving step's memory is that of its own :class:`~simulator.plan.Batch` (b sequences
+of ``cached + new`` tokens in the cache, s = cached + new below; the transients of a forward of its new tokens).
+Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 - weights: the stage's parameters after TP/EP sharding x the parameter bytes of the precision (bf16/fp16 2,
   fp8 1, fp4 0.5625 (NVFP4: 4 bits + an fp8 scale per 16), fp32 4); no gradients, master copy or optimizer state;
-- KV cache (``other``): 2 (K and V) x layers on the stage x micro_batch x seq_len/cp x K/V heads per TP rank x
-  head dim x element bytes; K/V heads are replicated when tp > kv_heads. With MLA (DeepSeek) the cache holds the
-  compressed latent and the shared rotary key, (kv_lora_rank + qk_rope_head_dim) per token and layer, on every TP
-  rank (DeepSeek-V3 technical report, Sec. 2.1.1);
+- KV cache (``other``): 2 (K and V) x layers on the stage x b x s/cp x K/V heads per TP rank
+  (``ResolvedPlan.kv_heads_tp``) x head dim x element bytes; K/V heads are replicated when tp > kv_heads. With MLA
+  (DeepSeek) the cache holds the compressed latent and the shared rotary key, (kv_lora_rank + qk_rope_head_dim) per
+  token and layer, on every TP rank (DeepSeek-V3 technical report, Sec. 2.1.1);
 - transients of one prefill forward: nothing is saved for backward, so only the live tensors of the widest point of
-  a layer count: tokens x (2h + ffn/tp, twice with SwiGLU's gate and up) x element bytes (layer input, residual and
-  the MLP's up projection); on the last stage the 16-bit logits of each sequence's last token (vLLM samples only
-  there).
+  a layer count: b x new/cp tokens x (2h + ffn/tp, twice with SwiGLU's gate and up) x element bytes (layer input,
+  residual and the MLP's up projection); on the last stage the 16-bit logits of each sequence's last token (vLLM
+  samples only there).
 """
 
 from __future__ import annotations
@@ -20,23 +22,29 @@ from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
 from simulator.memory.runtime import RUNTIME_BYTES
 from simulator.plan.params import stage_params
 from simulator.plan.resolved import ResolvedPlan
+from simulator.plan.shape import Batch
 
 
 def kv_cache_bytes_per_token_layer(rp: ResolvedPlan) -> float:
     """Bytes of cache one token adds to one layer on one GPU."""
-    m, p = rp.model, rp.parallel
+    m = rp.model
     element = rp.recipe.kv_cache
     if m.mla is not None:
         return (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * element
-    kv_heads = m.kv / min(p.tp, m.kv)
-    return 2 * kv_heads * m.dhead * element
+    return 2 * rp.kv_heads_tp * m.dhead * element
 
 
-def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) -> MemoryReport:
-    """Serving memory of every pipeline stage (module docstring for the accounting)."""
-    m, p, t = rp.model, rp.parallel, rp.training
+def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
+                     batch: Batch | None = None) -> MemoryReport:
+    """Serving memory of every pipeline stage (module docstring for the accounting) holding ``batch``: its
+    sequences' cache of ``cached + new`` tokens each and the transients of a forward of its new tokens (default the
+    plan's batch, ``micro_batch`` sequences of ``seq_len`` tokens: a serving scenario's ``batch`` of ``input_len +
+    output_len``)."""
+    m, p = rp.model, rp.parallel
+    batch = batch or rp.batch
     per_token_layer = kv_cache_bytes_per_token_layer(rp)
-    tokens = t.micro_batch * t.seq_len / p.cp
+    tokens = batch.sequences * batch.context / p.cp
+    live = batch.tokens / p.cp
     stages = []
     for s in range(p.pp):
         sp = stage_params(rp, s)
@@ -51,10 +59,10 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None) 
         element = rp.recipe.serve_param
         ffn = (m.moe.expert_ffn_hidden * m.moe.top_k if m.moe is not None else m.ffn) / p.tp
         width = 2 * m.hidden + (2 if m.glu else 1) * ffn
-        items.append(MemoryItem("transient", "prefill.live_tensors", tokens * width * element,
-                                f"{tokens:g} tokens x (2h + ffn/t{' x 2' if m.glu else ''}) x {element} B"))
+        items.append(MemoryItem("transient", "prefill.live_tensors", live * width * element,
+                                f"{live:g} tokens x (2h + ffn/t{' x 2' if m.glu else ''}) x {element} B"))
         if s == p.pp - 1:
-            logits = t.micro_batch * m.vocab / p.tp * element
+            logits = batch.sequences * m.vocab / p.tp * element
             items.append(MemoryItem("transient", "prefill.logits", logits, f"b * v/t x {element} B  [last-token logits]"))
         stages.append(StageMemory(s, tuple(i for i in items if i.bytes > 0)))
     return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES)

@@ -26,12 +26,12 @@ from simulator.model.params import (
     param_counts,
 )
 from simulator.model.presets import load_model_preset, preset_names
-from simulator.model.shape import RankShape, rank_shape
+from simulator.model.shape import RankShape
 from simulator.model.spec import MLASpec, ModelSpec, MoESpec
 
 __all__ = [
     "GemmOp", "LayerFlops", "MLASpec", "ModelSpec", "MoESpec", "ParamTensor", "embedding_params",
     "expert_mlp_ops", "hardware_flops", "head_params", "korthikanti_hardware_flops_selective", "korthikanti_model_flops",
     "layer_flops", "layer_kinds", "layer_params", "load_hf_config", "load_model_preset", "local_numel", "logits_flops",
-    "model_flops", "narayanan_full_recompute_flops", "param_counts", "preset_names", "RankShape", "rank_shape",
+    "model_flops", "narayanan_full_recompute_flops", "param_counts", "preset_names", "RankShape",
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from simulator.model.shape import RankShape, rank_shape
+from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 
 Phase = Literal["fwd", "bwd_dgrad", "bwd_wgrad", "bwd_recompute"]
@@ -144,7 +144,7 @@ def layer_flops(model: ModelSpec, shape: RankShape, *, layer_index: int = 0, cau
 
     Args:
         model: the architecture.
-        shape: the rank's share of the layer (:func:`simulator.model.shape.rank_shape`; the plan's
+        shape: the rank's share of the layer (:func:`simulator.plan.shape.rank_shape`; the plan's
             ``ResolvedPlan.shape``); GEMM shapes are those one rank executes. Sequence parallelism only changes the
             router's token count: projections see the gathered sequence either way.
         layer_index: which layer (decides dense vs MoE FFN).
@@ -184,14 +184,14 @@ def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = Fa
     """
     total = 0.0
     for index, count in layer_kinds(model):
-        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
+        f = layer_flops(model, RankShape.unsharded(model, seq_len, batch), layer_index=index, causal=causal,
                         attention=attention)
         total += count * (f.forward_flops + f.backward_flops)
     if model.mtp_layers:  # the MTP modules' layers (the last layer's kind)
-        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=model.layers, causal=causal,
+        f = layer_flops(model, RankShape.unsharded(model, seq_len, batch), layer_index=model.layers, causal=causal,
                         attention=attention)
         total += model.mtp_layers * (f.forward_flops + f.backward_flops)
-    lg = logits_flops(model, rank_shape(model, seq_len, batch))
+    lg = logits_flops(model, RankShape.unsharded(model, seq_len, batch))
     return total + lg.forward_flops + lg.backward_flops
 
 
@@ -205,7 +205,7 @@ def hardware_flops(model: ModelSpec, seq_len: int, batch: int, *, recompute: str
     """
     total = model_flops(model, seq_len, batch, causal=causal, attention=attention)
     for index, count in layer_kinds(model):
-        f = layer_flops(model, rank_shape(model, seq_len, batch), layer_index=index, causal=causal,
+        f = layer_flops(model, RankShape.unsharded(model, seq_len, batch), layer_index=index, causal=causal,
                         attention=attention)
         extra = f.recompute_flops
         if recompute == "full":

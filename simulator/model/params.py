@@ -26,16 +26,17 @@ class ParamTensor:
     component: str
 
 
-def local_numel(t: ParamTensor, *, tp: int, kv_heads: int, ep: int = 1, etp: int = 1) -> float:
-    """Elements of ``t`` held by one rank under tensor parallel ``tp`` and expert parallel ``ep`` x ``etp``.
+def local_numel(t: ParamTensor, *, tp: int, kv_ranks: int, ep: int = 1, etp: int = 1) -> float:
+    """Elements of ``t`` held by one rank under tensor parallel ``tp`` and expert parallel ``ep`` x ``etp``; K/V
+    tensors split over ``kv_ranks`` ranks (``RankShape.kv_ranks``: K/V heads are replicated when tp > kv_heads,
+    Megatron-Core GQA; the plan derives it, :mod:`simulator.plan.shape`).
 
-    Source: Megatron-LM column/row-parallel linear layers (Shoeybi et al. 2019, Sec. 3); K/V heads are replicated
-    when tp > kv_heads (Megatron-Core GQA), so K/V tensors split over min(tp, kv_heads) ranks.
+    Source: Megatron-LM column/row-parallel linear layers (Shoeybi et al. 2019, Sec. 3).
     """
     if t.shard == "tp":
         return t.numel / tp
     if t.shard == "kv":
-        return t.numel / min(tp, kv_heads)
+        return t.numel / kv_ranks
     if t.shard == "expert":
         return t.numel / (ep * etp)
     if t.shard == "expert_replicated":

@@ -1,15 +1,9 @@
-"""One rank's share of a transformer layer: tokens, heads, FFN width and experts after TP, SP, CP, Ulysses, EP and
-expert-TP sharding, derived once from the model and the parallel degrees (the plan builds it once per plan:
-``ResolvedPlan.shape``), and read by FLOP counts, compute, memory and traffic.
+"""One rank's share of a transformer layer (:class:`RankShape`): tokens, heads, FFN width and experts after TP, SP, CP,
+Ulysses, EP and expert-TP sharding, read by FLOP counts, compute, memory and traffic.
 
-Rules (Megatron-Core and DeepSpeed-Ulysses):
-- a rank projects T = b s / (cp ulysses) tokens; with sequence parallelism the norms, dropout and the router see
-  T / tp of them (the "replicated region" of Korthikanti et al. 2023);
-- attention: a rank holds a / (tp ulysses) query heads over s / cp query rows against all s keys; K/V heads are
-  split over TP (replicated when tp > kv_heads: each K/V head is held by tp / kv_heads ranks) and then over the
-  Ulysses group (replicated when fewer K/V heads than Ulysses ranks remain);
-- MoE: T_in = the router's tokens; the local experts (E / ep) receive T_in x top_k x etp rows in expectation
-  (balanced routing) and each is sharded over etp.
+The sharding rules live in one place, :mod:`simulator.plan.shape` (``rank_shape`` and ``ResolvedPlan.shape_of(batch)``),
+above this package; here is only the value object and the unsharded shape of the whole model
+(:meth:`RankShape.unsharded`, what model FLOP counts use).
 """
 
 from __future__ import annotations
@@ -44,7 +38,9 @@ class RankShape:
     heads_tp: float
     """Query heads per TP rank (projections): a / tp."""
     kv_heads_tp: float
-    """K/V heads per TP rank (projections): kv / min(tp, kv)."""
+    """K/V heads per TP rank (projections): kv / kv_ranks."""
+    kv_ranks: int
+    """Ranks each K/V projection is split over: min(tp, kv) (K/V heads replicated over the rest of TP)."""
     ffn: float
     """Dense FFN width per rank: ffn / tp."""
     local_experts: float
@@ -52,24 +48,19 @@ class RankShape:
     routed_rows: float
     """Rows the local experts receive in expectation: T_in x top_k x etp (0 for a dense model)."""
 
+    @classmethod
+    def unsharded(cls, model: ModelSpec, seq_len: int, micro_batch: int) -> RankShape:
+        """The whole layer on one GPU (every degree 1) for ``micro_batch`` sequences of ``seq_len`` tokens: model
+        FLOP counts (MFU's convention)."""
+        tokens = float(micro_batch * seq_len)
+        moe = model.moe
+        return cls(seq_len=seq_len, micro_batch=micro_batch, tp=1, cp=1, ulysses=1, ep=1, etp=1, sp=False,
+                   tokens=tokens, norm_tokens=tokens, q_rows=float(micro_batch * seq_len), heads=float(model.heads),
+                   kv_heads=float(model.kv), heads_tp=float(model.heads), kv_heads_tp=float(model.kv), kv_ranks=1,
+                   ffn=float(model.ffn), local_experts=float(moe.experts) if moe else 0.0,
+                   routed_rows=tokens * moe.top_k if moe else 0.0)
+
     @property
     def rows_per_expert(self) -> float:
         """Expected rows per local expert (balanced routing)."""
         return self.routed_rows / self.local_experts if self.local_experts else 0.0
-
-
-def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
-               ep: int = 1, etp: int = 1, sp: bool = False) -> RankShape:
-    """The :class:`RankShape` of ``model`` for one micro-batch of ``micro_batch`` x ``seq_len`` under these degrees
-    (module docstring for the rules). Plans call this once; tests and notebooks may call it directly."""
-    tokens = micro_batch * seq_len / (cp * ulysses)
-    norm_tokens = tokens / tp if sp else tokens
-    kv_tp = model.kv / min(tp, model.kv)
-    kv_attn = kv_tp / ulysses if kv_tp >= ulysses else 1.0
-    moe = model.moe
-    return RankShape(
-        seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp,
-        tokens=tokens, norm_tokens=norm_tokens, q_rows=micro_batch * seq_len / cp,
-        heads=model.heads / (tp * ulysses), kv_heads=kv_attn, heads_tp=model.heads / tp, kv_heads_tp=kv_tp,
-        ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
-        routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0)

@@ -47,6 +47,7 @@ from simulator.memory.estimate import activation_context
 from simulator.memory.items import MemoryItem
 from simulator.multimodal.spec import MultimodalSpec, PoolerSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan
+from simulator.plan.shape import heads_per_rank
 
 
 def _scores(c: ActContext, rows: float, heads: float, keys: float, prefix: str, dropout: float) -> list[Item]:
@@ -125,7 +126,7 @@ def pooler_items(pool: PoolerSpec, queries: int, sub: SubmoduleSpec, c: ActConte
     ]
     if c.framework == "pytorch":
         items.append((f"{tag}.sdpa_out", by * rows * w / t, f"{by}*b*q*w/t  [SDPA output]"))
-    items += _scores(c, rows, pool.heads / t, n, tag, dropout)
+    items += _scores(c, rows, heads_per_rank(pool.heads, t), n, tag, dropout)
     items.append((f"{tag}.proj_in", by * rows * w / t, f"{by}*b*q*w/t  [output projection input]"))
     return items
 

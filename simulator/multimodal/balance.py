@@ -45,6 +45,7 @@ from simulator.multimodal.evaluate import (
 )
 from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
+from simulator.plan.rules import data_parallel
 from simulator.topology import Topology
 
 _DEGREES = (1, 2, 4, 8)
@@ -141,9 +142,10 @@ def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iter
         if tp > node or any(sub.heads % tp for sub in subs):
             continue
         for pp in _PP:
-            if gpus % (tp * pp) or any(pp > sub.layers for sub in subs):
+            dp = data_parallel(gpus, tp=tp, pp=pp)
+            if dp is None or any(pp > sub.layers for sub in subs):
                 continue
-            yield tp, pp, gpus // (tp * pp)
+            yield tp, pp, dp
 
 
 def _layout_choices(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: int, dp: int, every: bool

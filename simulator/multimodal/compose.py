@@ -132,7 +132,7 @@ def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int
 
 def _contrastive(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
                  ) -> tuple[ContrastiveCost, str]:
-    dtype = run.plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)
+    dtype = run.plan.gemm_dtype(topology.cluster.node.gpu)
     return ContrastiveCost(batch, spec.embed_dim, len(ranks), DTYPE_BYTES[dtype]), dtype
 
 
@@ -186,7 +186,7 @@ def pair_up(topology: Topology, senders: list[int], receivers: list[int]) -> lis
 def edge_s(topology: Topology, runs: dict[str, SubmoduleRun], edge: TokenEdge, batch: int) -> tuple[float, str]:
     """(seconds, link) of one exchange, forward and gradient back (:func:`edge_transfer` twice, priced by
     :func:`simulator.pricing.exchange.pairs_exchange_s` on the placed GPUs)."""
-    width = DTYPE_BYTES[runs[edge.producer].plan.recipe.gemm_dtype_on(topology.cluster.node.gpu.dtypes)]
+    width = DTYPE_BYTES[runs[edge.producer].plan.gemm_dtype(topology.cluster.node.gpu)]
     pairs, nbytes = edge_transfer(topology, runs, edge, batch, width)
     t, link = pairs_exchange_s(topology, pairs, nbytes)
     return 2 * t, link

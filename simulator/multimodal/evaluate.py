@@ -31,6 +31,7 @@ from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.plan.schedules import GPIPE, ONE_F_ONE_B
+from simulator.plan.shape import heads_per_rank
 from simulator.schedule import StepResult, simulate_step
 from simulator.topology import Topology
 from simulator.units import GIBI
@@ -193,13 +194,9 @@ def resolve_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoi
 
 def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
     """Per-GPU bytes of ``params`` extra parameters held by a TP rank of stage 0 under the plan's recipe (weights,
-    gradients, fp32 main copy, moments; the sharded ones over the replicas as the recipe's stage says)."""
-    r, d = plan.recipe, plan.dense_shard_degree
-    per_tp = params / plan.parallel.tp
-    out = 0.0
-    for per, min_stage in ((r.param, 3), (r.grad, 2), (r.main, 1), (r.moments, 1)):
-        out += per_tp * per / (d if r.stage >= min_stage else 1)
-    return out
+    gradients, fp32 main copy, moments; the sharded ones over the replicas as the recipe's stage says:
+    :meth:`simulator.plan.Recipe.per_param` over the dense shard degree)."""
+    return params / plan.parallel.tp * plan.recipe.per_param(plan.dense_shard_degree)
 
 
 def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: int, image_hidden: int, heads: int,
@@ -214,7 +211,7 @@ def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: i
     for SwiGLU) and the down-projection bT x f/t x h, + (2 mlp_up + 2) bT h f / t. The attentional pooler is the
     same attention with its queries as the T tokens (text_tokens = queries, hidden = its width)."""
     T, N, h, hv = text_tokens, image_tokens, hidden, image_hidden
-    d, local = hidden / heads, heads / tp
+    d, local = hidden / heads, heads_per_rank(heads, tp)
     m = [b * T, b * T, b * N, b * N, T, T]
     k = [h, h / tp, hv, hv, d, N]
     n = [h / tp, h, h / tp, h / tp, N, d]
@@ -235,10 +232,10 @@ def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPl
     modelled)."""
     if not sub.cross_attention_layers or spec.vision is None:
         return 0.0
-    p, t = plan.parallel, plan.training
+    p, b = plan.parallel, plan.batch
     tokens, width = spec.image_kv
     mlp = (sub.ffn_hidden or 4 * sub.hidden) if sub.cross_attention_mlp else 0
-    gemms = cross_attention_gemms(t.micro_batch, t.seq_len, tokens, sub.hidden, width, sub.heads, p.tp, mlp,
+    gemms = cross_attention_gemms(b.sequences, b.new, tokens, sub.hidden, width, sub.heads, p.tp, mlp,
                                   2 if sub.activation == "swiglu" else 1)
     fwd = float(gemm_times(*gemms, gpu, default_efficiency(gpu.architecture), dtype).sum())
     return 3.0 * fwd * sub.cross_attention_layers / p.pp * plan.num_microbatches
@@ -252,9 +249,9 @@ def pooler_s(sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
     pool = sub.attentional_pooler
     if pool is None:
         return 0.0
-    p, t = plan.parallel, plan.training
+    p, b = plan.parallel, plan.batch
     eff = default_efficiency(gpu.architecture)
-    fwd = sum(float(gemm_times(*cross_attention_gemms(t.micro_batch, q, sub.own_tokens, pool.width, sub.hidden,
+    fwd = sum(float(gemm_times(*cross_attention_gemms(b.sequences, q, sub.own_tokens, pool.width, sub.hidden,
                                                       pool.heads, p.tp), gpu, eff, dtype).sum())
               for q in pool.query_counts)
     return 3.0 * fwd * plan.num_microbatches
@@ -269,7 +266,7 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
     view = topology_view(topology, tuple(gpus))
     step = simulate_step(plan.model, plan, view, calibration=calibration)
-    dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
+    dtype = plan.gemm_dtype(gpu)
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
     return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra_state_bytes(plan, extra_params - pooler), step,
                         cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,

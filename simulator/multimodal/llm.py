@@ -80,7 +80,7 @@ def encoder_on_first_stage(spec: MultimodalSpec, llm_choice: PlanChoice, topolog
     encoder = evaluate_submodule(spec, vision, enc_choice, stage0, topology, batch, precision, optimizer)
     m = llm.plan.num_microbatches
     gpu = topology.cluster.node.gpu
-    proj = projector_s(spec, c.micro_batch * vision.patches, c.tp, gpu, llm.plan.recipe.gemm_dtype_on(gpu.dtypes))
+    proj = projector_s(spec, c.micro_batch * vision.patches, c.tp, gpu, llm.plan.gemm_dtype(gpu))
     enc_f, enc_b = _per_microbatch(encoder)
     fwd, bwd = _per_microbatch(llm)
     fwd[0] += enc_f[0] + proj / 3

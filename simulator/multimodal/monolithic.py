@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from simulator.multimodal.compose import contrastive_loss_s, last_stage_ranks
 from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule
+from simulator.plan.rules import data_parallel
 from simulator.plan.schedules import GPIPE
 from simulator.schedule.timeline import run_timeline
 from simulator.units import GIBI
@@ -158,9 +159,9 @@ def monolithic_plan(s) -> MonolithicStep | None:
         if tp > node or any(sub.heads % tp for sub in s.spec.submodules):
             continue
         for pp in (1, 2, 4, 8):
-            if total % (tp * pp) or pp > layers:
+            dp = data_parallel(total, tp=tp, pp=pp)
+            if dp is None or pp > layers:
                 continue
-            dp = total // (tp * pp)
             for recompute in _RECOMPUTE:
                 fit = next((mb for mb in baseline_micro_batches(s.spec, s.batch, dp)
                             if _fits(s, searched_choice(tp, pp, dp, mb, recompute))), None)

@@ -21,6 +21,7 @@ from simulator.multimodal.llm import FirstStage, encoder_on_first_stage
 from simulator.multimodal.monolithic import MonolithicStep, monolithic_plan
 from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, build_spec, load_multimodal_preset
+from simulator.plan.rules import data_parallel
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import SystemSection, _cluster, _system
 from simulator.topology import Topology, topology_of
@@ -147,7 +148,8 @@ def _explicit(sc: MultimodalScenario, topology: Topology) -> MultimodalStep:
         runs = {}
         for sub in sc.spec.submodules:
             p = s.plans[sub.name]
-            choice = PlanChoice(p.tp, p.pp, counts[sub.name] // (p.tp * p.pp), p.micro_batch, p.recompute, p.sp,
+            choice = PlanChoice(p.tp, p.pp, data_parallel(counts[sub.name], tp=p.tp, pp=p.pp), p.micro_batch,
+                                p.recompute, p.sp,
                                 p.distributed_optimizer)
             try:
                 runs[sub.name] = evaluate_submodule(sc.spec, sub, choice, ranks[sub.name], topology,
@@ -171,10 +173,11 @@ def _explicit(sc: MultimodalScenario, topology: Topology) -> MultimodalStep:
 def _uniform_given(sc: MultimodalScenario, topology: Topology) -> MultimodalStep:
     u, s = sc.section.uniform, sc.section
     gpus = tuple(range(sc.cluster.gpus))
-    if gpus and len(gpus) % (u.tp * u.pp):
+    dp = data_parallel(len(gpus), tp=u.tp, pp=u.pp)
+    if gpus and dp is None:
         raise UserError(f"uniform: tp ({u.tp}) * pp ({u.pp}) does not divide the {len(gpus)} GPUs",
                         key_path="multimodal.uniform")
-    choice = PlanChoice(u.tp, u.pp, len(gpus) // (u.tp * u.pp), u.micro_batch, u.recompute, u.sp)
+    choice = PlanChoice(u.tp, u.pp, dp, u.micro_batch, u.recompute, u.sp)
     runs = {sub.name: evaluate_submodule(sc.spec, sub, choice, gpus, topology, s.global_batch, s.precision,
                                          s.optimizer) for sub in sc.spec.submodules}
     return uniform_step(sc.spec, topology, runs, s.global_batch)
@@ -204,6 +207,10 @@ def simulate_multimodal(sc: MultimodalScenario) -> MultimodalResult:
         monolithic = monolithic_plan(settings)
     if llm is not None:
         p = s.plans[llm.name]
-        choice = PlanChoice(p.tp, p.pp, sc.cluster.gpus // (p.tp * p.pp), p.micro_batch, p.recompute, p.sp)
+        dp = data_parallel(sc.cluster.gpus, tp=p.tp, pp=p.pp)
+        if dp is None:
+            raise UserError(f"plan of {llm.name!r}: tp ({p.tp}) * pp ({p.pp}) does not divide the {sc.cluster.gpus} "
+                            "GPUs the encoder-on-first-stage layout spreads it over", key_path=f"multimodal.plans.{llm.name}")
+        choice = PlanChoice(p.tp, p.pp, dp, p.micro_batch, p.recompute, p.sp)
         first = encoder_on_first_stage(sc.spec, choice, topology, s.global_batch, s.precision, s.optimizer)
     return MultimodalResult(sc, step, uniform, distmm, first, monolithic, compared)

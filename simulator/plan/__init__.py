@@ -9,8 +9,9 @@ from simulator.plan.ranks import ALL_DIMS, grid_groups
 from simulator.plan.recipe import PRECISIONS, Recipe, resolve_recipe, sharding_stage
 from simulator.plan.resolve import resolve_plan
 from simulator.plan.resolved import ResolvedPlan
+from simulator.plan.shape import Batch, rank_shape
 
 __all__ = [
-    "ALL_DIMS", "PRECISIONS", "ParallelPlan", "Recipe", "ResolvedPlan", "StageParams", "TrainingConfig", "grid_groups", "padded_vocab",
-    "resolve_plan", "resolve_recipe", "sharding_stage", "stage_params",
+    "ALL_DIMS", "PRECISIONS", "Batch", "ParallelPlan", "Recipe", "ResolvedPlan", "StageParams", "TrainingConfig",
+    "grid_groups", "padded_vocab", "rank_shape", "resolve_plan", "resolve_recipe", "sharding_stage", "stage_params",
 ]

@@ -36,7 +36,7 @@ def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
 def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float) -> tuple[float, float]:
     dense, expert = 0.0, 0.0
     for t in tensors:
-        n = local_numel(t, tp=tp, kv_heads=m.kv, ep=ep, etp=etp)
+        n = local_numel(t, tp=tp, kv_ranks=min(tp, m.kv), ep=ep, etp=etp)
         if t.name in ("word_embeddings", "output_layer"):
             n *= vocab_scale
         if t.shard.startswith("expert"):

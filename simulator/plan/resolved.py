@@ -6,12 +6,14 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.model.shape import RankShape, rank_shape
+from simulator.hardware.gpu import GpuSpec
+from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
+from simulator.plan.shape import Batch, rank_shape
 
 
 class ResolvedPlan(BaseModel):
@@ -37,11 +39,40 @@ class ResolvedPlan(BaseModel):
         return resolve_recipe(self.parallel, self.training)
 
     @cached_property
+    def batch(self) -> Batch:
+        """The training micro-batch: ``micro_batch`` sequences of ``seq_len`` tokens (:mod:`simulator.plan.shape`)."""
+        return Batch.of_training(self.training)
+
+    @cached_property
     def shape(self) -> RankShape:
-        """One rank's share of a layer for one micro-batch (:mod:`simulator.model.shape`)."""
-        p, t = self.parallel, self.training
-        return rank_shape(self.model, t.seq_len, t.micro_batch, tp=p.tp, cp=p.cp, ulysses=p.ulysses, ep=p.ep,
-                          etp=p.etp, sp=p.sp)
+        """One rank's share of a layer for one training micro-batch: ``shape_of(self.batch)``."""
+        return self.shape_of(self.batch)
+
+    def shape_of(self, batch: Batch) -> RankShape:
+        """One rank's share of a layer for ``batch`` under this plan's degrees (:mod:`simulator.plan.shape`), cached
+        by the batch (the plan is frozen; a batch's cached tokens do not change the shape, but keying by the whole
+        value keeps the cache obviously right)."""
+        hit = self._shapes.get(batch)
+        if hit is None:
+            p = self.parallel
+            hit = self._shapes[batch] = rank_shape(self.model, batch.new, batch.sequences, tp=p.tp, cp=p.cp,
+                                                   ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp)
+        return hit
+
+    @cached_property
+    def _shapes(self) -> dict[Batch, RankShape]:
+        return {}
+
+    def gemm_dtype(self, gpu: GpuSpec) -> str:
+        """The tensor-core dtype of the plan's GEMMs on ``gpu``: the recipe's (``fp8``, ``fp8_block``, ``fp4``,
+        ``bf16``...) where the GPU has tensor cores for it, else bf16 (an fp8 recipe on an A100 runs bf16 GEMMs).
+        Training, serving, memory and multimodal all ask this one method."""
+        return self.recipe.gemm_dtype_on(gpu.dtypes)
+
+    @property
+    def kv_heads_tp(self) -> float:
+        """K/V heads per TP rank (replicated when tp > kv_heads): the K/V projections' and the K/V cache's heads."""
+        return self.shape.kv_heads_tp
 
     def layer_recompute(self, stage: int) -> tuple[str, ...]:
         """The recompute mode of each layer of ``stage`` (in ``stage_layers`` order): ``parallel.recompute``, except

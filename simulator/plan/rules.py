@@ -97,8 +97,17 @@ def parse_order(order: str) -> tuple[str, ...]:
     return dims
 
 
+def data_parallel(gpus: int, *, tp: int = 1, pp: int = 1, cp: int = 1, ulysses: int = 1) -> int | None:
+    """The data-parallel degree that fills ``gpus`` GPUs, gpus / (tp*cp*ulysses*pp) (world size =
+    tp*cp*ulysses*pp*dp, docs/interface.md), or None when the product does not divide them: the one place a degree
+    is derived from a GPU count (plans, serving scenarios, the multimodal search's candidate layouts)."""
+    rest = tp * cp * ulysses * pp
+    return None if gpus % rest else gpus // rest
+
+
 def derive_dp(p: ParallelPlan, world: int) -> int:
-    """dp = world / (tp*cp*ulysses*pp); when dp is given the product must equal the world size."""
+    """dp = world / (tp*cp*ulysses*pp) (:func:`data_parallel`); when dp is given the product must equal the world
+    size."""
     rest = p.tp * p.cp * p.ulysses * p.pp
     factors = f"tp ({p.tp}) * cp ({p.cp}) * ulysses ({p.ulysses}) * pp ({p.pp})"
     if p.dp is not None:
@@ -106,10 +115,20 @@ def derive_dp(p: ParallelPlan, world: int) -> int:
             raise _err(f"world size = tp*cp*ulysses*pp*dp: {factors} * dp ({p.dp}) = {rest * p.dp} "
                        f"!= {world} GPUs", "parallel.dp")
         return p.dp
-    if world % rest:
+    dp = data_parallel(world, tp=p.tp, pp=p.pp, cp=p.cp, ulysses=p.ulysses)
+    if dp is None:
         raise _err(f"world size = tp*cp*ulysses*pp*dp: {world} GPUs is not divisible by {factors} = {rest}",
                    "parallel.dp")
-    return world // rest
+    return dp
+
+
+def check_serving_degrees(p: ParallelPlan) -> None:
+    """Serving models tp, pp, ep and dp (DP attention): cp and ulysses must be 1 (the serving step has no context-
+    or sequence-parallel attention)."""
+    for key in ("cp", "ulysses"):
+        if getattr(p, key) > 1:
+            raise _err(f"serving models tp, pp, ep and dp (DP attention); {key} must be 1, got {getattr(p, key)}",
+                       f"parallel.{key}")
 
 
 def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np
 from simulator.collectives import GroupCostModel, build_cost_model, evaluate, place_group
 from simulator.errors import UserError
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeLayerComm, MoeSettings, moe_layer_comm
-from simulator.plan import ResolvedPlan
+from simulator.plan import Batch, ResolvedPlan
 from simulator.pricing.overlap import network_interference
 from simulator.topology import Topology
 from simulator.traffic import CommOp
@@ -67,11 +67,14 @@ class GroupTimer:
     scenario's ``moe:`` settings."""
 
     def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
-                 moe: MoeSettings | None = None, shared: dict | None = None) -> None:
+                 moe: MoeSettings | None = None, shared: dict | None = None, batch: Batch | None = None) -> None:
         """``shared``: a dict the caller keeps between plans on this topology with this calibration and these MoE
         settings (plan search); group keys and op times are stored there under the plan's rank layout (rank
-        order and every grid size), which with the topology determines every group and its placement."""
+        order and every grid size), which with the topology determines every group and its placement.
+        ``batch``: the step's batch (a serving phase); default the plan's training micro-batch. The MoE layer routes
+        the router tokens of its shape (``plan.shape_of(batch)``)."""
         self.plan, self.topology, self.calibration = plan, topology, calibration
+        self.shape = plan.shape if batch is None else plan.shape_of(batch)
         if plan.world_size > len(topology.gpus):
             raise ValueError(f"plan needs {plan.world_size} GPUs, topology has {len(topology.gpus)}")
         self.moe_settings = moe or DEFAULT_MOE_SETTINGS
@@ -206,7 +209,7 @@ class GroupTimer:
             s, plan = self.moe_settings, self.plan
             try:
                 self._moe[key] = moe_layer_comm(
-                    plan.model, max(1, round(plan.shape.norm_tokens)), nccl.placement,
+                    plan.model, max(1, round(self.shape.norm_tokens)), nccl.placement,
                     s.comm_settings(plan.recipe.moe_dispatch_dtype), distribution=s.distribution,
                     zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed, nccl_model=nccl)
             except UserError as exc:
@@ -227,7 +230,7 @@ class GroupTimer:
         if timing is not None:
             return timing
         if self._shared is not None:
-            moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
+            moe_inputs = (self.plan.model, self.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
             shared_key = ("op time", self._layout_id, key, moe_inputs)
             timing = self._shared.get(shared_key)
             if timing is None:

@@ -19,6 +19,7 @@ from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
 from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
+from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
 from simulator.scenario.search_section import SearchSection
@@ -169,15 +170,11 @@ def _serving_training(data: dict, serving: ServingConfig | None, parallel: Paral
     if not isinstance(training, dict):
         raise UserError(f"expected a mapping, got {type(training).__name__}", key_path="training")
     training = dict(training)
-    for key in ("cp", "ulysses"):
-        if getattr(parallel, key) > 1:
-            raise UserError(f"serving models tp, pp, ep and dp (DP attention); {key} must be 1, got "
-                            f"{getattr(parallel, key)}", key_path=f"parallel.{key}")
+    check_serving_degrees(parallel)
     if training.get("mode", "inference") != "inference":
         raise UserError("a scenario with serving: needs training.mode: inference", key_path="training.mode")
     world = system.gpus or cluster.gpus
-    model_ranks = parallel.tp * parallel.pp * parallel.cp * parallel.ulysses
-    dp = parallel.dp or max(1, world // model_ranks)
+    dp = derive_dp(parallel, world)
     if serving.disaggregation is not None and serving.disaggregation.prefill_replicas >= dp:
         raise UserError(f"prefill_replicas ({serving.disaggregation.prefill_replicas}) must leave at least one of the "
                         f"{dp} DP replicas to decode", key_path="serving.disaggregation.prefill_replicas")

@@ -108,7 +108,7 @@ def _inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibratio
             moe: MoeSettings | None, layer_cache: dict | None = None) -> _Inputs:
     gpu = topology.cluster.node.gpu
     eff = eff or default_efficiency(gpu.architecture)
-    dtype = plan.recipe.gemm_dtype_on(gpu.dtypes)
+    dtype = plan.gemm_dtype(gpu)
     timer = GroupTimer(plan, topology, calibration, moe, shared=layer_cache)
     layers = _layer_times(model, plan, gpu, eff, dtype, moe or DEFAULT_MOE_SETTINGS, layer_cache)
     per_stage: list[MoeLayerTiming | None] = [None] * plan.parallel.pp

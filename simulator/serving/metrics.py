@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import UserError
-from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory import MemoryReport
+from simulator.memory.inference import inference_memory
 from simulator.memory.runtime import CUDA_CONTEXT_BYTES
-from simulator.plan import ResolvedPlan
+from simulator.plan import Batch, ResolvedPlan
+from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
@@ -125,17 +127,6 @@ class ServeResult:
         }
 
 
-def phase_plan(rp: ResolvedPlan, seqs: int, new: int) -> ResolvedPlan:
-    """The scenario's (validated) plan with one step's batch: ``seqs`` sequences x ``new`` tokens per DP rank.
-
-    Only the batch dimensions change, so the plan's rules are not re-run: a decode step of one token per sequence
-    is no sequence a training rule (sequence parallelism's seq_len % tp, CP's chunks) was written for."""
-    training = rp.training.model_copy(update={"micro_batch": seqs, "seq_len": new, "global_batch": seqs * rp.dp,
-                                              "mode": "inference"})
-    fields = {name: getattr(rp, name) for name in type(rp).model_fields}
-    return type(rp)(**{**fields, "training": training})
-
-
 def prefill_time(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> tuple[StepTime, int]:
     """Prefill of ``seqs`` prompts of ``input_len`` (chunks of ``max_batched_tokens`` tokens when set): the sum of
     its steps, their breakdowns summed; returns it and the prompt tokens."""
@@ -149,7 +140,7 @@ def prefill_time(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> tuple[StepTim
         n = min(per_step, seqs - done)
         for past in range(0, s.input_len, chunk):
             new = min(chunk, s.input_len - past)
-            steps.append(step_time(ctx, phase_plan(rp, n, new), n, new, past, phase="prefill", graphs=False))
+            steps.append(step_time(ctx, rp, Batch(n, new, past), phase="prefill", graphs=False))
         done += n
     return _sum_steps(steps), seqs * s.input_len
 
@@ -169,8 +160,7 @@ def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> Ste
     sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines)."""
     m = min(rp.parallel.pp, seqs)
     per = math.ceil(seqs / m)
-    return step_time(ctx, phase_plan(rp, per, 1), per, 1, past, phase="decode", graphs=ctx.serving.cuda_graphs,
-                     microbatches=m)
+    return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=ctx.serving.cuda_graphs, microbatches=m)
 
 
 def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
@@ -239,9 +229,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     """Predict a serving scenario (module docstring). ``rp`` is the scenario's plan; ``memory`` its serving
     memory for ``batch`` sequences of ``input_len + output_len`` tokens."""
     s = ctx.serving
-    if rp.parallel.cp > 1 or rp.parallel.ulysses > 1:
-        raise UserError("serving models tp, pp, ep and dp (DP attention); cp and ulysses must be 1",
-                        key_path="parallel.cp" if rp.parallel.cp > 1 else "parallel.ulysses")
+    check_serving_degrees(rp.parallel)
     prefill, tokens = prefill_time(ctx, rp, s.batch)
     decode = decode_time(ctx, rp, s.batch, s.input_len)
     mean = mean_decode_s(ctx, rp, s.batch)
@@ -317,7 +305,7 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     HBM holds beside the weights, the runtime and the transients of one step of that budget."""
     s = ctx.serving
     budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = estimate_memory(phase_plan(rp, 1, budget), hbm_capacity_bytes=memory.hbm_capacity_bytes)
+    step_memory = inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget))
     blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size,
                          utilization=s.gpu_memory_utilization)
     return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
@@ -358,7 +346,7 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
 
     @functools.cache
     def prefill_pages(seqs: int, new: int, past: int) -> float:
-        return step_time(ctx, phase_plan(rp, seqs, new), seqs, new, past, phase="prefill", graphs=False).step_s
+        return step_time(ctx, rp, Batch(seqs, new, past), phase="prefill", graphs=False).step_s
 
     def prefill_s(seqs: int, new: int, past: int) -> float:
         return prefill_pages(seqs, -(-new // page) * page, -(-past // page) * page)

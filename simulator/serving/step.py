@@ -1,7 +1,9 @@
 """Time of one serving step (a prefill chunk or a decode step) op by op on one replica (docs/serving.md).
 
-A step processes ``seqs`` sequences, each adding ``new`` tokens on top of ``past`` cached ones (prefill: past 0,
-new = the prompt or a chunk of it; decode: new 1, past = context - 1). Per layer on one rank:
+A step processes a :class:`~simulator.plan.Batch` under the scenario's plan: ``seqs`` sequences, each adding ``new``
+tokens on top of ``past`` cached ones (prefill: past 0, new = the prompt or a chunk of it; decode: new 1, past =
+context - 1); the rank's share of each layer is the plan's shape of that batch (``ResolvedPlan.shape_of``). Per layer
+on one rank:
 
 - GEMMs (q/k/v fused, o, MLP or router + routed and shared experts, LM head on the last token of each sequence) at
   :func:`simulator.compute.gemm.gemm_times`: ``launch + max(FLOPs / (peak x efficiency), bytes / (HBM x
@@ -39,8 +41,9 @@ from simulator.implementation.serving import ServingConfig
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
 from simulator.model.flops import expert_mlp_ops, layer_flops
+from simulator.model.shape import RankShape
 from simulator.moe import MoeSettings
-from simulator.plan import ResolvedPlan
+from simulator.plan import Batch, ResolvedPlan
 from simulator.pricing.groups import GroupTimer
 from simulator.serving import backends as B
 from simulator.topology import Topology
@@ -78,9 +81,9 @@ class StepContext:
     calibration: Calibration | None = None
 
 
-def _fwd_gemms(model: ModelSpec, rp: ResolvedPlan, layer: int) -> list:
+def _fwd_gemms(model: ModelSpec, sh: RankShape, layer: int) -> list:
     """Forward GEMMs of one layer without attention core and routed experts; q/k/v fused into one GEMM."""
-    ops = [o for o in layer_flops(model, rp.shape, layer_index=layer).ops
+    ops = [o for o in layer_flops(model, sh, layer_index=layer).ops
            if o.phase == "fwd" and not o.name.startswith(("attn.", "experts."))]
     qkv = [o for o in ops if o.name in ("q_proj", "k_proj", "v_proj")]
     if len(qkv) == 3:
@@ -109,7 +112,7 @@ def touched_experts(model: ModelSpec, rp: ResolvedPlan, tokens_per_rank: float) 
 
 def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, dtype: str) -> tuple[float, float]:
     """(expert GEMM seconds, load imbalance) of one MoE layer: touched experts share the routed rows."""
-    model, sh = ctx.model, rp.shape
+    model, sh = ctx.model, timer.shape
     kernel = B.EXPERT_KERNELS[ctx.serving.expert_kernel]
     touched = max(touched_experts(model, rp, sh.norm_tokens), 1e-9)
     rows = sh.routed_rows / touched
@@ -129,9 +132,10 @@ def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
     return B.ATTENTION_KERNELS[name]
 
 
-def _attention_s(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int) -> float:
+def _attention_s(ctx: StepContext, rp: ResolvedPlan, batch: Batch) -> float:
     """Core attention of one layer on one rank (module docstring)."""
-    model, sh, gpu = ctx.model, rp.shape, ctx.gpu
+    model, sh, gpu = ctx.model, rp.shape_of(batch), ctx.gpu
+    seqs, new, past = batch.sequences, batch.new, batch.cached
     kv_bytes = seqs * (past + new) * kv_cache_bytes_per_token_layer(rp)
     mla = model.mla
     if mla is not None and new == 1:  # absorbed MLA decode: scores over the latent + rope key, values the latent
@@ -153,8 +157,8 @@ def _attention_s(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: 
     return ctx.eff.launch_s + max(kv_bytes / rate, flops / compute_rate)
 
 
-def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, tokens: float) -> float:
-    model, sh = ctx.model, rp.shape
+def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, batch: Batch) -> float:
+    model, sh, tokens = ctx.model, rp.shape_of(batch), batch.tokens
     moe = model.is_moe_layer(layer)
     shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
                        qk_width=(sh.heads_tp + sh.kv_heads_tp) * model.dhead)
@@ -181,7 +185,7 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     if rp.parallel.ep == 1:
         return 0.0
     backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
-    tokens = rp.shape.norm_tokens
+    tokens = timer.shape.norm_tokens
     if backend.collective:
         size = tokens * rp.parallel.ep * ctx.model.hidden * rp.recipe.activation
         # priced as collectives on the EP group (dim "ep" would route the op to the MoE kernels)
@@ -228,13 +232,13 @@ def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
     return type(settings).model_validate({**settings.model_dump(), **update})
 
 
-def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> None:
+def _layer(ctx, rp, timer, stage, layer, batch, phase, acc, log) -> None:
     """Add one layer's seconds to ``acc`` (by op class)."""
-    dtype = rp.recipe.gemm_dtype
-    tokens = seqs * new
-    acc["gemm"] += _gemm_s(_fwd_gemms(ctx.model, rp, layer), ctx, dtype)
-    acc["attention"] += _attention_s(ctx, rp, seqs, new, past)
-    acc["memory_ops"] += _memops_s(ctx, rp, layer, tokens)
+    dtype = rp.gemm_dtype(ctx.gpu)
+    tokens = batch.tokens
+    acc["gemm"] += _gemm_s(_fwd_gemms(ctx.model, rp.shape_of(batch), layer), ctx, dtype)
+    acc["attention"] += _attention_s(ctx, rp, batch)
+    acc["memory_ops"] += _memops_s(ctx, rp, layer, batch)
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc["launch"] += max(kset.per_layer - 5, 0) * ctx.eff.launch_s  # small kernels beyond 4 GEMMs + attention
     if ctx.model.is_moe_layer(layer):
@@ -246,10 +250,10 @@ def _layer(ctx, rp, timer, stage, layer, seqs, new, past, phase, acc, log) -> No
             acc["tp_comm"] += _tp_all_reduce(ctx, rp, timer, stage, size, name, log)
 
 
-def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, seqs: int, new: int, past: int,
-           phase: str, log: list) -> tuple[dict[str, float], int]:
+def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch, phase: str,
+           log: list) -> tuple[dict[str, float], int]:
     """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
-    model, p = ctx.model, rp.parallel
+    model, p, seqs = ctx.model, rp.parallel, batch.sequences
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc = dict.fromkeys(OP_CLASSES, 0.0)
     # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
@@ -261,42 +265,42 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, se
     for group in kinds.values():
         one = dict.fromkeys(OP_CLASSES, 0.0)
         before = len(log)
-        _layer(ctx, rp, timer, stage, group[0], seqs, new, past, phase, one, log)
+        _layer(ctx, rp, timer, stage, group[0], batch, phase, one, log)
         for entry in log[before:]:
             entry["count"] = len(group)
         for key, value in one.items():
             acc[key] += value * len(group)
     if stage == 0:
-        acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, seqs * new) if o.phase == "fwd"),
+        acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, batch.tokens) if o.phase == "fwd"),
                                     ctx) + ctx.eff.launch_s
     if stage == p.pp - 1:
         kernels += kset.per_step
         head = np.array([[seqs, model.hidden, model.vocab / p.tp, 1]], dtype=float).T
-        acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.recipe.gemm_dtype)[0])
+        acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.gemm_dtype(ctx.gpu))[0])
         acc["launch"] += 2 * ctx.eff.launch_s  # final norm, sampler
         if p.tp > 1:
             acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_gather", seqs * model.vocab * 2, 1,
                                                   "step", "none", "logits"), stage, log)
     else:
-        size = seqs * new * model.hidden * rp.recipe.activation / p.tp
+        size = batch.tokens * model.hidden * rp.recipe.activation / p.tp
         acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
                                               "activations"), stage, log)
     return acc, kernels
 
 
-def step_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, new: int, past: int, *, phase: str,
-              graphs: bool, microbatches: int = 1) -> StepTime:
-    """One step of ``seqs`` sequences adding ``new`` tokens on ``past`` cached ones (module docstring);
-    ``rp`` is the plan resolved for ``micro_batch = seqs, seq_len = new``.
+def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, graphs: bool,
+              microbatches: int = 1) -> StepTime:
+    """One step of ``batch`` (its sequences adding ``new`` tokens on ``cached`` ones; module docstring) under the
+    scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``.
 
     ``microbatches`` m > 1 (pipeline parallelism, decode): the step's sequences are m micro-batches of ``seqs`` each
     in flight over the stages at once (vLLM's virtual engines); every sequence advances one token in
     ``max(sum of stage times, m x the slowest stage)`` (one traversal, or the slowest stage busy with all m); the
     breakdown is scaled to that total."""
-    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase))
+    timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase), batch=batch)
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
-    stages = [_stage(ctx, rp, timer, stage, seqs, new, past, phase, log) for stage in range(p.pp)]
+    stages = [_stage(ctx, rp, timer, stage, batch, phase, log) for stage in range(p.pp)]
     acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
     kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())

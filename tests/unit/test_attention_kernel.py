@@ -7,8 +7,9 @@ from simulator.compute.gemm import peak_flops
 from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware.loader import load_gpu
-from simulator.model import load_model_preset, rank_shape
+from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
+from simulator.plan.shape import rank_shape
 
 
 def test_recipe_names_the_kernel_compute_times():

@@ -7,9 +7,10 @@ from simulator.compute.efficiency import default_efficiency
 from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware.loader import load_gpu
-from simulator.model import load_model_preset, rank_shape
+from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
 from simulator.plan.recipe import SEPARATE_FP32_ACCUMULATION_BYTES
+from simulator.plan.shape import rank_shape
 
 
 def test_separate_fp32_pass_moves_18_bytes_per_parameter():
@@ -52,7 +53,8 @@ def test_mtp_last_stage_accumulates_its_embedding_copy_too():
     from simulator.compute import default_efficiency
     from simulator.compute.layer import head_time
     from simulator.hardware import load_cluster
-    from simulator.model import load_model_preset, rank_shape
+    from simulator.model import load_model_preset
+    from simulator.plan.shape import rank_shape
 
     model = load_model_preset("deepseek-v3")
     assert model.mtp_layers > 0 and not model.tied_embeddings

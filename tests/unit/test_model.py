@@ -15,8 +15,8 @@ from simulator.model import (
     narayanan_full_recompute_flops,
     param_counts,
     preset_names,
-    rank_shape,
 )
+from simulator.plan.shape import rank_shape
 
 
 @pytest.mark.parametrize(("name", "total", "active", "rel"), [

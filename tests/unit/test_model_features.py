@@ -11,10 +11,10 @@ from simulator.model import (
     load_model_preset,
     model_flops,
     param_counts,
-    rank_shape,
 )
 from simulator.model.flops import window_density
 from simulator.plan import resolve_plan
+from simulator.plan.shape import rank_shape
 
 
 def test_window_density_counts_the_band_of_a_causal_mask():

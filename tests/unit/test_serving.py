@@ -222,9 +222,10 @@ def test_pipeline_decode_keeps_pp_micro_batches_in_flight():
     """Llama-3-70B TP 4 x PP 2, 16 sequences: two micro-batches of 8 in flight; a token takes max(one traversal,
     2 x the slowest stage) at 8 sequences, never more than the 16-sequence batch traversing both stages alone."""
     from simulator.compute.efficiency import default_efficiency
-    from simulator.entries.simulate import topology_of
-    from simulator.serving.metrics import decode_time, phase_plan
+    from simulator.plan import Batch
+    from simulator.serving.metrics import decode_time
     from simulator.serving.step import StepContext, step_time
+    from simulator.topology import topology_of
 
     sc = load_scenario({"system": {"profile": "dgx_h100", "nodes": 1}, "model": {"preset": "llama3-70b"},
                         "parallel": {"tp": 4, "pp": 2}, "training": {"mode": "inference", "precision": "bf16"},
@@ -233,8 +234,8 @@ def test_pipeline_decode_keeps_pp_micro_batches_in_flight():
     ctx = StepContext(model=sc.model, gpu=gpu, eff=default_efficiency(gpu.architecture), serving=sc.serving,
                       moe_settings=sc.moe, topology=topology_of(sc.cluster))
     pipelined = decode_time(ctx, sc.plan, 16, 2048)
-    alone8 = step_time(ctx, phase_plan(sc.plan, 8, 1), 8, 1, 2048, phase="decode", graphs=True)
-    alone16 = step_time(ctx, phase_plan(sc.plan, 16, 1), 16, 1, 2048, phase="decode", graphs=True)
+    alone8 = step_time(ctx, sc.plan, Batch(8, 1, 2048), phase="decode", graphs=True)
+    alone16 = step_time(ctx, sc.plan, Batch(16, 1, 2048), phase="decode", graphs=True)
     assert pipelined.kernels == 2 * alone8.kernels
     assert alone8.step_s <= pipelined.step_s <= alone16.step_s
     assert pipelined.step_s == pytest.approx(sum(pipelined.breakdown_s.values()), rel=1e-12)

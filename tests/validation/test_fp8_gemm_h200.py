@@ -10,8 +10,9 @@ from simulator.compute import default_efficiency
 from simulator.compute.fit import GemmRow, predict
 from simulator.compute.layer import fp8_cast_memops, layer_time, linear_dtype
 from simulator.hardware import load_gpu
-from simulator.model import GemmOp, load_model_preset, rank_shape
+from simulator.model import GemmOp, load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
+from simulator.plan.shape import rank_shape
 from simulator.validation import VALIDATION_DATA
 
 
