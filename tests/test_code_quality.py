@@ -21,7 +21,7 @@ ALLOWED = {
     "memory": {"plan", "model", "hardware", "units"},
     "compute": {"model", "hardware", "units"},
     "traffic": {"plan", "model", "units"},
-    "moe": {"collectives", "topology", "hardware", "model", "units"},
+    "moe": {"collectives", "topology", "plan", "hardware", "model", "units"},
     "pricing": {"traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "schedule": {"pricing", "traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "serving": {"pricing", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",

@@ -119,7 +119,7 @@ def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlace
         routing = route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
                         zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
                         capacity_factor=moe.capacity_factor, seed=seed)
-    if settings.backend == "nccl" and nccl_model is None:
+    if settings.spec.uses_collectives_model and nccl_model is None:
         nccl_model = nccl_cost_model(placement, cc)
     forward = ep_comm(routing, placement, model.hidden, settings, c, cc, nccl_model=nccl_model)
     backward = ep_comm(routing, placement, model.hidden, settings, c, cc, dispatch_dtype="bf16", nccl_model=nccl_model)

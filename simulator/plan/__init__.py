@@ -4,6 +4,13 @@ Imports ``simulator.model`` (and units/errors) only.
 """
 
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.moe_backends import (
+    MOE_BACKENDS,
+    SERVING_BACKENDS,
+    MoeBackend,
+    moe_backend,
+    serving_backend,
+)
 from simulator.plan.params import StageParams, padded_vocab, stage_params
 from simulator.plan.ranks import ALL_DIMS, grid_groups
 from simulator.plan.recipe import PRECISIONS, Recipe, resolve_recipe, sharding_stage
@@ -11,6 +18,6 @@ from simulator.plan.resolve import resolve_plan
 from simulator.plan.resolved import ResolvedPlan
 
 __all__ = [
-    "ALL_DIMS", "PRECISIONS", "ParallelPlan", "Recipe", "ResolvedPlan", "StageParams", "TrainingConfig", "grid_groups", "padded_vocab",
-    "resolve_plan", "resolve_recipe", "sharding_stage", "stage_params",
+    "ALL_DIMS", "MOE_BACKENDS", "PRECISIONS", "SERVING_BACKENDS", "MoeBackend", "ParallelPlan", "Recipe", "ResolvedPlan", "StageParams", "TrainingConfig", "grid_groups", "padded_vocab",
+    "moe_backend", "resolve_plan", "resolve_recipe", "serving_backend", "sharding_stage", "stage_params",
 ]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simulator.model.shape import RankShape, rank_shape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.moe_backends import NCCL, MoeBackend
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.zero_bubble import V_SCHEDULES
@@ -30,6 +31,16 @@ class ResolvedPlan(BaseModel):
     stage_layers: tuple[tuple[int, ...], ...] = Field(description="global layer indices held by each PP rank")
     stage_chunks: tuple[tuple[int, ...], ...] = Field(description="layers of each virtual chunk of each PP rank")
     notes: tuple[str, ...] = Field((), description="facts worth saying (replicated K/V heads, padded vocab)")
+    moe_backend: MoeBackend = Field(NCCL, description="what moves MoE tokens (simulator.plan.moe_backends): the "
+                                                      "scenario's moe.backend, or serving's all-to-all backend")
+
+    def with_moe_backend(self, backend: MoeBackend) -> ResolvedPlan:
+        """This plan with MoE backend ``backend`` (itself when it already has it): a serving phase's backend, or
+        the ``moe:`` settings a caller of ``simulate_step`` passes."""
+        if backend == self.moe_backend:
+            return self
+        return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields},
+                             "moe_backend": backend})
 
     @cached_property
     def recipe(self) -> Recipe:

@@ -64,7 +64,7 @@ class GroupTimer:
     """Build-once caches of placements, cost models and op times for one (plan, topology), keyed by value (the
     group's node-relative shape, the op's kind and bytes); ``time(op, stage)`` prices any comm op: collectives
     with :mod:`simulator.collectives`, MoE dispatch/combine (``dim == "ep"``) with :mod:`simulator.moe` under the
-    scenario's ``moe:`` settings."""
+    scenario's ``moe:`` settings and the plan's MoE backend (``plan.moe_backend``)."""
 
     def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
                  moe: MoeSettings | None = None, shared: dict | None = None) -> None:
@@ -204,10 +204,11 @@ class GroupTimer:
         if key not in self._moe:
             nccl = self.model("ep", stage)
             s, plan = self.moe_settings, self.plan
+            settings = s.comm_settings(plan.recipe.moe_dispatch_dtype, plan.moe_backend)
             try:
                 self._moe[key] = moe_layer_comm(
                     plan.model, max(1, round(plan.shape.norm_tokens)), nccl.placement,
-                    s.comm_settings(plan.recipe.moe_dispatch_dtype), distribution=s.distribution,
+                    settings, distribution=s.distribution,
                     zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed, nccl_model=nccl)
             except UserError as exc:
                 raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
@@ -217,7 +218,7 @@ class GroupTimer:
         """``backend`` plus ``/transport`` when the EP group spans nodes (comm table ``algorithm``)."""
         comm = self.moe_comm(stage)
         multi = self.model("ep", stage).placement.n_nodes > 1
-        return self.moe_settings.backend + (f"/{comm.forward.transport}" if multi else "")
+        return self.plan.moe_backend.comm_name + (f"/{comm.forward.transport}" if multi else "")
 
     # ---- ops --------------------------------------------------------------------------------------------------
     def time(self, op: CommOp, stage: int) -> OpTiming:
@@ -227,7 +228,8 @@ class GroupTimer:
         if timing is not None:
             return timing
         if self._shared is not None:
-            moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
+            moe_inputs = (self.plan.model, self.plan.shape, self.plan.recipe.moe_dispatch_dtype,
+                          self.plan.moe_backend) if op.dim == "ep" else ()
             shared_key = ("op time", self._layout_id, key, moe_inputs)
             timing = self._shared.get(shared_key)
             if timing is None:
