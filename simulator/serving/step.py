@@ -113,7 +113,7 @@ def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     kernel = B.EXPERT_KERNELS[ctx.serving.expert_kernel]
     touched = max(touched_experts(model, rp, sh.norm_tokens), 1e-9)
     rows = sh.routed_rows / touched
-    imbalance = timer.moe_comm(stage).imbalance if rp.parallel.ep > 1 else 1.0
+    imbalance = timer.moe_routing(stage).imbalance if rp.parallel.ep > 1 else 1.0
     ops = expert_mlp_ops(model, rows, sh.etp, batch=touched)
     ops = [o for o in ops if o.phase == "fwd"]
     secs = _gemm_s(ops, ctx, dtype)
