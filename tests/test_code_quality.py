@@ -20,7 +20,7 @@ LAYERS = {
     "hardware": {"units"},
     "topology": {"hardware"},
     "collectives": {"topology", "hardware"},
-    "moe": {"collectives", "topology", "hardware", "model"},
+    "moe": {"collectives", "topology", "hardware", "model", "implementation"},
     "model": {"units"},
     "implementation": {"hardware", "units"},
     "plan": {"model", "hardware", "implementation"},

@@ -13,6 +13,7 @@ from simulator.cli.args import bounded_int, non_negative_int, positive_int
 from simulator.cli.output import print_json
 from simulator.errors import UserError
 from simulator.limits import MAX_GPUS, MAX_MOE_TOKENS, MAX_NODES
+from simulator.moe.backends import BACKENDS, DEFAULT_SETTINGS
 from simulator.units import GIGA, MICRO
 
 
@@ -30,8 +31,8 @@ def register(subparsers) -> None:
     parser.add_argument("--experts", type=positive_int, default=256, help="routed experts (default 256)")
     parser.add_argument("--topk-groups", type=positive_int, default=None,
                         help="node-limited routing: each token to at most G nodes (default: no limit)")
-    parser.add_argument("--backend", default="deepep_normal",
-                        choices=("nccl", "deepep_normal", "deepep_low_latency", "cpu_proxy"))
+    parser.add_argument("--backend", default=DEFAULT_SETTINGS.backend, choices=BACKENDS,
+                        help=f"MoE backend (simulator/implementation/moe_backends.py; default {DEFAULT_SETTINGS.backend})")
     parser.add_argument("--transport", choices=("ibrc", "ibgda"), default=None,
                         help="internode RDMA issued by a CPU proxy (ibrc) or the GPU (ibgda); default per backend")
     parser.add_argument("--qps", type=positive_int, default=None, help="queue pairs per peer (default per backend)")

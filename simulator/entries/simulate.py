@@ -121,7 +121,7 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def simulate(scenario: Scenario) -> Result:
     """Predict memory per GPU per stage and the step time with its breakdown (memory only for inference)."""
     memory = estimate_memory(scenario.plan, hbm_capacity_bytes=scenario.cluster.node.gpu.memory.capacity,
-                             cluster=scenario.cluster, ep_backend=scenario.moe.backend)
+                             cluster=scenario.cluster)
     if scenario.training.mode == "inference":
         return Result(scenario=scenario, memory=memory, step=None)
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
 MAX_PREFILL_STEPS = 4096
 #: points of the latency-throughput curve
@@ -13,7 +15,8 @@ MAX_CURVE_POINTS = 64
 #: requests simulated per request-rate point (each is scheduled step by step: simulator/serving/loop.py)
 MAX_SIMULATED_REQUESTS = 100_000
 
-A2A_BACKENDS = ("auto", "naive", "allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency", "pplx")
+#: ``serving.all2all_backend`` names, from the registry (simulator/implementation/moe_backends.py)
+A2A_BACKENDS = tuple(SERVING_BACKENDS)
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
 
 
@@ -58,9 +61,8 @@ class ServingConfig(BaseModel):
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
                                       "(one CTA per sequence and K/V head) or flash_mla")
-    all2all_backend: Literal["auto", "naive", "allgather_reducescatter", "deepep_high_throughput",
-                             "deepep_low_latency", "pplx"] = Field(
-        "auto", description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "
+    all2all_backend: Literal[A2A_BACKENDS] = Field(  # type: ignore[valid-type]
+        AUTO.name, description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "
                             "deepep_low_latency for decode")
     expert_kernel: Literal["triton_fused", "cutlass_grouped", "deepgemm"] = Field(
         "triton_fused", description="MoE expert GEMM kernel (vLLM fused_moe Triton, CUTLASS grouped, DeepGEMM)")

@@ -61,12 +61,6 @@ COMBINE_CONFIGS = {2: (10, 256, 6, 128), 4: (9, 256, 6, 128), 8: (4, 256, 6, 128
                    96: (1, 480, 8, 128), 128: (1, 560, 8, 128), 144: (2, 720, 8, 128), 160: (2, 720, 8, 128)}
 
 
-#: ``moe.backend`` values that move tokens through DeepEP's buffers, and the one whose buffer holds a micro-batch's
-#: tokens (so its bytes follow the micro-batch)
-DEEPEP_BACKENDS = ("deepep_normal", "deepep_low_latency")
-MICRO_BATCH_SIZED = "deepep_low_latency"
-
-
 def _align(n: int, to: int = ALIGNMENT_BYTES) -> int:
     return -(-n // to) * to
 
@@ -123,13 +117,13 @@ def low_latency_buffer_bytes(tokens_per_rank: int, hidden: int, experts: int) ->
     return (total + ALIGNMENT_BYTES) // ALIGNMENT_BYTES * ALIGNMENT_BYTES
 
 
-def deepep_bytes(rp: ResolvedPlan, backend: str) -> float:
-    """DeepEP's device bytes on a GPU of ``rp`` under ``moe.backend`` ``backend``: 0 for a non-DeepEP backend, a
-    dense model or ep 1 (module docstring)."""
-    moe, ep = rp.model.moe, rp.parallel.ep
-    if moe is None or ep < 2 or backend not in DEEPEP_BACKENDS:
+def deepep_bytes(rp: ResolvedPlan) -> float:
+    """DeepEP's device bytes on a GPU of ``rp`` under its MoE backend (``rp.moe_backend.buffers``): 0 for a backend
+    without DeepEP's buffers, a dense model or ep 1 (module docstring)."""
+    moe, ep, backend = rp.model.moe, rp.parallel.ep, rp.moe_backend
+    if moe is None or ep < 2 or not backend.deepep_buffers:
         return 0.0
-    if backend == MICRO_BATCH_SIZED:
+    if backend.buffer_per_micro_batch:
         nvl, rdma = 0, low_latency_buffer_bytes(max(1, round(rp.shape.norm_tokens)), rp.model.hidden, moe.experts)
     else:
         nvl, rdma = normal_buffer_bytes(rp.model.hidden, ep)

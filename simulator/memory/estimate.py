@@ -149,8 +149,7 @@ def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
 
 
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
-                    stages: tuple[int, ...] | None = None, cluster: ClusterSpec | None = None,
-                    ep_backend: str = "nccl") -> MemoryReport:
+                    stages: tuple[int, ...] | None = None, cluster: ClusterSpec | None = None) -> MemoryReport:
     """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
     memory, :mod:`simulator.memory.inference`).
 
@@ -159,8 +158,8 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         hbm_capacity_bytes: GPU memory; when given the report flags OOM and the margin.
         stages: only these stages (default all; :func:`bounding_stages` gives the ones that set the peak).
         cluster: the GPUs the plan runs on; when given, each stage carries NCCL's device bytes
-            (:func:`simulator.memory.nccl.nccl_bytes`), which the device peak and the margin include.
-        ep_backend: the scenario's ``moe.backend``: with DeepEP its buffers join NCCL's bytes.
+            (:func:`simulator.memory.nccl.nccl_bytes`), which the device peak and the margin include; with a
+            DeepEP MoE backend (``rp.moe_backend``) its buffers join NCCL's bytes.
     """
     if rp.training.mode == "inference":
         from simulator.memory.inference import inference_memory
@@ -185,5 +184,5 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
         out.append(StageMemory(s, tuple(items), worst_bytes,
                                gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1,
-                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s, ep_backend).total))
+                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total))
     return MemoryReport(tuple(out), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

@@ -49,7 +49,7 @@ tuner) prices with NVLS or NVLS-tree on Hopper, from about 8 MB, while it keeps 
 rings there (tests/unit/test_nccl_memory.py checks both) and the world communicator's barrier never picks NVLS, so
 never allocates them.
 
-With ``moe.backend`` DeepEP (``deepep_normal``, ``deepep_low_latency``) the EP group's tokens move through DeepEP's
+With a MoE backend that holds DeepEP's buffers (``rp.moe_backend.buffers``: DeepEP normal, low-latency) the EP group's tokens move through DeepEP's
 buffers, added as one more entry (:mod:`simulator.memory.deepep`), and its NCCL communicator only runs the ring
 collective of the Buffer's set-up; otherwise an EP all-to-all is NCCL's point-to-point to every peer.
 
@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simulator.hardware.cluster import ClusterSpec
-from simulator.memory.deepep import DEEPEP_BACKENDS, deepep_bytes
+from simulator.memory.deepep import deepep_bytes
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -248,8 +248,7 @@ def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: 
                         nvls=all_reduce and local >= 2)
 
 
-def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend: str = "nccl"
-                       ) -> tuple[Communicator, ...]:
+def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
     """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
     gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
@@ -276,7 +275,7 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend
     if rp.model.moe is not None:
         # DeepEP moves the tokens through its own buffers (simulator.memory.deepep); its Buffer's set-up gathers
         # the peers' handles over the EP group (dist.all_gather_object), a ring collective on NCCL
-        deepep = ep_backend in DEEPEP_BACKENDS
+        deepep = rp.moe_backend.deepep_buffers
         add("ep", "ep", ring=deepep, a2a=not deepep)
         add("etp", "etp", ring=True)
         add("edp", "edp", ring=True, all_reduce=ddp)
@@ -301,10 +300,10 @@ def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int, ep_backend
     return tuple(out)
 
 
-def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int, ep_backend: str = "nccl") -> NcclBytes:
+def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
     """The communication libraries' device bytes on a GPU of pipeline stage ``stage`` of ``rp`` on ``cluster``:
-    NCCL's communicators (module docstring) and, where the stage's MoE layers move tokens with DeepEP (``moe.backend``
-    ``ep_backend``), DeepEP's buffers as one more entry, ``deepep`` (:mod:`simulator.memory.deepep`).
+    NCCL's communicators (module docstring) and, where the stage's MoE layers move tokens with DeepEP (``rp.moe_backend``
+    with DeepEP's buffers), DeepEP's buffers as one more entry, ``deepep`` (:mod:`simulator.memory.deepep`).
 
     Kept by the values :func:`plan_communicators` reads (rank layout, stage, the few plan and model switches), so
     plans of a search that differ only in micro-batch, sharding or recompute share one evaluation (the DeepEP entry
@@ -312,14 +311,14 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int, ep_backend: s
     fabric = _fabric(cluster)
     p = rp.parallel
     key = (rp.rank_layout, stage, p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0,
-           rp.model.tied_embeddings, rp.model.moe is not None, ep_backend in DEEPEP_BACKENDS, fabric)
+           rp.model.tied_embeddings, rp.model.moe is not None, rp.moe_backend.deepep_buffers, fabric)
     hit = _BY_LAYOUT.get(key)
     if hit is None:
         if len(_BY_LAYOUT) >= 8192:
             _BY_LAYOUT.clear()
-        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus, ep_backend), fabric)
-    if ep_backend in DEEPEP_BACKENDS and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
-        deepep = deepep_bytes(rp, ep_backend)
+        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus), fabric)
+    if rp.moe_backend.deepep_buffers and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
+        deepep = deepep_bytes(rp)
         if deepep:
             return NcclBytes(hit.process, (*hit.communicators, ("deepep", deepep)))
     return hit

@@ -10,7 +10,7 @@ docs/moe.md.
 from simulator.moe.backends import BACKENDS, CommSettings, EpComm, ep_comm
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients, format_moe_coefficients
 from simulator.moe.kernels import KernelTime
-from simulator.moe.layer import MoeLayerComm, ep_placement, moe_layer_comm
+from simulator.moe.layer import MoeLayerComm, ep_placement, layer_routing, moe_layer_comm
 from simulator.moe.network import message_regime, rdma_send_time
 from simulator.moe.overlap import layer_time, sm_slowdown
 from simulator.moe.payload import token_bytes
@@ -20,5 +20,5 @@ from simulator.moe.settings import DEFAULT_MOE_SETTINGS, MoeSettings
 __all__ = [
     "BACKENDS", "DEFAULT_MOE_COEFFICIENTS", "DEFAULT_MOE_SETTINGS", "CommSettings", "EpComm", "KernelTime", "MoeCoefficients",
     "MoeLayerComm", "MoeSettings", "Routing", "ep_comm", "ep_placement", "expert_weights", "format_moe_coefficients",
-    "layer_time", "message_regime", "moe_layer_comm", "rdma_send_time", "route", "sm_slowdown", "token_bytes",
+    "layer_routing", "layer_time", "message_regime", "moe_layer_comm", "rdma_send_time", "route", "sm_slowdown", "token_bytes",
 ]

@@ -1,4 +1,8 @@
-"""The four communication backends behind one call: settings, defaults, and the dispatch/combine pair.
+"""The MoE cost model behind one call: settings, and the dispatch/combine pair priced by the backend's kernel family.
+
+The backends are objects of :mod:`simulator.implementation.moe_backends` (their name appears only there); this module reads
+their attributes: the kernel family (:data:`KERNELS`), default transport, whether they can issue from the GPU,
+reserve SMs, use several proxy threads, and their default overlap.
 
 | backend | network issue | route | SMs taken | overlap |
 |---|---|---|---|---|
@@ -25,15 +29,23 @@ from simulator.collectives import (
     build_cost_model,
 )
 from simulator.errors import UserError
+from simulator.implementation.moe_backends import (
+    ALL_TO_ALL,
+    DEEPEP_NORMAL,
+    LOW_LATENCY,
+    MOE_BACKENDS,
+    NORMAL,
+    MoeBackend,
+)
 from simulator.moe import kernels
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
 from simulator.moe.network import issue_of, with_proxy_threads
 from simulator.moe.payload import token_bytes
 from simulator.moe.routing import Routing
 
-BACKENDS = ("nccl", "deepep_normal", "deepep_low_latency", "cpu_proxy")
-Backend = Literal["nccl", "deepep_normal", "deepep_low_latency", "cpu_proxy"]
-_DEFAULT_TRANSPORT = {"nccl": "ibrc", "deepep_normal": "ibrc", "deepep_low_latency": "ibgda", "cpu_proxy": "ibrc"}
+#: ``moe.backend`` / ``simulator moe --backend`` names, from the registry
+BACKENDS = tuple(MOE_BACKENDS)
+Backend = Literal[BACKENDS]  # type: ignore[valid-type]
 
 
 class CommSettings(BaseModel):
@@ -41,7 +53,7 @@ class CommSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Backend = Field("deepep_normal", description="communication library / kernel family")
+    backend: Backend = Field(DEEPEP_NORMAL.name, description="communication library / kernel family")
     transport: Literal["ibrc", "ibgda"] | None = Field(None, description="who issues RDMA: CPU proxy or the GPU")
     qps: int | None = Field(None, ge=1, description="queue pairs per peer")
     dispatch_dtype: Literal["fp8", "bf16"] = Field("fp8", description="dispatch payload; combine is always bf16")
@@ -50,20 +62,26 @@ class CommSettings(BaseModel):
     overlap: Literal["sequential", "streamed"] | None = Field(None, description="dispatch->FFN->combine one after "
                                                                                "another, or streamed in chunks")
 
+    @property
+    def spec(self) -> MoeBackend:
+        """The backend object (:mod:`simulator.implementation.moe_backends`) this names."""
+        return MOE_BACKENDS[self.backend]
+
     def resolved_transport(self) -> str:
-        transport = self.transport or _DEFAULT_TRANSPORT[self.backend]
-        if self.backend in ("nccl", "cpu_proxy") and transport == "ibgda":
+        transport = self.transport or self.spec.default_transport
+        if transport == "ibgda" and not self.spec.gpu_issue:
+            able = " or ".join(b.name for b in MOE_BACKENDS.values() if b.gpu_issue)
             raise UserError(f"backend {self.backend} issues RDMA from CPU proxy threads; --transport ibgda needs "
-                            "deepep_normal or deepep_low_latency", key_path="transport")
+                            f"{able}", key_path="transport")
         return transport
 
     def resolved_overlap(self) -> str:
-        return self.overlap or ("sequential" if self.backend == "nccl" else "streamed")
+        return self.overlap or self.spec.overlap
 
     def resolved_sms(self, c: MoeCoefficients) -> int:
         if self.reserved_sms is not None:
             return self.reserved_sms
-        return c.normal_sms if self.backend == "deepep_normal" else 0
+        return c.normal_sms if self.spec.reserves_sms else 0
 
 
 DEFAULT_SETTINGS = CommSettings()
@@ -89,23 +107,55 @@ def ep_comm(routing: Routing, placement: GroupPlacement, hidden: int, settings: 
     ``nccl_model``: a collectives cost model of ``placement`` built before (:func:`nccl_cost_model`; the step-time
     engine passes its calibrated one), so the NCCL backend does not rebuild it per call."""
     transport = settings.resolved_transport()
-    issue = issue_of(transport)
-    dtype = dispatch_dtype or settings.dispatch_dtype
-    b = settings.backend
-    if b == "nccl":
-        qps = settings.qps or 1
-        model = nccl_model or nccl_cost_model(placement, cc)
-        d, cb = _nccl(routing, model, hidden, dtype, c), _nccl(routing, model, hidden, "bf16", c)
-    elif b == "deepep_normal":
-        qps = settings.qps or (c.normal_ibgda_qps if transport == "ibgda" else 1)
-        d = kernels.deepep_normal(routing, placement, hidden, dtype, issue, qps, c, cc)
-        cb = kernels.deepep_normal(routing, placement, hidden, "bf16", issue, qps, c, cc)
-    else:
-        qps = settings.qps or max(1, routing.experts // routing.ep)
-        net = with_proxy_threads(cc, c.proxy_threads) if b == "cpu_proxy" else cc
-        d = kernels.low_latency(routing, placement, hidden, dtype, issue, qps, settings.ll_nvlink, True, c, net)
-        cb = kernels.low_latency(routing, placement, hidden, "bf16", issue, qps, settings.ll_nvlink, False, c, net)
+    call = _Call(routing, placement, hidden, settings, transport, c, cc, nccl_model)
+    d, cb, qps = KERNELS[settings.spec.kernel](call, dispatch_dtype or settings.dispatch_dtype)
     return EpComm(d, cb, settings.resolved_sms(c), transport, qps, settings.resolved_overlap())
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The arguments of one :func:`ep_comm` call a kernel family reads."""
+
+    routing: Routing
+    placement: GroupPlacement
+    hidden: int
+    settings: CommSettings
+    transport: str
+    c: MoeCoefficients
+    cc: Coefficients
+    nccl_model: GroupCostModel | None
+
+
+Pair = tuple[kernels.KernelTime, kernels.KernelTime, int]
+
+
+def _all_to_all(a: _Call, dtype: str) -> Pair:
+    """NCCL all-to-all of the permuted tokens on the collectives cost model (one queue pair)."""
+    model = a.nccl_model or nccl_cost_model(a.placement, a.cc)
+    return _nccl(a.routing, model, a.hidden, dtype, a.c), _nccl(a.routing, model, a.hidden, "bf16", a.c), \
+        a.settings.qps or 1
+
+
+def _normal(a: _Call, dtype: str) -> Pair:
+    """DeepEP's normal kernels (:func:`simulator.moe.kernels.deepep_normal`)."""
+    qps = a.settings.qps or (a.c.normal_ibgda_qps if a.transport == "ibgda" else 1)
+    issue = issue_of(a.transport)
+    return (kernels.deepep_normal(a.routing, a.placement, a.hidden, dtype, issue, qps, a.c, a.cc),
+            kernels.deepep_normal(a.routing, a.placement, a.hidden, "bf16", issue, qps, a.c, a.cc), qps)
+
+
+def _low_latency(a: _Call, dtype: str) -> Pair:
+    """The low-latency routes (:func:`simulator.moe.kernels.low_latency`), on several CPU proxy threads when the
+    backend has them."""
+    qps = a.settings.qps or max(1, a.routing.experts // a.routing.ep)
+    net = with_proxy_threads(a.cc, a.c.proxy_threads) if a.settings.spec.proxy_threads else a.cc
+    issue, nvl = issue_of(a.transport), a.settings.ll_nvlink
+    return (kernels.low_latency(a.routing, a.placement, a.hidden, dtype, issue, qps, nvl, True, a.c, net),
+            kernels.low_latency(a.routing, a.placement, a.hidden, "bf16", issue, qps, nvl, False, a.c, net), qps)
+
+
+#: kernel family (``MoeBackend.kernel``) -> the function pricing one dispatch/combine pair and its queue pairs
+KERNELS = {ALL_TO_ALL: _all_to_all, NORMAL: _normal, LOW_LATENCY: _low_latency}
 
 
 def nccl_cost_model(placement: GroupPlacement, cc: Coefficients = DEFAULT_COEFFICIENTS,

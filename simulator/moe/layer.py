@@ -95,6 +95,18 @@ def ep_placement(topology: Topology, gpus: Sequence[int | str]) -> GroupPlacemen
     return place_group(topology, gpus)
 
 
+def layer_routing(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement, *, distribution="uniform",
+                  zipf_exponent: float = 1.0, node_limit: int | None = None, seed: int | None = None) -> Routing:
+    """The routing of ``tokens_per_rank`` tokens on each rank of the EP group ``placement`` to ``model``'s experts
+    (:func:`simulator.moe.route`; capacity factor from ``model.moe``), whatever backend moves them."""
+    if model.moe is None:
+        raise UserError(f"model {model.name} has no MoE layers", key_path="model.moe")
+    moe = model.moe
+    return route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
+                 zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
+                 capacity_factor=moe.capacity_factor, seed=seed)
+
+
 def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement,
                    settings: CommSettings = DEFAULT_SETTINGS, *, distribution="uniform", zipf_exponent: float = 1.0,
                    node_limit: int | None = None, seed: int | None = None, routing: Routing | None = None,
@@ -112,14 +124,10 @@ def moe_layer_comm(model: ModelSpec, tokens_per_rank: int, placement: GroupPlace
         nccl_model: the NCCL backend's collectives cost model of ``placement`` (default: built once here with
             :func:`simulator.moe.backends.nccl_cost_model`; pass a calibrated one to calibrate NCCL EP).
     """
-    if model.moe is None:
-        raise UserError(f"model {model.name} has no MoE layers", key_path="model.moe")
     if routing is None:
-        moe = model.moe
-        routing = route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
-                        zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
-                        capacity_factor=moe.capacity_factor, seed=seed)
-    if settings.backend == "nccl" and nccl_model is None:
+        routing = layer_routing(model, tokens_per_rank, placement, distribution=distribution,
+                                zipf_exponent=zipf_exponent, node_limit=node_limit, seed=seed)
+    if settings.spec.uses_collectives_model and nccl_model is None:
         nccl_model = nccl_cost_model(placement, cc)
     forward = ep_comm(routing, placement, model.hidden, settings, c, cc, nccl_model=nccl_model)
     backward = ep_comm(routing, placement, model.hidden, settings, c, cc, dispatch_dtype="bf16", nccl_model=nccl_model)

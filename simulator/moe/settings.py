@@ -7,22 +7,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.errors import UserError
+from simulator.implementation.moe_backends import NCCL, MoeBackend, moe_backend
 from simulator.moe.backends import Backend, CommSettings
 
-#: backends whose RDMA can be issued by the GPU (IBGDA); the others post work from CPU proxy threads
-_GPU_ISSUE = ("deepep_normal", "deepep_low_latency")
 
-
-def transport_problem(backend: str, transport: str | None) -> str | None:
-    """Why ``backend`` cannot run over ``transport`` (None when it can): CPU-proxy backends cannot issue RDMA from
-    the GPU, and DeepEP's low-latency kernels issue every write from the GPU (NVSHMEM IBGDA; DeepEP README), so
-    they cannot run over a CPU proxy (ibrc). The cost model can still price that what-if through ``CommSettings``."""
-    if transport == "ibgda" and backend not in _GPU_ISSUE:
-        return f"backend {backend} issues RDMA from CPU proxy threads; transport ibgda needs {' or '.join(_GPU_ISSUE)}"
-    if transport == "ibrc" and backend == "deepep_low_latency":
-        return ("backend deepep_low_latency issues RDMA from the GPU (NVSHMEM IBGDA); transport ibrc needs nccl, "
-                "deepep_normal or cpu_proxy")
-    return None
+def transport_problem(backend: str | MoeBackend, transport: str | None) -> str | None:
+    """Why ``backend`` (a ``moe.backend`` name or object) cannot run over ``transport`` (None when it can;
+    :meth:`simulator.plan.MoeBackend.transport_problem`). The cost model can still price that what-if through
+    ``CommSettings``."""
+    return moe_backend(backend).transport_problem(transport)
 
 
 class MoeSettings(BaseModel):
@@ -34,7 +27,7 @@ class MoeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: Backend = Field("nccl", description="nccl (Megatron alltoall dispatcher) | deepep_normal | "
+    backend: Backend = Field(NCCL.name, description="nccl (Megatron alltoall dispatcher) | deepep_normal | "
                                                  "deepep_low_latency | cpu_proxy (UCCL-EP)")
     transport: Literal["ibrc", "ibgda"] | None = Field(
         None, description="who issues internode RDMA: ibrc (CPU proxy) or ibgda (GPU); null: the backend's default, "
@@ -80,17 +73,22 @@ class MoeSettings(BaseModel):
 
     def for_net_issue(self, net_issue: str) -> MoeSettings:
         """With ``system.net_issue: ibgda`` and no transport given, DeepEP backends issue RDMA from the GPU."""
-        if self.transport is None and net_issue == "ibgda" and self.backend in _GPU_ISSUE:
+        if self.transport is None and net_issue == "ibgda" and moe_backend(self.backend).gpu_issue:
             return self.model_copy(update={"transport": "ibgda"})
         return self
 
-    def comm_settings(self, default_dispatch_dtype: str = "bf16") -> CommSettings:
-        """The :class:`CommSettings` of these settings; ``dispatch_dtype: null`` takes ``default_dispatch_dtype``
-        (the plan's precision recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend
-        defaults (:mod:`simulator.moe.backends`), except ``overlap``: a training step runs dispatch, experts and
-        combine one after another whatever the backend (the ``overlap`` field)."""
+    def comm_settings(self, default_dispatch_dtype: str = "bf16", backend: MoeBackend | None = None) -> CommSettings:
+        """The :class:`CommSettings` of these settings run by ``backend`` (the plan's, ``ResolvedPlan.moe_backend``;
+        default: ``self.backend``); ``dispatch_dtype: null`` takes ``default_dispatch_dtype`` (the plan's precision
+        recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend defaults
+        (:mod:`simulator.moe.backends`), except ``overlap``: a training step runs dispatch, experts and combine one
+        after another whatever the backend (the ``overlap`` field)."""
+        backend = moe_backend(self.backend) if backend is None else backend
+        problem = backend.transport_problem(self.transport)
+        if problem:
+            raise UserError(problem, key_path="moe.transport")
         dtype = self.dispatch_dtype or default_dispatch_dtype
-        return CommSettings(backend=self.backend, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
+        return CommSettings(backend=backend.comm_name, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
                             overlap=self.overlap or "sequential")
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.errors import UserError
+from simulator.implementation.moe_backends import NCCL, MoeBackend
+from simulator.implementation.moe_backends import moe_backend as backend_named
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -24,7 +26,7 @@ from simulator.plan.rules import (
 
 
 def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, training: dict[str, Any] | TrainingConfig,
-                 world_size: int) -> ResolvedPlan:
+                 world_size: int, moe_backend: str | MoeBackend = NCCL) -> ResolvedPlan:
     """Validate ``parallel`` and ``training`` for ``model`` on ``world_size`` GPUs and derive what follows.
 
     Args:
@@ -32,10 +34,12 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
         parallel: docs/interface.md ``parallel:`` mapping (or a ParallelPlan).
         training: docs/interface.md ``training:`` mapping (or a TrainingConfig).
         world_size: GPUs in the job.
+        moe_backend: the MoE backend (:mod:`simulator.implementation.moe_backends`), or its ``moe.backend`` name.
 
     Raises:
         UserError: with key path (``parallel.tp``, ``training.global_batch``...) and every value involved.
     """
+    backend = backend_named(moe_backend)
     if world_size < 1:
         raise UserError(f"the GPU count must be at least 1, got {world_size}", key_path="system.gpus")
     plan = build(ParallelPlan, parallel if parallel is not None else {}, key_prefix="parallel")
@@ -51,4 +55,4 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
     stage_layers, chunks = split_layers(model, plan, model.mtp_layers if train.mode == "train" else 0)
     return ResolvedPlan(model=model, parallel=plan, training=train, world_size=world_size, dp=dp, edp=edp,
                         num_microbatches=micro, order=order, stage_layers=stage_layers, stage_chunks=chunks,
-                        notes=tuple(notes))
+                        notes=tuple(notes), moe_backend=backend)

@@ -7,6 +7,7 @@ from functools import cached_property
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.hardware.gpu import GpuSpec
+from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -32,6 +33,16 @@ class ResolvedPlan(BaseModel):
     stage_layers: tuple[tuple[int, ...], ...] = Field(description="global layer indices held by each PP rank")
     stage_chunks: tuple[tuple[int, ...], ...] = Field(description="layers of each virtual chunk of each PP rank")
     notes: tuple[str, ...] = Field((), description="facts worth saying (replicated K/V heads, padded vocab)")
+    moe_backend: MoeBackend = Field(NCCL, description="what moves MoE tokens (simulator.implementation.moe_backends): the "
+                                                      "scenario's moe.backend, or serving's all-to-all backend")
+
+    def with_moe_backend(self, backend: MoeBackend) -> ResolvedPlan:
+        """This plan with MoE backend ``backend`` (itself when it already has it): a serving phase's backend, or
+        the ``moe:`` settings a caller of ``simulate_step`` passes."""
+        if backend is self.moe_backend:     # registered objects: one per backend
+            return self
+        return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields},
+                             "moe_backend": backend})
 
     @cached_property
     def recipe(self) -> Recipe:

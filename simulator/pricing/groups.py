@@ -18,7 +18,14 @@ import numpy as np
 
 from simulator.collectives import GroupCostModel, build_cost_model, evaluate, place_group
 from simulator.errors import UserError
-from simulator.moe import DEFAULT_MOE_SETTINGS, MoeLayerComm, MoeSettings, moe_layer_comm
+from simulator.moe import (
+    DEFAULT_MOE_SETTINGS,
+    MoeLayerComm,
+    MoeSettings,
+    Routing,
+    layer_routing,
+    moe_layer_comm,
+)
 from simulator.plan import Batch, ResolvedPlan
 from simulator.pricing.overlap import network_interference
 from simulator.topology import Topology
@@ -64,7 +71,7 @@ class GroupTimer:
     """Build-once caches of placements, cost models and op times for one (plan, topology), keyed by value (the
     group's node-relative shape, the op's kind and bytes); ``time(op, stage)`` prices any comm op: collectives
     with :mod:`simulator.collectives`, MoE dispatch/combine (``dim == "ep"``) with :mod:`simulator.moe` under the
-    scenario's ``moe:`` settings."""
+    scenario's ``moe:`` settings and the plan's MoE backend (``plan.moe_backend``)."""
 
     def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
                  moe: MoeSettings | None = None, shared: dict | None = None, batch: Batch | None = None) -> None:
@@ -82,6 +89,7 @@ class GroupTimer:
         self._of_rank: dict[str, dict[int, int]] = {}
         self._models: dict[tuple, GroupCostModel] = {}
         self._moe: dict[tuple, MoeLayerComm] = {}
+        self._routing: dict[tuple, Routing] = {}
         self._times: dict[tuple, OpTiming] = {}
         self._keys: dict[tuple[str, int], tuple] = {}
         self._shared = shared
@@ -200,18 +208,32 @@ class GroupTimer:
         return p.intra_transport
 
     # ---- MoE --------------------------------------------------------------------------------------------------
+    def moe_routing(self, stage: int) -> Routing:
+        """Routing of one MoE layer's tokens for one micro-batch on stage ``stage``'s EP group: the rank's router
+        tokens (``RankShape.norm_tokens``) under the ``moe:`` settings, whatever backend moves them."""
+        key = self.key("ep", stage)
+        if key not in self._routing:
+            s, plan = self.moe_settings, self.plan
+            try:
+                self._routing[key] = layer_routing(
+                    plan.model, max(1, round(self.shape.norm_tokens)), self.model("ep", stage).placement,
+                    distribution=s.distribution, zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed)
+            except UserError as exc:
+                raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
+        return self._routing[key]
+
     def moe_comm(self, stage: int) -> MoeLayerComm:
-        """Dispatch and combine of one MoE layer for one micro-batch on stage ``stage``'s EP group: routing of the
-        rank's router tokens (``RankShape.norm_tokens``) under the ``moe:`` settings, priced by the backend."""
+        """Dispatch and combine of one MoE layer for one micro-batch on stage ``stage``'s EP group
+        (:meth:`moe_routing`), priced by the plan's backend (``plan.moe_backend``)."""
         key = self.key("ep", stage)
         if key not in self._moe:
             nccl = self.model("ep", stage)
             s, plan = self.moe_settings, self.plan
+            settings = s.comm_settings(plan.recipe.moe_dispatch_dtype, plan.moe_backend)
+            routing = self.moe_routing(stage)
             try:
-                self._moe[key] = moe_layer_comm(
-                    plan.model, max(1, round(self.shape.norm_tokens)), nccl.placement,
-                    s.comm_settings(plan.recipe.moe_dispatch_dtype), distribution=s.distribution,
-                    zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed, nccl_model=nccl)
+                self._moe[key] = moe_layer_comm(plan.model, routing.tokens, nccl.placement, settings,
+                                                routing=routing, nccl_model=nccl)
             except UserError as exc:
                 raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
         return self._moe[key]
@@ -220,7 +242,7 @@ class GroupTimer:
         """``backend`` plus ``/transport`` when the EP group spans nodes (comm table ``algorithm``)."""
         comm = self.moe_comm(stage)
         multi = self.model("ep", stage).placement.n_nodes > 1
-        return self.moe_settings.backend + (f"/{comm.forward.transport}" if multi else "")
+        return self.plan.moe_backend.comm_name + (f"/{comm.forward.transport}" if multi else "")
 
     # ---- ops --------------------------------------------------------------------------------------------------
     def time(self, op: CommOp, stage: int) -> OpTiming:
@@ -230,7 +252,8 @@ class GroupTimer:
         if timing is not None:
             return timing
         if self._shared is not None:
-            moe_inputs = (self.plan.model, self.shape, self.plan.recipe.moe_dispatch_dtype) if op.dim == "ep" else ()
+            moe_inputs = (self.plan.model, self.shape, self.plan.recipe.moe_dispatch_dtype,
+                          self.plan.moe_backend) if op.dim == "ep" else ()
             shared_key = ("op time", self._layout_id, key, moe_inputs)
             timing = self._shared.get(shared_key)
             if timing is None:

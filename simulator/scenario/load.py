@@ -18,7 +18,15 @@ from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
 from simulator.moe import MoeSettings
-from simulator.plan import ParallelPlan, ResolvedPlan, TrainingConfig, resolve_plan
+from simulator.plan import (
+    MoeBackend,
+    ParallelPlan,
+    ResolvedPlan,
+    TrainingConfig,
+    moe_backend,
+    resolve_plan,
+    serving_backend,
+)
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
@@ -117,6 +125,14 @@ class Fixed:
     def gpus(self) -> int:
         return self.system.gpus or self.cluster.gpus
 
+    @property
+    def moe_backend(self) -> MoeBackend:
+        """The plan's MoE backend: ``moe.backend``, or with ``serving:`` the engine's ``all2all_backend`` (each step
+        runs :meth:`~simulator.plan.MoeBackend.for_phase` of it)."""
+        if self.serving is not None:
+            return serving_backend(self.serving.all2all_backend)
+        return moe_backend(self.moe.backend)
+
     def with_plan(self, plan: ResolvedPlan, file: str | None = None) -> Scenario:
         """The full scenario of one resolved plan on these fixed parts."""
         return Scenario(file=file, name=self.name, system=self.system, cluster=self.cluster, model=self.model,
@@ -155,7 +171,7 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
 def scenario_from_document(document: Document) -> Scenario:
     """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
     fixed, parallel = _parts(document, with_parallel=True)
-    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus)
+    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend)
     check_timeline(plan)
     return fixed.with_plan(plan, document.file)
 

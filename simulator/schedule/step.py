@@ -33,7 +33,7 @@ from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
-from simulator.plan import ResolvedPlan
+from simulator.plan import ResolvedPlan, moe_backend
 from simulator.pricing.groups import GroupTimer
 from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
@@ -84,8 +84,8 @@ def _layer_times(model: ModelSpec, plan: ResolvedPlan, gpu: GpuSpec, eff: Comput
     r, groups = plan.recipe, {}
     host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
     permute, sequential = PERMUTE_CHAINS[moe.permute], moe.experts == "sequential"
-    # Megatron's all-to-all dispatcher (backend nccl) sorts the received rows by local expert and back
-    sort_chunks = moe.backend == "nccl" and plan.shape.ep > 1 and plan.shape.local_experts > 1
+    # Megatron's all-to-all dispatcher sorts the received rows by local expert and back
+    sort_chunks = plan.moe_backend.sorted_by_expert and plan.shape.ep > 1 and plan.shape.local_experts > 1
     for index, count in layer_kinds(model):
         key = ("layer", plan.shape, dtype, index, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes,
                r.grad_accum_bytes, r.fsdp_copy_bytes, host, permute, sequential, sort_chunks)
@@ -351,6 +351,7 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
                  gpu_speed_sigma: float | None = None, layer_cache: dict | None = None) -> StepParts:
     """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`; ``layer_cache``: a dict the caller
     shares between plans of one model on one topology with one efficiency table, see :func:`_layer_times`)."""
+    plan = plan if moe is None else plan.with_moe_backend(moe_backend(moe.backend))  # the settings name the backend
     ctx = _inputs(model, plan, topology, calibration, efficiency, moe, layer_cache)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
@@ -475,8 +476,8 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
         topology: the cluster graph (at least ``plan.world_size`` GPUs).
         calibration: optional collectives :class:`~simulator.collectives.Calibration`.
         efficiency: compute coefficients (default: the shipped table of the GPU's architecture).
-        moe: how MoE layers route and move tokens (the scenario's ``moe:`` section); None: the defaults (NCCL
-            all-to-all, sequential, uniform expected routing). Ignored without MoE layers or with ep = 1.
+        moe: how MoE layers route and move tokens (the scenario's ``moe:`` section; its backend becomes the plan's);
+            None: the plan's backend and the defaults (sequential, uniform routing). Ignored without MoE or ep 1.
         gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
     """

@@ -34,14 +34,13 @@ import numpy as np
 
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
-from simulator.memory.deepep import MICRO_BATCH_SIZED
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
 from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
-from simulator.plan import resolve_plan
+from simulator.plan import moe_backend, resolve_plan
 from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
@@ -104,8 +103,8 @@ class Context:
         self.topology = topology_of(self.fixed.cluster)
         self.calibration = calibration_of(self.fixed.calibration_path) if self.fixed.calibration_path else None
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
-        self.ep_backend = self.fixed.moe.backend
-        self.mb_dependent_nccl = self.ep_backend == MICRO_BATCH_SIZED   # DeepEP's buffer holds a micro-batch
+        self.moe_backend = moe_backend(self.fixed.moe.backend)
+        self.mb_dependent_nccl = self.moe_backend.buffer_per_micro_batch   # DeepEP's buffer holds a micro-batch
         self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
@@ -138,7 +137,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
         key = tuple(parallel.items())
     parallel = _built(ctx, "parallel", key,
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
-    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"])
+    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
     check_timeline(plan)
     return plan
 
@@ -222,8 +221,7 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         nccl = ctx.nccl_floor[nccl_key] = min(_nccl(ctx, plan, stages))
     if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
         return None        # the model states and NCCL's buffers alone do not fit: no need for the items
-    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster,
-                             ep_backend=ctx.ep_backend)
+    report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
     if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
         if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together
             ctx.peaks.clear()
@@ -235,7 +233,7 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
 
 def _nccl(ctx: Context, plan, stages: tuple[int, ...]) -> tuple[float, ...]:
     """The communication libraries' bytes of ``plan`` on ``stages`` (:func:`simulator.memory.nccl.nccl_bytes`)."""
-    return tuple(nccl_bytes(plan, ctx.fixed.cluster, s, ctx.ep_backend).total for s in stages)
+    return tuple(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
 
 
 def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:

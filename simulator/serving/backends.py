@@ -1,5 +1,5 @@
-"""Serving backends as small registries keyed by name: the kernel set of a layer, the decode attention kernel, the
-MoE all-to-all and the expert GEMM kernel. Every number carries its source (or ``assumed`` with the reason).
+"""Serving backends as small registries keyed by name: the kernel set of a layer, the decode attention kernel and
+the expert GEMM kernel. Every number carries its source (or ``assumed`` with the reason).
 
 - **Kernel sets** (``serving.kernels``): how many kernels one transformer layer launches in a decode step. Each
   kernel pays ``ComputeEfficiency.launch_s`` on the GPU (in or out of a CUDA graph), and without CUDA graphs the
@@ -10,9 +10,9 @@ MoE all-to-all and the expert GEMM kernel. Every number carries its source (or `
   ``CTAs x per_cta_Bps``. Split-KV kernels (flash-decoding: FlashAttention's and FlashInfer's decode kernels, what
   vLLM and SGLang run) split the context until the GPU is full.
 - **Prefill attention**: causal FLOPs at ``e x s / (s + half_seq)`` of the bf16 tensor peak (forward only).
-- **MoE all-to-all** (``serving.all2all_backend``, vLLM's ``--all2all-backend`` names): which
-  :mod:`simulator.moe` backend moves the tokens (DeepEP normal / low-latency, NCCL) or an all-gather +
-  reduce-scatter over the EP group priced by :mod:`simulator.collectives`.
+- **MoE all-to-all** (``serving.all2all_backend``, vLLM's ``--all2all-backend`` names): registered with the
+  training backends in :mod:`simulator.implementation.moe_backends` (``SERVING_BACKENDS``); the plan of a step carries the
+  phase's (``ResolvedPlan.moe_backend``).
 - **Expert kernels** (``serving.expert_kernel``): throughput of the grouped expert GEMM relative to the dense GEMM
   model of the same shape, by tokens per expert.
 """
@@ -107,45 +107,6 @@ PREFILL_ATTENTION = {"efficiency": 0.383, "half_seq": 1612.0,
                                f"{OPS_DATA} (torch 2.11 SDPA FlashAttention-2 forward, head dim 128, 32 heads, "
                                "s = 512-16K: 104-345 TFLOP/s); forward only, so it differs from the training "
                                "table's fwd+bwd sdpa_by_head_dim"}
-
-
-@dataclass(frozen=True)
-class All2AllBackend:
-    """How one MoE layer's tokens reach their experts: ``moe_backend`` names a :mod:`simulator.moe` backend, or
-    ``collective`` the all-gather + reduce-scatter pair over the EP group."""
-
-    moe_backend: str | None
-    collective: bool
-    source: str
-    graph_capturable: bool = True
-
-
-ALL2ALL_BACKENDS: dict[str, All2AllBackend] = {
-    "naive": All2AllBackend(None, True, "vLLM all2all 'naive': broadcast (all-gather) of every DP rank's tokens "
-                                         "and a reduce-scatter of the outputs (vllm/distributed/device_communicators/"
-                                         "all2all.py NaiveAll2AllManager)"),
-    "allgather_reducescatter": All2AllBackend(None, True, "vLLM 'allgather_reducescatter': the same bytes as naive "
-                                                           "in one all-gather and one reduce-scatter"),
-    "deepep_high_throughput": All2AllBackend("deepep_normal", False, "DeepEP normal kernels (deepseek-ai/DeepEP "
-                                                                     "README): docs/moe.md. Not CUDA-graph "
-                                                                     "capturable: the CPU waits for the receive "
-                                                                     "counts before it allocates the output (DeepEP "
-                                                                     "README, normal kernels; vLLM runs them eagerly)",
-                                             graph_capturable=False),
-    "deepep_low_latency": All2AllBackend("deepep_low_latency", False, "DeepEP low-latency kernels (pure RDMA, "
-                                                                      "IBGDA): docs/moe.md"),
-    "pplx": All2AllBackend("deepep_low_latency", False, "pplx-kernels (perplexityai/pplx-kernels): NVSHMEM "
-                                                         "per-token writes like DeepEP low-latency; assumed the same "
-                                                         "cost model (no per-size comparison published)"),
-}
-
-
-def all2all_for(name: str, phase: str) -> str:
-    """The all-to-all backend a phase uses: ``auto`` is DeepEP high-throughput for prefill and low-latency for
-    decode (vLLM's documented pairing for wide EP)."""
-    if name != "auto":
-        return name
-    return "deepep_high_throughput" if phase == "prefill" else "deepep_low_latency"
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from simulator.model import ModelSpec
 from simulator.model.flops import expert_mlp_ops, layer_flops
 from simulator.model.shape import RankShape
 from simulator.moe import MoeSettings
-from simulator.plan import Batch, ResolvedPlan
+from simulator.plan import Batch, ResolvedPlan, serving_backend
 from simulator.pricing.groups import GroupTimer
 from simulator.serving import backends as B
 from simulator.topology import Topology
@@ -116,7 +116,7 @@ def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
     kernel = B.EXPERT_KERNELS[ctx.serving.expert_kernel]
     touched = max(touched_experts(model, rp, sh.norm_tokens), 1e-9)
     rows = sh.routed_rows / touched
-    imbalance = timer.moe_comm(stage).imbalance if rp.parallel.ep > 1 else 1.0
+    imbalance = timer.moe_routing(stage).imbalance if rp.parallel.ep > 1 else 1.0
     ops = expert_mlp_ops(model, rows, sh.etp, batch=touched)
     ops = [o for o in ops if o.phase == "fwd"]
     secs = _gemm_s(ops, ctx, dtype)
@@ -180,13 +180,12 @@ def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list, dim: str | None 
     return t.call_s
 
 
-def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, phase: str, log: list) -> float:
-    """Dispatch + combine of one MoE layer on this rank's EP group, by the phase's all-to-all backend."""
+def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, log: list) -> float:
+    """Dispatch + combine of one MoE layer on this rank's EP group, by the phase's all-to-all backend (the plan's)."""
     if rp.parallel.ep == 1:
         return 0.0
-    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
     tokens = timer.shape.norm_tokens
-    if backend.collective:
+    if rp.moe_backend.collective:
         size = tokens * rp.parallel.ep * ctx.model.hidden * rp.recipe.activation
         # priced as collectives on the EP group (dim "ep" would route the op to the MoE kernels)
         return (_comm(timer, CommOp("ep_collective", "ep", "all_gather", size, 1, "layer_fwd", "none",
@@ -194,7 +193,7 @@ def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, 
                 + _comm(timer, CommOp("ep_collective", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
                                       "outputs (reduce-scatter)"), stage, log, "ep"))
     comm = timer.moe_comm(stage)
-    name = B.all2all_for(ctx.serving.all2all_backend, phase)
+    name = rp.moe_backend.name
     for what, k in (("dispatch", comm.forward.dispatch), ("combine", comm.forward.combine)):
         log.append({"dim": "ep", "op": what, "bytes": float(k.counted_bytes), "algorithm": timer.moe_algorithm(stage),
                     "link": k.bottleneck, "time_s": float(k.time_s), "name": name})
@@ -219,20 +218,15 @@ def _tp_all_reduce(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage:
 
 
 def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
-    """The scenario's ``moe:`` settings with the phase's all-to-all backend (its transport default unless set)."""
-    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)].moe_backend
+    """The scenario's ``moe:`` settings for the phase (the backend is the plan's: :func:`step_time`)."""
     settings = ctx.moe_settings
-    update = {}
-    if backend is not None and settings.backend != backend:
-        update["backend"] = backend
     if phase == "prefill" and settings.seed is not None:
-        update["seed"] = None  # thousands of tokens per rank average the routing out; decode samples one batch
-    if not update:
-        return settings
-    return type(settings).model_validate({**settings.model_dump(), **update})
+        # thousands of tokens per rank average the routing out; decode samples one batch
+        return type(settings).model_validate({**settings.model_dump(), "seed": None})
+    return settings
 
 
-def _layer(ctx, rp, timer, stage, layer, batch, phase, acc, log) -> None:
+def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
     """Add one layer's seconds to ``acc`` (by op class)."""
     dtype = rp.gemm_dtype(ctx.gpu)
     tokens = batch.tokens
@@ -243,14 +237,14 @@ def _layer(ctx, rp, timer, stage, layer, batch, phase, acc, log) -> None:
     acc["launch"] += max(kset.per_layer - 5, 0) * ctx.eff.launch_s  # small kernels beyond 4 GEMMs + attention
     if ctx.model.is_moe_layer(layer):
         acc["experts"] += _experts(ctx, rp, timer, stage, dtype)[0]
-        acc["ep_comm"] += _ep_comm(ctx, rp, timer, stage, phase, log)
+        acc["ep_comm"] += _ep_comm(ctx, rp, timer, stage, log)
     if rp.parallel.tp > 1:
         size = tokens * ctx.model.hidden * rp.recipe.activation
         for name in ("attention output", "mlp output"):
             acc["tp_comm"] += _tp_all_reduce(ctx, rp, timer, stage, size, name, log)
 
 
-def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch, phase: str,
+def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch,
            log: list) -> tuple[dict[str, float], int]:
     """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
     model, p, seqs = ctx.model, rp.parallel, batch.sequences
@@ -265,7 +259,7 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
     for group in kinds.values():
         one = dict.fromkeys(OP_CLASSES, 0.0)
         before = len(log)
-        _layer(ctx, rp, timer, stage, group[0], batch, phase, one, log)
+        _layer(ctx, rp, timer, stage, group[0], batch, one, log)
         for entry in log[before:]:
             entry["count"] = len(group)
         for key, value in one.items():
@@ -297,10 +291,11 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     in flight over the stages at once (vLLM's virtual engines); every sequence advances one token in
     ``max(sum of stage times, m x the slowest stage)`` (one traversal, or the slowest stage busy with all m); the
     breakdown is scaled to that total."""
+    rp = rp.with_moe_backend(serving_backend(ctx.serving.all2all_backend).for_phase(phase))  # the phase's backend
     timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase), batch=batch)
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
-    stages = [_stage(ctx, rp, timer, stage, batch, phase, log) for stage in range(p.pp)]
+    stages = [_stage(ctx, rp, timer, stage, batch, log) for stage in range(p.pp)]
     acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
     kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())
@@ -308,8 +303,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
         pipelined = max(gpu_s, microbatches * max(sum(a.values()) for a, _ in stages))
         acc = {key: value * pipelined / gpu_s for key, value in acc.items()}
         gpu_s = pipelined
-    backend = B.ALL2ALL_BACKENDS[B.all2all_for(ctx.serving.all2all_backend, phase)]
-    if model.moe is not None and p.ep > 1 and not backend.graph_capturable:
+    if model.moe is not None and p.ep > 1 and not rp.moe_backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     # two tensor-parallel all-reduces per layer (attention and MLP outputs), issued through torch.distributed

@@ -11,7 +11,7 @@ from simulator.memory.deepep import (
 from simulator.memory.nccl import nccl_bytes, plan_communicators
 from simulator.model import ModelSpec
 from simulator.model.spec import MoESpec
-from simulator.plan import resolve_plan
+from simulator.plan import moe_backend, resolve_plan
 from simulator.units.constants import MiB
 
 MOE = ModelSpec(layers=4, hidden=4096, heads=32, vocab=32000,
@@ -49,11 +49,13 @@ def test_a_plan_with_deepep():
     rp = resolve_plan(MOE, {"ep": 32}, {"seq_len": 4096, "micro_batch": 1, "global_batch": 32}, 32)
     nvl, rdma = normal_buffer_bytes(4096, 32)
     assert rdma == 105_109_120
-    assert deepep_bytes(rp, "deepep_normal") == WORKSPACE_BYTES + nvl + 512 * MiB
-    assert deepep_bytes(rp, "nccl") == 0
-    ep = {b: next(c for c in plan_communicators(rp, 0, 8, b) if c.name == "ep") for b in ("nccl", "deepep_normal")}
+    deep = rp.with_moe_backend(moe_backend("deepep_normal"))
+    assert rp.moe_backend.name == "nccl"
+    assert deepep_bytes(deep) == WORKSPACE_BYTES + nvl + 512 * MiB
+    assert deepep_bytes(rp) == 0
+    ep = {p.moe_backend.name: next(c for c in plan_communicators(p, 0, 8) if c.name == "ep") for p in (rp, deep)}
     assert (ep["nccl"].ring, ep["nccl"].peers) == (False, 31)
     assert (ep["deepep_normal"].ring, ep["deepep_normal"].peers) == (True, 0)
-    with_deepep = nccl_bytes(rp, cluster, 0, "deepep_normal")
-    assert dict(with_deepep.communicators)["deepep"] == deepep_bytes(rp, "deepep_normal")
+    with_deepep = nccl_bytes(deep, cluster, 0)
+    assert dict(with_deepep.communicators)["deepep"] == deepep_bytes(deep)
     assert "deepep" not in dict(nccl_bytes(rp, cluster, 0).communicators)

@@ -8,6 +8,7 @@ from simulator.cli import main
 from simulator.entries.serve import simulate_serving
 from simulator.errors import UserError
 from simulator.hardware import load_node
+from simulator.plan import MOE_BACKENDS, SERVING_BACKENDS
 from simulator.scenario import load_scenario
 from simulator.serving import backends as B
 from simulator.serving.step import touched_experts
@@ -84,11 +85,12 @@ def test_chunked_prefill_costs_at_least_one_prefill():
 
 
 def test_registries_carry_sources():
-    for table in (B.KERNEL_SETS, B.ATTENTION_KERNELS, B.ALL2ALL_BACKENDS, B.EXPERT_KERNELS):
+    for table in (B.KERNEL_SETS, B.ATTENTION_KERNELS, SERVING_BACKENDS, MOE_BACKENDS, B.EXPERT_KERNELS):
         for name, entry in table.items():
             assert len(entry.source) > 30, name
-    assert B.all2all_for("auto", "prefill") == "deepep_high_throughput"
-    assert B.all2all_for("auto", "decode") == "deepep_low_latency"
+    assert SERVING_BACKENDS["auto"].for_phase("prefill").name == "deepep_high_throughput"
+    assert SERVING_BACKENDS["auto"].for_phase("decode").name == "deepep_low_latency"
+    assert SERVING_BACKENDS["pplx"].for_phase("decode").name == "pplx"
 
 
 @settings(max_examples=15, deadline=None)
