@@ -33,7 +33,6 @@ import numpy as np
 from simulator.collectives import Calibration
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
-from simulator.compute.memops import LayerShape, eager_memops, embedding_memops, layer_memops
 from simulator.hardware import GpuSpec
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
@@ -41,6 +40,7 @@ from simulator.model.flops import expert_mlp_ops, layer_flops
 from simulator.moe import MoeSettings
 from simulator.plan import ResolvedPlan
 from simulator.pricing.groups import GroupTimer
+from simulator.program.memops import LayerShape, eager_memops, embedding_memops, layer_memops
 from simulator.serving import backends as B
 from simulator.serving.config import ServingConfig
 from simulator.topology import Topology
