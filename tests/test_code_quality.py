@@ -22,7 +22,7 @@ ALLOWED = {
     "compute": {"model", "hardware", "units"},
     "traffic": {"plan", "model", "units"},
     "moe": {"collectives", "topology", "hardware", "model", "units"},
-    "program": {"traffic", "plan", "model", "hardware", "units"},
+    "program": {"traffic", "plan", "model", "units"},
     "pricing": {"program", "traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "schedule": {"pricing", "program", "traffic", "compute", "collectives", "topology", "plan", "model", "hardware", "moe", "units"},
     "serving": {"pricing", "program", "traffic", "compute", "collectives", "topology", "plan", "memory", "model", "hardware",
