@@ -2,7 +2,8 @@
 core attention, the collectives the plan implies), built by pure functions from the model, the rank shape and the
 recipe's implementation choices, and priced by :mod:`simulator.pricing.compute`. docs/program.md.
 
-Imports ``simulator.model`` and ``simulator.traffic`` (the communication ops it references) only.
+Imports ``simulator.plan``, ``simulator.model`` and ``simulator.traffic`` (the communication ops it references)
+only.
 """
 
 from simulator.program.build import (
@@ -17,6 +18,7 @@ from simulator.program.build import (
     linear_dtype,
     linear_gemms,
     parameter_pass_memops,
+    plan_layer_program,
     quantized,
     rank_numel,
 )
@@ -36,5 +38,5 @@ __all__ = [
     "SEQUENTIAL_ASSEMBLY", "TRAINING", "AttentionOp", "Gemm", "LayerProgram", "LayerShape", "MemOp", "PermuteChain",
     "attention_dtype", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
     "fp8_cast_memops", "head_memops", "head_program", "layer_comm", "layer_memops", "layer_program",
-    "linear_dtype", "linear_gemms", "parameter_pass_memops", "quantized", "rank_numel",
+    "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "quantized", "rank_numel",
 ]

@@ -28,10 +28,11 @@ from simulator.model import (
     local_numel,
     logits_flops,
 )
+from simulator.plan import ResolvedPlan
 from simulator.program.memops import LayerShape, eager_memops, embedding_memops, head_memops, layer_memops
 from simulator.program.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, PermuteChain
 from simulator.program.ops import AttentionOp, Gemm, GemmKernel, LayerProgram, MemOp
-from simulator.traffic import CommOp
+from simulator.traffic import CommOp, layer_traffic
 
 #: the phases a training micro-batch runs (forward and backward); an inference phase runs ("fwd",)
 TRAINING = frozenset({"fwd", "bwd"})
@@ -178,6 +179,20 @@ def layer_program(model: ModelSpec, sh: RankShape, dtype: str, *, layer_index: i
                         fwd_flops=lf.forward_flops if "fwd" in phases else 0.0,
                         bwd_flops=lf.backward_flops + lf.recompute_flops if "bwd" in phases else 0.0,
                         local_experts=sh.local_experts if moe else 0.0, host_issue=True)
+
+
+def plan_layer_program(rp: ResolvedPlan, dtype: str, *, layer_index: int, permute: PermuteChain = FUSED_PERMUTE,
+                       sequential_experts: bool = False, sort_chunks: bool = False,
+                       phases: frozenset[str] = TRAINING) -> LayerProgram:
+    """:func:`layer_program` of a resolved plan: its rank shape, the recipe's attention kernel, eager / amp
+    modules, fp8 cast bytes, gradient-accumulation and FSDP copy bytes, and the per-layer collectives of its
+    traffic (:func:`simulator.traffic.layer_traffic`). ``dtype``: the recipe's GEMM dtype on the GPU
+    (``Recipe.gemm_dtype_on``); ``permute``, ``sequential_experts``, ``sort_chunks``: the MoE implementation."""
+    r = rp.recipe
+    return layer_program(rp.model, rp.shape, dtype, layer_index=layer_index, attention=r.attention, eager=r.eager,
+                         amp=r.amp_casts, fp8_cast_bytes=r.fp8_cast_bytes, grad_accum_bytes=r.grad_accum_bytes,
+                         permute=permute, sequential_experts=sequential_experts, sort_chunks=sort_chunks,
+                         fsdp_copy_bytes=r.fsdp_copy_bytes, comm=layer_traffic(rp), phases=phases)
 
 
 def head_program(model: ModelSpec, sh: RankShape, dtype: str, grad_accum_bytes: float = 0.0,

@@ -13,6 +13,7 @@ from simulator.program import (
     expert_ffn_program,
     head_program,
     layer_program,
+    plan_layer_program,
 )
 from simulator.traffic import layer_traffic
 
@@ -125,6 +126,13 @@ def test_layer_programs_reference_the_collectives_of_their_kind():
     moe = layer_program(m, rp.shape, "bf16", layer_index=0, comm=traffic)
     assert {o.dim for o in moe.comm} == {"tp", "ep", "cp"}
     assert all(o.layer in ("moe", "any") for o in moe.comm)
+    assert len(moe.comm) == len(traffic)   # Mixtral has no dense layers: every per-layer op is a MoE layer's
+    # from the plan: the same ops, the recipe's choices read once
+    assert plan_layer_program(rp, "bf16", layer_index=0) == moe
+    fp8 = resolve_plan(m, {"tp": 2, "sp": True, "ep": 4}, {"seq_len": S, "micro_batch": 1, "global_batch": 16,
+                                                           "precision": "fp8"}, 8)
+    cast = {o.name: o.bytes for o in plan_layer_program(fp8, "fp8", layer_index=0).memops}
+    assert cast["q_proj.fp8_cast_input"] == fp8.recipe.fp8_cast_bytes[0] * S * 4096
 
 
 def test_programs_are_frozen_hashable_values():
