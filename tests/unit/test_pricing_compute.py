@@ -2,7 +2,11 @@
 ops, and a grid of layers (dense / MoE / MLA, bf16 / fp8, eager, recompute modes) pinned to the values the
 simulator gave before the program existed (commit 53d6a80's ``compute.layer.layer_time``)."""
 
+import dataclasses
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times, peak_flops
@@ -109,3 +113,25 @@ def test_layer_time_matches_the_values_before_the_program(case, expected):
     got = (lt.fwd_s, lt.bwd_s, lt.attn_fwd_s, lt.recompute_s("full"), lt.recompute_s("selective"),
            lt.recompute_s("selective", MODULES), lt.host_fwd_s)
     assert got == pytest.approx(expected, rel=1e-12, abs=0.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt3-175b"]),
+       dtype=st.sampled_from(["bf16", "fp8", "fp8_block"]), attention=st.sampled_from(["flash", "sdpa", "unfused"]),
+       tp=st.sampled_from([1, 2, 4, 8]), ep=st.sampled_from([1, 2, 4, 8]), sp=st.booleans(), eager=st.booleans(),
+       scale=st.floats(1.0, 4.0))
+def test_priced_layers_add_up_and_grow_with_their_bytes(name, dtype, attention, tp, ep, sp, eager, scale):
+    """Any layer: the dtypes on the ops are the recipe's or bf16 (router, output layer) only under low precision;
+    forward and backward are the sums of their parts; more bytes in every memory-bound op never make it faster."""
+    m = load_model_preset(name)
+    p = layer_program(m, rank_shape(m, 4096, 1, tp=tp, ep=ep if m.moe else 1, sp=sp and tp > 1), dtype,
+                      layer_index=m.layers - 1, attention=attention, eager=eager, fp8_cast_bytes=(1.0, 2.0))
+    assert {o.dtype for o in p.gemms} <= {dtype, "bf16"}
+    assert all(o.dtype == dtype for o in p.gemms if not o.name.startswith("router"))
+    lt = price(p, GPU, EFF)
+    other = price(LayerProgram("dense", memops=tuple(o for o in p.memops if not o.attention)), GPU, EFF)
+    assert lt.fwd_s == pytest.approx(lt.fwd_gemm_s + lt.attn_fwd_s + other.fwd_s, rel=1e-12)
+    assert lt.bwd_s == pytest.approx(lt.dgrad_s + lt.wgrad_s + lt.attn_bwd_s + other.bwd_s, rel=1e-12)
+    bigger = dataclasses.replace(p, memops=tuple(dataclasses.replace(o, bytes=o.bytes * scale) for o in p.memops))
+    big = price(bigger, GPU, EFF)
+    assert big.fwd_s >= lt.fwd_s and big.bwd_s >= lt.bwd_s
