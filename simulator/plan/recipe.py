@@ -156,7 +156,7 @@ class Recipe:
             ``grad_wire`` (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). (0, 0) otherwise.
         cross_entropy: the loss chain, ``training.cross_entropy`` with Megatron (``fused`` or ``unfused``), ``pytorch``
             (``F.cross_entropy`` on fp32 logits) with plain PyTorch: its bytes per logit in
-            :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
+            :data:`simulator.program.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
             in memory.
     """
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
-from simulator.compute.layer import LayerTime, expert_ffn_time
+from simulator.compute.layer import LayerTime
 from simulator.errors import UserError
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec
 from simulator.moe import DEFAULT_MOE_COEFFICIENTS, MoeLayerComm, layer_time, sm_slowdown
 from simulator.plan import ResolvedPlan
+from simulator.pricing.compute import expert_ffn_time
 
 
 def ep_exposed(comm_s: float, expert_s: float, overlap: str,
@@ -92,7 +93,7 @@ class MoeLayerTiming:
 def moe_layer_timing(model: ModelSpec, plan: ResolvedPlan, base: LayerTime, comm: MoeLayerComm, algorithm: str,
                      gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> MoeLayerTiming:
     """One MoE layer of ``model`` on an EP group whose dispatch/combine is ``comm`` (module docstring); ``base`` is
-    the layer at the expected (balanced) expert load from :func:`simulator.compute.layer.layer_time`."""
+    the layer at the expected (balanced) expert load from :func:`simulator.pricing.compute.layer_time`."""
     try:
         slow = sm_slowdown(gpu.sms, comm.reserved_sms) if comm.overlap == "streamed" else 1.0
     except UserError as exc:

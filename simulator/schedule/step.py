@@ -1,6 +1,6 @@
 """One training step of a plan on a topology: :func:`simulate_step`.
 
-1. Compute: each distinct layer kind (dense / MoE) is timed once (:func:`simulator.compute.layer.layer_time`),
+1. Compute: each distinct layer kind (dense / MoE) is timed once (:func:`simulator.pricing.compute.layer_time`),
    plus the embedding (first stage) and output head (last stage).
 2. Traffic: :func:`simulator.traffic.step_traffic` lists every comm op; :class:`GroupTimer` times each on its
    group's GPUs with the collectives model.
@@ -26,17 +26,18 @@ import numpy as np
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.gemm import peak_flops
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST
-from simulator.compute.layer import LayerTime, embedding_time, head_time, layer_time, mean_layer_time
-from simulator.compute.op_chains import CROSS_ENTROPY_BYTES, PERMUTE_CHAINS
+from simulator.compute.layer import LayerTime, mean_layer_time
 from simulator.compute.optimizer import optimizer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, layer_kinds, model_flops
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan, moe_backend
+from simulator.pricing.compute import embedding_time, head_time, layer_time
 from simulator.pricing.groups import GroupTimer
 from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
+from simulator.program import CROSS_ENTROPY_BYTES, PERMUTE_CHAINS
 from simulator.schedule.costs import Cost, dp_window, layer_costs, microbatch_dp_cost
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.result import CommRow, StepResult, TraceEvent

@@ -34,7 +34,6 @@ import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times, peak_flops
-from simulator.compute.memops import LayerShape, eager_memops, embedding_memops, layer_memops
 from simulator.hardware import GpuSpec
 from simulator.hardware.calibration import Calibration
 from simulator.implementation.serving import ServingConfig
@@ -45,6 +44,7 @@ from simulator.model.shape import RankShape
 from simulator.moe import MoeSettings
 from simulator.plan import Batch, ResolvedPlan, serving_backend
 from simulator.pricing.groups import GroupTimer
+from simulator.program.memops import LayerShape, eager_memops, embedding_memops, layer_memops
 from simulator.serving import backends as B
 from simulator.topology import Topology
 from simulator.traffic.ops import CommOp

@@ -4,12 +4,12 @@ import pytest
 
 from simulator.compute.efficiency import default_efficiency
 from simulator.compute.gemm import peak_flops
-from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware.loader import load_gpu
 from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
 
 
 def test_recipe_names_the_kernel_compute_times():

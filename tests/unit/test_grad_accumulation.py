@@ -4,13 +4,13 @@ BF16_Optimizer.update_hp_grads) against Megatron's accumulation fused into the w
 import pytest
 
 from simulator.compute.efficiency import default_efficiency
-from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware.loader import load_gpu
 from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
 from simulator.plan.recipe import SEPARATE_FP32_ACCUMULATION_BYTES
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
 
 
 def test_separate_fp32_pass_moves_18_bytes_per_parameter():
@@ -51,10 +51,10 @@ def test_mtp_last_stage_accumulates_its_embedding_copy_too():
     modules embed the next tokens there): a separate fp32 accumulation pass also covers that copy, v x h / tp
     parameters x 18 B more per micro-batch than without MTP's copy (hand check against head_time)."""
     from simulator.compute import default_efficiency
-    from simulator.compute.layer import head_time
     from simulator.hardware import load_cluster
     from simulator.model import load_model_preset
     from simulator.plan.shape import rank_shape
+    from simulator.pricing.compute import head_time
 
     model = load_model_preset("deepseek-v3")
     assert model.mtp_layers > 0 and not model.tied_embeddings

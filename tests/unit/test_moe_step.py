@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.compute import default_efficiency
-from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware import load_cluster
 from simulator.model import load_model_preset
 from simulator.moe import MoeSettings
 from simulator.plan import resolve_plan
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
 from simulator.scenario.load import load_scenario
 from simulator.schedule import simulate_step
 from simulator.topology import Topology

@@ -1,4 +1,4 @@
-"""The MoE permute / unpermute and the cross entropy as frameworks run them (simulator.compute.op_chains): the
+"""The MoE permute / unpermute and the cross entropy as frameworks run them (simulator.program.op_chains): the
 tables re-derived from their H200 measurement, bytes by hand, and what the engine and the memory model do with
 them."""
 
@@ -9,9 +9,15 @@ import yaml
 
 from simulator.compute import default_efficiency
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST
-from simulator.compute.layer import layer_time
-from simulator.compute.memops import LayerShape, head_memops, layer_memops
-from simulator.compute.op_chains import (
+from simulator.entries.simulate import simulate
+from simulator.errors import UserError
+from simulator.model import load_model_preset as get_preset
+from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
+from simulator.plan.rules import check_training_switches
+from simulator.pricing.compute import layer_time
+from simulator.pricing.overlap import coefficients
+from simulator.program.memops import LayerShape, head_memops, layer_memops
+from simulator.program.op_chains import (
     CHAIN_DATA,
     CROSS_ENTROPY_BYTES,
     FUSED_PERMUTE,
@@ -22,12 +28,6 @@ from simulator.compute.op_chains import (
     fit_torch_cross_entropy,
     fit_unfused_cross_entropy,
 )
-from simulator.entries.simulate import simulate
-from simulator.errors import UserError
-from simulator.model import load_model_preset as get_preset
-from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
-from simulator.plan.rules import check_training_switches
-from simulator.pricing.overlap import coefficients
 from simulator.scenario.load import load_scenario
 from simulator.schedule.step import _layer_times
 from simulator.schedule.stragglers import straggler_factor

@@ -6,12 +6,12 @@ import re
 import pytest
 
 from simulator.compute import default_efficiency
-from simulator.compute.layer import layer_time
 from simulator.compute.optimizer import optimizer_bytes
 from simulator.hardware.loader import load_gpu
 from simulator.model import load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_plan, resolve_recipe
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

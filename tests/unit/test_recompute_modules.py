@@ -4,13 +4,13 @@ module stops keeping and what it re-runs in backward, by hand on a Qwen3-235B-sh
 import pytest
 
 from simulator.compute.efficiency import default_efficiency
-from simulator.compute.layer import layer_time
 from simulator.errors import UserError
 from simulator.hardware.loader import load_gpu
 from simulator.memory import ActContext, layer_activation_items
 from simulator.model import ModelSpec, load_model_preset
 from simulator.plan import resolve_plan
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
 
 QWEN3 = ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
                   vocab=151936, activation="swiglu", norm="rmsnorm", position_embedding="rope", qk_norm=True,

@@ -8,11 +8,12 @@ import pytest
 
 from simulator.compute import default_efficiency
 from simulator.compute.fit import GemmRow, predict
-from simulator.compute.layer import fp8_cast_memops, layer_time, linear_dtype
 from simulator.hardware import load_gpu
 from simulator.model import GemmOp, load_model_preset
 from simulator.plan import ParallelPlan, TrainingConfig, resolve_recipe
 from simulator.plan.shape import rank_shape
+from simulator.pricing.compute import layer_time
+from simulator.program import fp8_cast_memops, linear_dtype
 from simulator.validation import VALIDATION_DATA
 
 

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from simulator.compute import default_efficiency
-from simulator.compute.layer import expert_ffn_time
 from simulator.hardware import load_gpu
-from simulator.model import GemmOp
+from simulator.pricing.compute import expert_ffn_time
 from simulator.validation import VALIDATION_DATA
 
 
@@ -22,13 +21,15 @@ def _measured(variant: str) -> list[dict]:
                                                               ("grouped_fp8", "fp8", 0.08)])
 def test_grouped_expert_gemms_reproduce_the_measurements(variant, dtype, mean_bound):
     """104 configurations each (8-32 local experts, 64-16384 tokens per expert): mean |error| 5.1% / 7.7%."""
-    from simulator.compute.layer import _gemm_seconds
+    from simulator.pricing.compute import gemm_op_seconds
+    from simulator.program import Gemm
 
     gpu, eff = load_gpu("h200_sxm"), default_efficiency("hopper")
     rows = _measured(variant)
     assert len(rows) == 104
-    ops = [GemmOp("experts.fc1", "fwd", r["tokens_per_expert"], r["k"], r["n"], r["experts"]) for r in rows]
-    errors = _gemm_seconds(ops, gpu, eff, dtype) / np.array([r["time_s"] for r in rows]) - 1
+    ops = [Gemm("experts.fc1", "fwd", r["tokens_per_expert"], r["k"], r["n"], r["experts"], dtype=dtype,
+                kernel="grouped_expert") for r in rows]
+    errors = gemm_op_seconds(ops, gpu, eff) / np.array([r["time_s"] for r in rows]) - 1
     assert np.mean(np.abs(errors)) <= mean_bound and abs(np.median(errors)) <= 0.02
 
 

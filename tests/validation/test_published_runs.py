@@ -45,7 +45,7 @@ def test_development_set_error_does_not_regress(runs):
     on 32 H100, a Qwen1.5-style 8-expert model on 8 A800) and came out optimistic (-42%, -28%); the MoE block's TP
     all-gather / reduce-scatter when experts are tensor-parallel (etp > 1) brought Mixtral to -35%: 32 runs, mean
     10.7%, MoE 20.5% (9.3% / 16.1% on the 30 earlier runs). Session 6: the permute / unpermute and the cross
-    entropy as the runs' Megatron versions write them, measured on the H200 (simulator.compute.op_chains):
+    entropy as the runs' Megatron versions write them, measured on the H200 (simulator.program.op_chains):
     FlagPerf Mixtral -34.9% -> -11.1%, FlagPerf Qwen -28.1% -> -7.9%, MCore v0.8 Mixtral -6.0% -> -1.1%, the
     FlagPerf dense rows' unfused loss -3.3..-7.1% -> -7.4..+4.6%; the all-to-all dispatcher's second sort by local
     expert (zoo A2A PP32 -30.0% -> -28.3%): mean 8.65%, dense 8.15%, MoE 13.3%, median -0.3% (every bar met on

@@ -24,7 +24,7 @@ def test_peak_memory_within_5_percent():
 
 
 def test_step_time_within_the_known_gap():
-    """Eager PyTorch's layout copies, fp32 residual stream and casts are modelled (simulator.compute.memops.
+    """Eager PyTorch's layout copies, fp32 residual stream and casts are modelled (simulator.program.memops.
     eager_memops): -0.5% to -20%. What is left (DDP's all-reduce overlapping less than modelled, host launch
     latency of ~1,600 small kernels at hidden 1024) can only add time, so predictions stay below measurements;
     the 25% bound guards against regressions, it is not an accuracy claim."""

@@ -3,9 +3,9 @@ local token permutation and the vocabulary cross entropy, in copy-equivalent byt
 
 A chain's *copy-equivalent bytes* are its measured time multiplied by the rate of a streaming copy measured in the
 same run on the same GPU: what a streaming kernel would move in that time. The step-time model prices them like
-any memory-bound op, at ``HBM bandwidth x memory_efficiency`` (:mod:`simulator.compute.memops`); the ratio to a
-copy is what carries over to other GPUs (an assumption: the indexed and atomic kernels are memory-bound on every
-GPU the simulator knows).
+any memory-bound op, at ``HBM bandwidth x memory_efficiency`` (:mod:`simulator.program.memops`, priced by
+:mod:`simulator.pricing.compute`); the ratio to a copy is what carries over to other GPUs (an assumption: the
+indexed and atomic kernels are memory-bound on every GPU the simulator knows).
 
 Measured on one H200 (torch 2.11, CUDA 13.0; ``benchmarks/device/moe_dispatch_paths.py``, data in
 ``simulator/validation/data/h200_moe_chains/moe_dispatch_paths.jsonl``; a streaming copy ran at 4.0-4.2 TB/s),

@@ -1,5 +1,6 @@
 """Memory-bound ops of a transformer layer (norms, activations, softmax, dropout, residual adds, RoPE, MoE
-permutation), counted in bytes moved through HBM, and their time at the achievable HBM bandwidth.
+permutation), counted in bytes moved through HBM (:class:`simulator.program.ops.MemOp`; priced at the achievable HBM
+bandwidth by :mod:`simulator.pricing.compute`).
 
 Bytes per element follow what each fused kernel reads and writes with 16-bit activations and 1-byte dropout masks
 (Korthikanti et al. 2023, Sec. 4.1, the same kernels whose saved tensors give Table 2's 34*s*b*h): a norm reads its
@@ -10,26 +11,16 @@ the fused scale-mask-softmax of unfused attention reads and writes the score mat
 dropout adds a read, a write and a mask (5). Flash attention keeps scores on chip (no entries here).
 
 The MoE permute / unpermute and the cross entropy are priced by the framework's implementation in copy-equivalent
-bytes (:mod:`simulator.compute.op_chains`: the fused kernels' byte counts, or the measured chains of PyTorch ops).
+bytes (:mod:`simulator.program.op_chains`: the fused kernels' byte counts, or the measured chains of PyTorch ops).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.compute.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, SEQUENTIAL_ASSEMBLY, PermuteChain
 from simulator.model import ModelSpec
-
-
-@dataclass(frozen=True, slots=True)
-class MemOp:
-    """A memory-bound kernel: ``bytes`` moved through HBM in phase ``fwd`` or ``bwd``; ``attention`` marks the
-    unfused attention core (re-run by selective recompute)."""
-
-    name: str
-    phase: str
-    bytes: float
-    attention: bool = False
+from simulator.program.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, SEQUENTIAL_ASSEMBLY, PermuteChain
+from simulator.program.ops import MemOp
 
 
 @dataclass(frozen=True)
@@ -73,13 +64,15 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
     if moe_routed_tokens:
         # permute before the experts and un-permute after, as the framework's chain moves them
         fwd, bwd = permute.bytes(moe_routed_tokens, shape.tokens, h)
-        ops += [MemOp("moe_permute", "fwd", fwd), MemOp("moe_permute", "bwd", bwd)]
+        kind = "fused" if permute == FUSED_PERMUTE else "chain"
+        ops += [MemOp("moe_permute", "fwd", fwd, kernel=kind), MemOp("moe_permute", "bwd", bwd, kernel=kind)]
         if sort_chunks:
             fwd, bwd = FUSED_PERMUTE.bytes(moe_routed_tokens, shape.tokens, h)
             ops += [MemOp("moe_sort_chunks", "fwd", fwd), MemOp("moe_sort_chunks", "bwd", bwd)]
         if sequential_experts:
             fwd, bwd = SEQUENTIAL_ASSEMBLY.bytes(moe_routed_tokens, h, sequential_experts)
-            ops += [MemOp("expert_assembly", "fwd", fwd), MemOp("expert_assembly", "bwd", bwd)]
+            ops += [MemOp("expert_assembly", "fwd", fwd, kernel="chain"),
+                    MemOp("expert_assembly", "bwd", bwd, kernel="chain")]
         if shape.expert_ffn_local:  # the routed experts' activation (SwiGLU / GeLU) over the routed rows
             ops += [MemOp("expert_activation", "fwd", act_f * moe_routed_tokens * shape.expert_ffn_local),
                     MemOp("expert_activation", "bwd", act_b * moe_routed_tokens * shape.expert_ffn_local)]
@@ -94,12 +87,13 @@ def head_memops(model: ModelSpec, tokens: float, norm_tokens: float, vocab_local
     """Final norm and the vocab-parallel cross entropy on the last stage, once more per MTP module.
     ``cross_entropy``: (forward, backward) bytes per logit (fused: Megatron upcasts logits to fp32, reading 2 and
     writing 4 bytes per logit forward, reading 4 and writing 2 backward; unfused: the measured op chain,
-    :data:`simulator.compute.op_chains.CROSS_ENTROPY_BYTES`)."""
+    :data:`simulator.program.op_chains.CROSS_ENTROPY_BYTES`)."""
     h, norms, heads = model.hidden, 1 + 3 * model.mtp_layers, 1 + model.mtp_layers  # MTP: its head norm, enorm, hnorm
     ce_fwd, ce_bwd = cross_entropy
+    kind = "fused" if tuple(cross_entropy) == FUSED_CROSS_ENTROPY else "chain"
     return [MemOp("final_norm", "fwd", norms * 4 * norm_tokens * h), MemOp("final_norm", "bwd", norms * 6 * norm_tokens * h),
-            MemOp("cross_entropy", "fwd", heads * ce_fwd * tokens * vocab_local),
-            MemOp("cross_entropy", "bwd", heads * ce_bwd * tokens * vocab_local)]
+            MemOp("cross_entropy", "fwd", heads * ce_fwd * tokens * vocab_local, kernel=kind),
+            MemOp("cross_entropy", "bwd", heads * ce_bwd * tokens * vocab_local, kernel=kind)]
 
 
 def embedding_memops(model: ModelSpec, tokens: float) -> list[MemOp]:
@@ -126,6 +120,8 @@ def eager_memops(model: ModelSpec, shape: LayerShape, layer_params: float, *, am
     ops = []
     if amp:
         fwd, bwd = fwd + 28.0, bwd + 40.0
-        ops += [MemOp("eager.weight_cast", "fwd", 6 * layer_params), MemOp("eager.grad_cast", "bwd", 6 * layer_params)]
-    return ops + [MemOp("eager.layout_and_casts", "fwd", fwd * th), MemOp("eager.layout_and_casts", "bwd", bwd * th)]
+        ops += [MemOp("eager.weight_cast", "fwd", 6 * layer_params, kernel="eager"),
+                MemOp("eager.grad_cast", "bwd", 6 * layer_params, kernel="eager")]
+    return ops + [MemOp("eager.layout_and_casts", "fwd", fwd * th, kernel="eager"),
+                  MemOp("eager.layout_and_casts", "bwd", bwd * th, kernel="eager")]
 

@@ -1,0 +1,134 @@
+"""The op types of a program: what one rank runs for one layer (or the head, or the embedding) and one micro-batch.
+
+Every op is a frozen, hashable value; a :class:`LayerProgram` holds them in tuples. Units: GEMM sizes in elements,
+FLOPs in floating-point operations, memory-bound traffic in bytes (read + written through HBM). Every dtype is
+decided when the program is built (:mod:`simulator.program.build`) and recorded on the op, so pricing
+(:mod:`simulator.pricing.compute`) never re-derives it. docs/program.md describes the fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from simulator.traffic import CommOp
+
+#: a GEMM's phase: forward, backward data gradient, backward weight gradient, or flash attention's in-kernel
+#: recomputation of Q K^T inside its backward (simulator.model.flops)
+GemmPhase = Literal["fwd", "bwd_dgrad", "bwd_wgrad", "bwd_recompute"]
+#: how a GEMM runs: one dense cuBLAS GEMM (batched when ``batch`` > 1), the routed experts as one grouped GEMM
+#: (slower than a dense GEMM of the same shape: ``ComputeEfficiency.grouped_fraction``), or the routed experts one
+#: dense GEMM each (Megatron's SequentialMLP, ``moe.experts: sequential``)
+GemmKernel = Literal["dense", "grouped_expert", "sequential_expert"]
+#: a memory-bound op's kernel: one fused kernel (its byte count), a measured chain of PyTorch ops
+#: (copy-equivalent bytes, :mod:`simulator.program.op_chains`), or eager PyTorch's extra copies and casts
+MemKernel = Literal["fused", "chain", "eager"]
+#: core-attention kernels: fused ones (TE / FlashAttention-2 / PyTorch SDPA) at a fitted fraction of the tensor
+#: peak, or ``unfused`` score GEMMs plus softmax and dropout as memory-bound ops
+AttentionKernel = Literal["flash", "flash2", "sdpa", "unfused"]
+#: what a program describes
+ProgramKind = Literal["dense", "moe", "head", "embedding", "experts"]
+
+EXPERT_KERNELS = ("grouped_expert", "sequential_expert")
+
+
+@dataclass(frozen=True, slots=True)
+class Gemm:
+    """``batch`` products of [m, k] x [k, n] in ``dtype`` (elements); ``density`` < 1 for causal-masked scores."""
+
+    name: str
+    phase: GemmPhase
+    m: float
+    k: float
+    n: float
+    batch: float = 1
+    density: float = 1.0
+    dtype: str = "bf16"
+    kernel: GemmKernel = "dense"
+
+    @property
+    def flops(self) -> float:
+        """2 * m * k * n * batch * density FLOPs."""
+        return 2.0 * self.m * self.k * self.n * self.batch * self.density
+
+    @property
+    def expert(self) -> bool:
+        """A routed-expert GEMM (grouped or sequential)."""
+        return self.kernel in EXPERT_KERNELS
+
+
+@dataclass(frozen=True, slots=True)
+class MemOp:
+    """A memory-bound kernel: ``bytes`` read + written through HBM in phase ``fwd`` or ``bwd``; ``attention``
+    marks the unfused attention core (re-run by selective recompute); ``kernel`` as :data:`MemKernel`."""
+
+    name: str
+    phase: str
+    bytes: float
+    attention: bool = False
+    kernel: MemKernel = "fused"
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionOp:
+    """The core attention of one layer (Q K^T, softmax, dropout, P V) for one micro-batch.
+
+    ``fwd_flops``/``bwd_flops``: FLOPs by phase (backward includes a fused kernel's recomputation of Q K^T);
+    ``kernel``: :data:`AttentionKernel`; ``seq_len``: the key length one rank attends over (s / cp), with
+    ``dhead`` the axes of the fused kernels' efficiency fit (``ComputeEfficiency.attention_fraction``); ``dtype``:
+    16-bit under fp8 / fp4 recipes. ``gemms``: the score GEMMs of the ``unfused`` kernel (empty for fused ones;
+    its softmax and dropout are the program's memory-bound ops with ``attention`` set)."""
+
+    fwd_flops: float
+    bwd_flops: float
+    kernel: AttentionKernel
+    seq_len: float
+    dhead: int
+    dtype: str
+    gemms: tuple[Gemm, ...] = ()
+
+    @property
+    def fused(self) -> bool:
+        return self.kernel != "unfused"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerProgram:
+    """The ops one rank runs for one layer (``kind`` dense / moe), the output head, the embedding, or a routed
+    expert FFN, for one micro-batch.
+
+    ``gemms``: linear GEMMs in model order; ``memops``: memory-bound kernels; ``attention``: the core attention
+    (None outside transformer layers); ``comm``: the per-layer collectives the plan implies for this kind
+    (:mod:`simulator.traffic`; priced on their groups by the schedule); ``fwd_flops``/``bwd_flops``: the executed
+    model FLOPs (backward includes flash attention's recomputation); ``local_experts``: routed experts on this rank
+    (the host issue cost of an eager MoE layer, :mod:`simulator.compute.host`); ``host_issue``: whether the
+    framework's per-layer host issue cost applies."""
+
+    kind: ProgramKind
+    gemms: tuple[Gemm, ...] = ()
+    memops: tuple[MemOp, ...] = ()
+    attention: AttentionOp | None = None
+    comm: tuple[CommOp, ...] = ()
+    fwd_flops: float = 0.0
+    bwd_flops: float = 0.0
+    local_experts: float = 0.0
+    host_issue: bool = False
+
+    def gemms_in(self, *phases: str) -> tuple[Gemm, ...]:
+        return tuple(o for o in self.gemms if o.phase in phases)
+
+    def memops_in(self, phase: str) -> tuple[MemOp, ...]:
+        return tuple(o for o in self.memops if o.phase == phase)
+
+
+#: Megatron-LM ``--recompute-modules`` -> (forward GEMM name prefixes, forward memory-bound op names) they re-run
+#: (core_attn is the attention core, priced apart: ``LayerTime.attn_fwd_s``)
+RECOMPUTE_MODULE_OPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "layernorm": ((), ("norm1", "norm2")),
+    "mlp": (("mlp.",), ("activation",)),
+    "moe": (("router", "experts.", "shared_experts."), ("moe_permute", "moe_sort_chunks", "expert_assembly",
+                                                         "expert_activation", "shared_activation")),
+    "moe_act": ((), ("expert_activation",)),
+    "shared_experts": (("shared_experts.",), ("shared_activation",)),
+    "mla_up_proj": (("q_b_proj", "kv_b_proj"), ()),
+}
