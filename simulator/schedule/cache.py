@@ -60,7 +60,8 @@ class StepCache:
         identity; the efficiency table and MoE settings by value)."""
         f = self._fixed
         if f is None or not (f.model is model and f.gpu is gpu and f.topology is topology
-                             and f.calibration is calibration and f.eff == eff and f.moe == moe):
+                             and f.calibration is calibration and (f.eff is eff or f.eff == eff)
+                             and (f.moe is moe or f.moe == moe)):
             self.clear()
             f = self._fixed = Fixed(model, gpu, eff, topology, calibration, moe)
         return f

@@ -5,13 +5,17 @@ backward; the slowest pipeline boundary's sendrecv; the calls per step of every 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from simulator.compute.optimizer import optimizer_time
 from simulator.plan.zero_bubble import V_SCHEDULES
+from simulator.pricing.groups import GroupTimer
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
+from simulator.schedule.cache import Fixed, StepCache
 from simulator.schedule.costs import Cost, dp_window
 from simulator.schedule.inputs import StepInputs
 from simulator.schedule.result import CommRow, TraceEvent
-from simulator.traffic import DIMS
+from simulator.traffic import DIMS, CommOp
 
 
 def p2p_s(ctx: StepInputs) -> float:
@@ -19,7 +23,21 @@ def p2p_s(ctx: StepInputs) -> float:
     if not ctx.traffic.pipeline:
         return 0.0
     op = ctx.traffic.pipeline[0]
-    return max(ctx.timer.time(op, s).call_s for s in range(ctx.plan.parallel.pp - 1))
+    return ctx.cache.get(_p2p, ctx.fixed, P2pInputs(ctx.timer, op, ctx.plan.parallel.pp))
+
+
+@dataclass(frozen=True, slots=True)
+class P2pInputs:
+    """What :func:`_p2p` reads: the plan's comm timer, the boundary op and the pipeline depth."""
+
+    timer: GroupTimer
+    op: CommOp
+    pp: int
+
+
+def _p2p(cache: StepCache, fixed: Fixed, a: P2pInputs) -> float:
+    """The slowest boundary's time of one call of ``a.op``."""
+    return max(a.timer.time(a.op, s).call_s for s in range(a.pp - 1))
 
 
 def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float,
