@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST
 from simulator.errors import UserError
+from simulator.memory import estimate, nccl
+from simulator.plan import ranks
 from simulator.pricing.groups import GroupTimer
 from simulator.pricing.moe_layer import MoeLayerTiming
+from simulator.schedule import fast_timeline
 from simulator.schedule.cache import StepCache
 from simulator.schedule.chunks import (
     ChunkInputs,
@@ -43,6 +46,7 @@ from simulator.schedule.inputs import (
 )
 from simulator.schedule.step import finish_step, prepare_step, replay_timelines
 from simulator.schedule.tails import P2pInputs, _p2p
+from simulator.search.caches import clear_process_caches
 from simulator.search.evaluate import resolve
 from simulator.search.run import candidates, search_context
 
@@ -224,3 +228,12 @@ def test_plans_sharing_one_cache_give_exactly_each_plan_alone():
         shared = StepCache()
         together = {id(p): _step(prepare_step(ctx.fixed.model, p, ctx.topology, cache=shared, **kw)) for p in order}
         assert [together[id(p)] for p in plans] == alone
+
+
+def test_clear_process_caches_empties_what_a_search_fills():
+    """The benchmark's cold start: after a search, :func:`clear_process_caches` leaves its caches empty."""
+    ctx = search_context(MOE)
+    prepare_step(ctx.fixed.model, resolve(ctx, BASE), ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe)
+    clear_process_caches()
+    assert ranks._grid_groups.cache_info().currsize == 0 and fast_timeline._graph.cache_info().currsize == 0
+    assert not estimate._SCALED_BY_ID and not nccl._BY_LAYOUT and not nccl._FABRICS
