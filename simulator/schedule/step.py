@@ -15,6 +15,11 @@
    split into compute, recompute, exposed comm per dimension, optimizer and bubble (the step's remaining idle
    time on that stage), which add up to the step time; ``StepResult.bottleneck`` names the stage and the resource
    that dominates it.
+
+Where the parts live: the step's inputs as frozen value objects and the layer times (:mod:`.inputs`), chunk costs
+(:mod:`.chunks`), tails and the comm table (:mod:`.tails`), and the one cache they share, keyed by those objects
+(:mod:`.cache`: :class:`~simulator.schedule.cache.StepCache`, which a plan search keeps across plans and passes
+to :func:`prepare_step`).
 """
 
 from __future__ import annotations
