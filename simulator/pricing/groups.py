@@ -135,12 +135,13 @@ class GroupTimer:
         self._moe: dict[tuple, MoeLayerComm] = {}
         self.ep = EpInputs(plan.model, max(1, round(plan.shape.norm_tokens)), plan.recipe.moe_dispatch_dtype)
         self._nodes, self._local = shared.nodes, shared.local
+        self._hash = hash((id(shared), self.ep))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, GroupTimer) and other.shared is self.shared and other.ep == self.ep
+        return other is self or (isinstance(other, GroupTimer) and other.shared is self.shared and other.ep == self.ep)
 
     def __hash__(self) -> int:
-        return hash((id(self.shared), self.ep))
+        return self._hash
 
     @cached_property
     def stage_rank(self) -> tuple[int, ...]:

@@ -9,12 +9,13 @@ stage's per-micro-batch DP ops and the straggler factor).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from simulator.compute.layer import embedding_time, head_time
 from simulator.compute.op_chains import CROSS_ENTROPY_BYTES
 from simulator.model.shape import RankShape
 from simulator.model.spec import moe_flags_of
+from simulator.plan.resolved import layer_recompute
 from simulator.pricing.groups import GroupTimer
 from simulator.schedule.cache import Fixed, StepCache
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
@@ -25,11 +26,10 @@ Bases = list[tuple[Cost, Cost, float]]
 """(forward, backward, share of the stage's layers) of each chunk of one stage"""
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkInputs:
+class ChunkInputs(NamedTuple):
     """What :func:`chunk_bases` reads: the plan's comm timer (its rank layout and MoE inputs), the layer inputs,
-    the MoE layer inputs (None without MoE layers on EP > 1), the pipeline and CP degrees, the layers, chunk sizes
-    and recompute mode of every layer of every stage, the modules selective recompute re-runs, the rank that runs
+    the MoE layer inputs (None without MoE layers on EP > 1), the pipeline and CP degrees, the layers and chunk sizes
+    of every stage, the recompute mode and its layer count (which give each layer's mode), the modules selective recompute re-runs, the rank that runs
     the head, whether the run trains (MTP modules embed on the last stage), the loss chain, the layer and
     pipeline ops and the middle stages' signatures (:func:`middle_signatures`: which stages share their costs)."""
 
@@ -41,7 +41,8 @@ class ChunkInputs:
     cp: int
     stage_layers: tuple[tuple[int, ...], ...]
     stage_chunks: tuple[tuple[int, ...], ...]
-    recompute: tuple[tuple[str, ...], ...]
+    recompute: str
+    recompute_layers: int | None
     recomputed_modules: frozenset[str] | None
     last_stage_rank: int
     train: bool
@@ -51,8 +52,7 @@ class ChunkInputs:
     signatures: tuple[int | None, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CostInputs:
+class CostInputs(NamedTuple):
     """What :func:`chunk_costs` reads: the chunk bases' inputs, each stage's per-micro-batch DP ops (ZeRO-2/3)
     and the slowest GPU's pace."""
 
@@ -61,8 +61,7 @@ class CostInputs:
     slowest: float
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddingInputs:
+class EmbeddingInputs(NamedTuple):
     """What :func:`simulator.compute.layer.embedding_time` reads besides the model, GPU and efficiency table."""
 
     shape: RankShape
@@ -70,8 +69,7 @@ class EmbeddingInputs:
     fsdp_copy_bytes: tuple[float, float]
 
 
-@dataclass(frozen=True, slots=True)
-class HeadInputs:
+class HeadInputs(NamedTuple):
     """What :func:`simulator.compute.layer.head_time` reads besides the model, GPU and efficiency table."""
 
     shape: RankShape
@@ -96,7 +94,7 @@ def chunk_inputs(ctx: StepInputs, signatures: tuple[int | None, ...]) -> ChunkIn
     plan, p = ctx.plan, ctx.plan.parallel
     moe = (MoeInputs(ctx.timer, ctx.layer, p.etp, p.pp) if True in ctx.layers and p.ep > 1 else None)
     return ChunkInputs(ctx.timer, ctx.layer, moe, p.pp, p.vpp, p.cp, plan.stage_layers, plan.stage_chunks,
-                       tuple(plan.layer_recompute(s) for s in range(p.pp)), p.recomputed_modules,
+                       p.recompute, p.recompute_layers, p.recomputed_modules,
                        plan.last_stage_rank, plan.training.mode == "train", plan.recipe.cross_entropy,
                        ctx.traffic.layer, ctx.traffic.pipeline, signatures)
 
@@ -125,7 +123,7 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
     layers_of, counts = c.stage_layers[stage], c.stage_chunks[stage]
     groups = tuple(c.timer.key_id(op.group, stage) for op in c.layer_ops)
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = layer_costs_of.setdefault((groups, id(moe[stage])), {})
-    modes = c.recompute[stage]
+    modes = layer_recompute(c.recompute, c.recompute_layers, counts)
     # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = model.mtp_layers > 0 and c.train

@@ -10,6 +10,7 @@ The functions taking them are pure and cached by them (:class:`simulator.schedul
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST, HostIssueCosts
@@ -29,8 +30,7 @@ from simulator.traffic import StepTraffic, step_traffic
 from simulator.traffic.step import stage_traffic
 
 
-@dataclass(frozen=True, slots=True)
-class LayerInputs:
+class LayerInputs(NamedTuple):
     """What :func:`simulator.compute.layer.layer_time` reads of a plan besides the model, GPU and efficiency
     table: the rank shape, the GEMM dtype, the recipe's compute fields, the eager host's issue costs (None:
     graph-captured or not host-bound), the MoE permute chain, grouped or sequential experts, and whether the
@@ -76,8 +76,7 @@ def layer_times(cache: StepCache, fixed: Fixed, li: LayerInputs) -> tuple[tuple[
                  for kind, members in groups.items())
 
 
-@dataclass(frozen=True, slots=True)
-class MoeInputs:
+class MoeInputs(NamedTuple):
     """What the MoE layer of each stage reads (:func:`moe_timings`): the plan's comm timer (its rank layout's
     groups and the MoE inputs of dispatch and combine), the layer inputs (the balanced MoE layer time and the
     rows per expert), the expert tensor parallelism and the pipeline depth."""

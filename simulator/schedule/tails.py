@@ -5,7 +5,7 @@ backward; the slowest pipeline boundary's sendrecv; the calls per step of every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from simulator.compute.optimizer import optimizer_time
 from simulator.plan.zero_bubble import V_SCHEDULES
@@ -26,8 +26,7 @@ def p2p_s(ctx: StepInputs) -> float:
     return ctx.cache.get(_p2p, ctx.fixed, P2pInputs(ctx.timer, op, ctx.plan.parallel.pp))
 
 
-@dataclass(frozen=True, slots=True)
-class P2pInputs:
+class P2pInputs(NamedTuple):
     """What :func:`_p2p` reads: the plan's comm timer, the boundary op and the pipeline depth."""
 
     timer: GroupTimer

@@ -69,6 +69,15 @@ def _world():
     return ctx, plans, inputs
 
 
+def _fields(x) -> tuple[str, ...]:
+    """The field names of a frozen argument object (a NamedTuple or a frozen dataclass)."""
+    return x._fields if hasattr(x, "_fields") else tuple(f.name for f in dataclasses.fields(x))
+
+
+def _replace(x, **changes):
+    return x._replace(**changes) if hasattr(x, "_fields") else dataclasses.replace(x, **changes)
+
+
 def _fresh_timer(t: GroupTimer) -> GroupTimer:
     return GroupTimer(t.plan, t.topology, t.calibration, t.moe_settings)
 
@@ -77,8 +86,8 @@ def _fresh(x):
     """``x`` with every comm timer in it replaced by a new one of the same plan (its own placements and times)."""
     if isinstance(x, GroupTimer):
         return _fresh_timer(x)
-    if dataclasses.is_dataclass(x) and isinstance(x, (ChunkInputs, CostInputs, MoeInputs, P2pInputs)):
-        return dataclasses.replace(x, **{f.name: _fresh(getattr(x, f.name)) for f in dataclasses.fields(x)})
+    if isinstance(x, (ChunkInputs, CostInputs, MoeInputs, P2pInputs)):
+        return _replace(x, **{name: _fresh(getattr(x, name)) for name in _fields(x)})
     return x
 
 
@@ -106,20 +115,20 @@ def _base_args():
         "host": [None if li.host else EAGER_PYTORCH_H200_HOST], "permute": ["index_select", "gather_scatter"],
         "sequential_experts": [not li.sequential_experts], "sort_chunks": [not li.sort_chunks]}
     moe = ci.moe
-    moe_alts = {"timer": [c.timer], "layer": [dataclasses.replace(li, attention="sdpa")], "etp": [2], "pp": [2]}
+    moe_alts = {"timer": [c.timer], "layer": [_replace(li, attention="sdpa")], "etp": [2], "pp": [2]}
     chunk_alts = {
-        "timer": [b.timer, c.timer], "layer": [dataclasses.replace(li, attention="sdpa"), c.layer],
-        "moe": [None, dataclasses.replace(moe, timer=c.timer)], "pp": [2, 3], "vpp": [2], "cp": [2],
+        "timer": [b.timer, c.timer], "layer": [_replace(li, attention="sdpa"), c.layer],
+        "moe": [None, _replace(moe, timer=c.timer)], "pp": [2, 3], "vpp": [2], "cp": [2],
         "stage_layers": [ci.stage_layers[::-1]], "stage_chunks": [tuple((n - 1, 1) for (n,) in ci.stage_chunks)],
-        "recompute": [tuple(("full",) * len(r) for r in ci.recompute)],
+        "recompute": ["full", "none"], "recompute_layers": [1, 2],
         "recomputed_modules": [frozenset({"core_attn", "mlp"}), frozenset()],  # (the plan's: core_attn)
         "last_stage_rank": [0], "train": [not ci.train], "cross_entropy": ["unfused", "pytorch"],
-        "layer_ops": [ci.layer_ops[:-1], tuple(dataclasses.replace(o, bytes=o.bytes * 2) for o in ci.layer_ops)],
+        "layer_ops": [ci.layer_ops[:-1], tuple(_replace(o, bytes=o.bytes * 2) for o in ci.layer_ops)],
         "pipeline_ops": [(), b.traffic.pipeline],
         "signatures": [v for v in ((None, 0, 0, None), (None, 0, 1, None), (None,) * 4) if v != ci.signatures]}
     ki = CostInputs(ci, tuple(tuple(o for o in s if o.scope == "microbatch") for s in a.traffic.stages), 1.03)
-    cost_alts = {"bases": [dataclasses.replace(ci, cp=2), dataclasses.replace(ci, timer=c.timer)],
-                 "dp_ops": [((),) * 4, tuple(tuple(dataclasses.replace(o, bytes=o.bytes * 2) for o in s)
+    cost_alts = {"bases": [_replace(ci, cp=2), _replace(ci, timer=c.timer)],
+                 "dp_ops": [((),) * 4, tuple(tuple(_replace(o, bytes=o.bytes * 2) for o in s)
                                              for s in ki.dp_ops)],
                  "slowest": [1.0, 1.2]}
     ei = EmbeddingInputs(li.shape, li.grad_accum_bytes, li.fsdp_copy_bytes)
@@ -128,7 +137,7 @@ def _base_args():
     head_alts = {"shape": [c.layer.shape], "dtype": ["fp8"], "grad_accum_bytes": [4.0], "copy": [True],
                  "cross_entropy": ["unfused", "pytorch"], "fsdp_copy_bytes": [(2.0, 4.0)]}
     pi = P2pInputs(a.timer, a.traffic.pipeline[0], 4)
-    p2p_alts = {"timer": [b.timer, c.timer], "op": [dataclasses.replace(pi.op, bytes=pi.op.bytes * 3)], "pp": [2, 3]}
+    p2p_alts = {"timer": [b.timer, c.timer], "op": [_replace(pi.op, bytes=pi.op.bytes * 3)], "pp": [2, 3]}
     return [(layer_times, li, layer_alts), (moe_timings, moe, moe_alts), (chunk_bases, ci, chunk_alts),
             (chunk_costs, ki, cost_alts), (_embedding, ei, emb_alts), (_head, hi, head_alts), (_p2p, pi, p2p_alts)]
 
@@ -140,7 +149,7 @@ def _cases():
     for fn, arg, alts in _base_args():
         out.append((fn, arg))
         for name, values in alts.items():
-            out += [(fn, dataclasses.replace(arg, **{name: v})) for v in values]
+            out += [(fn, _replace(arg, **{name: v})) for v in values]
     return out
 
 
@@ -153,7 +162,7 @@ def _fresh_result(i: int):
 
 def test_every_field_of_every_frozen_argument_has_a_changed_value():
     for _, arg, alts in _base_args():
-        names = {f.name for f in dataclasses.fields(arg)}
+        names = set(_fields(arg))
         assert set(alts) == names, f"{type(arg).__name__}: changed values for {sorted(names - set(alts))} missing"
         for name, values in alts.items():
             assert all(v != getattr(arg, name) for v in values), f"{type(arg).__name__}.{name}: not a change"
@@ -171,7 +180,7 @@ def test_a_changed_field_is_recomputed_and_equal_arguments_hit(order):
         fn, arg = cases[i]
         got = shared.get(fn, fixed, arg)
         assert _canon(got) == _fresh_result(i), f"{fn.__name__}: a stale entry for {arg!r}"
-        assert shared.get(fn, fixed, dataclasses.replace(arg)) is got      # an equal argument hits
+        assert shared.get(fn, fixed, _replace(arg)) is got      # an equal argument hits
 
 
 def test_stage_traffic_is_shared_only_by_plans_that_agree_on_what_it_reads():
@@ -183,7 +192,7 @@ def test_stage_traffic_is_shared_only_by_plans_that_agree_on_what_it_reads():
     fresh = [dp_traffic(StepCache(), a.fixed, k) for k in keys]
     assert fresh[0] == fresh[2]
     for name in ("parallel", "world_size", "recipe", "stage_layers"):
-        assert dataclasses.replace(keys[0], **{name: getattr(keys[1], name)}) != keys[0] or \
+        assert _replace(keys[0], **{name: getattr(keys[1], name)}) != keys[0] or \
             getattr(keys[0], name) == getattr(keys[1], name)
 
 
