@@ -28,32 +28,15 @@ import time
 from pathlib import Path
 
 from simulator.entries.simulate import simulate
-from simulator.memory import activations, deepep, estimate, nccl
-from simulator.model import flops, spec, strict
-from simulator.plan import params, ranks, rules
 from simulator.scenario.document import read_document
-from simulator.schedule import fast_timeline
 from simulator.search import evaluate, search
+from simulator.search.caches import clear_process_caches
 from simulator.search.evaluate import evaluate_points, resolve
 from simulator.search.run import MAX_SEARCH_PLANS, candidates, search_context
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {"a": ("Llama-3-70B, 16 x DGX H100", ROOT / "scenarios" / "search_llama3_70b_h100.yaml", 20_000),
          "b": ("1T, 512 x A100 (Korthikanti)", ROOT / "scenarios" / "korthikanti_1t.yaml", 5_000)}
-
-
-def _clear() -> None:
-    """Empty every process-wide cache a search fills, so each repeat starts cold."""
-    for cached in (fast_timeline._graph, params._stage_params, params._all_stage_params,
-                   activations.cached_layer_items, activations.cached_layer_bytes, estimate._states,
-                   estimate._scaled_items, estimate._fixed_sum, flops._layer_kinds, flops.model_flops,
-                   spec.moe_layer_flags, rules.parse_order, nccl._nccl_bytes, strict._numeric_fields,
-                   ranks._grid_groups, evaluate._reason, deepep.normal_buffer_bytes,
-                   deepep.low_latency_buffer_bytes):
-        cached.cache_clear()
-    estimate._SCALED_BY_ID.clear()
-    nccl._BY_LAYOUT.clear()
-    nccl._FABRICS.clear()
 
 
 def _point(row: dict) -> dict:
@@ -67,14 +50,14 @@ def run_case(key: str, repeats: int, reference: int) -> dict:
     data.pop("parallel", None)
     seconds = []
     for _ in range(repeats):
-        _clear()
+        clear_process_caches()
         start = time.process_time()
         result = search(data)
         seconds.append(time.process_time() - start)
     cold = statistics.median(seconds)
     plans = result.valid + result.rejected.get(evaluate.OOM_REASON, 0)
     # the same candidates again in one context: what is left once every shared cache is filled
-    _clear()
+    clear_process_caches()
     ctx = search_context(data)
     points, _ = candidates(ctx, MAX_SEARCH_PLANS)
     evaluate_points(ctx, points)

@@ -17,6 +17,15 @@ from simulator.plan.schedules import Schedule, schedule_named
 from simulator.plan.shape import Batch, rank_shape
 
 
+def layer_recompute(recompute: str, recompute_layers: int | None, chunks: tuple[int, ...]) -> tuple[str, ...]:
+    """The recompute mode of each layer of a stage whose model chunks hold ``chunks`` layers:
+    :meth:`ResolvedPlan.layer_recompute` from the values it reads (``parallel.recompute``,
+    ``parallel.recompute_layers``)."""
+    if recompute != "full" or recompute_layers is None:
+        return (recompute,) * sum(chunks)
+    return tuple("full" if pos < recompute_layers else "none" for n in chunks for pos in range(n))
+
+
 class ResolvedPlan(BaseModel):
     """Output of :func:`simulator.plan.resolve_plan`; every cross-field rule has been checked."""
 
@@ -89,10 +98,7 @@ class ResolvedPlan(BaseModel):
         """The recompute mode of each layer of ``stage`` (in ``stage_layers`` order): ``parallel.recompute``, except
         that with ``recompute_layers`` N only the first N layers of each model chunk are fully recomputed."""
         p = self.parallel
-        if p.recompute != "full" or p.recompute_layers is None:
-            return (p.recompute,) * len(self.stage_layers[stage])
-        return tuple("full" if pos < p.recompute_layers else "none"
-                     for n in self.stage_chunks[stage] for pos in range(n))
+        return layer_recompute(p.recompute, p.recompute_layers, self.stage_chunks[stage])
 
     @cached_property
     def schedule(self) -> Schedule:

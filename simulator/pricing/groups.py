@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,47 +68,95 @@ _MOE_KEYS = {"topk_groups": "moe.node_limit", "zipf_exponent": "moe.zipf_exponen
              "ep": "parallel.ep", "top_k": "model.moe.top_k"}
 
 
+class LayoutTimes:
+    """What every plan of one rank layout on one topology (with one calibration and one set of MoE settings) shares:
+    each group kind's groups and rank-to-group table, each group's value key and its small integer, the group
+    cost models (placements) and the op times, all filled lazily by :class:`GroupTimer`. The rank layout
+    (``ResolvedPlan.rank_layout``: rank order and grid sizes) with the topology fixes every group and its
+    placement, so these are pure functions of the layout; a plan search keeps one per layout
+    (:class:`simulator.schedule.cache.StepCache`) and hands it to the timer of each plan of that layout."""
+
+    def __init__(self, layout: tuple, topology: Topology, calibration=None, moe: MoeSettings | None = None) -> None:
+        self.layout, self.topology, self.calibration = layout, topology, calibration
+        self.moe_settings = moe or DEFAULT_MOE_SETTINGS
+        self.groups: dict[str, tuple[tuple[tuple[int, ...], ...], dict[int, int]]] = {}   # by group kind
+        self.keys: dict[tuple[str, int], tuple] = {}           # by (group kind, stage)
+        self.key_ids: dict[tuple[str, int], int] = {}          # by (group kind, stage)
+        self.ids: dict[tuple, int] = {}                        # by group key
+        self.key_tables: dict[tuple[tuple[str, ...], int], tuple] = {}   # by (group kinds, pp)
+        self.models: dict[tuple, GroupCostModel] = {}          # by group key
+        self.times: dict[OpCall, OpTiming] = {}                # by the call
+        per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
+        self.nodes = [r // per_domain for r in range(len(topology.gpus))]
+        self.local = [r % per_domain for r in range(len(topology.gpus))]
+
+    def serves(self, plan: ResolvedPlan, topology: Topology, calibration, moe: MoeSettings) -> bool:
+        """Whether a timer of ``plan`` on ``topology`` may read these tables."""
+        return (topology is self.topology and calibration is self.calibration and moe == self.moe_settings
+                and plan.rank_layout == self.layout)
+
+
+class EpInputs(NamedTuple):
+    """What the MoE dispatch and combine of a plan read besides its EP group's placement and the ``moe:`` settings
+    (:meth:`GroupTimer.moe_comm`): the model, the rank's router tokens (rounded), the dispatch dtype and the plan's
+    MoE backend (``ResolvedPlan.moe_backend``)."""
+
+    model: object
+    tokens: int
+    dispatch_dtype: str
+    backend: object
+
+
+class OpCall(NamedTuple):
+    """One call that :meth:`GroupTimer.time` prices, by what its time reads: the group (key id within the
+    layout), the operation, the bytes, the dimension and, for an EP op, its kernel route and the MoE inputs."""
+
+    group: int
+    op: str
+    bytes: float
+    dim: str
+    route: str = ""
+    ep: EpInputs | None = None
+
+
 class GroupTimer:
     """Build-once caches of placements, cost models and op times for one (plan, topology), keyed by value (the
     group's node-relative shape, the op's kind and bytes); ``time(op, stage)`` prices any comm op: collectives
     with :mod:`simulator.collectives`, MoE dispatch/combine (``dim == "ep"``) with :mod:`simulator.moe` under the
-    scenario's ``moe:`` settings and the plan's MoE backend (``plan.moe_backend``)."""
+    scenario's ``moe:`` settings and the plan's MoE backend (``plan.moe_backend``).
+
+    A timer is a value: two timers are equal when they read one :class:`LayoutTimes` and equal :class:`EpInputs`
+    (then every time they give is the same), so it can be part of a frozen argument of a cached function."""
 
     def __init__(self, plan: ResolvedPlan, topology: Topology, calibration=None,
-                 moe: MoeSettings | None = None, shared: dict | None = None, batch: Batch | None = None) -> None:
-        """``shared``: a dict the caller keeps between plans on this topology with this calibration and these MoE
-        settings (plan search); group keys and op times are stored there under the plan's rank layout (rank
-        order and every grid size), which with the topology determines every group and its placement.
+                 moe: MoeSettings | None = None, shared: LayoutTimes | None = None, batch: Batch | None = None
+                 ) -> None:
+        """``shared``: the :class:`LayoutTimes` of the plan's rank layout that the caller keeps between plans on
+        this topology with this calibration and these MoE settings (plan search); None: the timer's own.
         ``batch``: the step's batch (a serving phase); default the plan's training micro-batch. The MoE layer routes
         the router tokens of its shape (``plan.shape_of(batch)``)."""
         self.plan, self.topology, self.calibration = plan, topology, calibration
-        self.shape = plan.shape if batch is None else plan.shape_of(batch)
         if plan.world_size > len(topology.gpus):
             raise ValueError(f"plan needs {plan.world_size} GPUs, topology has {len(topology.gpus)}")
         self.moe_settings = moe or DEFAULT_MOE_SETTINGS
-        self._groups: dict[str, tuple[tuple[int, ...], ...]] = {}
-        self._of_rank: dict[str, dict[int, int]] = {}
-        self._models: dict[tuple, GroupCostModel] = {}
+        if shared is None:
+            shared = LayoutTimes(plan.rank_layout, topology, calibration, self.moe_settings)
+        elif not shared.serves(plan, topology, calibration, self.moe_settings):
+            raise ValueError("GroupTimer: the shared LayoutTimes belong to another rank layout or topology")
+        self.shared = shared
         self._moe: dict[tuple, MoeLayerComm] = {}
         self._routing: dict[tuple, Routing] = {}
-        self._times: dict[tuple, OpTiming] = {}
-        self._keys: dict[tuple[str, int], tuple] = {}
-        self._shared = shared
-        self._layout = plan.rank_layout
-        # small integers for the layout and for group keys (unique within ``shared``, or within this timer), so
-        # that the keys of the caches hash a few ints instead of long tuples of rank positions
-        layouts = {} if shared is None else shared.setdefault("layout ids", {})
-        self._layout_id = layouts.setdefault(self._layout, len(layouts))
-        self._ids: dict[tuple, int] = {} if shared is None else shared.setdefault("group key ids", {})
-        self._key_ids: dict[tuple[str, int], int] = {}
-        per_domain = topology.cluster.domain_gpus  # NVLink domains repeat: a group's shape within them is its key
-        positions = None if shared is None else shared.get("rank positions")
-        if positions is None:
-            positions = ([r // per_domain for r in range(len(topology.gpus))],
-                         [r % per_domain for r in range(len(topology.gpus))])
-            if shared is not None:
-                shared["rank positions"] = positions
-        self._nodes, self._local = positions
+        self.shape = plan.shape if batch is None else plan.shape_of(batch)
+        self.ep = EpInputs(plan.model, max(1, round(self.shape.norm_tokens)), plan.recipe.moe_dispatch_dtype,
+                           plan.moe_backend)
+        self._nodes, self._local = shared.nodes, shared.local
+        self._hash = hash((id(shared), self.ep))
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or (isinstance(other, GroupTimer) and other.shared is self.shared and other.ep == self.ep)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @cached_property
     def stage_rank(self) -> tuple[int, ...]:
@@ -119,27 +168,21 @@ class GroupTimer:
         """All groups of ``kind`` (rank_groups names, ``pp_pair:<stage>`` boundaries, ``embedding``,
         ``pp_mirror:<stage>``: stage s's rank and stage pp-1-s's, which hold the same stages of DualPipe's two
         copies of the model)."""
-        if kind not in self._groups:
-            # the groups and each rank's group follow from the rank layout: shared by its plans (plan search)
-            shared_key = ("groups", self._layout_id, kind)
-            hit = None if self._shared is None else self._shared.get(shared_key)
-            if hit is None:
-                if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
-                    pp = self.plan.parallel.pp
-                    a = int(kind.split(":")[1]) if kind != "embedding" else 0
-                    b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
-                    groups = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
-                else:
-                    groups = self.plan.rank_groups(kind)
-                hit = groups, {r: i for i, g in enumerate(groups) for r in g}
-                if self._shared is not None:
-                    self._shared[shared_key] = hit
-            self._groups[kind], self._of_rank[kind] = hit
-        return self._groups[kind]
+        hit = self.shared.groups.get(kind)
+        if hit is None:    # the groups and each rank's group follow from the rank layout
+            if kind.startswith(("pp_pair:", "pp_mirror:")) or kind == "embedding":
+                pp = self.plan.parallel.pp
+                a = int(kind.split(":")[1]) if kind != "embedding" else 0
+                b = pp - 1 if kind == "embedding" else a + 1 if kind.startswith("pp_pair:") else pp - 1 - a
+                groups = tuple((g[a], g[b]) for g in self.plan.rank_groups("pp"))
+            else:
+                groups = self.plan.rank_groups(kind)
+            hit = self.shared.groups[kind] = groups, {r: i for i, g in enumerate(groups) for r in g}
+        return hit[0]
 
     def group_of(self, kind: str, rank: int) -> tuple[int, ...]:
         groups = self.groups(kind)
-        return groups[self._of_rank[kind][rank]]
+        return groups[self.shared.groups[kind][1][rank]]
 
     def _group(self, kind: str, stage: int) -> tuple[str, tuple[int, ...]]:
         if kind in ("pp_pair", "pp_mirror"):
@@ -149,30 +192,28 @@ class GroupTimer:
     def key(self, kind: str, stage: int) -> tuple:
         """Value key of the ``kind`` group holding stage ``stage``'s rank: its kind and shape relative to the NVLink
         domains it occupies (nodes, or racks of a multi-node NVLink domain)."""
-        if (kind, stage) not in self._keys:
-            shared_key = ("group key", self._layout_id, kind, stage)
-            if self._shared is not None and shared_key in self._shared:
-                self._keys[(kind, stage)] = self._shared[shared_key]
-            else:
-                self._keys[(kind, stage)] = self._key(kind, stage)
-                if self._shared is not None:
-                    self._shared[shared_key] = self._keys[(kind, stage)]
-        return self._keys[(kind, stage)]
+        keys = self.shared.keys
+        if (kind, stage) not in keys:
+            keys[kind, stage] = self._key(kind, stage)
+        return keys[kind, stage]
 
     def key_id(self, kind: str, stage: int) -> int:
-        """:meth:`key` as a small integer (equal keys, equal integers)."""
+        """:meth:`key` as a small integer (equal keys, equal integers, within the rank layout)."""
         try:
-            return self._key_ids[kind, stage]
+            return self.shared.key_ids[kind, stage]
         except KeyError:
-            pass
-        shared_key = ("group key id", self._layout_id, kind, stage)   # the integer, per layout (plan search)
-        i = None if self._shared is None else self._shared.get(shared_key)
-        if i is None:
-            i = self._ids.setdefault(self.key(kind, stage), len(self._ids))
-            if self._shared is not None:
-                self._shared[shared_key] = i
-        self._key_ids[kind, stage] = i
-        return i
+            ids = self.shared.ids
+            i = self.shared.key_ids[kind, stage] = ids.setdefault(self.key(kind, stage), len(ids))
+            return i
+
+    def key_table(self, kinds: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+        """:meth:`key_id` of each group kind of ``kinds`` for each middle stage (1 to pp - 2), in that order."""
+        pp = self.plan.parallel.pp
+        table = self.shared.key_tables.get((kinds, pp))
+        if table is None:
+            table = self.shared.key_tables[kinds, pp] = tuple(tuple(self.key_id(g, s) for g in kinds)
+                                                               for s in range(1, pp - 1))
+        return table
 
     def _key(self, kind: str, stage: int) -> tuple:
         kind, group = self._group(kind, stage)
@@ -180,23 +221,17 @@ class GroupTimer:
         return kind.split(":")[0], tuple(sorted((self._nodes[r] - base, self._local[r]) for r in group))
 
     def model(self, kind: str, stage: int) -> GroupCostModel:
-        """Cost model of the ``kind`` group holding stage ``stage``'s representative rank."""
+        """Cost model of the ``kind`` group holding stage ``stage``'s representative rank (one per group key:
+        the group's node-relative shape stands for its placement within the rank layout)."""
         key = self.key(kind, stage)
-        if key not in self._models:
-            # shared between plans of one rank layout under the same value key as the op times (the group's
-            # node-relative shape stands for its placement, within a plan and across the plans of a layout)
-            shared_key = ("cost model", self._layout_id, self.key_id(kind, stage))
-            if self._shared is not None and shared_key in self._shared:
-                self._models[key] = self._shared[shared_key]
-                return self._models[key]
+        models = self.shared.models
+        if key not in models:
             kind, group = self._group(kind, stage)
             gpus = [self.topology.gpus[r] for r in group]
             others = [[self.topology.gpus[r] for r in g] for g in self.groups(kind) if g != group]
             placement = place_group(self.topology, gpus, concurrent_groups=others)
-            self._models[key] = build_cost_model(placement, calibration=self.calibration)
-            if self._shared is not None:
-                self._shared[shared_key] = self._models[key]
-        return self._models[key]
+            models[key] = build_cost_model(placement, calibration=self.calibration)
+        return models[key]
 
     def link(self, model: GroupCostModel) -> str:
         p = model.placement
@@ -213,10 +248,10 @@ class GroupTimer:
         tokens (``RankShape.norm_tokens``) under the ``moe:`` settings, whatever backend moves them."""
         key = self.key("ep", stage)
         if key not in self._routing:
-            s, plan = self.moe_settings, self.plan
+            s = self.moe_settings
             try:
                 self._routing[key] = layer_routing(
-                    plan.model, max(1, round(self.shape.norm_tokens)), self.model("ep", stage).placement,
+                    self.ep.model, self.ep.tokens, self.model("ep", stage).placement,
                     distribution=s.distribution, zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed)
             except UserError as exc:
                 raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
@@ -228,11 +263,11 @@ class GroupTimer:
         key = self.key("ep", stage)
         if key not in self._moe:
             nccl = self.model("ep", stage)
-            s, plan = self.moe_settings, self.plan
-            settings = s.comm_settings(plan.recipe.moe_dispatch_dtype, plan.moe_backend)
+            s, ep = self.moe_settings, self.ep
+            settings = s.comm_settings(ep.dispatch_dtype, ep.backend)
             routing = self.moe_routing(stage)
             try:
-                self._moe[key] = moe_layer_comm(plan.model, routing.tokens, nccl.placement, settings,
+                self._moe[key] = moe_layer_comm(ep.model, routing.tokens, nccl.placement, settings,
                                                 routing=routing, nccl_model=nccl)
             except UserError as exc:
                 raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
@@ -242,41 +277,32 @@ class GroupTimer:
         """``backend`` plus ``/transport`` when the EP group spans nodes (comm table ``algorithm``)."""
         comm = self.moe_comm(stage)
         multi = self.model("ep", stage).placement.n_nodes > 1
-        return self.plan.moe_backend.comm_name + (f"/{comm.forward.transport}" if multi else "")
+        return self.ep.backend.comm_name + (f"/{comm.forward.transport}" if multi else "")
 
     # ---- ops --------------------------------------------------------------------------------------------------
     def time(self, op: CommOp, stage: int) -> OpTiming:
         """One call of ``op`` on the group of stage ``stage``."""
-        key = (self.key_id(op.group, stage), op.op, op.bytes, op.dim, op.name if op.dim == "ep" else "")
-        timing = self._times.get(key)
-        if timing is not None:
-            return timing
-        if self._shared is not None:
-            moe_inputs = (self.plan.model, self.shape, self.plan.recipe.moe_dispatch_dtype,
-                          self.plan.moe_backend) if op.dim == "ep" else ()
-            shared_key = ("op time", self._layout_id, key, moe_inputs)
-            timing = self._shared.get(shared_key)
-            if timing is None:
-                timing = self._shared[shared_key] = self._time(op, stage, key)
-            self._times[key] = timing
-            return timing
-        return self._time(op, stage, key)
+        if op.dim == "ep":
+            call = OpCall(self.key_id(op.group, stage), op.op, op.bytes, op.dim, op.name, self.ep)
+        else:
+            call = OpCall(self.key_id(op.group, stage), op.op, op.bytes, op.dim)
+        times = self.shared.times
+        timing = times.get(call)
+        if timing is None:
+            timing = times[call] = self._time(op, stage)
+        return timing
 
-    def _time(self, op: CommOp, stage: int, key: tuple) -> OpTiming:
-        if key not in self._times:
-            model = self.model(op.group, stage)
-            if model.placement.n_ranks == 1 or op.bytes <= 0:
-                timing = OpTiming(0.0, "none", "none")
-            elif op.dim == "ep":
-                direction, route = EP_KERNELS[op.name]
-                k = getattr(getattr(self.moe_comm(stage), direction), route)
-                timing = OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))
-            else:
-                ev = evaluate(model, op.op, np.array([op.bytes]))
-                p = model.placement
-                k = (network_interference(model.coefficients.net_channels_per_nic * p.nics_per_node,
-                                          self.topology.cluster.node.gpu.sms) if p.n_nodes > 1 else None)
-                timing = OpTiming(float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", self.link(model),
-                                  interference=k)
-            self._times[key] = timing
-        return self._times[key]
+    def _time(self, op: CommOp, stage: int) -> OpTiming:
+        model = self.model(op.group, stage)
+        if model.placement.n_ranks == 1 or op.bytes <= 0:
+            return OpTiming(0.0, "none", "none")
+        if op.dim == "ep":
+            direction, route = EP_KERNELS[op.name]
+            k = getattr(getattr(self.moe_comm(stage), direction), route)
+            return OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))
+        ev = evaluate(model, op.op, np.array([op.bytes]))
+        p = model.placement
+        k = (network_interference(model.coefficients.net_channels_per_nic * p.nics_per_node,
+                                  self.topology.cluster.node.gpu.sms) if p.n_nodes > 1 else None)
+        return OpTiming(float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", self.link(model),
+                        interference=k)

@@ -25,7 +25,6 @@ from simulator.errors import UserError
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec
 from simulator.moe import DEFAULT_MOE_COEFFICIENTS, MoeLayerComm, layer_time, sm_slowdown
-from simulator.plan import ResolvedPlan
 from simulator.pricing.compute import expert_ffn_time
 
 
@@ -90,26 +89,27 @@ class MoeLayerTiming:
         return {k: v if isinstance(v, (str, int)) else float(v) for k, v in out.items()}
 
 
-def moe_layer_timing(model: ModelSpec, plan: ResolvedPlan, base: LayerTime, comm: MoeLayerComm, algorithm: str,
-                     gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> MoeLayerTiming:
+def moe_layer_timing(model: ModelSpec, etp: int, balanced: float, base: LayerTime, comm: MoeLayerComm,
+                     algorithm: str, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str) -> MoeLayerTiming:
     """One MoE layer of ``model`` on an EP group whose dispatch/combine is ``comm`` (module docstring); ``base`` is
-    the layer at the expected (balanced) expert load from :func:`simulator.pricing.compute.layer_time`."""
+    the layer at the expected (balanced) expert load from :func:`simulator.pricing.compute.layer_time`; ``etp``:
+    the plan's expert tensor parallelism; ``balanced``: the expected rows per expert ``base`` was timed with
+    (``RankShape.rows_per_expert``)."""
     try:
         slow = sm_slowdown(gpu.sms, comm.reserved_sms) if comm.overlap == "streamed" else 1.0
     except UserError as exc:
         raise UserError(exc.message, key_path="moe.backend") from None
-    layer = _busiest_rank_layer(model, plan, base, comm, gpu, eff, dtype, slow)
+    layer = _busiest_rank_layer(model, etp, balanced, base, comm, gpu, eff, dtype, slow)
     return MoeLayerTiming(comm, layer, slow, algorithm)
 
 
-def _busiest_rank_layer(model: ModelSpec, plan: ResolvedPlan, base: LayerTime, comm: MoeLayerComm, gpu: GpuSpec,
-                        eff: ComputeEfficiency, dtype: str, slow: float) -> LayerTime:
+def _busiest_rank_layer(model: ModelSpec, etp: int, balanced: float, base: LayerTime, comm: MoeLayerComm,
+                        gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, slow: float) -> LayerTime:
     """``base`` with its routed-expert GEMMs replaced by those of the rank whose experts get the most tokens.
 
     ``base`` timed them at the balanced load (rows = routed tokens / local experts, the same shapes as here with
     equal rows), so removing the balanced times and adding the busiest rank's keeps every other part intact."""
-    etp, local = plan.parallel.etp, comm.expert_tokens.shape[1]
-    balanced = plan.shape.rows_per_expert  # the expected rows per expert base was timed with
+    local = comm.expert_tokens.shape[1]
     busiest = comm.expert_tokens[int(comm.routing.rank_load.argmax())] * etp
     if slow == 1.0 and np.allclose(busiest, balanced, rtol=1e-9, atol=0.0):
         return base  # balanced (uniform dropless routing): the shapes base was timed with

@@ -44,6 +44,7 @@ from simulator.plan import moe_backend, resolve_plan
 from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
+from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
 from simulator.search.space import INNER, OUTER, Space, parallel_of
@@ -105,7 +106,7 @@ class Context:
         self.capacity = self.fixed.cluster.node.gpu.memory.capacity
         self.moe_backend = moe_backend(self.fixed.moe.backend)
         self.mb_dependent_nccl = self.moe_backend.buffer_per_micro_batch   # DeepEP's buffer holds a micro-batch
-        self.layer_cache: dict = {}     # layer times shared by plans (one model, GPU and efficiency table)
+        self.step_cache = StepCache()   # the step's pure functions by their arguments, shared by the plans
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # their fixed (and NCCL) bytes per stage, per point without micro-batch
@@ -180,7 +181,7 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, layer_cache=ctx.layer_cache)
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache)
     return point, parts, memory
 
 

@@ -29,7 +29,8 @@ from simulator.program.op_chains import (
     fit_unfused_cross_entropy,
 )
 from simulator.scenario.load import load_scenario
-from simulator.schedule.step import _layer_times
+from simulator.schedule.cache import StepCache
+from simulator.schedule.inputs import layer_inputs, layer_times
 from simulator.schedule.stragglers import straggler_factor
 from simulator.validation import published
 
@@ -193,7 +194,9 @@ def test_all_to_all_dispatcher_sorts_received_rows_by_local_expert():
     # the engine applies it to this nccl row and not to the DeepEP rows (DeepEP hands back expert-major rows)
     deepep = load_scenario(published.RUNS / "zoo_qwen3_235b_deepep_ep32.yaml")
     for scenario, expected in ((s, True), (deepep, False)):
-        lt = _layer_times(scenario.model, scenario.plan, gpu, eff, "bf16", scenario.moe)[True]
+        cache = StepCache()
+        fixed = cache.fixed(scenario.model, gpu, eff, None, None, scenario.moe)
+        lt = dict(layer_times(cache, fixed, layer_inputs(scenario.plan, "bf16", scenario.moe)))[True]
         ref = layer_time(scenario.model, scenario.plan.shape, gpu, eff, "bf16", layer_index=1,
                          attention=scenario.plan.recipe.attention, sort_chunks=expected,
                          host=EAGER_PYTORCH_H200_HOST)

@@ -1,0 +1,106 @@
+"""The stage tails and the comm table of a step (step 4 of :mod:`simulator.schedule.step`): each stage's exposed
+DP gradient reduction, tied-embedding sync, optimizer step and eager parameter all-gather after its last
+backward; the slowest pipeline boundary's sendrecv; the calls per step of every op of a stage.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from simulator.compute.optimizer import optimizer_time
+from simulator.pricing.groups import GroupTimer
+from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
+from simulator.schedule.cache import Fixed, StepCache
+from simulator.schedule.costs import Cost, dp_window
+from simulator.schedule.inputs import StepInputs
+from simulator.schedule.result import CommRow, TraceEvent
+from simulator.traffic import DIMS, CommOp
+
+
+def p2p_s(ctx: StepInputs) -> float:
+    """One boundary sendrecv (the slowest boundary of the pipeline)."""
+    if not ctx.traffic.pipeline:
+        return 0.0
+    op = ctx.traffic.pipeline[0]
+    return ctx.cache.get(_p2p, ctx.fixed, P2pInputs(ctx.timer, op, ctx.plan.parallel.pp))
+
+
+class P2pInputs(NamedTuple):
+    """What :func:`_p2p` reads: the plan's comm timer, the boundary op and the pipeline depth."""
+
+    timer: GroupTimer
+    op: CommOp
+    pp: int
+
+
+def _p2p(cache: StepCache, fixed: Fixed, a: P2pInputs) -> float:
+    """The slowest boundary's time of one call of ``a.op``."""
+    return max(a.timer.time(a.op, s).call_s for s in range(a.pp - 1))
+
+
+def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], start_s: float, slowest: float,
+          trace: bool = True) -> tuple[dict[str, float], float, list[TraceEvent]]:
+    """Exposed per-step comm (by dim) and optimizer seconds after the stage's last backward, with trace bars
+    (none when ``trace`` is False: plan search)."""
+    plan = ctx.plan
+    ops = [o for o in ctx.traffic.stages[stage] if o.scope == "step"]
+    params = ctx.traffic.params[stage]
+    bwd = [b for _, b in chunks]
+    fwd = [f for f, _ in chunks]
+    bucket = coefficients()["grad_bucket_elements"] / max(params.dense + params.expert, 1.0)
+    out = dict.fromkeys(DIMS, 0.0)
+    events, t = [], start_s
+    gathers = []
+    for op in ops:
+        timing = ctx.timer.time(op, stage)
+        call = timing.call_s
+        if op.op == "all_gather":
+            gathers.append((op, call, timing))
+            continue
+        window = sum(dp_window(b, timing.on_network) for b in bwd)
+        ex = exposed_bucketed(call, window, bucket, timing.interference) if op.overlap == "backward" else call
+        out[op.dim] += ex
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        t += ex
+    r = plan.recipe
+    owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
+             else params.dense + params.expert)
+    opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
+                         ctx.eff) * slowest
+    if trace:
+        events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
+    t += opt
+    for op, call, timing in gathers:
+        window = sum(dp_window(f, timing.on_network, backward=False) for f in fwd)
+        ex = exposed(call - call * min(1.0, bucket), window, timing.interference) + call * min(1.0, bucket) \
+            if op.overlap == "forward" else call
+        out[op.dim] += ex
+        if trace:
+            events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
+        t += ex
+    return out, opt, events
+
+
+def comm_rows(ctx: StepInputs, stage: int) -> tuple[CommRow, ...]:
+    """The comm table of one stage: calls per step of every op."""
+    plan, p, m = ctx.plan, ctx.plan.parallel, ctx.plan.num_microbatches
+    kinds = [ctx.model.is_moe_layer(i) for i in plan.stage_layers[stage]]
+    rows = []
+    recomputed = [mode != "none" for mode in plan.layer_recompute(stage)]
+    for op in ctx.traffic.layer:
+        n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
+                       if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
+        rows.append((op, op.count * n_layers * m))
+    rows += [(op, plan.schedule.boundary_calls(stage, p.pp, p.vpp, m, "gradient" in op.name))
+             for op in ctx.traffic.pipeline]
+    rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
+    out = []
+    for op, count in rows:
+        if count == 0:
+            continue
+        label = f"{op.name} (recompute)" if op.scope == "layer_recompute" else op.name
+        timing = ctx.timer.time(op, min(stage, p.pp - 2) if op.scope == "boundary" else stage)
+        out.append(CommRow(op.dim, op.op, label, op.bytes if timing.bytes is None else timing.bytes, int(count),
+                           timing.algorithm, timing.link, timing.call_s))
+    return tuple(out)
