@@ -189,3 +189,18 @@ def test_the_shipped_kit_still_calibrates_within_bounds():
     calibration, errors = calibrate(files, placement_for_profile("h200_x2", 2, nvls=False))
     simple = calibration.lookup("nvlink", "simple")
     assert simple.bandwidth_Bps == pytest.approx(396.085e9, rel=1e-5) and len(errors) == len(files)
+
+
+def test_a_calibration_too_large_to_load_back_is_not_written(cli, tmp_path):
+    """p2p fits keep their measured points; logs of many distinct sizes would make a calibration over the 1 MiB a
+    calibration file may have (simulator.yamlio): refused before writing, since it could not be read back."""
+    logs = []
+    for k in range(7):
+        sizes = [(i * 7 + k + 1) << 12 for i in range(MAX_LOG_SIZES)]
+        log = tmp_path / f"sendrecv_perf.run{k}.txt"
+        log.write_text(format_log("sendrecv", 2, [Measurement(s, 10e-6 + s / 200e9) for s in sizes]))
+        logs.append(log)
+    out = tmp_path / "c.yaml"
+    code, _, err = cli("calibrate", "--system", "h200_x2", "--ranks", "2", *logs, "--out", out)
+    assert code == 2 and not out.exists()
+    assert f"error: {out}: the calibration would be " in err and "over the 1,048,576 a calibration file may have" in err
