@@ -21,7 +21,7 @@ from simulator.collectives import (
 )
 from simulator.errors import UserError
 from simulator.hardware import load_node
-from simulator.limits import MAX_COLLECTIVE_BYTES, MAX_GPUS, MAX_NODES
+from simulator.limits import MAX_COLLECTIVE_BYTES, MAX_GPUS, MAX_NODES, MAX_YAML_BYTES
 from simulator.report.files import write_text
 from simulator.units import parse_quantity
 
@@ -142,7 +142,12 @@ def _collective(args) -> int:
 def _calibrate(args) -> int:
     placement = _placement(args)
     calibration, errors = calibrate(args.files, placement, args.op, args.setting, system=args.system)
-    write_text(args.out, calibration_to_yaml(calibration))
+    text = calibration_to_yaml(calibration)
+    if len(text) > MAX_YAML_BYTES:  # a calibration must load back (simulator.yamlio reads at most MAX_YAML_BYTES)
+        raise UserError(f"the calibration would be {len(text):,} bytes, over the {MAX_YAML_BYTES:,} a calibration "
+                        "file may have (docs/errors.md): fewer sizes per sendrecv/all_to_all log (their points are "
+                        "kept)", file=args.out)
+    write_text(args.out, text)
     print(format_errors(errors))
     print(f"wrote {args.out} ({len(calibration.entries)} entries)")
     return 0

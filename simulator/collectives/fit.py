@@ -7,6 +7,7 @@ the lines are turned into link parameters through the ring's step counts (docs/c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +70,31 @@ def _line(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
+#: most split points :func:`fit_two_regime` tries: a doubling sweep (-f 2) from 1 B to 1 PiB has 51 sizes, so every
+#: split of every real doubling sweep is tried; a denser (stepped, -i) sweep is tried at this many sizes spaced evenly
+#: in log(size), which keeps the fit linear in the number of sizes
+MAX_SPLITS = 64
+
+
+def split_points(x: np.ndarray) -> np.ndarray:
+    """Indices ``j`` (2 <= j <= n-2) where :func:`fit_two_regime` may split sorted sizes ``x``: all of them up to
+    ``MAX_SPLITS``, else ``MAX_SPLITS`` of them evenly spaced in log(size)."""
+    n = len(x)
+    every = np.arange(2, n - 1)
+    if len(every) <= MAX_SPLITS:
+        return every
+    marks = np.geomspace(x[2], x[n - 2], MAX_SPLITS)
+    return np.unique(np.clip(np.searchsorted(x, marks), 2, n - 2))
+
+
 def fit_two_regime(sizes: np.ndarray, times: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Best ``max(line_small, line_big)`` by relative error over all splits of the sorted points (>= 2 each)."""
+    """Best ``max(line_small, line_big)`` by relative error over the splits of the sorted points (>= 2 each) that
+    :func:`split_points` names; O(MAX_SPLITS x points)."""
     order = np.argsort(sizes)
     x, t = sizes[order], times[order]
     one = _line(x, t)
     best = (np.sum(((one[0] + one[1] * x) / t - 1) ** 2), one, one)
-    for j in range(2, len(x) - 1):
+    for j in split_points(x):
         s, b = _line(x[:j], t[:j]), _line(x[j:], t[j:])
         pred = np.maximum(s[0] + s[1] * x, b[0] + b[1] * x)
         err = np.sum((pred / t - 1) ** 2)
@@ -95,8 +114,15 @@ def _probe_row(placement: GroupPlacement, op: str, path: str, link_class: str, p
     table = model.tables[op]
     p = "simple" if proto == "auto" else proto
     a = ("direct" if path == "p2p" else "ring") if algo == "auto" else algo
-    i = next(j for j, (x, y) in enumerate(zip(table.algorithms, table.protocols, strict=True)) if (x, y) == (a, p))
+    rows = list(zip(table.algorithms, table.protocols, strict=True))
+    if (a, p) not in rows:
+        raise UserError(f"{op} has no {a} algorithm with the {p} protocol on this group (it has: "
+                        f"{', '.join(sorted({x for x, _ in rows}))}): the log's setting cannot be fitted")
+    i = rows.index((a, p))
     lat_small, inv_small, lat_big, inv_big = table.terms[i, :4]
+    if not np.all(np.isfinite(table.terms[i, :4])):
+        raise UserError(f"{op} with {a}/{p} cannot run on this group ({placement.intra_transport}, "
+                        f"{placement.gpu_arch}; NCCL disables it): the log's setting cannot be fitted")
     return alg.Row(a, p, lat_small, inv_small, lat_big, inv_big)
 
 
@@ -104,19 +130,58 @@ def _entry(m: Measurement, placement: GroupPlacement, link_class: str, proto: st
            c: Coefficients) -> CalibrationEntry:
     path = op_path(m.op)
     small, big = fit_two_regime(m.sizes_bytes, m.times_s)
+    if big[1] <= 0:
+        raise UserError(f"{m.op} times do not grow with the size at the largest sizes ({m.sizes_bytes[-1]:.0f} "
+                        "bytes): no link bandwidth can be fitted (is the sweep long enough to leave the latency "
+                        "regime?)", file=m.file)
     probe = _probe_row(placement, m.op, path, link_class, proto, algo, c)
+    if small[0] < 0:
+        raise UserError(f"negative latency: the small sizes' times extrapolate to {small[0] * 1e6:.3g} us at 0 bytes "
+                        f"(a latency below zero); check the log's times", file=m.file)
+    # an intercept below the model's own step latencies (a forced protocol's ring over the network counts more
+    # steps than NCCL's small-message choice runs) leaves the base latency at 0: the steps already cover the time
+    latency = max(small[0] - probe.lat_small_s, 0.0)
     scale = placement.nic_sharing if link_class == "net" else 1  # link_table divides net entries by the sharing
     # one-node p2p: keep the measured points, as (bytes per exchange, seconds), for the model to interpolate
     curve = (tuple((float(x * probe.inv_big), float(t)) for x, t in zip(m.sizes_bytes, m.times_s, strict=True))
              if path == "p2p" and link_class != "net" else ())
-    bandwidth = min(probe.inv_big / big[1], _MAX_BW) * scale if big[1] > 0 else _MAX_BW
+    bandwidth = min(probe.inv_big / big[1], _MAX_BW) * scale
     if small == big:  # one line: the latency regime has no slope of its own, it sees the bandwidth regime's link
         small_bw = bandwidth
     else:
         small_bw = min(probe.inv_small / small[1], _MAX_BW) * scale if small[1] > 0 else _MAX_BW
     return CalibrationEntry(
-        link_class=link_class, protocol=proto, path=path, latency_s=max(small[0] - probe.lat_small_s, 0.0),
+        link_class=link_class, protocol=proto, path=path, latency_s=latency,
         small_bw_Bps=small_bw, fill_latency_s=big[0] - probe.lat_big_s, bandwidth_Bps=bandwidth, curve=curve)
+
+
+def line_rate_Bps(placement: GroupPlacement, link_class: str) -> tuple[float, str]:
+    """(bytes/s per direction, what it is) that no fitted ``bandwidth_Bps`` of ``link_class`` can exceed: the GPU's
+    NVLink (links x per-link rate) or PCIe link (pcie_p2p; shm, staged over PCIe), or the node's NICs together (net:
+    a net entry is the node's bandwidth, link_table divides it among the groups sharing the NICs)."""
+    if link_class == "net":
+        return (placement.nics_per_node * placement.nic_bw_Bps,
+                f"the line rate of the node's {placement.nics_per_node} NIC(s)")
+    what = {"nvlink": "the GPU's NVLink line rate", "pcie_p2p": "the GPU's PCIe link", "shm": "the GPU's PCIe link"}
+    return placement.intra_bw_Bps, what[link_class]
+
+
+def physical_problem(entry: CalibrationEntry, placement: GroupPlacement) -> str | None:
+    """Why a fitted entry cannot describe real hardware (None when it can): a parameter that is not finite, or a
+    bandwidth-regime bandwidth above :func:`line_rate_Bps`. ``small_bw_Bps`` is an effective slope of the latency
+    regime, not a link rate (real 2x H200 logs fit up to 1.35 TB/s on a 450 GB/s NVLink:
+    simulator/validation/data/h200x2/all_gather_perf.simple.txt), so it is only required to be finite."""
+    values = entry.model_dump(include={"latency_s", "small_bw_Bps", "fill_latency_s", "bandwidth_Bps"})
+    bad = [f"{k}={v}" for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        return f"{', '.join(bad)} is not finite"
+    limit, what = line_rate_Bps(placement, entry.link_class)
+    if entry.bandwidth_Bps > limit:
+        hint = (" (an all_reduce that ran NVLS or a tree looks faster than a ring can: use NCCL_ALGO=Ring or "
+                "NCCL_NVLS_ENABLE=0 runs, or name the setting)" if entry.link_class == "nvlink" else "")
+        return (f"{entry.link_class} {entry.protocol} bandwidth {entry.bandwidth_Bps / 1e9:,.1f} GB/s is faster than "
+                f"{what} ({limit / 1e9:,.1f} GB/s per direction){hint}")
+    return None
 
 
 def _combine(entries: list[CalibrationEntry]) -> CalibrationEntry:
@@ -160,18 +225,34 @@ def calibrate(files, placement: GroupPlacement, op: str | None = None, setting: 
         if m.n_ranks is not None and m.n_ranks != placement.n_ranks:
             raise UserError(f"log has {m.n_ranks} ranks, the placement {placement.n_ranks}", file=m.file)
     groups: dict[tuple[str, str, str], list[CalibrationEntry]] = {}
+    files: dict[tuple[str, str, str], list[str]] = {}
+    places: dict[tuple[str, str, str], GroupPlacement] = {}
     for m in measurements:
         pl, link_class, proto, algo = setting_context(placement, m.setting, m.op)
-        entry = _entry(m, pl, link_class, proto, algo, coefficients)
-        groups.setdefault((entry.path, link_class, proto), []).append(entry)
+        try:
+            entry = _entry(m, pl, link_class, proto, algo, coefficients)
+        except UserError as err:
+            raise err.located(file=m.file) from None
+        key = (entry.path, link_class, proto)
+        groups.setdefault(key, []).append(entry)
+        files.setdefault(key, []).append(m.file)
+        places[key] = pl
     forced = {(path, cls) for path, cls, proto in groups if proto != "auto"}
-    entries = tuple(_combine(v) for (path, cls, proto), v in sorted(groups.items())
-                    if proto != "auto" or (path, cls) not in forced)
+    kept = [k for k in sorted(groups) if k[2] != "auto" or k[:2] not in forced]
+    entries = tuple(_combine(groups[k]) for k in kept)
+    for k, entry in zip(kept, entries, strict=True):
+        problem = physical_problem(entry, places[k])
+        if problem:
+            raise UserError(f"refused: {problem}; fitted from {', '.join(files[k])}", file=files[k][0])
     if not entries:
         raise UserError("no measurement could be fitted")
     source = ", ".join(sorted({m.file.rsplit("/", 1)[-1] for m in measurements}))
     calibration = Calibration(system=system, source=f"nccl-tests logs: {source}", entries=entries)
-    return calibration, fit_errors(measurements, placement, calibration, coefficients)
+    errors = fit_errors(measurements, placement, calibration, coefficients)
+    for e in errors:
+        if not math.isfinite(e.max_abs_error):
+            raise UserError("refused: the fitted model predicts a time that is not finite for this log", file=e.file)
+    return calibration, errors
 
 
 def format_errors(errors: list[FileError]) -> str:

@@ -19,7 +19,7 @@ from simulator.entries.simulate import simulate
 from simulator.errors import UserError
 from simulator.limits import MAX_SWEEP_PLANS
 from simulator.scenario.document import Document, read_document, set_dotted
-from simulator.scenario.load import scenario_from_document
+from simulator.scenario.load import check_sections_not_empty, scenario_from_document
 from simulator.scenario.sweep_check import check_calibration, check_values
 
 #: spread a sweep over processes from this many points on (below it, start-up costs more than it saves)
@@ -44,6 +44,7 @@ def plan_sweep(source: str | Path | dict, max_plans: int = MAX_SWEEP_PLANS,
     if force_calibration and isinstance(document.data.get("system"), dict):
         document.data["system"]["force_calibration"] = True
     data = dict(document.data)
+    _check_sections(document)
     sweep = data.pop("sweep", None) or {}
     zipped = data.pop("zip", None) or {}
     for section, value in (("sweep", sweep), ("zip", zipped)):
@@ -76,6 +77,16 @@ def _check_count(document: Document, sweep: dict, zipped: dict, max_plans: int) 
                                                                      if zipped else []))
         raise document.locate(UserError(f"{sizes} = {count:,} plans, more than --max-plans {max_plans:,} "
                                         "(docs/errors.md)", key_path="sweep" if sweep else "zip"))
+
+
+def _check_sections(document: Document) -> None:
+    """A sweep file names at least one swept key: a file without ``sweep:`` or ``zip:`` is one plan (``simulator
+    run``), and an empty section is surely a mistake (a sweep of one plan, the base, without a word)."""
+    data = document.data
+    if "sweep" not in data and "zip" not in data:
+        raise UserError("no sweep: or zip: section, so there is nothing to sweep: add `sweep:` with dotted keys and "
+                        "value lists (docs/scenarios.md, Sweeps), or run the one plan with `simulator run`", file=document.file)
+    check_sections_not_empty(document)
 
 
 def _check_overlap(document: Document, sweep: dict, zipped: dict) -> None:

@@ -70,8 +70,17 @@ class Clocks(Spec):
 
 
 class Memory(Spec):
+    """Device memory. ``capacity`` is what the driver reports (nvidia-smi memory.total, in MiB), the figure memory
+    verdicts and K/V capacities are measured against; datasheets round it (H200 "141 GB" where the card reports
+    143,771 MiB = 150.8 GB) and are kept beside it in ``datasheet_capacity``."""
+
     kind: str = Field(description="HBM2, HBM2e, HBM3, HBM3e, GDDR6X, ...")
-    capacity: Bytes
+    capacity: Bytes = Field(description="total memory as the driver reports it (nvidia-smi --query-gpu=memory.total, "
+                            "MiB); the driver reserves a few hundred MiB of it for itself (nvidia-smi -q: Reserved)")
+    capacity_source: str = Field("", description="where ``capacity`` comes from: an nvidia-smi output (cited), or "
+                                 "why it is the datasheet figure (every shipped profile says)")
+    datasheet_capacity: Bytes | None = Field(None, description="the datasheet's figure, for reference (not used by "
+                                             "the model)")
     bandwidth: Bandwidth = Field(description="peak DRAM bandwidth")
     l2: Bytes = Field(description="L2 cache size")
 

@@ -79,7 +79,9 @@ class ModelSpec(BaseModel):
     kv_heads: int | None = Field(None, ge=1, description="K/V heads (GQA); null = heads (MHA)")
     head_dim: int | None = Field(None, ge=1, description="per-head width; null = hidden / heads")
     ffn_hidden: int | None = Field(None, ge=1, description="dense FFN width; null = 4 * hidden (gelu only)")
-    vocab: int = Field(ge=1, description="vocabulary size v")
+    vocab: int = Field(ge=2, description="vocabulary size v; at least 2: over one token the softmax is 1 whatever the "
+                       "logits, so the loss and its gradient are 0 and nothing is learned (the smallest real "
+                       "vocabularies are byte or character sets: 256, nanoGPT's shakespeare_char 65)")
     activation: Literal["gelu", "swiglu"] = Field("gelu", description="MLP activation; swiglu has gate and up")
     norm: Literal["layernorm", "rmsnorm"] = Field("layernorm", description="normalization (layernorm has a bias)")
     tied_embeddings: bool = Field(False, description="output layer shares the input embedding matrix")

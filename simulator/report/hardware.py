@@ -24,8 +24,8 @@ def gpu_table(gpu: GpuSpec) -> str:
                                              f"{sm.l1_shared_bytes / 1024:.0f} KiB (max shared "
                                              f"{sm.max_shared_bytes / 1024:.0f} KiB)"),
         ("clocks", f"max {gpu.clocks.max_sm / MHZ:.0f} MHz, tensor peaks at {gpu.clocks.tensor_peak / MHZ:.0f} MHz"),
-        ("memory", f"{gpu.memory.capacity / GiB:.1f} GiB {gpu.memory.kind}, {gpu.memory.bandwidth / GB:.0f} GB/s, "
-                   f"L2 {gpu.memory.l2 / MiB:.0f} MiB"),
+        ("memory", f"{gpu.memory.capacity / GiB:.1f} GiB {gpu.memory.kind} ({_capacity(gpu.memory)}), "
+                   f"{gpu.memory.bandwidth / GB:.0f} GB/s, L2 {gpu.memory.l2 / MiB:.0f} MiB"),
         ("NVLink", f"gen {gpu.nvlink.generation}, {gpu.nvlink.links} links x {gpu.nvlink.bandwidth_per_link / GB:g} "
                    f"GB/s = {gpu.nvlink.total_Bps / GB:g} GB/s per direction" if gpu.nvlink else "none"),
         ("PCIe", f"Gen{gpu.pcie.generation} x{gpu.pcie.lanes} ({gpu.pcie.bandwidth_Bps / GB:.1f} GB/s per direction)"),
@@ -113,3 +113,15 @@ def path_table(path: Path) -> str:
     head = (f"{path.hops[0]} -> {path.hops[-1]}: transport {path.transport}, bottleneck "
             f"{path.bottleneck_Bps / GB:.2f} GB/s per direction, latency {path.latency_s * 1e6:.2f} us")
     return head + "\n" + render_table(["hop", "from", "to", "link"], rows)
+
+
+def _capacity(memory) -> str:
+    """Where the capacity comes from: ``143,771 MiB as the driver reports it; datasheet 141 GB``, or the datasheet's
+    figure when the profile found no driver total (``Memory.capacity_source``)."""
+    if memory.capacity_source.startswith("datasheet"):
+        return "the datasheet's figure: no driver total found"
+    text = f"{memory.capacity / MiB:,.0f} MiB as the driver reports it"
+    ds = memory.datasheet_capacity
+    if ds is not None and ds != memory.capacity:
+        text += f"; datasheet {ds / GB:g} GB" if ds % GiB else f"; datasheet {ds / GiB:g} GiB"
+    return text

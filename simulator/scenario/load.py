@@ -96,6 +96,7 @@ def load_scenario(source: str | Path | dict, overrides: dict | None = None) -> S
     document = read_document(source)
     if overrides:
         document = Document(merge(document.data, overrides), document.file, document.origins)
+    check_sections_not_empty(document)
     if document.data.get("sweep") or document.data.get("zip"):
         key = "sweep" if document.data.get("sweep") else "zip"
         file, line = document.where(key)
@@ -104,6 +105,18 @@ def load_scenario(source: str | Path | dict, overrides: dict | None = None) -> S
         return scenario_from_document(document)
     except UserError as exc:
         raise document.locate(exc) from None
+
+
+def check_sections_not_empty(document: Document) -> None:
+    """``sweep:`` or ``zip:`` given with nothing in it (``{}``, ``[]``, null) is a user error at its line: legal
+    YAML, but a sweep that names no key is surely unintended (it would run the base plan alone, without a word)."""
+    for key in ("sweep", "zip"):
+        if key in document.data and document.data[key] in (None, {}, [], ""):
+            file, line = document.where(key)
+            value = "null" if document.data[key] is None else repr(document.data[key])
+            raise UserError(f"the section is empty ({value}); give dotted keys with value lists "
+                            f"(`{key}: {{parallel.tp: [1, 2, 4]}}`) or remove the section", file=file, key_path=key,
+                            line=line)
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def test_wrong_unit_names_the_key_and_the_dimension(tmp_path, capsys):
 
 
 def test_wrong_unit_in_a_gpu_profile(tmp_path, capsys):
-    text = H100_GPU.replace("capacity: 80 GiB", "capacity: 80 GB/s")
+    text = H100_GPU.replace("capacity: 81559 MiB", "capacity: 80 GB/s")
     gpus = tmp_path / "gpus"
     gpus.mkdir()
     path = write(gpus, "h100_bad.yaml", text)

@@ -146,3 +146,33 @@ def test_sweep_with_a_calibration_of_another_system(cli, tmp_path):
     assert f"{path}:4: system.calibration: " in err and "measured on 'h200_x2', not on 'dgx_h100'" in err
     code, out, _ = cli("sweep", path, "-o", tmp_path / "o.csv", "--no-progress", "--force-calibration")
     assert code == 0 and "2 plans -> " in out and "2 ok" in out
+
+
+# Issue 27, item 3: three mistakes that exited 0.
+
+def test_a_vocabulary_of_one_token_is_refused(cli, tmp_path):
+    """Over one token the softmax is 1 whatever the logits: loss and gradient are 0 (ModelSpec.vocab: at least 2)."""
+    path = write(tmp_path, "v.yaml", SMALL.replace("  preset: llama3-8b\n", "  preset: llama3-8b\n  vocab: 1\n"))
+    code, _, err = cli("run", path)
+    assert code == 2 and f"{path}:6: model.vocab: Input should be greater than or equal to 2" in err
+    ok = write(tmp_path, "v2.yaml", SMALL.replace("  preset: llama3-8b\n", "  preset: llama3-8b\n  vocab: 2\n"))
+    assert cli("run", ok)[0] == 0
+
+
+@pytest.mark.parametrize(("section", "shown"), [("sweep: {}", "{}"), ("sweep:", "null"), ("zip: {}", "{}"),
+                                                ("sweep: []", "[]")])
+def test_an_empty_sweep_section_is_refused(cli, tmp_path, section, shown):
+    path = write(tmp_path, "s.yaml", SMALL + section + "\n")
+    key = section.split(":")[0]
+    for argv in (("sweep", path, "-o", tmp_path / "o.csv"), ("run", path)):
+        code, out, err = cli(*argv)
+        assert code == 2 and out == "" and not (tmp_path / "o.csv").exists()
+        assert f"{path}:12: {key}: the section is empty ({shown}); give dotted keys with value lists" in err
+
+
+def test_sweep_of_a_file_without_a_sweep_is_refused(cli, tmp_path):
+    path = write(tmp_path, "s.yaml", SMALL)
+    code, out, err = cli("sweep", path, "-o", tmp_path / "o.csv")
+    assert code == 2 and out == "" and not (tmp_path / "o.csv").exists()
+    assert f"error: {path}: no sweep: or zip: section, so there is nothing to sweep" in err
+    assert "or run the one plan with `simulator run`" in err

@@ -16,7 +16,7 @@ from simulator.collectives import build_cost_model, evaluate, place_group
 from simulator.errors import UserError
 from simulator.hardware import load_cluster, load_gpu, load_node
 from simulator.topology import Topology
-from simulator.units import GB
+from simulator.units import GB, MiB
 
 SPARSE = 2.0
 HGX_B200 = {"fp4": 144e15, "fp8": 72e15, "fp6": 72e15, "int8": 72e15, "bf16": 36e15, "fp16": 36e15, "tf32": 18e15}
@@ -31,10 +31,13 @@ def test_derived_dense_peaks_equal_the_datasheet_within_1_percent(gpu, table, gp
         assert spec.sparse_peak_flops(dtype) == pytest.approx(sparse / gpus, rel=0.01), dtype
 
 
-@pytest.mark.parametrize(("gpu", "hbm"), [("b200_sxm", 180 * GB), ("gb200", 186 * GB)])
-def test_memory_and_nvlink5(gpu, hbm):
+@pytest.mark.parametrize(("gpu", "hbm", "datasheet"), [("b200_sxm", 183359 * MiB, 180 * GB),
+                                                      ("gb200", 189471 * MiB, 186 * GB)])
+def test_memory_and_nvlink5(gpu, hbm, datasheet):
+    """Capacity as nvidia-smi reports it (B200: NVIDIA/TensorRT-LLM#10278), the datasheet's rounded figure beside it."""
     spec = load_gpu(gpu)
     assert spec.memory.kind == "HBM3e" and spec.memory.capacity == hbm and spec.memory.bandwidth == 8000 * GB
+    assert spec.memory.datasheet_capacity == datasheet and "nvidia-smi" in spec.memory.capacity_source
     assert spec.nvlink.generation == 5 and spec.nvlink.links == 18
     assert 2 * spec.nvlink.total_Bps == 1800 * GB  # 1.8 TB/s bidirectional
     assert spec.compute_capability_version == (10, 0) and spec.architecture == "blackwell"

@@ -3,7 +3,7 @@
 import pytest
 
 from simulator.hardware import TENSOR_DTYPES, list_profiles, load_gpu, load_node
-from simulator.units import GB, GiB
+from simulator.units import GB, GiB, MiB
 
 GPUS = list_profiles("gpus")
 NODES = list_profiles("nodes")
@@ -57,7 +57,7 @@ def test_rtx3090_counts_from_the_seed_notes():
 
 def test_memory_and_links():
     h200 = load_gpu("h200_sxm")
-    assert h200.memory.capacity == 141 * GB and h200.memory.bandwidth == 4800 * GB
+    assert h200.memory.bandwidth == 4800 * GB
     assert load_gpu("a100_sxm4_80gb").memory.capacity == 80 * GiB
     assert load_gpu("h100_sxm5").nvlink.total_Bps == 450 * GB
     assert load_gpu("a100_sxm4_40gb").nvlink.total_Bps == 300 * GB
@@ -83,3 +83,23 @@ def test_dgx_h100_wiring():
     node = load_node("dgx_h100")
     assert node.nvswitch.links_per_gpu == [5, 4, 4, 5] and node.nvswitch.nvls
     assert node.nics.bandwidth == 50 * GB and node.pcie.generation == 5
+
+
+def test_h200_capacity_is_what_the_driver_reports():
+    """Issue 27: 143,771 MiB (nvidia-smi memory.total on the H200s lent to this project, driver 580.159.04), not the
+    datasheet's 141 GB (131.3 GiB, 7% less), which is kept beside it."""
+    memory = load_gpu("h200_sxm").memory
+    assert memory.capacity == 143_771 * MiB
+    assert memory.datasheet_capacity == 141 * GB
+    assert "143771 MiB" in memory.capacity_source
+    assert load_gpu("h100_sxm5").memory.capacity == 81_559 * MiB
+
+
+def test_every_shipped_gpu_names_the_source_of_its_capacity():
+    """Each shipped profile cites an nvidia-smi output for its capacity, or says why it keeps the datasheet's."""
+    for name in list_profiles("gpus"):
+        memory = load_gpu(name).memory
+        assert memory.datasheet_capacity is not None, name
+        source = memory.capacity_source
+        assert source.startswith(("nvidia-smi", "measured: nvidia-smi")) or (
+            source.startswith("datasheet:") and memory.capacity == memory.datasheet_capacity), (name, source)

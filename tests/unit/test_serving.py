@@ -262,9 +262,12 @@ def test_deepgemm_needs_fp8_weights():
 def test_kv_capacity_is_vllms_share_of_hbm():
     """vLLM's accounting (vllm/v1/worker/gpu_worker.py): gpu_memory_utilization x HBM, minus the weights, the
     transients of the profiled forward and the non-torch memory loaded after the snapshot (runtime 0.75 GiB minus
-    the 0.61 GiB CUDA context), holds the cache. Llama-3-8B bf16 on one H200 (141 GB): 8.03 G params x 2 B of
-    weights; one sequence of 1024 + 1 tokens in 1-token pages takes 1025 x 32 layers x 8 K/V heads x 128 x 2 x 2 B."""
-    from simulator.units.constants import GiB
+    the 0.61 GiB CUDA context), holds the cache. Llama-3-8B bf16 on one H200: 8.03 G params x 2 B of
+    weights; one sequence of 1024 + 1 tokens in 1-token pages takes 1025 x 32 layers x 8 K/V heads x 128 x 2 x 2 B.
+    HBM is what the driver reports: 143,771 MiB on the H200 (hardware_profiles/gpus/h200_sxm.yaml)."""
+    from simulator.units.constants import GiB, MiB
+
+    hbm = 143_771 * MiB
 
     r = serve(batch=1, input_len=1024, output_len=1, kv_block_size=1)
     stage = r.memory.stages[0]
@@ -272,12 +275,12 @@ def test_kv_capacity_is_vllms_share_of_hbm():
     assert kv == 1025 * 32 * 8 * 128 * 2 * 2
     others = stage.peak - kv                       # weights + the prefill's transients
     for utilization in (0.92, 0.9, 0.5):
-        budget = utilization * 141e9 - (0.75 - 0.61) * GiB
+        budget = utilization * hbm - (0.75 - 0.61) * GiB
         want = int((budget - others) // kv)
         assert serve(batch=1, input_len=1024, output_len=1, kv_block_size=1,
                      gpu_memory_utilization=utilization).kv_capacity_seqs == want
-    # the default is vLLM's 0.92: 8% of HBM (11.3 GB) stays with the CUDA context, NCCL and the rest, not the cache
-    assert r.kv_capacity_seqs == int((0.92 * 141e9 - 0.14 * GiB - others) // kv)
+    # the default is vLLM's 0.92: 8% of HBM (12.1 GB) stays with the CUDA context, NCCL and the rest, not the cache
+    assert r.kv_capacity_seqs == int((0.92 * hbm - 0.14 * GiB - others) // kv)
 
 
 def test_a_batch_beyond_the_engines_share_warns():
