@@ -1,6 +1,7 @@
 """Code-level contracts: ruff (style and complexity) and the one-way import graph (ALLOWED below)."""
 
 import ast
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,7 +51,7 @@ def _closure(package: str, seen: frozenset = frozenset()) -> set[str]:
 
 
 ALLOWED = {package: _closure(package) for package in LAYERS}
-SHARED_LEAVES = {"errors", "yamlio", "resources", "limits"}
+SHARED_LEAVES = {"errors", "yamlio", "resources", "limits", "caching"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -83,3 +84,19 @@ def test_ruff_is_clean():
     result = subprocess.run(["ruff", "check", "simulator", "tests", "benchmarks"], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_module_level_cache_outside_the_cache_module():
+    """Process-wide caches are owned by simulator/caching.py (``memo``, ``IdentityCache``, one ``clear_caches``): no
+    module keeps a module-level dict, decorates a module-level function with functools' caches (a closure's cache
+    lives and dies with its call) or stores a cache in another object's ``__dict__`` (issue 26: caches keyed by their arguments, nothing reaching into private caches)."""
+    patterns = {
+        "a module-level dict": re.compile(r"^_?[A-Za-z_]+\s*(:\s*dict\[[^\n]*\])?\s*=\s*\{\}\s*$", re.M),
+        "functools' cache on a module-level function": re.compile(r"^@(functools\.)?(lru_cache|cache)\b|import lru_cache",
+                                                                  re.M),
+        "a cache stored in another object's __dict__": re.compile(r"__dict__\.setdefault"),
+    }
+    registries = {"caching.py", "registry.py"}    # the cache module; the schedule registry (a table, not a cache)
+    found = [f"{path.relative_to(ROOT)}: {what}" for path in PACKAGE.rglob("*.py") if path.name not in registries
+             for what, pattern in patterns.items() if pattern.search(path.read_text())]
+    assert not found, "\n".join(found)

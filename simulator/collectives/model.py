@@ -8,10 +8,10 @@ table, :func:`build_cost_model` fills per-(operation, algorithm, protocol) terms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
+from simulator.caching import memo
 from simulator.collectives import algorithms as alg
 from simulator.collectives import composite as comp
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, PROTOCOLS, Coefficients
@@ -147,7 +147,7 @@ def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEF
     return _build(placement, coefficients, calibration)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _cached_default_model(placement: GroupPlacement, calibration: Calibration | None) -> GroupCostModel:
     return _build(placement, DEFAULT_COEFFICIENTS, calibration)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 
 import networkx as nx
 
+from simulator.caching import memo
 from simulator.collectives.placement import GroupPlacement, NetIssue
 from simulator.errors import UserError
 from simulator.hardware import load_cluster
@@ -41,7 +41,7 @@ def place_group(topology: Topology, gpus: Sequence[int | str], *, concurrent_gro
         overrides: any :class:`GroupPlacement` field, e.g. ``nvls=False`` for a run with NCCL_NVLS_ENABLE=0.
     """
     key = (tuple(gpus), tuple(tuple(g) for g in concurrent_groups), net_issue, tuple(sorted(overrides.items())))
-    cache = topology.__dict__.setdefault("_placement_cache", {})
+    cache = topology.placement_cache
     if key not in cache:
         cache[key] = _place(topology, gpus, concurrent_groups, net_issue, overrides)
     return cache[key]
@@ -118,7 +118,7 @@ def _flow_to_peers(topology: Topology, gpu: str, peers: tuple[str, ...], transpo
     """Max-flow inside one NVLink domain, computed on domain 0 (every domain is a copy), cached on the topology."""
     local = topology.to_template(gpu)
     local_peers = tuple(topology.to_template(p) for p in peers)
-    cache = topology.__dict__.setdefault("_flow_cache", {})
+    cache = topology.flow_cache
     key = (local, local_peers, transport)
     if key not in cache:
         graph = topology.domain_graph()
@@ -180,7 +180,7 @@ def _vendor(cpu_model: str) -> str:
     return "intel"
 
 
-@lru_cache(maxsize=32)
+@memo(maxsize=32)
 def _topology(profile: str, nodes: int) -> Topology:
     return Topology(load_cluster(profile, nodes))
 

@@ -7,12 +7,12 @@ replaced wholesale (``simulate_step(..., efficiency=...)``) or produced from a m
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import resources
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.caching import memo
 from simulator.errors import UserError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -100,7 +100,7 @@ class ComputeEfficiency(BaseModel):
                         f"known: {', '.join(self.peak_fraction)}", key_path="efficiency.peak_fraction")
 
 
-@cache
+@memo(maxsize=64)
 def _tables() -> dict[str, ComputeEfficiency]:
     text = (resources.files("simulator.compute") / "data" / "compute_efficiency.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)

@@ -11,12 +11,12 @@ the context-parallel ring pass). A file without ``path`` keys (the first format)
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from simulator.caching import memo
 from simulator.errors import UserError
 
 LinkClass = Literal["nvlink", "pcie_p2p", "shm", "net"]
@@ -95,7 +95,7 @@ def calibration_to_yaml(calibration: Calibration) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-@lru_cache(maxsize=16)
+@memo(maxsize=16)
 def calibration_of(path: str) -> Calibration:
     """The calibration file at ``path``, read once per path (sweeps and searches over one scenario share it)."""
     return load_calibration(path)

@@ -8,12 +8,12 @@ folder in a checkout: ``simulator.resources``); a path to a YAML file works too.
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.hardware.gpu import GpuSpec
@@ -60,14 +60,14 @@ def _validate(model: type, data: Any, located: LocatedYaml, key_prefix: str | No
             from None
 
 
-@lru_cache(maxsize=64)
+@memo(maxsize=64)
 def load_gpu(name: str) -> GpuSpec:
     """Load a GPU profile by name (``h100_sxm5``) or path."""
     located = read_yaml(_find("gpus", name))
     return _validate(GpuSpec, located.data, located)
 
 
-@lru_cache(maxsize=64)
+@memo(maxsize=64)
 def load_node(name: str) -> NodeSpec:
     """Load a node profile by name (``dgx_a100_80gb``) or path; its ``gpu:`` may name a GPU profile."""
     located = read_yaml(_find("nodes", name))

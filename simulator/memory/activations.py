@@ -14,8 +14,8 @@ sp else T*h (the "replicated region" of Megatron: norms, dropout, the input of c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
+from simulator.caching import memo
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.shape import rank_shape
@@ -212,14 +212,14 @@ def layer_activation_bytes(m: ModelSpec, c: ActContext, *, moe_layer: bool = Fal
     return sum(b for _, b, _ in layer_activation_items(m, c, moe_layer=moe_layer))
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def cached_layer_items(m: ModelSpec, c: ActContext, moe_layer: bool) -> tuple[Item, ...]:
     """:func:`layer_activation_items` as a tuple, once per (model, context, FFN kind): a pure function of hashable
     arguments that plans of a sweep or search share."""
     return tuple(layer_activation_items(m, c, moe_layer=moe_layer))
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def cached_layer_bytes(m: ModelSpec, c: ActContext, moe_layer: bool) -> float:
     """:func:`layer_activation_bytes`, cached as :func:`cached_layer_items` (the same sum, in the same order)."""
     return sum(b for _, b, _ in cached_layer_items(m, c, moe_layer))

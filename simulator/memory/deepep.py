@@ -36,8 +36,7 @@ they would come out of the K/V cache, docs/serving.md).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from simulator.caching import memo
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import MiB
 
@@ -94,7 +93,7 @@ def rdma_buffer_bytes(hidden_bytes: int, ranks: int, config: tuple[int, int, int
                   + 2 * channels * rdma_ranks * tokens * (_per_token(hidden_bytes) + 16))
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def normal_buffer_bytes(hidden: int, ranks: int, num_sms: int = NUM_SMS) -> tuple[int, int]:
     """(NVLink, RDMA) bytes of a normal-mode Buffer as Megatron-Core sizes it: the larger of the dispatch and combine
     configs' hints at 2 bytes per hidden element."""
@@ -105,7 +104,7 @@ def normal_buffer_bytes(hidden: int, ranks: int, num_sms: int = NUM_SMS) -> tupl
             max(rdma_buffer_bytes(hidden_bytes, ranks, c, num_sms) for c in configs))
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def low_latency_buffer_bytes(tokens_per_rank: int, hidden: int, experts: int) -> int:
     """``get_low_latency_rdma_size_hint`` (module docstring)."""
     scales = hidden // 128

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from functools import lru_cache
 
+from simulator.caching import IdentityCache, memo
 from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.activations import ActContext, cached_layer_items
 from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
@@ -28,7 +28,7 @@ def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryIt
     return list(_states(sp, rb, rp.dense_shard_degree, rp.expert_shard_degree))
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[MemoryItem, ...]:
     """:func:`_state_items` from what it reads (hashable), once per distinct value (plans of a search share it)."""
     rows = [("weights", rb.param, 3), ("gradients", rb.grad, 2), ("main_params", rb.main, 1),
@@ -73,24 +73,10 @@ def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, 
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
     counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
     kinds = tuple((per_layer[key], n) for key, n in counts.items())
-    key = (tuple((id(items), n) for items, n in kinds), flight)
-    hit = _SCALED_BY_ID.get(key)
-    if hit is not None and all(a is b for (a, _), (b, _) in zip(hit[0], kinds, strict=True)):
-        return list(hit[1])
-    if len(_SCALED_BY_ID) >= 8192:
-        _SCALED_BY_ID.clear()
-    scaled = _scaled_items(kinds, flight)
-    _SCALED_BY_ID[key] = (kinds, scaled)
-    return list(scaled)
+    return list(_scaled_by_identity(tuple(items for items, _ in kinds), (tuple(n for _, n in kinds), flight)))
 
 
-#: :func:`_scaled_items` by the identity of the per-layer item tuples (they come from one cache, so equal values
-#: are mostly the same tuple): hashing the items' formulas on every call cost more than scaling them; an entry
-#: keeps its tuples alive and is used only when they are the very same objects
-_SCALED_BY_ID: dict[tuple, tuple] = {}
-
-
-@lru_cache(maxsize=8192)
+@memo(maxsize=8192)
 def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[MemoryItem, ...]:
     """:func:`_activation_items` from (per-layer items, layer count) of each kind and the micro-batches in flight,
     once per value (plans that differ only in sharding share them)."""
@@ -100,6 +86,16 @@ def _scaled_items(kinds: tuple[tuple[tuple, int], ...], flight: float) -> tuple[
             items.append(MemoryItem("activations", name, b * n * flight,
                                     f"{formula} x {n} layers x {flight:g} in flight", scaling="in_flight"))
     return tuple(items)
+
+
+def _scaled_from(items: tuple, values: tuple[tuple[int, ...], float]) -> tuple[MemoryItem, ...]:
+    counts, flight = values
+    return _scaled_items(tuple(zip(items, counts, strict=True)), flight)
+
+
+#: :func:`_scaled_items` by the identity of the per-layer item tuples (they come from one cache, so equal values are
+#: mostly the same tuple): hashing the items' formulas on every call cost more than scaling them
+_scaled_by_identity = IdentityCache(_scaled_from, maxsize=8192)
 
 
 def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
@@ -141,7 +137,7 @@ def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
     return tuple(_fixed_sum(stage_params(rp, s), rb, d_dense, d_exp) for s in stages)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
     """One stage's :func:`fixed_bytes` from what its items read (``d_dense`` = dp x cp x ulysses is also the DDP
     buckets' replica count), once per value: plans that differ only in micro-batch or recompute share it."""

@@ -61,10 +61,12 @@ barrier).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import NamedTuple
 
+from simulator.caching import IdentityCache, memo
 from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.deepep import deepep_bytes
+from simulator.plan.ranks import RankGrid
 from simulator.plan.resolved import ResolvedPlan
 from simulator.units.constants import KiB, MiB
 
@@ -248,53 +250,83 @@ def _shape(name: str, group: tuple[int, ...], rank: int, per_domain: int, ring: 
                         nvls=all_reduce and local >= 2)
 
 
+class CommunicatorInputs(NamedTuple):
+    """What :func:`stage_communicators` reads of a plan for one pipeline stage, and nothing else: the rank grid
+    (rank order and grid sizes), the stage, and the switches that decide which communicators exist and how they
+    connect. Plans of a search that differ only in micro-batch, sharding (beyond DDP or not) or recompute share it."""
+
+    grid: RankGrid
+    stage: int
+    pp: int
+    interleaved: bool          # vpp > 1: the pipeline ring wraps around
+    sp: bool                   # TP by reduce-scatter / all-gather (else all-reduce)
+    cp_comm: str
+    ddp: bool                  # gradients all-reduced (ZeRO stage 0), else reduce-scattered
+    eager: bool                # plain PyTorch: a data-parallel group spanning every GPU is the world communicator
+    moe: bool
+    deepep_buffers: bool       # the MoE backend moves tokens through DeepEP's own buffers
+    tied_embeddings: bool
+    last_stage_rank: int
+    mirrored: bool             # DualPipe: the two copies of a stage all-reduce their gradients
+
+
+def communicator_inputs(rp: ResolvedPlan, stage: int) -> CommunicatorInputs:
+    """The :class:`CommunicatorInputs` of stage ``stage`` of ``rp``."""
+    p = rp.parallel
+    return CommunicatorInputs(rp.rank_grid, stage, p.pp, p.vpp > 1, p.sp, p.cp_comm, rp.recipe.stage == 0,
+                              rp.recipe.eager, rp.model.moe is not None, rp.moe_backend.deepep_buffers,
+                              rp.model.tied_embeddings, rp.last_stage_rank, rp.schedule.mirrored)
+
+
 def plan_communicators(rp: ResolvedPlan, stage: int, per_domain: int) -> tuple[Communicator, ...]:
-    """The communicators a GPU of pipeline stage ``stage`` uses in a training step (the traffic of
+    """:func:`stage_communicators` of stage ``stage`` of ``rp``."""
+    return stage_communicators(communicator_inputs(rp, stage), per_domain)
+
+
+def stage_communicators(c: CommunicatorInputs, per_domain: int) -> tuple[Communicator, ...]:
+    """The communicators a GPU of pipeline stage ``c.stage`` uses in a training step (the traffic of
     :mod:`simulator.traffic`): TP, CP (ring send/recv or all-gather), Ulysses and EP all-to-all, expert TP, the
     gradient reduction over dp x cp x ulysses and over expert-dp, pipeline send/recv, the tied embedding's
-    all-reduce, DualPipe's copy-gradient all-reduce between mirrored ranks, and the world communicator (one barrier; under ``framework: pytorch`` the data-parallel group when
-    it spans every GPU)."""
-    p = rp.parallel
-    rank = rp.rank_groups("pp")[0][stage]
+    all-reduce, DualPipe's copy-gradient all-reduce between mirrored ranks, and the world communicator (one barrier;
+    under ``framework: pytorch`` the data-parallel group when it spans every GPU)."""
+    stage, pp, grid = c.stage, c.pp, c.grid
+    rank = grid.group_of("pp", 0)[stage]
     out = []
 
     def add(name: str, dim: str, ring: bool, a2a: bool = False, neighbours: bool = False,
             all_reduce: bool = False) -> None:
-        group = rp.rank_group_of(dim, rank)
+        group = grid.group_of(dim, rank)
         if len(group) < 2:
             return
         i = group.index(rank)
         peers = group if a2a else (group[(i + 1) % len(group)], group[i - 1]) if neighbours else ()
         out.append(_shape(name, group, rank, per_domain, ring, peers, all_reduce))
 
-    ddp = rp.recipe.stage == 0           # gradients all-reduced (else reduce-scattered and parameters gathered)
-    add("tp", "tp", ring=True, all_reduce=not p.sp)
-    add("cp", "cp", ring=p.cp_comm == "all_gather", neighbours=p.cp_comm == "p2p")
+    add("tp", "tp", ring=True, all_reduce=not c.sp)
+    add("cp", "cp", ring=c.cp_comm == "all_gather", neighbours=c.cp_comm == "p2p")
     add("ulysses", "ulysses", ring=False, a2a=True)
-    add("dp", "dp_cp", ring=True, all_reduce=ddp)
-    if rp.model.moe is not None:
+    add("dp", "dp_cp", ring=True, all_reduce=c.ddp)
+    if c.moe:
         # DeepEP moves the tokens through its own buffers (simulator.memory.deepep); its Buffer's set-up gathers
         # the peers' handles over the EP group (dist.all_gather_object), a ring collective on NCCL
-        deepep = rp.moe_backend.deepep_buffers
-        add("ep", "ep", ring=deepep, a2a=not deepep)
+        add("ep", "ep", ring=c.deepep_buffers, a2a=not c.deepep_buffers)
         add("etp", "etp", ring=True)
-        add("edp", "edp", ring=True, all_reduce=ddp)
-    if p.pp > 1:
-        group = rp.rank_group_of("pp", rank)
-        wrap = p.vpp > 1
-        peers = [group[(stage + 1) % p.pp]] if stage + 1 < p.pp or wrap else []
-        peers += [group[(stage - 1) % p.pp]] if stage > 0 or wrap else []
+        add("edp", "edp", ring=True, all_reduce=c.ddp)
+    if pp > 1:
+        group = grid.group_of("pp", rank)
+        peers = [group[(stage + 1) % pp]] if stage + 1 < pp or c.interleaved else []
+        peers += [group[(stage - 1) % pp]] if stage > 0 or c.interleaved else []
         out.append(_shape("pp", group, rank, per_domain, False, tuple(peers)))
-        last = rp.last_stage_rank        # DualPipeV ends its V on rank 0: no tied-embedding sync there
-        if rp.model.tied_embeddings and last > 0 and stage in (0, last):
+        last = c.last_stage_rank         # DualPipeV ends its V on rank 0: no tied-embedding sync there
+        if c.tied_embeddings and last > 0 and stage in (0, last):
             out.append(_shape("embedding", (group[0], group[last]), rank, per_domain, True, all_reduce=True))
-        if rp.schedule.mirrored:         # the two copies of a stage all-reduce their gradients (traffic.step)
-            out.append(_shape("pp_mirror", tuple(sorted((group[stage], group[p.pp - 1 - stage]))), rank, per_domain,
+        if c.mirrored:                   # the two copies of a stage all-reduce their gradients (traffic.step)
+            out.append(_shape("pp_mirror", tuple(sorted((group[stage], group[pp - 1 - stage]))), rank, per_domain,
                               True, all_reduce=True))
     # the default process group; plain PyTorch (DDP, FSDP) reduces gradients on it, so a data-parallel group that
     # spans every GPU is that communicator, not a second one
-    n = rp.world_size
-    if n > 1 and not (rp.recipe.eager and any(c.name == "dp" and c.ranks == n for c in out)):
+    n = grid.world_size
+    if n > 1 and not (c.eager and any(x.name == "dp" and x.ranks == n for x in out)):
         first = rank // per_domain * per_domain       # ranks 0..n-1 fill the domains in order
         out.append(Communicator("world", n, -(-n // per_domain), min(per_domain, n - first), ring=True))
     return tuple(out)
@@ -305,18 +337,11 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
     NCCL's communicators (module docstring) and, where the stage's MoE layers move tokens with DeepEP (``rp.moe_backend``
     with DeepEP's buffers), DeepEP's buffers as one more entry, ``deepep`` (:mod:`simulator.memory.deepep`).
 
-    Kept by the values :func:`plan_communicators` reads (rank layout, stage, the few plan and model switches), so
-    plans of a search that differ only in micro-batch, sharding or recompute share one evaluation (the DeepEP entry
-    is computed apart: its low-latency buffer follows the micro-batch)."""
-    fabric = _fabric(cluster)
-    p = rp.parallel
-    key = (rp.rank_layout, stage, p.cp_comm, p.vpp > 1, p.schedule, p.sp, rp.recipe.eager, rp.recipe.stage == 0,
-           rp.model.tied_embeddings, rp.model.moe is not None, rp.moe_backend.deepep_buffers, fabric)
-    hit = _BY_LAYOUT.get(key)
-    if hit is None:
-        if len(_BY_LAYOUT) >= 8192:
-            _BY_LAYOUT.clear()
-        hit = _BY_LAYOUT[key] = _nccl_bytes(plan_communicators(rp, stage, fabric.domain_gpus), fabric)
+    Kept by what :func:`stage_communicators` reads (:class:`CommunicatorInputs`), so plans of a search that differ
+    only in micro-batch, sharding or recompute share one evaluation (the DeepEP entry is computed apart: its
+    low-latency buffer follows the micro-batch)."""
+    fabric = _fabric((cluster,))
+    hit = _communicator_bytes(communicator_inputs(rp, stage), fabric)
     if rp.moe_backend.deepep_buffers and any(map(rp.model.is_moe_layer, rp.stage_layers[stage])):
         deepep = deepep_bytes(rp)
         if deepep:
@@ -324,25 +349,16 @@ def nccl_bytes(rp: ResolvedPlan, cluster: ClusterSpec, stage: int) -> NcclBytes:
     return hit
 
 
-#: :func:`nccl_bytes` by the values it reads
-_BY_LAYOUT: dict[tuple, NcclBytes] = {}
+@memo(maxsize=8192)
+def _communicator_bytes(inputs: CommunicatorInputs, fabric: NcclFabric) -> NcclBytes:
+    return _nccl_bytes(stage_communicators(inputs, fabric.domain_gpus), fabric)
 
 
-def _fabric(cluster: ClusterSpec) -> NcclFabric:
-    key = id(cluster)
-    hit = _FABRICS.get(key)
-    if hit is None or hit[0] is not cluster:
-        if len(_FABRICS) >= 64:
-            _FABRICS.clear()
-        hit = _FABRICS[key] = (cluster, NcclFabric.of(cluster))
-    return hit[1]
+#: :class:`NcclFabric` by the identity of the (frozen) cluster spec it was read from (hashing the spec costs more)
+_fabric = IdentityCache(lambda clusters, _: NcclFabric.of(clusters[0]), maxsize=64)
 
 
-#: :class:`NcclFabric` by the identity of the (frozen) cluster spec it was read from (the entry keeps it alive)
-_FABRICS: dict[int, tuple[ClusterSpec, NcclFabric]] = {}
-
-
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _nccl_bytes(comms: tuple[Communicator, ...], fabric: NcclFabric) -> NcclBytes:
     parts = tuple((c.name, communicator_bytes(c, fabric)) for c in comms)
     return NcclBytes(PROCESS_BYTES if parts else 0.0, parts)

@@ -11,9 +11,9 @@ shape (k, m, n); so backward is twice forward (Narayanan et al., SC'21, Sec. 5.1
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
+from simulator.caching import memo
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 
@@ -174,7 +174,7 @@ def logits_flops(model: ModelSpec, shape: RankShape) -> LayerFlops:
     return LayerFlops(tuple(ops))
 
 
-@lru_cache(maxsize=256)   # a pure function of hashable arguments (a frozen model hashes by value)
+@memo(maxsize=256)   # a pure function of hashable arguments (a frozen model hashes by value)
 def model_flops(model: ModelSpec, seq_len: int, batch: int, *, causal: bool = False,
                 attention: Literal["flash", "unfused"] = "flash") -> float:
     """Model FLOPs of one iteration over ``batch`` sequences (forward + backward, no recomputation).
@@ -222,7 +222,7 @@ def layer_kinds(model: ModelSpec) -> list[tuple[int, int]]:
     return list(_layer_kinds(model))
 
 
-@lru_cache(maxsize=64)
+@memo(maxsize=64)
 def _layer_kinds(model: ModelSpec) -> tuple[tuple[int, int], ...]:
     """:func:`layer_kinds`, once per model (a frozen model hashes by value)."""
     groups: dict[tuple[bool, int | None], list[int]] = {}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import resources
 
 import yaml
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
@@ -18,7 +18,7 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@cache
+@memo(maxsize=64)
 def load_model_preset(name: str) -> ModelSpec:
     """Return the preset ``name`` (e.g. ``gpt3-175b``, ``llama3-70b``) as a validated ModelSpec.
 

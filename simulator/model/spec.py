@@ -6,11 +6,11 @@ layer) are read-only properties so every later package reads them the same way.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.caching import memo
 from simulator.errors import UserError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -182,7 +182,7 @@ class ModelSpec(BaseModel):
         return sum(self.is_moe_layer(i) for i in range(self.layers))
 
 
-@lru_cache(maxsize=64)
+@memo(maxsize=64)
 def moe_layer_flags(model: ModelSpec) -> tuple[bool, ...]:
     """:meth:`ModelSpec.is_moe_layer` of every layer index 0..layers-1, computed once per model (a frozen model
     hashes by value); hot loops over a stage's layers index this instead of calling the method per layer."""

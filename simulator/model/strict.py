@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import types
 import typing
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.yamlio import validation_error_to_user_error
 
@@ -48,7 +48,7 @@ def _reject_bool_numbers(cls: type[BaseModel], data: dict, key_prefix: str, file
                             key_path=f"{key_prefix}.{key}" if key_prefix else key)
 
 
-@functools.lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _numeric_fields(cls: type[BaseModel]) -> frozenset[str]:
     """The fields of ``cls`` that take numbers and no booleans (a class's fields are fixed: read them once)."""
     return frozenset(k for k, f in cls.model_fields.items() if numeric_only(f.annotation))

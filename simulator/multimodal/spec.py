@@ -20,13 +20,13 @@ vocabulary, or the 3 p^2 x h patch embedding) is added back as parameters by :me
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
@@ -349,7 +349,7 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@cache
+@memo(maxsize=64)
 def load_multimodal_preset(name: str) -> MultimodalSpec:
     """The shipped preset ``name`` (``simulator/multimodal/presets/<name>.yaml``, each with its source)."""
     names = preset_names()

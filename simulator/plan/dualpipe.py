@@ -27,7 +27,8 @@ communication). A rank's sends are posted after the compute that follows them wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+
+from simulator.caching import memo
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +211,7 @@ def _cool_down(r: RankOrder, big_p: int, h: int) -> None:
         r.weight()
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def dual_orders(mirrored: bool, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
     """The op order of every rank of DualPipe (``mirrored``) or DualPipeV (plan rules hold: pp >= 2, m >= 2 pp;
     even pp and m for DualPipe). Cached: callers must not modify them."""

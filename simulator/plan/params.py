@@ -7,8 +7,8 @@ the plan, computed once by one rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
+from simulator.caching import memo
 from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
 from simulator.model.spec import ModelSpec, moe_flags_of
 from simulator.plan.resolved import ResolvedPlan
@@ -75,7 +75,7 @@ def _mirrored(own: StageParams, mirror: StageParams) -> StageParams:
                        max(own.largest_layer, mirror.largest_layer), own.layers + mirror.layers)
 
 
-@lru_cache(maxsize=1024)
+@memo(maxsize=1024)
 def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
                       stage_layers: tuple[tuple[int, ...], ...], last: int) -> tuple[StageParams, ...]:
     """Every rank's :func:`_stage_params`; ``last``: the rank that runs the model's last stage (the head there needs
@@ -85,7 +85,7 @@ def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: b
                  for s, layers in enumerate(stage_layers))
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool, kinds: tuple[bool, ...],
                   mtp: bool, first: bool, last: bool, pipelined: bool) -> StageParams:
     """A stage's parameters from the FFN kind (MoE or not) of each of its layers in order, whether it holds the MTP

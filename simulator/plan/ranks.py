@@ -7,9 +7,11 @@ order (Megatron-Core ``parallel_state.initialize_model_parallel``: expert grid h
 
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
 
 import numpy as np
+
+from simulator.caching import memo
 
 DENSE_DIMS = ("tp", "cp", "ulysses", "dp", "pp")
 EXPERT_DIMS = ("etp", "ep", "edp")
@@ -32,7 +34,7 @@ def grid_groups(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, 
     return _grid_groups(tuple(order), tuple(sizes[d] for d in order), tuple(dims))
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _grid_groups(order: tuple[str, ...], sizes: tuple[int, ...], dims: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     """:func:`grid_groups` by value (``sizes`` in ``order``): plans of one rank layout (a plan search's many
     micro-batches, shardings and recompute modes) share their groups."""
@@ -57,3 +59,26 @@ def group_containing(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[
     for d in dims:
         ranks = [r + k * stride[d] for r in ranks for k in range(sizes[d])]
     return tuple(sorted(ranks))
+
+
+@dataclass(frozen=True)
+class RankGrid:
+    """The rank order and the dense and expert grid sizes (``ResolvedPlan.rank_layout``): with the world size,
+    everything that fixes every rank group, as a hashable value (plans that differ in nothing else share it)."""
+
+    order: tuple[str, ...]
+    dense: tuple[tuple[str, int], ...]
+    expert: tuple[tuple[str, int], ...]
+    world_size: int
+
+    def group_of(self, dim: str, rank: int) -> tuple[int, ...]:
+        """The ``dim`` group (a name of :data:`ALL_DIMS`) holding global rank ``rank``."""
+        if dim in EXPERT_DIMS:
+            sizes, axes = dict(self.expert), ({"etp": "tp", "ep": "ep", "edp": "dp"}[dim],)
+        elif dim in DENSE_DIMS:
+            sizes, axes = dict(self.dense), (dim,)
+        elif dim in COMBINED:
+            sizes, axes = dict(self.dense), COMBINED[dim]
+        else:
+            raise KeyError(f"unknown group dimension {dim!r}; known: {', '.join(ALL_DIMS)}")
+        return group_containing(self.order, sizes, axes, rank)

@@ -11,7 +11,15 @@ from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
-from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
+from simulator.plan.ranks import (
+    ALL_DIMS,
+    COMBINED,
+    DENSE_DIMS,
+    EXPERT_DIMS,
+    RankGrid,
+    grid_groups,
+    group_containing,
+)
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
 from simulator.plan.shape import Batch, rank_shape
@@ -142,6 +150,11 @@ class ResolvedPlan(BaseModel):
         """The rank order and the dense and expert grid sizes: with the world size, what fixes every rank group (a
         value key shared by plans that differ in nothing else: group timings, NCCL's communicators)."""
         return (self.order, tuple(self._sizes(False).items()), tuple(self._sizes(True).items()), self.world_size)
+
+    @cached_property
+    def rank_grid(self) -> RankGrid:
+        """:attr:`rank_layout` as a value object that answers which ranks share a group."""
+        return RankGrid(*self.rank_layout)
 
     @cached_property
     def _memo(self) -> dict:

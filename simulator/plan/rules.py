@@ -7,9 +7,9 @@ needs SP, layers % (pp*vpp), megatron-FSDP needs the distributed optimizer), Meg
 
 from __future__ import annotations
 
-import functools
 import itertools
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -83,7 +83,7 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "training.grad_accumulation")
 
 
-@functools.lru_cache(maxsize=64)
+@memo(maxsize=64)
 def parse_order(order: str) -> tuple[str, ...]:
     """Rank order as a tuple, fastest first; ``ulysses`` is inserted after ``cp`` when not named."""
     dims = tuple(x.strip() for x in order.split("-"))
@@ -239,7 +239,7 @@ def split_layers(m: ModelSpec, p: ParallelPlan, mtp_layers: int = 0
     return _split(m.layers, p.pp, p.vpp, p.pipeline_layers, mtp_layers, last)
 
 
-@functools.lru_cache(maxsize=1024)
+@memo(maxsize=1024)
 def _split(layers: int, pp: int, vpp: int, pipeline_layers: tuple[int, ...] | None, mtp_layers: int,
            mtp_rank: int = -1) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
     """:func:`split_layers` of its inputs (cached: a search asks for the same split many times)."""

@@ -14,13 +14,14 @@ Two interference values:
 
 from __future__ import annotations
 
-from functools import cache
 from importlib import resources
 
 import yaml
 
+from simulator.caching import memo
 
-@cache
+
+@memo(maxsize=64)
 def coefficients() -> dict[str, float]:
     """``overlap_interference`` and ``grad_bucket_elements`` from ``data/overlap.yaml``."""
     text = (resources.files("simulator.pricing") / "data" / "overlap.yaml").read_text(encoding="utf-8")

@@ -30,10 +30,10 @@ zero lag, no time is spent waiting for a transfer in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
+from simulator.caching import memo
 from simulator.plan.pipeline import stage_order_grid
 from simulator.plan.schedules import Schedule, as_schedule
 from simulator.schedule.timeline import StageTimeline
@@ -54,7 +54,7 @@ class _Graph:
     last: np.ndarray
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _graph(schedule: Schedule | str, pp: int, vpp: int, m: int) -> _Graph:
     prev, dep, dur = dependencies(schedule, pp, vpp, m)
     n, k = dep.size, dep.shape[1]

@@ -12,16 +12,16 @@ already contain z(calibration_gpus), so the factor is relative to it.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
+
+from simulator.caching import memo
 
 _X = np.linspace(-9.0, 9.0, 18001)
 _PDF = np.exp(-_X**2 / 2) / np.sqrt(2 * np.pi)
 _LOG_CDF = np.log(np.clip(np.cumsum(_PDF) * (_X[1] - _X[0]), 1e-300, 1.0))
 
 
-@lru_cache(maxsize=1024)
+@memo(maxsize=1024)
 def expected_max_z(n: int) -> float:
     """Expected maximum of ``n`` standard normal draws: the integral of x N phi(x) Phi(x)^(N-1) (0 for one)."""
     if n <= 1:

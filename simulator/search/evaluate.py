@@ -27,11 +27,11 @@ import re
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
@@ -71,7 +71,7 @@ def reason_of(exc: UserError) -> str:
     return _reason(exc.key_path, exc.message)
 
 
-@lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _reason(key_path: str | None, message: str) -> str:
     """:func:`reason_of` by value (a rule's message repeats with the same numbers across a search)."""
     text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", message)

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.scenario.document import Document
 from simulator.search.evaluate import Context, Evaluated, evaluate_points
@@ -35,8 +36,15 @@ def run_local(document: Document, ctx: Context, points: list[dict[str, Any]], *,
     return out
 
 
-#: a Ray worker's contexts by scenario (a few: one search at a time, a co-design study one after another)
-_WORKER_CONTEXTS: dict[str, Context] = {}
+@memo(maxsize=4)    # a few: one search at a time, a co-design study one after another
+def _worker_context(document_json: str) -> Context:
+    """A Ray worker's search context of one scenario (its JSON text, :func:`_ray_shard`), built once per worker."""
+    import json
+
+    from simulator.search.run import search_context
+
+    file, data, origins = json.loads(document_json)
+    return search_context(Document(file=file, data=data, origins={k: tuple(v) for k, v in origins.items()}))
 
 
 def _ray_shard(document: Document, shard: list[dict[str, Any]]) -> Evaluated:
@@ -44,14 +52,9 @@ def _ray_shard(document: Document, shard: list[dict[str, Any]]) -> Evaluated:
     times, op times and validated configs serve every shard the worker runs), and evaluate."""
     import json
 
-    from simulator.search.run import search_context
-
-    key = json.dumps([document.file, document.data], sort_keys=True, default=str)
-    if key not in _WORKER_CONTEXTS:
-        if len(_WORKER_CONTEXTS) >= 4:
-            _WORKER_CONTEXTS.clear()
-        _WORKER_CONTEXTS[key] = search_context(document)
-    return evaluate_points(_WORKER_CONTEXTS[key], shard)
+    return evaluate_points(_worker_context(json.dumps([document.file, document.data, document.origins], sort_keys=True,
+                                                      default=str)),
+                           shard)
 
 
 def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,

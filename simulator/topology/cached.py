@@ -3,13 +3,12 @@ cluster share it (the key is the cluster spec's JSON, so any field of the spec k
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from simulator.caching import memo
 from simulator.hardware import ClusterSpec
 from simulator.topology.topology import Topology
 
 
-@lru_cache(maxsize=16)
+@memo(maxsize=16)
 def _topology(cluster_json: str) -> Topology:
     return Topology(ClusterSpec.model_validate_json(cluster_json))
 

@@ -69,13 +69,18 @@ class Topology:
         self._template = domain_template(cluster)
         self._fabric = fabric_graph(cluster)
         self._path_cache: dict[tuple[str, str], list[Path]] = {}
+        self.placement_cache: dict[tuple, object] = {}
+        """Placements of groups on this topology (:func:`simulator.collectives.place_group`), by its arguments; a
+        view with other ranks (:meth:`with_ranks_on`) or rules (:meth:`on_real_split`) starts an empty one."""
+        self.flow_cache: dict[tuple, float] = {}
+        """Max-flows inside one NVLink domain (domain 0's template), by their arguments; shared by views."""
 
     def _view(self, **changes) -> Topology:
         """A shallow copy that shares the graph, the domain template and the path cache, with ``changes`` applied
         and the caches that depend on which GPU holds which rank (placements, the real-split view) left behind."""
         view = copy.copy(self)
-        view.__dict__ = {k: v for k, v in self.__dict__.items() if k not in ("_placement_cache", "_real_split")}
-        view.__dict__.update(changes)
+        view.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_real_split"}
+        view.__dict__.update(changes, placement_cache={})
         return view
 
     def on_real_split(self) -> Topology:

@@ -8,10 +8,9 @@ other operations; NCCL's own tuner (its printed table) is reported beside.
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 
+from simulator.caching import memo
 from simulator.collectives import (
     build_cost_model,
     busbw_factor,
@@ -81,7 +80,7 @@ def median_abs(sizes: np.ndarray, err: np.ndarray | None, big: bool = True) -> f
     return float(np.median(np.abs(err[keep]))) if keep.any() else float("nan")
 
 
-@cache
+@memo(maxsize=64)
 def predicted_vs_measured(folder: str, fit_ops: tuple[str, ...], targets: tuple[str, ...]) -> dict:
     """Calibrate on ``fit_ops`` logs of ``VALIDATION_DATA/folder`` (2x H200, NVLS off), predict ``targets``.
 

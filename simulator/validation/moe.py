@@ -9,8 +9,8 @@ each fitted coefficient was fitted on (benchmarks/fit_moe_coefficients.py); all 
 from __future__ import annotations
 
 import csv
-from functools import cache
 
+from simulator.caching import memo
 from simulator.collectives import placement_for_profile
 from simulator.moe import CommSettings, ep_comm, route
 
@@ -26,7 +26,7 @@ def published() -> list[dict]:
     return list(csv.DictReader(lines))
 
 
-@cache
+@memo(maxsize=64)
 def _routing(mode: str, ep: int):
     if mode == "low_latency":
         return route(128, 8, -(-288 // ep) * ep, ep, seed=0)

@@ -243,6 +243,8 @@ def test_clear_process_caches_empties_what_a_search_fills():
     """The benchmark's cold start: after a search, :func:`clear_process_caches` leaves its caches empty."""
     ctx = search_context(MOE)
     prepare_step(ctx.fixed.model, resolve(ctx, BASE), ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe)
+    assert ranks._grid_groups.cache_info().currsize > 0 and nccl._communicator_bytes.cache_info().currsize > 0
     clear_process_caches()
     assert ranks._grid_groups.cache_info().currsize == 0 and fast_timeline._graph.cache_info().currsize == 0
-    assert not estimate._SCALED_BY_ID and not nccl._BY_LAYOUT and not nccl._FABRICS
+    assert nccl._communicator_bytes.cache_info().currsize == 0
+    assert not estimate._scaled_by_identity._entries and not nccl._fabric._entries

@@ -6,13 +6,13 @@ holds every micro-batch at once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import ClassVar
 
+from simulator.caching import memo
 from simulator.plan.schedules.base import Op, Schedule
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _orders(pp: int, vpp: int, m: int) -> list[list[Op]]:
     return [[("F", j, c) for j in range(m) for c in range(vpp)]
             + [("B", j, c) for j in range(m) for c in reversed(range(vpp))] for _ in range(pp)]

@@ -6,9 +6,9 @@ level timeline evaluates it (:func:`simulator.schedule.fast_timeline.level_ends`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
+from simulator.caching import memo
 from simulator.plan.schedules.base import Op, Schedule
 from simulator.plan.schedules.interleaved import check_interleaved_batch, interleaved_order, one_f_one_b_grid
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _orders(pp: int, vpp: int, m: int) -> list[list[Op]]:
     if vpp > 1:
         return [interleaved_order(i, pp, vpp, m) for i in range(pp)]

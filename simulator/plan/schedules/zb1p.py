@@ -13,9 +13,9 @@ section runs m-pp+1 times).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import ClassVar
 
+from simulator.caching import memo
 from simulator.plan.dualpipe import DualOp, RankOrder
 from simulator.plan.schedules.split import SplitSchedule
 from simulator.plan.zero_bubble import all_ranks, run_op
@@ -52,7 +52,7 @@ class ZeroBubbleH1(SplitSchedule):
         return float(min(pp - stage, microbatches))
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _orders(name: str, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
     return all_ranks(_rank, name, pp, microbatches)
 

@@ -15,9 +15,9 @@ fewer with empty slots, which this model does not run).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import ClassVar
 
+from simulator.caching import memo
 from simulator.plan.dualpipe import DualOp, RankOrder
 from simulator.plan.schedules.split import SplitSchedule
 from simulator.plan.zero_bubble import all_ranks, run_op
@@ -77,7 +77,7 @@ class ZeroBubbleV(SplitSchedule):
         return float(pp)
 
 
-@lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _orders(name: str, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
     return all_ranks(_rank, name, pp, microbatches)
 
