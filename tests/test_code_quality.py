@@ -32,7 +32,7 @@ LAYERS = {
     "memory": {"plan", "program", "model", "hardware"},
     "schedule": {"pricing", "plan"},
     "serving": {"pricing", "memory", "plan"},
-    "scenario": {"hardware", "model", "plan", "implementation", "moe"},
+    "scenario": {"hardware", "model", "plan", "implementation"},
     "search": {"schedule", "memory", "plan", "scenario"},
     "multimodal": {"schedule", "memory", "plan", "scenario"},
     "entries": {"scenario", "schedule", "serving", "memory"},

@@ -15,10 +15,10 @@ from simulator.moe.network import message_regime, rdma_send_time
 from simulator.moe.overlap import layer_time, sm_slowdown
 from simulator.moe.payload import token_bytes
 from simulator.moe.routing import Routing, expert_weights, route
-from simulator.moe.settings import DEFAULT_MOE_SETTINGS, MoeSettings
+from simulator.moe.settings import DEFAULT_MOE_SETTINGS, MoeSettings, comm_settings
 
 __all__ = [
     "BACKENDS", "DEFAULT_MOE_COEFFICIENTS", "DEFAULT_MOE_SETTINGS", "CommSettings", "EpComm", "KernelTime", "MoeCoefficients",
-    "MoeLayerComm", "MoeSettings", "Routing", "ep_comm", "ep_placement", "expert_weights", "format_moe_coefficients",
+    "MoeLayerComm", "MoeSettings", "Routing", "comm_settings", "ep_comm", "ep_placement", "expert_weights", "format_moe_coefficients",
     "layer_routing", "layer_time", "message_regime", "moe_layer_comm", "rdma_send_time", "route", "sm_slowdown", "token_bytes",
 ]

@@ -1,95 +1,27 @@
-"""The scenario's ``moe:`` section: how the step-time engine routes and moves expert-parallel traffic."""
+"""The MoE cost model's view of the scenario's ``moe:`` section (:class:`~simulator.implementation.MoeSettings`):
+:func:`comm_settings`."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from simulator.errors import UserError
-from simulator.implementation.moe_backends import NCCL, MoeBackend, moe_backend
-from simulator.moe.backends import Backend, CommSettings
+from simulator.implementation.moe_backends import MoeBackend, moe_backend
+from simulator.implementation.moe_settings import DEFAULT_MOE_SETTINGS, MoeSettings, transport_problem
+from simulator.moe.backends import CommSettings
+
+__all__ = ["DEFAULT_MOE_SETTINGS", "MoeSettings", "comm_settings", "transport_problem"]
 
 
-def transport_problem(backend: str | MoeBackend, transport: str | None) -> str | None:
-    """Why ``backend`` (a ``moe.backend`` name or object) cannot run over ``transport`` (None when it can;
-    :meth:`simulator.plan.MoeBackend.transport_problem`). The cost model can still price that what-if through
-    ``CommSettings``."""
-    return moe_backend(backend).transport_problem(transport)
-
-
-class MoeSettings(BaseModel):
-    """``moe:``: expert-parallel communication backend, routing skew and overlap of every MoE layer.
-
-    The defaults reproduce Megatron-LM's default token dispatcher (``alltoall``: NCCL all-to-all, one step after
-    the other) with uniform expected routing. ``null`` fields are resolved per scenario by :meth:`comm_settings`.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    backend: Backend = Field(NCCL.name, description="nccl (Megatron alltoall dispatcher) | deepep_normal | "
-                                                 "deepep_low_latency | cpu_proxy (UCCL-EP)")
-    transport: Literal["ibrc", "ibgda"] | None = Field(
-        None, description="who issues internode RDMA: ibrc (CPU proxy) or ibgda (GPU); null: the backend's default, "
-                          "or ibgda for DeepEP backends when system.net_issue is ibgda")
-    qps: int | None = Field(None, ge=1, le=1024, description="queue pairs per peer (null: backend default)")
-    dispatch_dtype: Literal["fp8", "bf16"] | None = Field(
-        None, description="dispatch payload (combine is bf16); null: fp8 with the fp8 precision recipe, else bf16")
-    distribution: Literal["uniform", "zipf"] = Field("uniform", description="expert popularity of the router")
-    zipf_exponent: float = Field(1.0, ge=0, le=10, description="s of p_i ~ (i+1)^-s (distribution: zipf); "
-                                                               "hot experts sit on the first EP rank")
-    node_limit: int | None = Field(None, ge=1, description="each token goes to experts on at most this many nodes "
-                                                           "(DeepSeek-V3 node-limited routing; null: no limit)")
-    overlap: Literal["sequential", "streamed"] | None = Field(
-        None, description="dispatch -> expert FFN -> combine one after another, or streamed in chunks (tokens "
-                          "computed as they arrive); null: sequential, as Megatron-Core runs every dispatcher: the "
-                          "routed tokens are returned before the grouped GEMM starts (DeepEP through the flex "
-                          "dispatcher too: megatron/core/transformer/moe/fused_a2a.py calls dispatch and combine "
-                          "with async_finish=False); across micro-batches see microbatch_overlap")
-    seed: int | None = Field(None, ge=0, description="null: expected token counts; an int: one sampled batch")
-    permute: Literal["fused", "index_select", "index_copy", "gather_scatter"] = Field(
-        "fused", description="how the layer reorders its tokens by expert and back: fused (Transformer Engine's "
-                             "moe_permute / moe_unpermute, Megatron --moe-permute-fusion; DeepEP), index_select "
-                             "(Megatron core_v0.10 onwards without the fusion: index_select + scatter_add), "
-                             "index_copy (core_v0.7-v0.9: index_select + index_copy, probs, sum over k) or "
-                             "gather_scatter (core_v0.5-v0.6's all-gather dispatcher: torch.gather / scatter / "
-                             "scatter_add); measured chains in docs/moe.md")
-    experts: Literal["grouped", "sequential"] = Field(
-        "grouped", description="grouped: the local experts run as one grouped GEMM (--moe-grouped-gemm); "
-                               "sequential: one dense GEMM per expert and an output assembly (Megatron's "
-                               "SequentialMLP, the default without --moe-grouped-gemm)")
-    microbatch_overlap: bool = Field(
-        False, description="hide one micro-batch's dispatch/combine behind another micro-batch's compute: a stage's "
-                           "back-to-back forward and backward of different micro-batches run merged (Megatron-Core "
-                           "--overlap-moe-expert-parallel-comm, the 1F1B A2A overlap; DeepSeek DualPipe's overlapped "
-                           "chunk pairs)")
-
-    @model_validator(mode="after")
-    def _check(self) -> MoeSettings:
-        problem = transport_problem(self.backend, self.transport)
-        if problem:
-            raise UserError(problem, key_path="moe.transport")
-        return self
-
-    def for_net_issue(self, net_issue: str) -> MoeSettings:
-        """With ``system.net_issue: ibgda`` and no transport given, DeepEP backends issue RDMA from the GPU."""
-        if self.transport is None and net_issue == "ibgda" and moe_backend(self.backend).gpu_issue:
-            return self.model_copy(update={"transport": "ibgda"})
-        return self
-
-    def comm_settings(self, default_dispatch_dtype: str = "bf16", backend: MoeBackend | None = None) -> CommSettings:
-        """The :class:`CommSettings` of these settings run by ``backend`` (the plan's, ``ResolvedPlan.moe_backend``;
-        default: ``self.backend``); ``dispatch_dtype: null`` takes ``default_dispatch_dtype`` (the plan's precision
-        recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend defaults
-        (:mod:`simulator.moe.backends`), except ``overlap``: a training step runs dispatch, experts and combine one
-        after another whatever the backend (the ``overlap`` field)."""
-        backend = moe_backend(self.backend) if backend is None else backend
-        problem = backend.transport_problem(self.transport)
-        if problem:
-            raise UserError(problem, key_path="moe.transport")
-        dtype = self.dispatch_dtype or default_dispatch_dtype
-        return CommSettings(backend=backend.comm_name, transport=self.transport, qps=self.qps, dispatch_dtype=dtype,
-                            overlap=self.overlap or "sequential")
-
-
-DEFAULT_MOE_SETTINGS = MoeSettings()
+def comm_settings(settings: MoeSettings, default_dispatch_dtype: str = "bf16", backend: MoeBackend | None = None
+                  ) -> CommSettings:
+    """The :class:`CommSettings` of the ``moe:`` ``settings`` run by ``backend`` (the plan's, ``ResolvedPlan.moe_backend``;
+    default: ``settings.backend``); ``dispatch_dtype: null`` takes ``default_dispatch_dtype`` (the plan's precision
+    recipe: fp8 dispatch with the fp8 recipe). Other ``null`` fields take the backend defaults
+    (:mod:`simulator.moe.backends`), except ``overlap``: a training step runs dispatch, experts and combine one
+    after another whatever the backend (the ``overlap`` field)."""
+    backend = moe_backend(settings.backend) if backend is None else backend
+    problem = backend.transport_problem(settings.transport)
+    if problem:
+        raise UserError(problem, key_path="moe.transport")
+    dtype = settings.dispatch_dtype or default_dispatch_dtype
+    return CommSettings(backend=backend.comm_name, transport=settings.transport, qps=settings.qps, dispatch_dtype=dtype,
+                        overlap=settings.overlap or "sequential")

@@ -24,6 +24,7 @@ from simulator.moe import (
     MoeLayerComm,
     MoeSettings,
     Routing,
+    comm_settings,
     layer_routing,
     moe_layer_comm,
 )
@@ -264,7 +265,7 @@ class GroupTimer:
         if key not in self._moe:
             nccl = self.model("ep", stage)
             s, ep = self.moe_settings, self.ep
-            settings = s.comm_settings(ep.dispatch_dtype, ep.backend)
+            settings = comm_settings(s, ep.dispatch_dtype, ep.backend)
             routing = self.moe_routing(stage)
             try:
                 self._moe[key] = moe_layer_comm(ep.model, routing.tokens, nccl.placement, settings,

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster, load_node
 from simulator.hardware.calibration import calibration_system_problem, load_calibration
+from simulator.implementation.moe_settings import MoeSettings
 from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
-from simulator.moe import MoeSettings
 from simulator.plan import (
     MoeBackend,
     ParallelPlan,

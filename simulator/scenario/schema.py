@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from simulator.implementation.moe_settings import MoeSettings
 from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec
-from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, TrainingConfig
 from simulator.scenario.load import SystemSection
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from simulator.errors import UserError
+from simulator.implementation.moe_settings import MoeSettings
 from simulator.model import ModelSpec
 from simulator.model.strict import numeric_only
-from simulator.moe import MoeSettings
 from simulator.plan import ParallelPlan, TrainingConfig
 
 #: keys that are not fields of a section's model but are read by the loader
