@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from simulator.compute import default_efficiency
-from simulator.compute.gemm import DTYPE_BYTES, gemm_times
-from simulator.multimodal.evaluate import SubmoduleRun
+from simulator.compute.gemm import DTYPE_BYTES
+from simulator.multimodal.evaluate import SubmoduleRun, priced
 from simulator.multimodal.loss import ContrastiveCost
 from simulator.multimodal.spec import MultimodalSpec, TokenEdge
 from simulator.pricing.exchange import group_call_s, pairs_exchange_s
+from simulator.program.multimodal import contrastive_logits_program
 from simulator.topology import Topology
 from simulator.units import GIBI
 
@@ -117,17 +115,17 @@ def first_stage_ranks(run: SubmoduleRun) -> list[int]:
 
 def contrastive_loss_s(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun
                        ) -> tuple[float, float]:
-    """(total, communication) seconds of the contrastive loss on ``ranks`` (module docstring)."""
+    """(total, communication) seconds of the contrastive loss on ``ranks`` (module docstring): the embeddings'
+    all-gathers and reduce-scatters on the loss ranks' group, and the logits' program
+    (:func:`simulator.program.multimodal.contrastive_logits_program`) forward and backward."""
     if "contrastive" not in spec.loss:
         return 0.0, 0.0
     cost, dtype = _contrastive(spec, topology, ranks, batch, run)
-    gpu = topology.cluster.node.gpu
     comm = cost.gathers * (group_call_s(topology, ranks, "all_gather", cost.all_gather_bytes)
                            + group_call_s(topology, ranks, "reduce_scatter", cost.all_gather_bytes))
-    eff = default_efficiency(gpu.architecture)
-    one = float(gemm_times(np.array([cost.local_rows]), np.array([spec.embed_dim]), np.array([batch]),
-                           np.array([1.0]), gpu, eff, dtype)[0])
-    return comm + 6 * one, comm
+    logits = priced(contrastive_logits_program(cost.local_rows, spec.embed_dim, batch, dtype),
+                    topology.cluster.node.gpu)
+    return comm + (logits.fwd_s + logits.bwd_s), comm
 
 
 def _contrastive(spec: MultimodalSpec, topology: Topology, ranks: list[int], batch: int, run: SubmoduleRun

@@ -8,7 +8,8 @@ TP / DP / PP groups are priced on the links its placement gives it. What the eng
 parameters of the real input table, the cross-attention blocks and the attentional pooler
 (:meth:`MultimodalSpec.extra_params`: on the first stage, the pooler's on the last), the cross-attention GEMMs of a
 CoCa decoder (:func:`cross_attention_s`) and the attentional pooler's GEMMs on a CoCa image encoder
-(:func:`pooler_s`).
+(:func:`pooler_s`), each a program (:mod:`simulator.program.multimodal`) priced by
+:func:`simulator.pricing.compute.price` (:func:`priced`).
 
 The pipeline runs in batch-sync order (GPipe: every micro-batch's forward before the loss, DistMM section 4.4):
 a contrastive loss needs the embeddings of the whole batch before any backward.
@@ -22,8 +23,9 @@ from functools import cached_property
 import numpy as np
 
 from simulator.compute import default_efficiency
-from simulator.compute.gemm import gemm_times
+from simulator.compute.layer import LayerTime
 from simulator.errors import UserError
+from simulator.hardware import GpuSpec
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.memory.items import MemoryItem
 from simulator.model import param_counts
@@ -31,7 +33,9 @@ from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
 from simulator.plan.schedules import GPIPE, ONE_F_ONE_B
-from simulator.plan.shape import heads_per_rank
+from simulator.pricing.compute import price
+from simulator.program import LayerProgram
+from simulator.program.multimodal import attention_gemms, cross_attention_program, pooler_program
 from simulator.schedule import StepResult, simulate_step
 from simulator.topology import Topology
 from simulator.units import GIBI
@@ -202,59 +206,49 @@ def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
 def cross_attention_gemms(b: int, text_tokens: int, image_tokens: int, hidden: int, image_hidden: int, heads: int,
                           tp: int = 1, mlp: int = 0, mlp_up: int = 1
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(m, k, n, batch) of the forward GEMMs of one cross-attention block on one TP rank, for a micro-batch of b
-    samples (T text tokens of width h attend to N image tokens of width h_v; heads / tp heads of d = h / heads):
-    the Q and O projections (bT x h x h/t and bT x h/t x h), the K and V projections of the image tokens
-    (bN x h_v x h/t each), the scores Q K^T (b heads/t GEMMs of T x d x N) and the values P V (T x N x d).
-    Forward FLOPs = sum 2 m k n batch = (4 bT h^2 + 4 bN h_v h + 4 bT N h) / t; backward is twice that.
-    With an MLP of width f = ``mlp`` (OpenCLIP's cross-attention block): ``mlp_up`` up-projections bT x h x f/t (2
-    for SwiGLU) and the down-projection bT x f/t x h, + (2 mlp_up + 2) bT h f / t. The attentional pooler is the
-    same attention with its queries as the T tokens (text_tokens = queries, hidden = its width)."""
-    T, N, h, hv = text_tokens, image_tokens, hidden, image_hidden
-    d, local = hidden / heads, heads_per_rank(heads, tp)
-    m = [b * T, b * T, b * N, b * N, T, T]
-    k = [h, h / tp, hv, hv, d, N]
-    n = [h / tp, h, h / tp, h / tp, N, d]
-    batch = [1, 1, 1, 1, b * local, b * local]
-    if mlp:
-        m += [b * T] * (mlp_up + 1)
-        k += [h] * mlp_up + [mlp / tp]
-        n += [mlp / tp] * mlp_up + [h]
-        batch += [1] * (mlp_up + 1)
-    return tuple(np.array(x, dtype=float) for x in (m, k, n, batch))
+    """(m, k, n, batch) of the forward GEMMs of one cross-attention block on one TP rank for a micro-batch of b
+    samples, as :func:`simulator.program.multimodal.attention_gemms` builds them (T text tokens of width h attend
+    to N image tokens of width h_v): Q, O, K, V projections, scores Q K^T, values P V, then the MLP's up- and
+    down-projections with ``mlp``. Forward FLOPs = sum 2 m k n batch = (4 bT h^2 + 4 bN h_v h + 4 bT N h) / t
+    (+ (2 mlp_up + 2) bT h f / t). The attentional pooler is the same attention with its queries as the T tokens."""
+    ops = [g for g, _ in attention_gemms("cross_attn", b, text_tokens, image_tokens, hidden, image_hidden, heads, tp,
+                                         "bf16", mlp, mlp_up)]
+    return tuple(np.array([getattr(g, f) for g in ops], dtype=float) for f in ("m", "k", "n", "batch"))
 
 
-def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
-    """Seconds per step of the cross-attention blocks the engine's stack lacks (CoCa's multimodal decoder): the
-    GEMMs of :func:`cross_attention_gemms` (N = the image encoder's output tokens, h_v its width) at the engine's
-    GEMM efficiency, x3 for forward + backward. The pipeline's stages each run their share, so a step adds
+def priced(program: LayerProgram, gpu: GpuSpec) -> LayerTime:
+    """A multimodal module's program priced by :func:`simulator.pricing.compute.price` at the GPU's shipped
+    efficiency table (what the engine's GEMMs use without a calibration)."""
+    return price(program, gpu, default_efficiency(gpu.architecture))
+
+
+def cross_attention_s(spec: MultimodalSpec, sub: SubmoduleSpec, plan: ResolvedPlan, gpu: GpuSpec, dtype: str
+                      ) -> float:
+    """Seconds per step of the cross-attention blocks the engine's stack lacks (CoCa's multimodal decoder): one
+    block's program (:func:`simulator.program.multimodal.cross_attention_program`; N = the image encoder's output
+    tokens, h_v its width), forward + backward. The pipeline's stages each run their share, so a step adds
     m x blocks / pp x (fwd + bwd) on the busiest stage (the pipeline fill and drain of these GEMMs are not
     modelled)."""
     if not sub.cross_attention_layers or spec.vision is None:
         return 0.0
-    p, b = plan.parallel, plan.batch
+    p = plan.parallel
     tokens, width = spec.image_kv
     mlp = (sub.ffn_hidden or 4 * sub.hidden) if sub.cross_attention_mlp else 0
-    gemms = cross_attention_gemms(b.sequences, b.new, tokens, sub.hidden, width, sub.heads, p.tp, mlp,
-                                  2 if sub.activation == "swiglu" else 1)
-    fwd = float(gemm_times(*gemms, gpu, default_efficiency(gpu.architecture), dtype).sum())
-    return 3.0 * fwd * sub.cross_attention_layers / p.pp * plan.num_microbatches
+    block = priced(cross_attention_program(plan.batch, tokens, sub.hidden, width, sub.heads, p.tp, dtype, mlp,
+                                           2 if sub.activation == "swiglu" else 1), gpu)
+    return (block.fwd_s + block.bwd_s) * sub.cross_attention_layers / p.pp * plan.num_microbatches
 
 
-def pooler_s(sub: SubmoduleSpec, plan: ResolvedPlan, gpu, dtype: str) -> float:
-    """Seconds per step of the attentional pooler(s) on the encoder's last stage (:class:`PoolerSpec`): each the
-    attention of :func:`cross_attention_gemms` with its queries over the encoder's N tokens of width h_v, at the
-    engine's GEMM efficiency, x3 for forward + backward, x m micro-batches (the whole pooler sits on the last
-    stage). OpenCLIP coca_ViT-L-14, one sample forward: 4 q w^2 + 4 N h_v w + 4 q N w = 1.615 GFLOP."""
+def pooler_s(sub: SubmoduleSpec, plan: ResolvedPlan, gpu: GpuSpec, dtype: str) -> float:
+    """Seconds per step of the attentional pooler(s) on the encoder's last stage (:class:`PoolerSpec`): their
+    program (:func:`simulator.program.multimodal.pooler_program`: each pooler's queries over the encoder's N tokens
+    of width h_v), forward + backward, x m micro-batches (the whole pooler sits on the last stage)."""
     pool = sub.attentional_pooler
     if pool is None:
         return 0.0
-    p, b = plan.parallel, plan.batch
-    eff = default_efficiency(gpu.architecture)
-    fwd = sum(float(gemm_times(*cross_attention_gemms(b.sequences, q, sub.own_tokens, pool.width, sub.hidden,
-                                                      pool.heads, p.tp), gpu, eff, dtype).sum())
-              for q in pool.query_counts)
-    return 3.0 * fwd * plan.num_microbatches
+    one = priced(pooler_program(plan.batch, pool.query_counts, sub.own_tokens, pool.width, sub.hidden, pool.heads,
+                                plan.parallel.tp, dtype), gpu)
+    return (one.fwd_s + one.bwd_s) * plan.num_microbatches
 
 
 def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, gpus: tuple[int, ...],

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.compute import default_efficiency
-from simulator.compute.gemm import gemm_times
-from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule
+from simulator.compute.layer import LayerTime
+from simulator.multimodal.evaluate import PlanChoice, SubmoduleRun, evaluate_submodule, priced
 from simulator.multimodal.spec import MultimodalSpec
+from simulator.program.multimodal import projector_program
 from simulator.schedule.timeline import run_timeline
 from simulator.topology import Topology
 
@@ -56,15 +56,13 @@ def _per_microbatch(run: SubmoduleRun) -> tuple[list[float], list[float]]:
     return fwd, bwd
 
 
-def projector_s(spec: MultimodalSpec, tokens: float, tp: int, gpu, dtype: str) -> float:
-    """Forward + backward seconds of the projector over ``tokens`` image tokens on one TP rank (3 x forward)."""
+def projector_time(spec: MultimodalSpec, tokens: float, tp: int, gpu, dtype: str) -> LayerTime | None:
+    """The projector over ``tokens`` image tokens on one TP rank, forward and backward: its program
+    (:func:`simulator.program.multimodal.projector_program`) priced (None without a projector)."""
     pr = spec.projector
     if pr is None:
-        return 0.0
-    eff = default_efficiency(gpu.architecture)
-    t = gemm_times([tokens, tokens], [pr.input, pr.hidden], [pr.hidden / tp, pr.output / tp], [1, 1], gpu, eff,
-                   dtype)
-    return 3.0 * float(t.sum())
+        return None
+    return priced(projector_program(tokens, pr.input, pr.hidden, pr.output, tp, dtype), gpu)
 
 
 def encoder_on_first_stage(spec: MultimodalSpec, llm_choice: PlanChoice, topology: Topology, batch: int,
@@ -80,14 +78,15 @@ def encoder_on_first_stage(spec: MultimodalSpec, llm_choice: PlanChoice, topolog
     encoder = evaluate_submodule(spec, vision, enc_choice, stage0, topology, batch, precision, optimizer)
     m = llm.plan.num_microbatches
     gpu = topology.cluster.node.gpu
-    proj = projector_s(spec, c.micro_batch * vision.patches, c.tp, gpu, llm.plan.gemm_dtype(gpu))
+    proj = projector_time(spec, c.micro_batch * vision.patches, c.tp, gpu, llm.plan.gemm_dtype(gpu))
+    proj_fwd, proj_bwd = (proj.fwd_s, proj.bwd_s) if proj is not None else (0.0, 0.0)
     enc_f, enc_b = _per_microbatch(encoder)
     fwd, bwd = _per_microbatch(llm)
-    fwd[0] += enc_f[0] + proj / 3
-    bwd[0] += enc_b[0] + 2 * proj / 3
+    fwd[0] += enc_f[0] + proj_fwd
+    bwd[0] += enc_b[0] + proj_bwd
     orders = llm.plan.schedule.orders(c.pp, 1, m)
     before = run_timeline(orders, [[f] for f in _per_microbatch(llm)[0]], [[b] for b in _per_microbatch(llm)[1]],
                           llm.step.p2p_s)
     after = run_timeline(orders, [[f] for f in fwd], [[b] for b in bwd], llm.step.p2p_s)
     grow = max(t.end_s for t in after) - max(t.end_s for t in before)
-    return FirstStage(llm, encoder, proj * m, llm.step_s + grow, tuple(t.busy_s for t in after))
+    return FirstStage(llm, encoder, (proj_fwd + proj_bwd) * m, llm.step_s + grow, tuple(t.busy_s for t in after))

@@ -23,6 +23,13 @@ from simulator.program.build import (
     rank_numel,
 )
 from simulator.program.memops import LayerShape, eager_memops, embedding_memops, head_memops, layer_memops
+from simulator.program.multimodal import (
+    attention_gemms,
+    contrastive_logits_program,
+    cross_attention_program,
+    pooler_program,
+    projector_program,
+)
 from simulator.program.op_chains import (
     CROSS_ENTROPY_BYTES,
     FUSED_CROSS_ENTROPY,
@@ -36,7 +43,7 @@ from simulator.program.ops import RECOMPUTE_MODULE_OPS, AttentionOp, Gemm, Layer
 __all__ = [
     "CROSS_ENTROPY_BYTES", "FUSED_CROSS_ENTROPY", "FUSED_PERMUTE", "PERMUTE_CHAINS", "RECOMPUTE_MODULE_OPS",
     "SEQUENTIAL_ASSEMBLY", "TRAINING", "AttentionOp", "Gemm", "LayerProgram", "LayerShape", "MemOp", "PermuteChain",
-    "attention_dtype", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
+    "attention_dtype", "attention_gemms", "contrastive_logits_program", "cross_attention_program", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
     "fp8_cast_memops", "head_memops", "head_program", "layer_comm", "layer_memops", "layer_program",
-    "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "quantized", "rank_numel",
+    "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "pooler_program", "projector_program", "quantized", "rank_numel",
 ]

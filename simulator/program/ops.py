@@ -26,8 +26,10 @@ MemKernel = Literal["fused", "chain", "eager"]
 #: core-attention kernels: fused ones (TE / FlashAttention-2 / PyTorch SDPA) at a fitted fraction of the tensor
 #: peak, or ``unfused`` score GEMMs plus softmax and dropout as memory-bound ops
 AttentionKernel = Literal["flash", "flash2", "sdpa", "unfused"]
-#: what a program describes
-ProgramKind = Literal["dense", "moe", "head", "embedding", "experts"]
+#: what a program describes: a transformer layer, the output head, the embedding, a routed-expert FFN, or a module
+#: a multimodal model adds to the engine's stack (:mod:`simulator.program.multimodal`)
+ProgramKind = Literal["dense", "moe", "head", "embedding", "experts", "cross_attention", "pooler", "projector",
+                      "contrastive_loss"]
 
 EXPERT_KERNELS = ("grouped_expert", "sequential_expert")
 
