@@ -80,6 +80,19 @@ class ResolvedPlan(BaseModel):
         Training, serving, memory and multimodal all ask this one method."""
         return self.recipe.gemm_dtype_on(gpu.dtypes)
 
+    def weight_dtype(self, gpu: GpuSpec) -> str:
+        """The dtype the linear layers' weights are stored and read in on ``gpu``: the recipe's GEMM dtype, also
+        where the GPU lacks its tensor cores and the GEMMs compute in :meth:`gemm_dtype` (a serving engine runs an
+        fp8 checkpoint on an A100 with weight-only kernels: vLLM's FP8 Marlin, vllm-project/vllm#5975)."""
+        return self.recipe.gemm_dtype
+
+    @property
+    def vocab_held(self) -> int:
+        """Rows of the word embedding and the output layer the weights hold: the vocabulary padded to a multiple
+        of 128 x tp by Megatron-style frameworks (``Recipe.megatron_vocab_padding``; :func:`padded_vocab`), as
+        memory counts it and the output-layer GEMM multiplies."""
+        return self.model.vocab
+
     @property
     def kv_heads_tp(self) -> float:
         """K/V heads per TP rank (replicated when tp > kv_heads): the K/V projections' and the K/V cache's heads."""

@@ -267,7 +267,7 @@ class GroupTimer:
             model = self.model(op.group, stage)
             if model.placement.n_ranks == 1 or op.bytes <= 0:
                 timing = OpTiming(0.0, "none", "none")
-            elif op.dim == "ep":
+            elif op.dim == "ep" and op.op == "all_to_all":   # dispatch / combine: the MoE backend's kernels
                 direction, route = EP_KERNELS[op.name]
                 k = getattr(getattr(self.moe_comm(stage), direction), route)
                 timing = OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))
