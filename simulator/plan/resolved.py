@@ -14,7 +14,7 @@ from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.ranks import ALL_DIMS, COMBINED, DENSE_DIMS, EXPERT_DIMS, grid_groups, group_containing
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
-from simulator.plan.shape import Batch, rank_shape
+from simulator.plan.shape import Batch, padded_vocab, rank_shape
 
 
 class ResolvedPlan(BaseModel):
@@ -67,7 +67,8 @@ class ResolvedPlan(BaseModel):
         if hit is None:
             p = self.parallel
             hit = self._shapes[batch] = rank_shape(self.model, batch.new, batch.sequences, tp=p.tp, cp=p.cp,
-                                                   ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp)
+                                                   ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp,
+                                                   vocab_padding=self.recipe.megatron_vocab_padding)
         return hit
 
     @cached_property
@@ -91,7 +92,7 @@ class ResolvedPlan(BaseModel):
         """Rows of the word embedding and the output layer the weights hold: the vocabulary padded to a multiple
         of 128 x tp by Megatron-style frameworks (``Recipe.megatron_vocab_padding``; :func:`padded_vocab`), as
         memory counts it and the output-layer GEMM multiplies."""
-        return self.model.vocab
+        return padded_vocab(self.model.vocab, self.parallel.tp, self.recipe.megatron_vocab_padding)
 
     @property
     def kv_heads_tp(self) -> float:

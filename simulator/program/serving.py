@@ -135,7 +135,7 @@ def serving_head_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: st
     vocab_held / tp``, the vocabulary the weights hold, bf16 under fp8 / fp4 as training's output layer) and the
     final norm and sampler as two launches."""
     m = rp.model
-    head = _linear([Gemm("output_layer", "fwd", batch.sequences, m.hidden, rp.vocab_held / rp.parallel.tp)],
+    head = _linear([Gemm("output_layer", "fwd", batch.sequences, m.hidden, rp.shape_of(batch).vocab_tp)],
                    dtype, weights)
     return LayerProgram(kind="head", gemms=tuple(head), fwd_flops=head[0].flops, launches=2)
 
