@@ -22,10 +22,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: the packages that must price through simulator/pricing/
 SCOPE = ("simulator/multimodal/", "simulator/serving/")
-#: packages of SCOPE not checked yet: serving is being rebuilt on programs (helper H7, issue 26); the coordinator
-#: removes it from this list after merging that work (``test_skipped_packages_still_price_directly`` fails once it
-#: prices through simulator/pricing/, so the entry cannot go stale)
-NOT_YET = ("simulator/serving/",)
 
 COMPUTE_TIMERS = {"gemm_times", "peak_flops", "gemm_seconds", "memory_seconds", "fused_attention_seconds"}
 COLLECTIVES_MODEL = {"build_cost_model", "evaluate", "place_group"}
@@ -59,15 +55,9 @@ def offenders(package: str) -> list[str]:
             for hit in direct_pricing(path.read_text())]
 
 
-@pytest.mark.parametrize("package", [p for p in SCOPE if p not in NOT_YET])
+@pytest.mark.parametrize("package", SCOPE)
 def test_prices_through_the_pricing_layer(package):
     assert offenders(package) == [], f"{package} prices compute or collectives directly (module docstring)"
-
-
-@pytest.mark.parametrize("package", NOT_YET)
-def test_skipped_packages_still_price_directly(package):
-    """A package on the NOT_YET list that no longer prices directly must leave the list (and be checked)."""
-    assert offenders(package), f"{package} prices through simulator/pricing/ now: remove it from NOT_YET"
 
 
 @pytest.mark.parametrize("old", [

@@ -67,13 +67,20 @@ class ComputeEfficiency(BaseModel):
                           "tensor peak per head dim (interpolated linearly, clamped at the ends)")
     sdpa_half_seq: float = Field(0.0, ge=0, description="sequence length at which SDPA reaches half its "
                                                         "asymptotic rate: rate x s / (s + sdpa_half_seq)")
+    sdpa_fwd: tuple[float, float] | None = Field(
+        None, description="forward-only causal FlashAttention (a serving prefill): (e, half_seq), the rate "
+                          "e x s / (s + half_seq) of the 16-bit tensor peak (None: attention_efficiency)")
     sources: dict[str, str] = Field(default_factory=dict, description="source of each coefficient, by field name")
 
     def attention_fraction(self, kernel: str, seq_len: float, head_dim: float) -> float:
         """Fraction of the tensor peak a fused attention kernel reaches: ``flash`` (Megatron / Transformer Engine
         fused attention) at ``attention_efficiency``; ``flash2`` (the FlashAttention-2 package) at
         ``flash2_efficiency`` where the architecture has its own figure; ``sdpa`` (plain PyTorch) from the measured
-        SDPA table when the architecture has one: e(head_dim) x s / (s + sdpa_half_seq)."""
+        SDPA table when the architecture has one: e(head_dim) x s / (s + sdpa_half_seq); ``sdpa_fwd`` (forward
+        only, a serving prefill) from ``sdpa_fwd``."""
+        if kernel == "sdpa_fwd" and self.sdpa_fwd is not None:
+            e, half = self.sdpa_fwd
+            return e * seq_len / (seq_len + half)
         if kernel == "flash2" and self.flash2_efficiency is not None:
             return self.flash2_efficiency
         if kernel != "sdpa" or not self.sdpa_by_head_dim:

@@ -58,13 +58,16 @@ def gemm_efficiency(m, k, n, batch, sms: int, eff: ComputeEfficiency, dtype: str
     return eff.fraction(dtype) * best
 
 
-def gemm_times(m, k, n, batch, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, density=1.0) -> np.ndarray:
+def gemm_times(m, k, n, batch, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, density=1.0,
+               weight_dtype: str = "") -> np.ndarray:
     """Seconds of each GEMM: ``launch + max(compute, memory)`` (see module docstring); ``density`` scales FLOPs
-    and the output for causal-masked score GEMMs."""
+    and the output for causal-masked score GEMMs; ``weight_dtype``: the [k, n] operand's dtype when a weight-only
+    kernel reads it narrower than it computes ("": ``dtype``)."""
     m, k, n, batch, density = (np.asarray(x, dtype=float) for x in (m, k, n, batch, density))
     flops = 2.0 * m * k * n * batch * density
     peak = peak_flops(gpu, dtype)
     compute = flops / (peak * gemm_efficiency(m, k, n, batch, gpu.sms, eff, dtype))
-    size = DTYPE_BYTES[dtype] * batch * (m * k + k * n + m * n * density)
+    w = DTYPE_BYTES[weight_dtype or dtype]
+    size = batch * (DTYPE_BYTES[dtype] * (m * k + m * n * density) + w * k * n)
     memory = size / (gpu.memory.bandwidth * eff.memory_efficiency)
     return eff.launch_s + np.maximum(compute, memory)

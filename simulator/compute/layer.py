@@ -70,16 +70,19 @@ class LayerTime:
         return sum(fl for _, _, fl in self._modules(modules)) if mode == "selective" else 0.0
 
 
-def gemm_seconds(shapes: np.ndarray, grouped: np.ndarray, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str
-                 ) -> np.ndarray:
+def gemm_seconds(shapes: np.ndarray, grouped: np.ndarray, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,
+                 slowdown: np.ndarray | None = None, weight_dtype: str = "") -> np.ndarray:
     """Seconds of each GEMM of one ``dtype``: ``shapes`` rows (m, k, n, batch, density) in elements;
     ``grouped`` marks the routed experts run as one grouped GEMM kernel, slower than a dense one of the same shape
-    (``launch + (dense seconds - launch) / grouped_fraction``; measured: ``simulator/validation/data/h200_moe``)."""
+    (``launch + (dense seconds - launch) / grouped_fraction x slowdown``; measured:
+    ``simulator/validation/data/h200_moe``; ``slowdown`` default 1); ``weight_dtype``: :func:`gemm_times`."""
     if not len(shapes):
         return np.zeros(0)
-    secs = gemm_times(shapes[:, 0], shapes[:, 1], shapes[:, 2], shapes[:, 3], gpu, eff, dtype, shapes[:, 4])
+    secs = gemm_times(shapes[:, 0], shapes[:, 1], shapes[:, 2], shapes[:, 3], gpu, eff, dtype, shapes[:, 4],
+                      weight_dtype)
     if grouped.any():
-        secs = np.where(grouped, eff.launch_s + (secs - eff.launch_s) / eff.grouped_fraction(dtype), secs)
+        scale = 1.0 if slowdown is None else slowdown
+        secs = np.where(grouped, eff.launch_s + (secs - eff.launch_s) / eff.grouped_fraction(dtype) * scale, secs)
     return secs
 
 

@@ -166,9 +166,10 @@ def layer_flops(model: ModelSpec, shape: RankShape, *, layer_index: int = 0, cau
 
 
 def logits_flops(model: ModelSpec, shape: RankShape) -> LayerFlops:
-    """Output layer GEMM (tokens x hidden x vocab/tp), forward and backward: 2*b*s*h*v forward; each MTP module
-    runs the shared output layer once more and first projects [norm(h); norm(emb)] (2h -> h/tp)."""
-    ops = _linear("output_layer", shape.tokens, model.hidden, model.vocab / shape.tp, 1 + model.mtp_layers)
+    """Output layer GEMM (tokens x hidden x vocab/tp, the vocabulary the weights hold: ``RankShape.vocab_tp``),
+    forward and backward: 2*b*s*h*v forward; each MTP module runs the shared output layer once more and first
+    projects [norm(h); norm(emb)] (2h -> h/tp)."""
+    ops = _linear("output_layer", shape.tokens, model.hidden, shape.vocab_tp, 1 + model.mtp_layers)
     if model.mtp_layers:
         ops += _linear("mtp.eh_proj", shape.tokens, 2 * model.hidden, model.hidden / shape.tp, model.mtp_layers)
     return LayerFlops(tuple(ops))

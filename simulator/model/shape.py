@@ -47,6 +47,9 @@ class RankShape:
     """Routed experts per EP rank: E / ep (0 for a dense model)."""
     routed_rows: float
     """Rows the local experts receive in expectation: T_in x top_k x etp (0 for a dense model)."""
+    vocab_tp: float
+    """Output-layer rows (vocabulary entries) per TP rank: the vocabulary the weights hold (padded by Megatron-style
+    frameworks to a multiple of 128 x tp) / tp."""
 
     @classmethod
     def unsharded(cls, model: ModelSpec, seq_len: int, micro_batch: int) -> RankShape:
@@ -58,7 +61,7 @@ class RankShape:
                    tokens=tokens, norm_tokens=tokens, q_rows=float(micro_batch * seq_len), heads=float(model.heads),
                    kv_heads=float(model.kv), heads_tp=float(model.heads), kv_heads_tp=float(model.kv), kv_ranks=1,
                    ffn=float(model.ffn), local_experts=float(moe.experts) if moe else 0.0,
-                   routed_rows=tokens * moe.top_k if moe else 0.0)
+                   routed_rows=tokens * moe.top_k if moe else 0.0, vocab_tp=float(model.vocab))
 
     @property
     def rows_per_expert(self) -> float:

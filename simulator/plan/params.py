@@ -12,6 +12,7 @@ from simulator.caching import memo
 from simulator.model.params import embedding_params, head_params, layer_params, local_numel, mtp_head_params
 from simulator.model.spec import ModelSpec, moe_flags_of
 from simulator.plan.resolved import ResolvedPlan
+from simulator.plan.shape import padded_vocab
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,15 +23,6 @@ class StageParams:
     expert: float
     largest_layer: float
     layers: int
-
-
-def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
-    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``); plain PyTorch
-    (``megatron`` False) keeps it."""
-    if not megatron:
-        return vocab
-    unit = 128 * tp
-    return -(-vocab // unit) * unit
 
 
 def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float) -> tuple[float, float]:

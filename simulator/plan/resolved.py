@@ -22,7 +22,7 @@ from simulator.plan.ranks import (
 )
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
-from simulator.plan.shape import Batch, rank_shape
+from simulator.plan.shape import Batch, padded_vocab, rank_shape
 
 
 def layer_recompute(recompute: str, recompute_layers: int | None, chunks: tuple[int, ...]) -> tuple[str, ...]:
@@ -84,7 +84,8 @@ class ResolvedPlan(BaseModel):
         if hit is None:
             p = self.parallel
             hit = self._shapes[batch] = rank_shape(self.model, batch.new, batch.sequences, tp=p.tp, cp=p.cp,
-                                                   ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp)
+                                                   ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp,
+                                                   vocab_padding=self.recipe.megatron_vocab_padding)
         return hit
 
     @cached_property
@@ -96,6 +97,19 @@ class ResolvedPlan(BaseModel):
         ``bf16``...) where the GPU has tensor cores for it, else bf16 (an fp8 recipe on an A100 runs bf16 GEMMs).
         Training, serving, memory and multimodal all ask this one method."""
         return self.recipe.gemm_dtype_on(gpu.dtypes)
+
+    def weight_dtype(self, gpu: GpuSpec) -> str:
+        """The dtype the linear layers' weights are stored and read in on ``gpu``: the recipe's GEMM dtype, also
+        where the GPU lacks its tensor cores and the GEMMs compute in :meth:`gemm_dtype` (a serving engine runs an
+        fp8 checkpoint on an A100 with weight-only kernels: vLLM's FP8 Marlin, vllm-project/vllm#5975)."""
+        return self.recipe.gemm_dtype
+
+    @property
+    def vocab_held(self) -> int:
+        """Rows of the word embedding and the output layer the weights hold: the vocabulary padded to a multiple
+        of 128 x tp by Megatron-style frameworks (``Recipe.megatron_vocab_padding``; :func:`padded_vocab`), as
+        memory counts it and the output-layer GEMM multiplies."""
+        return padded_vocab(self.model.vocab, self.parallel.tp, self.recipe.megatron_vocab_padding)
 
     @property
     def kv_heads_tp(self) -> float:

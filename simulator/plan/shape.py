@@ -67,8 +67,17 @@ def heads_per_rank(heads: int, tp: int, ulysses: int = 1) -> float:
     return heads / (tp * ulysses)
 
 
+def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
+    """Megatron pads the vocabulary to a multiple of 128*tp (``--make-vocab-size-divisible-by 128``); plain PyTorch
+    (``megatron`` False) keeps it."""
+    if not megatron:
+        return vocab
+    unit = 128 * tp
+    return -(-vocab // unit) * unit
+
+
 def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
-               ep: int = 1, etp: int = 1, sp: bool = False) -> RankShape:
+               ep: int = 1, etp: int = 1, sp: bool = False, vocab_padding: bool = False) -> RankShape:
     """The :class:`RankShape` of ``model`` for ``micro_batch`` sequences of ``seq_len`` new tokens under these
     degrees (module docstring for the rules). Plans call it through ``ResolvedPlan.shape_of``; tests and notebooks
     may call it directly."""
@@ -84,4 +93,5 @@ def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1,
         heads=heads_per_rank(model.heads, tp, ulysses), kv_heads=kv_attn, heads_tp=heads_per_rank(model.heads, tp),
         kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
         ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
-        routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0)
+        routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0,
+        vocab_tp=padded_vocab(model.vocab, tp, vocab_padding) / tp)

@@ -44,14 +44,15 @@ from simulator.program import (
 
 
 def gemm_op_seconds(ops: Sequence[Gemm], gpu: GpuSpec, eff: ComputeEfficiency) -> np.ndarray:
-    """Seconds of each GEMM in ``ops``, each in its own dtype (one vectorized call per dtype)."""
+    """Seconds of each GEMM in ``ops``, each in its own compute and weight dtype (one vectorized call per pair)."""
     out = np.zeros(len(ops))
-    dtypes = [o.dtype for o in ops]
-    for d in set(dtypes):
-        idx = [i for i, x in enumerate(dtypes) if x == d]
+    dtypes = [(o.dtype, o.weight_dtype) for o in ops]
+    for d, w in set(dtypes):
+        idx = [i for i, x in enumerate(dtypes) if x == (d, w)]
         shapes = np.array([[ops[i].m, ops[i].k, ops[i].n, ops[i].batch, ops[i].density] for i in idx], dtype=float)
         grouped = np.array([ops[i].kernel == "grouped_expert" for i in idx])
-        out[idx] = gemm_seconds(shapes, grouped, gpu, eff, d)
+        slowdown = np.array([ops[i].slowdown for i in idx], dtype=float)
+        out[idx] = gemm_seconds(shapes, grouped, gpu, eff, d, slowdown, w)
     return out
 
 
@@ -59,7 +60,8 @@ def mem_op_seconds(ops: Sequence[MemOp], gpu: GpuSpec, eff: ComputeEfficiency, p
                    attention: bool | None = None) -> float:
     """Seconds of the memory-bound ops of ``phase`` (only those with ``attention`` equal to it, unless None)."""
     sel = [o for o in ops if o.phase == phase and (attention is None or o.attention == attention)]
-    return memory_seconds(sum(o.bytes for o in sel), len(sel), gpu, eff)
+    own_launch = sum(o.kernel != "kernel_set" for o in sel)   # a kernel set's bytes launch with its kernels
+    return memory_seconds(sum(o.bytes for o in sel), own_launch, gpu, eff)
 
 
 def _attention_seconds(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency) -> tuple[float, float]:

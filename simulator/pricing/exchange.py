@@ -41,3 +41,13 @@ def group_call_s(topology: Topology, gpus: list[int], op: str, nbytes: float) ->
         return 0.0
     placement = place_group(topology.on_real_split(), gpus)
     return float(evaluate(build_cost_model(placement), op, [nbytes]).times_s[0])
+
+
+def pair_call(topology: Topology, src: int, dst: int, nbytes: float, calibration=None) -> tuple[float, str, str]:
+    """One sendrecv of ``nbytes`` between ranks ``src`` and ``dst`` (a disaggregated K/V hand-off): seconds, the
+    algorithm/protocol the collectives model picks, and the link class (``nvlink`` inside an NVLink domain, else
+    ``network``)."""
+    placement = place_group(topology, [topology.gpus[src], topology.gpus[dst]])
+    ev = evaluate(build_cost_model(placement, calibration=calibration), "sendrecv", [nbytes])
+    link = "nvlink" if placement.n_nodes == 1 else "network"
+    return float(ev.times_s[0]), f"{ev.algorithms[0]}/{ev.protocols[0]}", link

@@ -297,7 +297,7 @@ class GroupTimer:
         model = self.model(op.group, stage)
         if model.placement.n_ranks == 1 or op.bytes <= 0:
             return OpTiming(0.0, "none", "none")
-        if op.dim == "ep":
+        if op.dim == "ep" and op.op == "all_to_all":   # dispatch / combine: the MoE backend's kernels
             direction, route = EP_KERNELS[op.name]
             k = getattr(getattr(self.moe_comm(stage), direction), route)
             return OpTiming(float(k.time_s), self.moe_algorithm(stage), k.bottleneck, float(k.counted_bytes))

@@ -38,12 +38,29 @@ from simulator.program.op_chains import (
     SEQUENTIAL_ASSEMBLY,
     PermuteChain,
 )
-from simulator.program.ops import RECOMPUTE_MODULE_OPS, AttentionOp, Gemm, LayerProgram, MemOp
+from simulator.program.ops import (
+    RECOMPUTE_MODULE_OPS,
+    AttentionOp,
+    CacheAttentionOp,
+    Gemm,
+    LayerProgram,
+    MemOp,
+)
+from simulator.program.serving import (
+    cache_attention,
+    serving_embedding_program,
+    serving_head_program,
+    serving_layer_program,
+    touched_experts,
+)
 
 __all__ = [
     "CROSS_ENTROPY_BYTES", "FUSED_CROSS_ENTROPY", "FUSED_PERMUTE", "PERMUTE_CHAINS", "RECOMPUTE_MODULE_OPS",
-    "SEQUENTIAL_ASSEMBLY", "TRAINING", "AttentionOp", "Gemm", "LayerProgram", "LayerShape", "MemOp", "PermuteChain",
-    "attention_dtype", "attention_gemms", "contrastive_logits_program", "cross_attention_program", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
+    "SEQUENTIAL_ASSEMBLY", "TRAINING", "AttentionOp", "CacheAttentionOp", "Gemm", "LayerProgram", "LayerShape", "MemOp",
+    "PermuteChain", "attention_dtype", "attention_gemms", "cache_attention", "contrastive_logits_program",
+    "cross_attention_program", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
     "fp8_cast_memops", "head_memops", "head_program", "layer_comm", "layer_memops", "layer_program",
-    "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "pooler_program", "projector_program", "quantized", "rank_numel",
+    "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "pooler_program", "projector_program",
+    "quantized", "rank_numel", "serving_embedding_program", "serving_head_program", "serving_layer_program",
+    "touched_experts",
 ]

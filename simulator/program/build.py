@@ -198,13 +198,14 @@ def plan_layer_program(rp: ResolvedPlan, dtype: str, *, layer_index: int, permut
 def head_program(model: ModelSpec, sh: RankShape, dtype: str, grad_accum_bytes: float = 0.0,
                  embedding_copy: bool = False, cross_entropy: tuple[float, float] = FUSED_CROSS_ENTROPY,
                  fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)) -> LayerProgram:
-    """Final norm, output-layer GEMMs (tokens x h x v/tp, kept in bf16 under fp8 / fp4) and cross entropy of the
+    """Final norm, output-layer GEMMs (tokens x h x v/tp over the vocabulary the weights hold, ``RankShape.vocab_tp``;
+    kept in bf16 under fp8 / fp4) and cross entropy of the
     last stage, one micro-batch; ``grad_accum_bytes`` / ``fsdp_copy_bytes`` as :func:`layer_program`, over the
     head's parameters and, with ``embedding_copy`` (tied embeddings or MTP modules split over pipeline stages),
     the last stage's copy of the word embedding; ``cross_entropy``: bytes per logit forward and backward
     (``Recipe.cross_entropy``, :data:`simulator.program.op_chains.CROSS_ENTROPY_BYTES`)."""
     lf = logits_flops(model, sh)
-    mem = head_memops(model, sh.tokens, sh.norm_tokens, model.vocab / sh.tp, cross_entropy)
+    mem = head_memops(model, sh.tokens, sh.norm_tokens, sh.vocab_tp, cross_entropy)
     params = head_params(model) + (embedding_params(model)[:1] if embedding_copy else [])
     mem += parameter_pass_memops(params, sh, grad_accum_bytes, fsdp_copy_bytes)
     return LayerProgram(kind="head", gemms=linear_gemms(lf.ops, dtype), memops=tuple(mem),

@@ -21,8 +21,9 @@ GemmPhase = Literal["fwd", "bwd_dgrad", "bwd_wgrad", "bwd_recompute"]
 #: dense GEMM each (Megatron's SequentialMLP, ``moe.experts: sequential``)
 GemmKernel = Literal["dense", "grouped_expert", "sequential_expert"]
 #: a memory-bound op's kernel: one fused kernel (its byte count), a measured chain of PyTorch ops
-#: (copy-equivalent bytes, :mod:`simulator.program.op_chains`), or eager PyTorch's extra copies and casts
-MemKernel = Literal["fused", "chain", "eager"]
+#: (copy-equivalent bytes, :mod:`simulator.program.op_chains`), eager PyTorch's extra copies and casts, or bytes
+#: moved inside a serving engine's kernel set (no launch of their own: ``LayerProgram.launches`` counts the set's)
+MemKernel = Literal["fused", "chain", "eager", "kernel_set"]
 #: core-attention kernels: fused ones (TE / FlashAttention-2 / PyTorch SDPA) at a fitted fraction of the tensor
 #: peak, or ``unfused`` score GEMMs plus softmax and dropout as memory-bound ops
 AttentionKernel = Literal["flash", "flash2", "sdpa", "unfused"]
@@ -36,7 +37,13 @@ EXPERT_KERNELS = ("grouped_expert", "sequential_expert")
 
 @dataclass(frozen=True, slots=True)
 class Gemm:
-    """``batch`` products of [m, k] x [k, n] in ``dtype`` (elements); ``density`` < 1 for causal-masked scores."""
+    """``batch`` products of [m, k] x [k, n] in ``dtype`` (elements); ``density`` < 1 for causal-masked scores.
+
+    ``weight_dtype``: the dtype the [k, n] weight operand is read in when it differs from the compute ``dtype``
+    ("": the same): weight-only kernels (an fp8 checkpoint served on a GPU without fp8 tensor cores, vLLM's
+    Marlin-style kernels) read 1-byte weights and compute in bf16. ``slowdown``: a grouped-expert GEMM's extra time
+    factor beyond the grouped kernel's (serving: the routing's load imbalance over the expert kernel's efficiency
+    relative to the measured grouped GEMM; 1 in training)."""
 
     name: str
     phase: GemmPhase
@@ -47,6 +54,8 @@ class Gemm:
     density: float = 1.0
     dtype: str = "bf16"
     kernel: GemmKernel = "dense"
+    weight_dtype: str = ""
+    slowdown: float = 1.0
 
     @property
     def flops(self) -> float:
@@ -95,6 +104,30 @@ class AttentionOp:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheAttentionOp:
+    """The core attention of a serving step over the K/V cache (forward only), one layer on one rank.
+
+    ``flops``: causal FLOPs of the new tokens' queries over ``seq_len`` keys (cached + new); ``kv_bytes``: the K/V
+    cache those keys occupy (``sequences x seq_len x cache bytes per token``), read once. ``decode`` (one new token
+    per sequence): the decode kernel streams the cache at ``kv_read_efficiency`` of HBM bandwidth, at most
+    ``kv_cap_Bps`` (an unsplit kernel's CTAs x per-CTA rate; inf for split-KV kernels), or runs its FLOPs at
+    ``compute_efficiency`` of the 16-bit peak (None: the forward FlashAttention curve,
+    ``ComputeEfficiency.attention_fraction("sdpa_fwd", ...)``). Prefill: the forward FlashAttention curve, or the
+    cache read at the memory-bound rate if slower. Rates: :mod:`simulator.serving.backends` (decode kernels) and
+    ``simulator/compute/data/compute_efficiency.yaml`` (the forward curve)."""
+
+    flops: float
+    kv_bytes: float
+    seq_len: float
+    dhead: int
+    decode: bool
+    kv_read_efficiency: float = 1.0
+    kv_cap_Bps: float = float("inf")
+    compute_efficiency: float | None = None
+    dtype: str = "bf16"
+
+
+@dataclass(frozen=True, slots=True)
 class LayerProgram:
     """The ops one rank runs for one layer (``kind`` dense / moe), the output head, the embedding, or a routed
     expert FFN, for one micro-batch.
@@ -104,17 +137,20 @@ class LayerProgram:
     (:mod:`simulator.traffic`; priced on their groups by the schedule); ``fwd_flops``/``bwd_flops``: the executed
     model FLOPs (backward includes flash attention's recomputation); ``local_experts``: routed experts on this rank
     (the host issue cost of an eager MoE layer, :mod:`simulator.compute.host`); ``host_issue``: whether the
-    framework's per-layer host issue cost applies."""
+    framework's per-layer host issue cost applies; ``launches``: kernels beyond the GEMMs and attention whose
+    launch the program charges once each (a serving engine's kernel set, :mod:`simulator.serving.backends`: its
+    memory-bound ops are those kernels, priced by bytes; 0 in training, where each memory-bound op pays its own)."""
 
     kind: ProgramKind
     gemms: tuple[Gemm, ...] = ()
     memops: tuple[MemOp, ...] = ()
-    attention: AttentionOp | None = None
+    attention: AttentionOp | CacheAttentionOp | None = None
     comm: tuple[CommOp, ...] = ()
     fwd_flops: float = 0.0
     bwd_flops: float = 0.0
     local_experts: float = 0.0
     host_issue: bool = False
+    launches: int = 0
 
     def gemms_in(self, *phases: str) -> tuple[Gemm, ...]:
         return tuple(o for o in self.gemms if o.phase in phases)

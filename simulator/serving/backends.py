@@ -9,7 +9,8 @@ the expert GEMM kernel. Every number carries its source (or ``assumed`` with the
   per (sequence, K/V head) and no split of the context (PyTorch's SDPA FlashAttention-2 kernel) the rate is at most
   ``CTAs x per_cta_Bps``. Split-KV kernels (flash-decoding: FlashAttention's and FlashInfer's decode kernels, what
   vLLM and SGLang run) split the context until the GPU is full.
-- **Prefill attention**: causal FLOPs at ``e x s / (s + half_seq)`` of the bf16 tensor peak (forward only).
+- **Prefill attention**: causal FLOPs at the forward FlashAttention curve ``e x s / (s + half_seq)`` of the bf16
+  tensor peak: ``sdpa_fwd`` of ``simulator/compute/data/compute_efficiency.yaml``, beside training's attention rates.
 - **MoE all-to-all** (``serving.all2all_backend``, vLLM's ``--all2all-backend`` names): registered with the
   training backends in :mod:`simulator.implementation.moe_backends` (``SERVING_BACKENDS``); the plan of a step carries the
   phase's (``ResolvedPlan.moe_backend``).
@@ -81,7 +82,8 @@ class AttentionKernel:
     per_cta_Bps: float
     source: str
     compute_efficiency: float | None = None
-    """Fraction of the bf16 peak when compute-bound; None: the forward FlashAttention curve (PREFILL_ATTENTION)."""
+    """Fraction of the bf16 peak when compute-bound; None: the forward FlashAttention curve
+    (``ComputeEfficiency.sdpa_fwd``)."""
 
 
 ATTENTION_KERNELS: dict[str, AttentionKernel] = {
@@ -101,13 +103,6 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
                "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
                "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
 }
-
-PREFILL_ATTENTION = {"efficiency": 0.383, "half_seq": 1612.0,
-                     "source": f"fit of e x s/(s + half_seq) x bf16 peak to the 4 causal prefill attention rows of "
-                               f"{OPS_DATA} (torch 2.11 SDPA FlashAttention-2 forward, head dim 128, 32 heads, "
-                               "s = 512-16K: 104-345 TFLOP/s); forward only, so it differs from the training "
-                               "table's fwd+bwd sdpa_by_head_dim"}
-
 
 @dataclass(frozen=True)
 class ExpertKernel:

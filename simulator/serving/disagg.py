@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from simulator.collectives import build_cost_model, evaluate, place_group
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.plan import ResolvedPlan
+from simulator.pricing.exchange import pair_call
 from simulator.serving.step import StepContext
 
 
@@ -31,12 +29,8 @@ def kv_transfer(ctx: StepContext, rp: ResolvedPlan, prefill_replicas: int) -> di
     per_gpu = max(len(layers) for layers in rp.stage_layers) * ctx.serving.input_len * kv_cache_bytes_per_token_layer(rp)
     dp_group = rp.rank_groups("dp")[0]
     src, dst = dp_group[0], dp_group[prefill_replicas]
-    topo = ctx.topology
-    placement = place_group(topo, [topo.gpus[src], topo.gpus[dst]])
-    ev = evaluate(build_cost_model(placement, calibration=ctx.calibration), "sendrecv", np.array([per_gpu]))
-    link = "nvlink" if placement.n_nodes == 1 else "network"
-    return {"bytes_per_gpu": per_gpu, "time_s": float(ev.times_s[0]), "link": link,
-            "algorithm": f"{ev.algorithms[0]}/{ev.protocols[0]}"}
+    time_s, algorithm, link = pair_call(ctx.topology, src, dst, per_gpu, ctx.calibration)
+    return {"bytes_per_gpu": per_gpu, "time_s": time_s, "link": link, "algorithm": algorithm}
 
 
 def disagg_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: int, prefill_one: float, transfer_s: float,

@@ -30,23 +30,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from simulator.compute.efficiency import ComputeEfficiency
-from simulator.compute.gemm import gemm_times, peak_flops
 from simulator.hardware import GpuSpec
 from simulator.hardware.calibration import Calibration
 from simulator.implementation.serving import ServingConfig
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
-from simulator.model.flops import expert_mlp_ops, layer_flops
-from simulator.model.shape import RankShape
 from simulator.moe import MoeSettings
 from simulator.plan import Batch, ResolvedPlan, serving_backend
-from simulator.pricing.groups import GroupTimer
-from simulator.program.memops import LayerShape, eager_memops, embedding_memops, layer_memops
+from simulator.pricing.groups import GroupTimer, OpTiming
+from simulator.pricing.serving import price_serving
+from simulator.program import serving_embedding_program, serving_head_program, serving_layer_program
+from simulator.program import touched_experts as program_touched_experts
 from simulator.serving import backends as B
 from simulator.topology import Topology
+from simulator.traffic import serving_boundary_traffic, serving_layer_traffic, serving_step_traffic
 from simulator.traffic.ops import CommOp
 
 #: op classes of the step breakdown (seconds per step on the critical path)
@@ -81,47 +79,9 @@ class StepContext:
     calibration: Calibration | None = None
 
 
-def _fwd_gemms(model: ModelSpec, sh: RankShape, layer: int) -> list:
-    """Forward GEMMs of one layer without attention core and routed experts; q/k/v fused into one GEMM."""
-    ops = [o for o in layer_flops(model, sh, layer_index=layer).ops
-           if o.phase == "fwd" and not o.name.startswith(("attn.", "experts."))]
-    qkv = [o for o in ops if o.name in ("q_proj", "k_proj", "v_proj")]
-    if len(qkv) == 3:
-        fused = type(qkv[0])("qkv_proj", "fwd", qkv[0].m, qkv[0].k, sum(o.n for o in qkv), 1)
-        ops = [fused] + [o for o in ops if o not in qkv]
-    return ops
-
-
-def _gemm_s(ops, ctx: StepContext, dtype: str) -> float:
-    if not ops:
-        return 0.0
-    arr = [np.array([getattr(o, a) for o in ops], dtype=float) for a in ("m", "k", "n", "batch")]
-    return float(np.sum(gemm_times(*arr, ctx.gpu, ctx.eff, dtype)))
-
-
-def _mem_s(nbytes: float, ctx: StepContext) -> float:
-    return nbytes / (ctx.gpu.memory.bandwidth * ctx.eff.memory_efficiency)
-
-
 def touched_experts(model: ModelSpec, rp: ResolvedPlan, tokens_per_rank: float) -> float:
-    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``."""
-    moe, ep = model.moe, rp.parallel.ep
-    local = moe.experts / ep
-    return local * (1.0 - (1.0 - moe.top_k / moe.experts) ** (tokens_per_rank * ep))
-
-
-def _experts(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, dtype: str) -> tuple[float, float]:
-    """(expert GEMM seconds, load imbalance) of one MoE layer: touched experts share the routed rows."""
-    model, sh = ctx.model, timer.shape
-    kernel = B.EXPERT_KERNELS[ctx.serving.expert_kernel]
-    touched = max(touched_experts(model, rp, sh.norm_tokens), 1e-9)
-    rows = sh.routed_rows / touched
-    imbalance = timer.moe_routing(stage).imbalance if rp.parallel.ep > 1 else 1.0
-    ops = expert_mlp_ops(model, rows, sh.etp, batch=touched)
-    ops = [o for o in ops if o.phase == "fwd"]
-    secs = _gemm_s(ops, ctx, dtype)
-    grouped = ctx.eff.grouped_fraction(dtype) * kernel.relative(rows)
-    return ctx.eff.launch_s * len(ops) + (secs - ctx.eff.launch_s * len(ops)) / grouped * imbalance, imbalance
+    """Expected local experts that receive at least one token (:func:`simulator.program.touched_experts`)."""
+    return program_touched_experts(model, rp.parallel.ep, tokens_per_rank)
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
@@ -132,89 +92,34 @@ def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
     return B.ATTENTION_KERNELS[name]
 
 
-def _attention_s(ctx: StepContext, rp: ResolvedPlan, batch: Batch) -> float:
-    """Core attention of one layer on one rank (module docstring)."""
-    model, sh, gpu = ctx.model, rp.shape_of(batch), ctx.gpu
-    seqs, new, past = batch.sequences, batch.new, batch.cached
-    kv_bytes = seqs * (past + new) * kv_cache_bytes_per_token_layer(rp)
-    mla = model.mla
-    if mla is not None and new == 1:  # absorbed MLA decode: scores over the latent + rope key, values the latent
-        width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
-    else:
-        width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
-    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * width * sh.heads_tp
-    L = past + new
-    fa = B.PREFILL_ATTENTION
-    fa_rate = peak_flops(gpu, "bf16") * fa["efficiency"] * L / (L + fa["half_seq"])
-    if new > 1:
-        return ctx.eff.launch_s + max(flops / fa_rate, _mem_s(kv_bytes, ctx))
-    kernel = _decode_kernel(ctx)
-    rate = gpu.memory.bandwidth * kernel.kv_read_efficiency
-    if not kernel.split_kv:
-        ctas = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp)
-        rate = min(rate, ctas * kernel.per_cta_Bps)
-    compute_rate = fa_rate if kernel.compute_efficiency is None else peak_flops(gpu, "bf16") * kernel.compute_efficiency
-    return ctx.eff.launch_s + max(kv_bytes / rate, flops / compute_rate)
+def _log(entries: list, op: CommOp, t: OpTiming, backend: str) -> None:
+    if op.dim == "ep" and op.op == "all_to_all":   # MoE dispatch / combine: the backend's kernels, always listed
+        entries.append({"dim": "ep", "op": op.name, "bytes": t.bytes, "algorithm": t.algorithm, "link": t.link,
+                        "time_s": t.call_s, "name": backend})
+    elif t.call_s > 0:
+        entries.append({"dim": op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
+                        "time_s": t.call_s, "name": op.name})
 
 
-def _memops_s(ctx: StepContext, rp: ResolvedPlan, layer: int, batch: Batch) -> float:
-    model, sh, tokens = ctx.model, rp.shape_of(batch), batch.tokens
-    moe = model.is_moe_layer(layer)
-    shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
-                       qk_width=(sh.heads_tp + sh.kv_heads_tp) * model.dhead)
-    ops = layer_memops(model, shape, unfused_attention=False, moe_routed_tokens=sh.routed_rows if moe else 0.0)
-    kset = B.KERNEL_SETS[ctx.serving.kernels]
-    if kset.eager_layout:
-        ops += eager_memops(model, shape, 0.0, amp=False)
-    nbytes = sum(o.bytes for o in ops if o.phase == "fwd")
-    nbytes += tokens * (kset.rope_extra_bytes * shape.qk_width + kset.swiglu_extra_bytes * shape.ffn_local)
-    nbytes += 2 * tokens * kv_cache_bytes_per_token_layer(rp)  # write the new K/V (read the projection, write cache)
-    return _mem_s(nbytes, ctx)
-
-
-def _comm(timer: GroupTimer, op: CommOp, stage: int, log: list, dim: str | None = None) -> float:
+def _comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
+    """One call of ``op`` on stage ``stage``'s group (:class:`GroupTimer`), except a TP all-reduce where the serving
+    engine's custom kernel has a measured table (Hopper, the TP group on NVLink in one node, a TP size and buffer
+    the table covers: :data:`simulator.serving.backends.TP_ALLREDUCE`)."""
+    table = B.TP_ALLREDUCE[ctx.serving.tp_allreduce] if op.dim == "tp" and op.op == "all_reduce" else None
+    if table is not None and ctx.gpu.architecture == table.architecture:
+        model = timer.model("tp", stage)
+        t = table.time_s(rp.parallel.tp, op.bytes) if model.placement.n_nodes == 1 and timer.link(model) == "nvlink" \
+            else None
+        if t is not None:
+            _log(log, op, OpTiming(t, ctx.serving.tp_allreduce, "nvlink"), rp.moe_backend.name)
+            return t
     t = timer.time(op, stage)
-    if t.call_s > 0:
-        log.append({"dim": dim or op.dim, "op": op.op, "bytes": op.bytes, "algorithm": t.algorithm, "link": t.link,
-                    "time_s": t.call_s, "name": op.name})
+    _log(log, op, t, rp.moe_backend.name)
     return t.call_s
 
 
-def _ep_comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, log: list) -> float:
-    """Dispatch + combine of one MoE layer on this rank's EP group, by the phase's all-to-all backend (the plan's)."""
-    if rp.parallel.ep == 1:
-        return 0.0
-    tokens = timer.shape.norm_tokens
-    if rp.moe_backend.collective:
-        size = tokens * rp.parallel.ep * ctx.model.hidden * rp.recipe.activation
-        # priced as collectives on the EP group (dim "ep" would route the op to the MoE kernels)
-        return (_comm(timer, CommOp("ep_collective", "ep", "all_gather", size, 1, "layer_fwd", "none",
-                                    "tokens (all-gather)"), stage, log, "ep")
-                + _comm(timer, CommOp("ep_collective", "ep", "reduce_scatter", size, 1, "layer_fwd", "none",
-                                      "outputs (reduce-scatter)"), stage, log, "ep"))
-    comm = timer.moe_comm(stage)
-    name = rp.moe_backend.name
-    for what, k in (("dispatch", comm.forward.dispatch), ("combine", comm.forward.combine)):
-        log.append({"dim": "ep", "op": what, "bytes": float(k.counted_bytes), "algorithm": timer.moe_algorithm(stage),
-                    "link": k.bottleneck, "time_s": float(k.time_s), "name": name})
-    return float(comm.forward.dispatch.time_s + comm.forward.combine.time_s)
-
-
-def _tp_all_reduce(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, size: float, name: str,
-                   log: list) -> float:
-    """One TP all-reduce: the serving engine's custom kernel where its measured table applies (Hopper, the TP group
-    on NVLink in one node, a TP size and buffer the table covers), else the NCCL collectives model."""
-    table = B.TP_ALLREDUCE[ctx.serving.tp_allreduce]
-    op = CommOp("tp", "tp", "all_reduce", size, 1, "layer_fwd", "none", name)
-    if table is not None and ctx.gpu.architecture == table.architecture:
-        model = timer.model("tp", stage)
-        t = table.time_s(rp.parallel.tp, size) if model.placement.n_nodes == 1 and timer.link(model) == "nvlink" \
-            else None
-        if t is not None:
-            log.append({"dim": "tp", "op": "all_reduce", "bytes": size, "algorithm": ctx.serving.tp_allreduce,
-                        "link": "nvlink", "time_s": t, "name": name})
-            return t
-    return _comm(timer, op, stage, log)
+#: the breakdown class of each dimension's comm ops
+_COMM_CLASS = {"tp": "tp_comm", "ep": "ep_comm", "pp": "pp_comm"}
 
 
 def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
@@ -226,28 +131,29 @@ def _moe_settings(ctx: StepContext, phase: str) -> MoeSettings:
     return settings
 
 
+def _add(acc: dict[str, float], priced: dict[str, float]) -> None:
+    for key, value in priced.items():
+        acc[key] += value
+
+
 def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
-    """Add one layer's seconds to ``acc`` (by op class)."""
-    dtype = rp.gemm_dtype(ctx.gpu)
-    tokens = batch.tokens
-    acc["gemm"] += _gemm_s(_fwd_gemms(ctx.model, rp.shape_of(batch), layer), ctx, dtype)
-    acc["attention"] += _attention_s(ctx, rp, batch)
-    acc["memory_ops"] += _memops_s(ctx, rp, layer, batch)
-    kset = B.KERNEL_SETS[ctx.serving.kernels]
-    acc["launch"] += max(kset.per_layer - 5, 0) * ctx.eff.launch_s  # small kernels beyond 4 GEMMs + attention
-    if ctx.model.is_moe_layer(layer):
-        acc["experts"] += _experts(ctx, rp, timer, stage, dtype)[0]
-        acc["ep_comm"] += _ep_comm(ctx, rp, timer, stage, log)
-    if rp.parallel.tp > 1:
-        size = tokens * ctx.model.hidden * rp.recipe.activation
-        for name in ("attention output", "mlp output"):
-            acc["tp_comm"] += _tp_all_reduce(ctx, rp, timer, stage, size, name, log)
+    """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives."""
+    moe = ctx.model.is_moe_layer(layer)
+    imbalance = timer.moe_routing(stage).imbalance if moe and rp.parallel.ep > 1 else 1.0
+    program = serving_layer_program(
+        rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu), layer_index=layer,
+        kv_token_bytes=kv_cache_bytes_per_token_layer(rp), kernels=B.KERNEL_SETS[ctx.serving.kernels],
+        decode_kernel=_decode_kernel(ctx), expert_kernel=B.EXPERT_KERNELS[ctx.serving.expert_kernel],
+        imbalance=imbalance)
+    _add(acc, price_serving(program, ctx.gpu, ctx.eff))
+    for op in program.comm:
+        acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
 
 
 def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch,
            log: list) -> tuple[dict[str, float], int]:
     """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
-    model, p, seqs = ctx.model, rp.parallel, batch.sequences
+    model, p = ctx.model, rp.parallel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc = dict.fromkeys(OP_CLASSES, 0.0)
     # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
@@ -265,20 +171,16 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
         for key, value in one.items():
             acc[key] += value * len(group)
     if stage == 0:
-        acc["memory_ops"] += _mem_s(sum(o.bytes for o in embedding_memops(model, batch.tokens) if o.phase == "fwd"),
-                                    ctx) + ctx.eff.launch_s
+        _add(acc, price_serving(serving_embedding_program(rp, batch), ctx.gpu, ctx.eff))
     if stage == p.pp - 1:
         kernels += kset.per_step
-        head = np.array([[seqs, model.hidden, model.vocab / p.tp, 1]], dtype=float).T
-        acc["gemm"] += float(gemm_times(*head, ctx.gpu, ctx.eff, rp.gemm_dtype(ctx.gpu))[0])
-        acc["launch"] += 2 * ctx.eff.launch_s  # final norm, sampler
-        if p.tp > 1:
-            acc["tp_comm"] += _comm(timer, CommOp("tp", "tp", "all_gather", seqs * model.vocab * 2, 1,
-                                                  "step", "none", "logits"), stage, log)
+        _add(acc, price_serving(serving_head_program(rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
+                                ctx.gpu, ctx.eff))
+        ops = serving_step_traffic(rp, batch)
     else:
-        size = batch.tokens * model.hidden * rp.recipe.activation / p.tp
-        acc["pp_comm"] += _comm(timer, CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none",
-                                              "activations"), stage, log)
+        ops = serving_boundary_traffic(rp, batch)
+    for op in ops:
+        acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
     return acc, kernels
 
 
@@ -306,9 +208,10 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     if model.moe is not None and p.ep > 1 and not rp.moe_backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
-    # two tensor-parallel all-reduces per layer (attention and MLP outputs), issued through torch.distributed
-    collectives = 2 * microbatches * sum(layer < model.layers for s in range(p.pp) for layer in rp.stage_layers[s]) \
-        if p.tp > 1 else 0
+    # the per-layer tensor-parallel all-reduces (attention and MLP outputs), issued through torch.distributed
+    per_layer = sum(op.dim == "tp" and op.op == "all_reduce" for op in serving_layer_traffic(rp, batch))
+    collectives = per_layer * microbatches * sum(layer < model.layers for s in range(p.pp)
+                                                 for layer in rp.stage_layers[s])
     kernels += collectives
     host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:

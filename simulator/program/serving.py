@@ -1,0 +1,146 @@
+"""The program of a serving step (a prefill chunk or a decode step, forward only) for a
+:class:`~simulator.plan.Batch` under a resolved plan: per layer, the output head and the embedding, priced by
+:func:`simulator.pricing.serving.price_serving` (docs/serving.md).
+
+A serving layer differs from a training layer's forward (:func:`simulator.program.layer_program`) in what the
+engines run, not in how an op is priced:
+
+- q/k/v run as one fused GEMM (vLLM's ``QKVParallelLinear``); the router and the output layer stay bf16 under
+  fp8 / fp4 recipes (:func:`simulator.program.linear_dtype`, as training: vLLM's unquantized ``GateLinear`` and
+  ``ParallelLMHead``); with weight-only kernels (``weight_dtype`` != ``dtype``) each linear GEMM reads its weights
+  in the checkpoint's dtype;
+- routed experts: the touched experts (:func:`touched_experts`) share the routed rows, one grouped GEMM at the
+  serving expert kernel's efficiency and the routing's imbalance (``Gemm.slowdown``);
+- the attention core is a :class:`~simulator.program.ops.CacheAttentionOp` over the K/V cache;
+- memory-bound ops are the engine's kernel set (``MemOp.kernel`` ``kernel_set``: bytes only; the set's small
+  kernels beyond the 4 GEMMs and attention are ``LayerProgram.launches``), with the kernel set's extra bytes
+  (unfused RoPE and SwiGLU) and the K/V cache write;
+- its collectives are :func:`simulator.traffic.serving_layer_traffic`.
+
+The engine's choices arrive as the serving registries' objects (:mod:`simulator.serving.backends`: a kernel set, a
+decode attention kernel, an expert kernel), read by attribute.
+"""
+
+from __future__ import annotations
+
+from simulator.model import ModelSpec, expert_mlp_ops, layer_flops
+from simulator.plan import Batch, ResolvedPlan
+from simulator.program.build import layer_comm, linear_dtype
+from simulator.program.memops import LayerShape, eager_memops, embedding_memops, layer_memops
+from simulator.program.ops import CacheAttentionOp, Gemm, LayerProgram, MemOp
+from simulator.traffic import serving_layer_traffic
+
+#: GEMMs and the attention kernel of a layer, launched apart from the kernel set's small kernels
+_BIG_KERNELS = 5
+
+
+def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float) -> float:
+    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``."""
+    moe = model.moe
+    return moe.experts / ep * (1.0 - (1.0 - moe.top_k / moe.experts) ** (tokens_per_rank * ep))
+
+
+def _linear(ops, dtype: str, weights: str) -> list[Gemm]:
+    out = []
+    for o in ops:
+        d = linear_dtype(o.name, dtype)
+        w = linear_dtype(o.name, weights)
+        out.append(Gemm(o.name, "fwd", o.m, o.k, o.n, o.batch, o.density, d, weight_dtype="" if w == d else w))
+    return out
+
+
+def _dense_gemms(model: ModelSpec, sh, layer_index: int, dtype: str, weights: str) -> list[Gemm]:
+    """Forward GEMMs of one layer without attention core and routed experts; q/k/v fused into one GEMM."""
+    ops = [o for o in layer_flops(model, sh, layer_index=layer_index).ops
+           if o.phase == "fwd" and not o.name.startswith(("attn.", "experts."))]
+    qkv = [o for o in ops if o.name in ("q_proj", "k_proj", "v_proj")]
+    if len(qkv) == 3:
+        fused = type(qkv[0])("qkv_proj", "fwd", qkv[0].m, qkv[0].k, sum(o.n for o in qkv), 1)
+        ops = [fused] + [o for o in ops if o not in qkv]
+    return _linear(ops, dtype, weights)
+
+
+def _expert_gemms(rp: ResolvedPlan, sh, dtype: str, weights: str, expert_kernel, imbalance: float) -> list[Gemm]:
+    """The touched experts' GEMMs: one grouped GEMM over ``touched`` experts of ``routed rows / touched`` rows."""
+    touched = max(touched_experts(rp.model, rp.parallel.ep, sh.norm_tokens), 1e-9)
+    rows = sh.routed_rows / touched
+    slowdown = imbalance / expert_kernel.relative(rows)
+    return [Gemm(g.name, "fwd", g.m, g.k, g.n, g.batch, g.density, g.dtype, "grouped_expert", g.weight_dtype, slowdown)
+            for g in _linear([o for o in expert_mlp_ops(rp.model, rows, sh.etp, batch=touched) if o.phase == "fwd"],
+                             dtype, weights)]
+
+
+def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decode_kernel) -> CacheAttentionOp:
+    """The attention core of one layer for ``batch``: causal FLOPs ``2 x seqs x new x (past + (new + 1)/2) x width
+    x heads per rank`` (width: q.k plus p.v head dims; absorbed MLA decode: the latent + rope key and the latent),
+    over the ``seqs x (past + new) x kv_token_bytes`` of cache; ``decode_kernel`` (one new token):
+    :class:`simulator.serving.backends.AttentionKernel` (one CTA per sequence and K/V head without split-KV, per
+    query head for MLA)."""
+    model, sh = rp.model, rp.shape_of(batch)
+    seqs, new, past = batch.sequences, batch.new, batch.cached
+    mla = model.mla
+    if mla is not None and new == 1:
+        width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+    else:
+        width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
+    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * width * sh.heads_tp
+    kv = seqs * (past + new) * kv_token_bytes
+    if new > 1 or decode_kernel is None:
+        return CacheAttentionOp(flops, kv, past + new, model.dhead, decode=False)
+    cap = float("inf")
+    if not decode_kernel.split_kv:
+        cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp) * decode_kernel.per_cta_Bps
+    return CacheAttentionOp(flops, kv, past + new, model.dhead, decode=True,
+                            kv_read_efficiency=decode_kernel.kv_read_efficiency, kv_cap_Bps=cap,
+                            compute_efficiency=decode_kernel.compute_efficiency)
+
+
+def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: float, kernels) -> tuple[MemOp, ...]:
+    model, sh, tokens = rp.model, rp.shape_of(batch), batch.tokens
+    moe = model.is_moe_layer(layer_index)
+    shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
+                       qk_width=(sh.heads_tp + sh.kv_heads_tp) * model.dhead)
+    ops = layer_memops(model, shape, unfused_attention=False, moe_routed_tokens=sh.routed_rows if moe else 0.0)
+    if kernels.eager_layout:
+        ops += eager_memops(model, shape, 0.0, amp=False)
+    ops += [MemOp("rope_extra", "fwd", tokens * kernels.rope_extra_bytes * shape.qk_width),
+            MemOp("swiglu_extra", "fwd", tokens * kernels.swiglu_extra_bytes * shape.ffn_local),
+            MemOp("kv_cache_write", "fwd", 2 * tokens * kv_token_bytes)]  # read the projection, write the cache
+    return tuple(MemOp(o.name, "fwd", o.bytes, kernel="kernel_set") for o in ops if o.phase == "fwd")
+
+
+def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: str, *, layer_index: int,
+                          kv_token_bytes: float, kernels, decode_kernel, expert_kernel,
+                          imbalance: float = 1.0) -> LayerProgram:
+    """Layer ``layer_index`` of a serving step of ``batch`` on one rank (module docstring). ``dtype``: the GEMMs'
+    compute dtype (``ResolvedPlan.gemm_dtype``); ``weights``: the weights' dtype (``ResolvedPlan.weight_dtype``);
+    ``kv_token_bytes``: K/V cache bytes one token adds to the layer on this rank; ``kernels`` / ``decode_kernel``
+    / ``expert_kernel``: the engine's kernel set, decode attention kernel and expert kernel
+    (:mod:`simulator.serving.backends`); ``imbalance``: the routing's max / mean load over the EP ranks."""
+    model, sh = rp.model, rp.shape_of(batch)
+    moe = model.is_moe_layer(layer_index)
+    gemms = _dense_gemms(model, sh, layer_index, dtype, weights)
+    if moe:
+        gemms += _expert_gemms(rp, sh, dtype, weights, expert_kernel, imbalance)
+    return LayerProgram(kind="moe" if moe else "dense", gemms=tuple(gemms),
+                        memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels),
+                        attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel),
+                        comm=layer_comm(serving_layer_traffic(rp, batch), moe),
+                        fwd_flops=sum(g.flops for g in gemms), local_experts=sh.local_experts if moe else 0.0,
+                        launches=max(kernels.per_layer - _BIG_KERNELS, 0))
+
+
+def serving_head_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: str) -> LayerProgram:
+    """The last stage's once-per-step work: the LM head on the last token of each sequence (``sequences x h x
+    vocab_held / tp``, the vocabulary the weights hold, bf16 under fp8 / fp4 as training's output layer) and the
+    final norm and sampler as two launches."""
+    m = rp.model
+    head = _linear([Gemm("output_layer", "fwd", batch.sequences, m.hidden, rp.shape_of(batch).vocab_tp)],
+                   dtype, weights)
+    return LayerProgram(kind="head", gemms=tuple(head), fwd_flops=head[0].flops, launches=2)
+
+
+def serving_embedding_program(rp: ResolvedPlan, batch: Batch) -> LayerProgram:
+    """The first stage's embedding lookup of the batch's new tokens (one memory-bound kernel)."""
+    return LayerProgram(kind="embedding", memops=tuple(o for o in embedding_memops(rp.model, batch.tokens)
+                                                       if o.phase == "fwd"))
