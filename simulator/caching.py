@@ -1,8 +1,13 @@
 """Every process-wide cache of the simulator, owned in one place: pure functions of hashable (frozen) arguments
 memoised with :func:`memo` (``functools.lru_cache``, bounded), and results kept by the identity of immutable
-arguments too costly to hash (:class:`IdentityCache`). :func:`clear_caches` empties all of them (a benchmark's cold
-repeat; the results are the same afterwards, only slower). A cache is keyed by the arguments of the function it
-serves, never by a tuple built beside the call: adding an input to the function adds it to the key.
+arguments too costly to hash (:class:`IdentityCache`). A cache is keyed by the arguments of the function it serves,
+never by a tuple built beside the call: adding an input to the function adds it to the key.
+
+Two kinds: pricing caches (what a plan's memory and step time compute) and ``loaded`` ones (what is read from a
+file or built once per cluster: profiles, presets, coefficient tables, calibrations, topology graphs, placements'
+cost models). :func:`clear_caches` empties the pricing caches (a plan search's cold start,
+``benchmarks/search_throughput.py``), ``clear_caches(loaded=True)`` every cache; results are the same afterwards, only
+slower.
 """
 
 from __future__ import annotations
@@ -11,16 +16,18 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-#: the caches :func:`clear_caches` empties (each registers itself when its module is imported)
+#: the caches :func:`clear_caches` empties, and those it empties only when asked (``loaded``); each registers itself
+#: when its module is imported
 _CACHES: list[Any] = []
+_LOADED: list[Any] = []
 
 
-def memo(maxsize: int = 256) -> Callable:
+def memo(maxsize: int = 256, *, loaded: bool = False) -> Callable:
     """``functools.lru_cache(maxsize)`` for a pure function of hashable arguments, registered for
-    :func:`clear_caches`."""
+    :func:`clear_caches`; ``loaded``: it reads a file or builds what stays fixed for a cluster (module docstring)."""
     def wrap(fn: Callable) -> Callable:
         cached = functools.lru_cache(maxsize=maxsize)(fn)
-        _CACHES.append(cached)
+        (_LOADED if loaded else _CACHES).append(cached)
         return cached
     return wrap
 
@@ -51,7 +58,7 @@ class IdentityCache:
         self._entries.clear()
 
 
-def clear_caches() -> None:
-    """Empty every registered cache."""
-    for cache in _CACHES:
+def clear_caches(loaded: bool = False) -> None:
+    """Empty the pricing caches, and with ``loaded`` the caches of files and clusters too (module docstring)."""
+    for cache in _CACHES + (_LOADED if loaded else []):
         cache.cache_clear()

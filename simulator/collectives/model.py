@@ -147,7 +147,7 @@ def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEF
     return _build(placement, coefficients, calibration)
 
 
-@memo(maxsize=4096)
+@memo(maxsize=4096, loaded=True)
 def _cached_default_model(placement: GroupPlacement, calibration: Calibration | None) -> GroupCostModel:
     return _build(placement, DEFAULT_COEFFICIENTS, calibration)
 

@@ -180,7 +180,7 @@ def _vendor(cpu_model: str) -> str:
     return "intel"
 
 
-@memo(maxsize=32)
+@memo(maxsize=32, loaded=True)
 def _topology(profile: str, nodes: int) -> Topology:
     return Topology(load_cluster(profile, nodes))
 

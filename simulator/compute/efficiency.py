@@ -107,7 +107,7 @@ class ComputeEfficiency(BaseModel):
                         f"known: {', '.join(self.peak_fraction)}", key_path="efficiency.peak_fraction")
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def _tables() -> dict[str, ComputeEfficiency]:
     text = (resources.files("simulator.compute") / "data" / "compute_efficiency.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)

@@ -95,7 +95,7 @@ def calibration_to_yaml(calibration: Calibration) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-@memo(maxsize=16)
+@memo(maxsize=16, loaded=True)
 def calibration_of(path: str) -> Calibration:
     """The calibration file at ``path``, read once per path (sweeps and searches over one scenario share it)."""
     return load_calibration(path)

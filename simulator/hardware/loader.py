@@ -60,14 +60,14 @@ def _validate(model: type, data: Any, located: LocatedYaml, key_prefix: str | No
             from None
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def load_gpu(name: str) -> GpuSpec:
     """Load a GPU profile by name (``h100_sxm5``) or path."""
     located = read_yaml(_find("gpus", name))
     return _validate(GpuSpec, located.data, located)
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def load_node(name: str) -> NodeSpec:
     """Load a node profile by name (``dgx_a100_80gb``) or path; its ``gpu:`` may name a GPU profile."""
     located = read_yaml(_find("nodes", name))

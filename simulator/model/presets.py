@@ -18,7 +18,7 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def load_model_preset(name: str) -> ModelSpec:
     """Return the preset ``name`` (e.g. ``gpt3-175b``, ``llama3-70b``) as a validated ModelSpec.
 

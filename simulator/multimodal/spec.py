@@ -349,7 +349,7 @@ def preset_names() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def load_multimodal_preset(name: str) -> MultimodalSpec:
     """The shipped preset ``name`` (``simulator/multimodal/presets/<name>.yaml``, each with its source)."""
     names = preset_names()

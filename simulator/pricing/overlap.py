@@ -21,7 +21,7 @@ import yaml
 from simulator.caching import memo
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def coefficients() -> dict[str, float]:
     """``overlap_interference`` and ``grad_bucket_elements`` from ``data/overlap.yaml``."""
     text = (resources.files("simulator.pricing") / "data" / "overlap.yaml").read_text(encoding="utf-8")

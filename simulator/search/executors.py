@@ -36,7 +36,7 @@ def run_local(document: Document, ctx: Context, points: list[dict[str, Any]], *,
     return out
 
 
-@memo(maxsize=4)    # a few: one search at a time, a co-design study one after another
+@memo(maxsize=4, loaded=True)    # a few: one search at a time, a co-design study one after another
 def _worker_context(document_json: str) -> Context:
     """A Ray worker's search context of one scenario (its JSON text, :func:`_ray_shard`), built once per worker."""
     import json

@@ -8,7 +8,7 @@ from simulator.hardware import ClusterSpec
 from simulator.topology.topology import Topology
 
 
-@memo(maxsize=16)
+@memo(maxsize=16, loaded=True)
 def _topology(cluster_json: str) -> Topology:
     return Topology(ClusterSpec.model_validate_json(cluster_json))
 

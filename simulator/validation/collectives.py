@@ -80,7 +80,7 @@ def median_abs(sizes: np.ndarray, err: np.ndarray | None, big: bool = True) -> f
     return float(np.median(np.abs(err[keep]))) if keep.any() else float("nan")
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def predicted_vs_measured(folder: str, fit_ops: tuple[str, ...], targets: tuple[str, ...]) -> dict:
     """Calibrate on ``fit_ops`` logs of ``VALIDATION_DATA/folder`` (2x H200, NVLS off), predict ``targets``.
 

@@ -26,7 +26,7 @@ def published() -> list[dict]:
     return list(csv.DictReader(lines))
 
 
-@memo(maxsize=64)
+@memo(maxsize=64, loaded=True)
 def _routing(mode: str, ep: int):
     if mode == "low_latency":
         return route(128, 8, -(-288 // ep) * ep, ep, seed=0)
