@@ -13,6 +13,7 @@ slower.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,7 @@ class IdentityCache:
     def __call__(self, objects: tuple, values: tuple = ()):
         key = (tuple(map(id, objects)), values)
         hit = self._entries.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], objects, strict=True)):
+        if hit is not None and all(map(operator.is_, hit[0], objects)):
             return hit[1]
         if len(self._entries) >= self.maxsize:
             self._entries.clear()
