@@ -50,7 +50,7 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     logits (Megatron's fused vocab-parallel cross entropy works in place). Megatron's unfused cross entropy
     (``training.cross_entropy: unfused``, core_v0.6 tensor_parallel/cross_entropy.py) subtracts the row maximum
     out of place: ``logits.float()`` and the shifted fp32 copy are alive together until the loss returns."""
-    v = rp.model.vocab / c.shape.tp
+    v = c.shape.vocab_tp        # the vocabulary the output layer holds (padded), per TP rank
     n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
     heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
     items = [MemoryItem("other", "logits.fp32", FP32 * n,

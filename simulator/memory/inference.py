@@ -62,7 +62,7 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         items.append(MemoryItem("transient", "prefill.live_tensors", live * width * element,
                                 f"{live:g} tokens x (2h + ffn/t{' x 2' if m.glu else ''}) x {element} B"))
         if s == p.pp - 1:
-            logits = batch.sequences * m.vocab / p.tp * element
+            logits = batch.sequences * rp.vocab_held / p.tp * element
             items.append(MemoryItem("transient", "prefill.logits", logits, f"b * v/t x {element} B  [last-token logits]"))
         stages.append(StageMemory(s, tuple(i for i in items if i.bytes > 0)))
     return MemoryReport(tuple(stages), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES)

@@ -138,11 +138,12 @@ def test_engine_prices_the_chosen_chain_and_loss(tmp_path):
 
 
 def test_unfused_loss_keeps_a_second_fp32_copy_of_the_logits(tmp_path):
-    """Only the last stage changes: + 4 B x 12288 tokens x 4000 logits per rank (vocab 32000 / TP8)."""
+    """Only the last stage changes: + 4 B x 12288 tokens x 4096 logits per rank (Megatron pads the vocabulary 32000
+    to 32768, a multiple of 128 x TP8, and its output layer computes logits over all of it: 32768 / 8)."""
     as_run = _flagperf_mixtral(tmp_path, moe={"permute": "fused"})
     fused = _flagperf_mixtral(tmp_path, moe={"permute": "fused"}, training={"cross_entropy": "fused"})
     last, first = as_run.memory.stages[-1], as_run.memory.stages[0]
-    assert last.peak - fused.memory.stages[-1].peak == pytest.approx(4 * 12288 * 4000, rel=1e-6)
+    assert last.peak - fused.memory.stages[-1].peak == pytest.approx(4 * 12288 * 4096, rel=1e-6)
     assert first.peak == fused.memory.stages[0].peak
 
 
