@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "simulator"
 
-#: package -> the packages it imports directly: ../shared/DESIGN.md's package table (docs/architecture.md), read
+#: package -> the packages it imports directly: the design's package table (docs/architecture.md, "Layers"), read
 #: transitively (a package may import what the packages it builds on import). Packages the table folds into a box:
 #: moe is the MoE half of the collectives box (dispatch/combine on a placement), traffic the comm-op half of the
 #: program box, multimodal an entry beside search, validation the published and measured data above the entries.
