@@ -1,7 +1,7 @@
 """Communication between arbitrary sets of GPUs, outside one plan's rank groups: pairs that exchange at once (the
 token edges between the submodules of a multimodal plan) and one collective on a set of GPUs (a contrastive loss's
-gathers over every submodule's last stage). Priced by the same collectives model as :class:`GroupTimer`, on the
-placement the GPUs really occupy.
+gathers over every submodule's last stage), and one sendrecv between two GPUs (a disaggregated serving K/V
+hand-off). Priced by the same collectives model as :class:`GroupTimer`, on the placement the GPUs really occupy.
 """
 
 from __future__ import annotations
