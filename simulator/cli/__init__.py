@@ -22,7 +22,7 @@ COMMANDS = {
     "run": "run_cmd", "memory": "run_cmd", "sweep": "sweep_cmd", "compare": "sweep_cmd",
     "collective": "collective_cmd", "calibrate": "collective_cmd", "moe": "moe_cmd", "hardware": "hardware_cmd",
     "topology": "topology_cmd", "validate": "validate_cmd", "regress": "regress_cmd", "schema": "schema_cmd",
-    "measure": "measure_cmd", "serve": "serve_cmd", "search": "search_cmd",
+    "measure": "measure_cmd", "serve": "serve_cmd", "search": "search_cmd", "scenarios": "scenarios_cmd",
 }
 
 

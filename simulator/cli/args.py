@@ -58,3 +58,14 @@ def plot_path(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"cannot draw {text!r}: the extension must be one of {', '.join(PLOT_FORMATS)} (got {suffix or 'none'!r})")
     return text
+
+
+def scenario_path(text: str) -> str:
+    """argparse type: a scenario file, or the name of a shipped scenario where no such file exists (``quickstart``,
+    ``scenarios/quickstart.yaml`` from any folder); an unknown bare name is refused with the close names."""
+    from simulator.resources import find_scenario
+
+    try:
+        return find_scenario(text)
+    except LookupError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -6,15 +6,16 @@ from pathlib import Path
 
 from simulator.entries.regress import compare, read_golden, scenario_points, write_golden
 from simulator.errors import UserError
-
-ROOT = Path(__file__).resolve().parents[2]
+from simulator.resources import golden_root, shipped_path
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("regress", help="check predicted numbers against the golden JSON files")
     parser.add_argument("--update", action="store_true", help="rewrite the goldens and print what moved")
-    parser.add_argument("--scenarios", default=str(ROOT / "scenarios"), help="folder of scenario YAMLs")
-    parser.add_argument("--goldens", default=str(ROOT / "tests" / "regression" / "golden"), help="golden folder")
+    parser.add_argument("--scenarios", default=str(shipped_path("scenarios")),
+                        help="folder of scenario YAMLs (default: the shipped scenarios)")
+    parser.add_argument("--goldens", default=str(golden_root()),
+                        help="golden folder (default: the shipped goldens, tests/regression/golden in a checkout)")
     parser.set_defaults(handler=_regress)
 
 
@@ -23,12 +24,13 @@ def _folders(args) -> tuple[list[Path], Path]:
     folder, goldens = Path(args.scenarios), Path(args.goldens)
     if not folder.is_dir():
         raise UserError(f"--scenarios {args.scenarios!r} is not a folder" if folder.exists()
-                        else f"--scenarios folder {args.scenarios!r} does not exist")
+                        else f"--scenarios folder {args.scenarios!r} does not exist; pass --scenarios FOLDER")
     scenarios = sorted(folder.glob("*.yaml"))
     if not scenarios:
         raise UserError(f"--scenarios folder {args.scenarios!r} holds no *.yaml scenario")
     if not args.update and not goldens.is_dir():
-        raise UserError(f"--goldens folder {args.goldens!r} does not exist (--update writes it)")
+        raise UserError(f"--goldens folder {args.goldens!r} does not exist; pass --goldens FOLDER "
+                        "(--update writes it)")
     if goldens.exists() and not goldens.is_dir():
         raise UserError(f"--goldens {args.goldens!r} is not a folder")
     return scenarios, goldens

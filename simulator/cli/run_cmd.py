@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from simulator import load_scenario, simulate
-from simulator.cli.args import output_path, plot_path
+from simulator.cli.args import output_path, plot_path, scenario_path
 from simulator.cli.output import print_json
 from simulator.errors import UserError
 from simulator.report.memory import render_items, render_memory_table
@@ -17,7 +17,7 @@ DEFAULT_SCENARIO = default_scenario()  # shipped with the package: `simulator ru
 
 def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="evaluate a scenario (default: scenarios/quickstart.yaml)")
-    run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), help="scenario YAML")
+    run.add_argument("scenario", nargs="?", default=str(DEFAULT_SCENARIO), type=scenario_path, help="scenario YAML or shipped scenario name")
     formats = run.add_mutually_exclusive_group()
     formats.add_argument("--json", action="store_true", help="print docs/interface.md's JSON object")
     formats.add_argument("--csv", action="store_true", help="print one CSV row (flattened keys)")
@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     force_calibration_argument(run)
     run.set_defaults(handler=_run)
     memory = subparsers.add_parser("memory", help="per-GPU memory per pipeline stage of a scenario")
-    memory.add_argument("scenario", help="scenario YAML")
+    memory.add_argument("scenario", type=scenario_path, help="scenario YAML or shipped scenario name")
     memory.add_argument("--items", action="store_true", help="list every item of every stage with its formula")
     memory.add_argument("--json", action="store_true", help="print the memory object as JSON")
     force_calibration_argument(memory)

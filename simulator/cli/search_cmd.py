@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from simulator.cli.args import bounded_int, output_path, plot_path, positive_int
+from simulator.cli.args import bounded_int, output_path, plot_path, positive_int, scenario_path
 from simulator.cli.output import print_json
 from simulator.report.files import write_parquet, write_text
 from simulator.report.search import render_search
@@ -14,7 +14,7 @@ from simulator.search.rank import OBJECTIVES, why
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("search", help="search every valid plan of a scenario and rank the best")
-    p.add_argument("scenario", help="scenario YAML (parallel: values pin dimensions, search: restricts the others)")
+    p.add_argument("scenario", type=scenario_path, help="scenario YAML (parallel: values pin dimensions, search: restricts the others)")
     p.add_argument("--top", type=positive_int, default=10, help="plans to print (default 10)")
     p.add_argument("--objective", choices=tuple(OBJECTIVES), default="step_time",
                    help="rank by step time (smallest first) or tokens per second per GPU (largest first)")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from simulator.cli.args import output_path, plot_path
+from simulator.cli.args import output_path, plot_path, scenario_path
 from simulator.cli.output import print_json
 
 
 def register(subparsers) -> None:
     serve = subparsers.add_parser("serve", help="serving: prefill/decode step time, TTFT, TPOT, throughput "
                                                 "(scenario with a serving: section)")
-    serve.add_argument("scenario", help="scenario YAML with training.mode: inference and a serving: section")
+    serve.add_argument("scenario", type=scenario_path, help="scenario YAML with training.mode: inference and a serving: section")
     serve.add_argument("--json", action="store_true", help="print the JSON object of docs/serving.md")
     serve.add_argument("--csv", metavar="FILE", type=output_path,
                        help="write the latency-throughput curve (one row per concurrency; the static batch when "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from simulator import simulate
-from simulator.cli.args import bounded_int, output_path, plot_path, positive_int
+from simulator.cli.args import bounded_int, output_path, plot_path, positive_int, scenario_path
 from simulator.cli.run_cmd import force_calibration_argument, load
 from simulator.entries.simulate import SUMMARY_KEYS
 from simulator.entries.sweep import plan_sweep, run_sweep
@@ -17,7 +17,7 @@ from simulator.report.files import write_text
 
 def register(subparsers) -> None:
     sweep = subparsers.add_parser("sweep", help="evaluate every plan of a sweep file into a CSV")
-    sweep.add_argument("scenario", help="scenario YAML with sweep: and/or zip:")
+    sweep.add_argument("scenario", type=scenario_path, help="scenario YAML with sweep: and/or zip:")
     sweep.add_argument("-o", "--output", required=True, type=output_path, help="CSV file (one row per plan)")
     sweep.add_argument("--processes", type=positive_int, default=None, help="worker processes (default: all cores)")
     sweep.add_argument("--max-plans", type=bounded_int(1, what="a plan count"), default=MAX_SWEEP_PLANS,
@@ -30,8 +30,8 @@ def register(subparsers) -> None:
     force_calibration_argument(sweep)
     sweep.set_defaults(handler=_sweep)
     compare = subparsers.add_parser("compare", help="two scenarios side by side with deltas")
-    compare.add_argument("a", help="scenario A")
-    compare.add_argument("b", help="scenario B")
+    compare.add_argument("a", type=scenario_path, help="scenario A")
+    compare.add_argument("b", type=scenario_path, help="scenario B")
     compare.add_argument("--markdown", action="store_true")
     force_calibration_argument(compare)
     compare.set_defaults(handler=_compare)

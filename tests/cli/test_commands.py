@@ -58,5 +58,5 @@ def test_help_lists_every_command(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     for command in ("run", "memory", "sweep", "compare", "collective", "calibrate", "moe", "hardware", "topology",
-                    "validate", "regress", "schema", "measure"):
+                    "validate", "regress", "schema", "measure", "scenarios"):
         assert command in out

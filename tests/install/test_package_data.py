@@ -12,7 +12,7 @@ from pathlib import Path
 
 from simulator.cli.run_cmd import DEFAULT_SCENARIO
 from simulator.hardware.loader import PROFILE_ROOT, list_profiles
-from simulator.resources import default_scenario, profile_root
+from simulator.resources import default_scenario, golden_root, profile_root
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "simulator"
@@ -24,6 +24,7 @@ def test_shipped_data_is_the_top_level_folders():
     assert DEFAULT_SCENARIO == default_scenario()
     assert DEFAULT_SCENARIO.resolve() == ROOT / "scenarios" / "quickstart.yaml"
     assert (PACKAGE / "data" / "scenarios").resolve() == ROOT / "scenarios"
+    assert golden_root().resolve() == ROOT / "tests" / "regression" / "golden"  # `simulator regress` from a wheel
 
 
 def test_profiles_are_listed_from_the_package():
