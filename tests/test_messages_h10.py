@@ -33,3 +33,11 @@ def test_long_value_is_cut(tmp_path):
 def test_cut_keeps_short_text():
     assert cut("short") == "short"
     assert len(cut("x" * 10_000)) < MAX_MESSAGE_CHARS + 60
+
+
+def test_json_breakdown_noise_is_zero(capsys):
+    from simulator.cli.output import print_json
+    print_json({"plans": [{"step_s": 1.06, "breakdown_s": {"bubble": 4.16e-17, "compute": 0.75, "tp": 2e-12}}]})
+    import json
+    plan = json.loads(capsys.readouterr().out)["plans"][0]
+    assert plan["breakdown_s"] == {"bubble": 0.0, "compute": 0.75, "tp": 2e-12}
