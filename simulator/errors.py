@@ -19,6 +19,7 @@ class UserError(Exception):
 
     def __init__(self, message: str, *, file: str | None = None, key_path: str | None = None,
                  line: int | None = None) -> None:
+        message = cut(message)
         super().__init__(message)
         self.message = message
         self.file = file
@@ -40,3 +41,15 @@ class UserError(Exception):
         if self.key_path:
             where = f"{where}: {self.key_path}" if where else self.key_path
         return f"{where}: {self.message}" if where else self.message
+
+
+MAX_MESSAGE_CHARS = 600
+
+
+def cut(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` as is up to ``limit`` characters; longer (a 500,000-character preset name), its head and tail
+    around a note of how much was left out, so one bad value cannot make a 500 KB error line."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 6):]
+    return f"{head} ... [{len(text) - len(head) - len(tail):,} characters cut] ... {tail}"

@@ -68,7 +68,10 @@ def read_yaml(path: str | Path) -> LocatedYaml:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("file not found", file=file) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name, or UnicodeDecodeError
+    except UnicodeDecodeError:
+        raise UserError("not a UTF-8 YAML file (an image, a binary or another encoding such as latin-1)",
+                        file=file) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise UserError(f"cannot read: {exc.__class__.__name__}", file=file) from None
     return parse_yaml_text(text, file)
 
