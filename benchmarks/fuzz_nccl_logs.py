@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuzz_harness import install_alarm, summary, timed_check  # noqa: E402 - run as a script from benchmarks/
+from fuzz_harness import SECONDS, install_alarm, summary, timed_check  # noqa: E402 - run as a script from benchmarks/
 
 from tests.cli import nccl_log_mutations  # noqa: E402 - the mutations live next to the fuzz test that shares them
 
@@ -36,10 +36,12 @@ def main() -> int:
     parser.add_argument("--logs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count())
+    parser.add_argument("--seconds", type=int, default=SECONDS,
+                        help="a run longer than this is a finding (0: no time limit, as the test suite runs it)")
     args = parser.parse_args()
     start = time.perf_counter()
     seeds = range(args.seed, args.seed + args.logs)
-    with multiprocessing.Pool(args.workers, install_alarm, maxtasksperchild=1000) as pool:
+    with multiprocessing.Pool(args.workers, install_alarm, (args.seconds,), maxtasksperchild=1000) as pool:
         rows = pool.map(run_one, seeds, chunksize=100)
     lines, found = summary(rows, "logs", time.perf_counter() - start, args.workers)
     print("\n".join(lines))

@@ -19,15 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fuzz_harness import install_alarm, summary, timed_check  # noqa: E402 - run as a script from benchmarks/
+from fuzz_harness import SECONDS, install_alarm, summary, timed_check  # noqa: E402 - run as a script from benchmarks/
 
 from tests.cli import scenario_mutations  # noqa: E402 - the mutations live next to the fuzz test that shares them
 
 
-def _init(memory_gib: float) -> None:
+def _init(memory_gib: float, seconds: int) -> None:
     limit = int(memory_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    install_alarm()
+    install_alarm(seconds)
     global BASES
     BASES = scenario_mutations.base_documents()
 
@@ -48,10 +48,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count())
     parser.add_argument("--memory-gib", type=float, default=3.0)
+    parser.add_argument("--seconds", type=int, default=SECONDS,
+                        help="a run longer than this is a finding (0: no time limit, as the test suite runs it)")
     args = parser.parse_args()
     start = time.perf_counter()
     seeds = range(args.seed, args.seed + args.scenarios)
-    with multiprocessing.Pool(args.workers, _init, (args.memory_gib,), maxtasksperchild=500) as pool:
+    with multiprocessing.Pool(args.workers, _init, (args.memory_gib, args.seconds), maxtasksperchild=500) as pool:
         rows = pool.map(run_one, seeds, chunksize=50)
     lines, found = summary(rows, "scenarios", time.perf_counter() - start, args.workers)
     lines[1] += f"; largest worker RSS {max(r[3] for r in rows) / 2**20:.2f} GiB"

@@ -3,7 +3,6 @@
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 from simulator.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-#: every hostile input must finish (with exit 2) within these bounds
-SECONDS, MAX_RSS_BYTES = 10, 2**30
+#: every hostile input must stay under this resident memory (a size, not a time: timings are benchmarks' business,
+#: benchmarks/bench_hostile.py); HANG_S only stops a hung run, far above any honest one on a loaded machine
+MAX_RSS_BYTES, HANG_S = 2**30, 300
 
 
 @pytest.fixture
@@ -34,13 +34,11 @@ def cli(capsys):
 @pytest.fixture
 def bounded():
     """``bounded(*argv) -> (exit code, stdout, stderr)`` of ``python -m simulator`` in a fresh process, asserting
-    it finished within SECONDS and its resident memory stayed under MAX_RSS_BYTES."""
+    its resident memory stayed under MAX_RSS_BYTES (its time is checked by benchmarks/bench_hostile.py)."""
 
     def run(*argv, cwd=None):
-        start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "simulator", *map(str, argv)], capture_output=True, text=True,
-                              timeout=SECONDS, cwd=cwd or ROOT)
-        assert time.perf_counter() - start < SECONDS
+                              timeout=HANG_S, cwd=cwd or ROOT)
         assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < MAX_RSS_BYTES
         assert "Traceback" not in proc.stderr
         return proc.returncode, proc.stdout, proc.stderr

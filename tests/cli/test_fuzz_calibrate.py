@@ -35,10 +35,11 @@ def test_the_fuzz_reaches_both_outcomes(tmp_path):
 
 @pytest.mark.slow
 def test_ten_thousand_fuzzed_logs():
-    """The benchmark's 10,000 logs (fixed seeds, worker processes, 10 s alarm): no finding."""
+    """The benchmark's 10,000 logs (fixed seeds, worker processes): no finding.
+    No time limit here (a loaded machine would fail it): the benchmark run alone keeps its 10 s alarm."""
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, str(root / "benchmarks" / "fuzz_nccl_logs.py"), "--logs", "10000",
-                           "--workers", str(min(4, os.cpu_count() or 1))], capture_output=True, text=True,
+                           "--workers", str(min(4, os.cpu_count() or 1)), "--seconds", "0"], capture_output=True, text=True,
                           timeout=600, cwd=root)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "10000 logs in" in proc.stdout and ", 0 findings" in proc.stdout
