@@ -7,7 +7,7 @@ from simulator.errors import MAX_MESSAGE_CHARS, UserError, cut
 from simulator.scenario import load_scenario
 from simulator.yamlio import read_yaml
 
-QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 
 
 @pytest.mark.parametrize("data", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"name: caf\xe9\n"])
