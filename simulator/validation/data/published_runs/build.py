@@ -8,17 +8,16 @@ import csv
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from runs import HEADER, RUNS  # noqa: E402
-from runs_flagperf_zoo import RUNS as FLAGPERF_ZOO_RUNS  # noqa: E402
+from simulator.validation.data.published_runs.runs import HEADER
+from simulator.validation.data.published_runs.runs import RUNS as FIRST_RUNS
+from simulator.validation.data.published_runs.runs_flagperf_zoo import RUNS as FLAGPERF_ZOO_RUNS
 
-RUNS = RUNS + FLAGPERF_ZOO_RUNS
+HERE = Path(__file__).resolve().parent
+RUNS = FIRST_RUNS + FLAGPERF_ZOO_RUNS
 
 CSV_COLS = ["id", "group", "source", "source_locator", "gpu", "gpus", "nodes", "model", "params_B", "seq_len",
             "global_batch", "micro_batch", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "zero_or_distopt", "recompute",

@@ -2,7 +2,7 @@
 model zoo (runs.py holds the MLPerf, MT-NLG and BLOOM runs, the source constants and the CSV header; the entries'
 fields are described there)."""
 
-from runs import FLAG, MCORE_MOE, ZOO
+from simulator.validation.data.published_runs.runs import FLAG, MCORE_MOE, ZOO
 
 RUNS: list[dict] = []
 
