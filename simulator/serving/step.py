@@ -41,7 +41,6 @@ from simulator.plan import Batch, ResolvedPlan, serving_backend
 from simulator.pricing.groups import GroupTimer, OpTiming
 from simulator.pricing.serving import price_serving
 from simulator.program import serving_embedding_program, serving_head_program, serving_layer_program
-from simulator.program import touched_experts as program_touched_experts
 from simulator.serving import backends as B
 from simulator.topology import Topology
 from simulator.traffic import serving_boundary_traffic, serving_layer_traffic, serving_step_traffic
@@ -78,10 +77,6 @@ class StepContext:
     topology: Topology
     calibration: Calibration | None = None
 
-
-def touched_experts(model: ModelSpec, rp: ResolvedPlan, tokens_per_rank: float) -> float:
-    """Expected local experts that receive at least one token (:func:`simulator.program.touched_experts`)."""
-    return program_touched_experts(model, rp.parallel.ep, tokens_per_rank)
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:

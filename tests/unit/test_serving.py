@@ -9,9 +9,9 @@ from simulator.entries.serve import simulate_serving
 from simulator.errors import UserError
 from simulator.hardware import load_node
 from simulator.plan import MOE_BACKENDS, SERVING_BACKENDS
+from simulator.program import touched_experts
 from simulator.scenario import load_scenario
 from simulator.serving import backends as B
-from simulator.serving.step import touched_experts
 
 H200 = load_node("hgx_h200").gpu
 LAUNCH, MEM_EFF = 2.68e-6, 0.803  # simulator/compute/data/compute_efficiency.yaml, hopper
@@ -65,8 +65,8 @@ def test_touched_experts():
                         "parallel": {"tp": 1, "ep": 8}, "training": {"mode": "inference", "precision": "fp8"},
                         "serving": {"batch": 1, "input_len": 8, "output_len": 1}})
     model, rp = sc.model, sc.plan
-    assert touched_experts(model, rp, 1 / 8) == pytest.approx(32 * (1 - (1 - 8 / 256) ** 1))  # one token in the group
-    assert touched_experts(model, rp, 10_000) == pytest.approx(32.0)
+    assert touched_experts(model, rp.parallel.ep, 1 / 8) == pytest.approx(32 * (1 - (1 - 8 / 256) ** 1))  # one token in the group
+    assert touched_experts(model, rp.parallel.ep, 10_000) == pytest.approx(32.0)
 
 
 def test_ttft_tpot_and_throughput_definitions():
