@@ -164,12 +164,6 @@ def stage_peaks_with_extras(peaks: list[float], extra_bytes: float, pooler_bytes
                  for s, pk in enumerate(peaks))
 
 
-def topology_view(topology: Topology, gpus: tuple[int, ...]) -> Topology:
-    """``topology`` whose rank r is GPU ``gpus[r]``: the engine places a plan's rank r on ``topology.gpus[r]``.
-    A shallow copy shares the graph and its caches; only the rank order differs. Groups spread unevenly over nodes
-    are priced on their real split (:meth:`simulator.topology.Topology.with_ranks_on`)."""
-    return topology.with_ranks_on(gpus)
-
 
 def replica_batch(global_batch: int, dp: int, micro_batch: int) -> int:
     """Samples one replica runs: ceil(B / dp) rounded up to whole micro-batches. When dp does not divide the
@@ -258,7 +252,7 @@ def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanCho
     plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
     memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
-    view = topology_view(topology, tuple(gpus))
+    view = topology.with_ranks_on(tuple(gpus))   # rank r of the plan on GPU gpus[r]
     step = simulate_step(plan.model, plan, view, calibration=calibration)
     dtype = plan.gemm_dtype(gpu)
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
