@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
@@ -113,13 +114,17 @@ class ServingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _prefill_steps(self):
-        """Chunked prefill of the batch must take at most MAX_PREFILL_STEPS steps (each is priced op by op)."""
+        """Chunked prefill of the batch must take at most MAX_PREFILL_STEPS steps (each is priced op by op). The
+        error names the key whose value makes the steps many: ``serving.batch`` (sequences per step times steps
+        per prompt) or ``serving.input_len`` (chunks of one prompt)."""
         if self.max_batched_tokens is not None:
             chunk = min(self.input_len, self.max_batched_tokens)
             per_step = max(1, min(self.batch, self.max_batched_tokens // chunk))
-            steps = -(-self.batch // per_step) * -(-self.input_len // chunk)
-            if steps > MAX_PREFILL_STEPS:
-                raise ValueError(f"max_batched_tokens {self.max_batched_tokens} splits the prefill of {self.batch} x "
-                                 f"{self.input_len} tokens into {steps:,} steps, more than {MAX_PREFILL_STEPS:,}: "
-                                 "raise it")
+            rounds, chunks = -(-self.batch // per_step), -(-self.input_len // chunk)
+            if rounds * chunks > MAX_PREFILL_STEPS:
+                key = "batch" if rounds >= chunks else "input_len"
+                raise UserError(f"max_batched_tokens {self.max_batched_tokens} "
+                                f"splits the prefill of {self.batch:,} x {self.input_len:,} tokens into "
+                                f"{rounds * chunks:,} steps, more than {MAX_PREFILL_STEPS:,}: lower serving.{key} or "
+                                "raise serving.max_batched_tokens", key_path=f"serving.{key}")
         return self

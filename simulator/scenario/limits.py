@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from simulator.errors import UserError
 from simulator.hardware import NodeSpec
+from simulator.implementation.serving import ServingConfig
 from simulator.limits import MAX_EXPERTS, MAX_GPUS, MAX_LAYERS, MAX_NODES, MAX_TIMELINE_OPS
 from simulator.model import ModelSpec
 from simulator.plan import ResolvedPlan, TrainingConfig
@@ -20,9 +21,10 @@ def check_gpu_count(nodes: int, node: NodeSpec) -> None:
                         f"most {MAX_GPUS:,} GPUs (docs/errors.md)", key_path="system.nodes")
 
 
-def check_inputs(model: ModelSpec, training: TrainingConfig) -> None:
+def check_inputs(model: ModelSpec, training: TrainingConfig, serving: ServingConfig | None = None) -> None:
     """At most :data:`MAX_LAYERS` layers; a model with learned absolute positions has ``max_position`` rows: it
-    cannot embed a longer sequence."""
+    cannot embed a longer sequence (with ``serving``, its ``input_len + output_len``, blamed on ``serving.input_len``
+    where the user wrote it)."""
     if model.layers > MAX_LAYERS:
         raise UserError(f"{model.layers:,} layers; the simulator models at most {MAX_LAYERS:,} (docs/errors.md)",
                         key_path="model.layers")
@@ -30,6 +32,10 @@ def check_inputs(model: ModelSpec, training: TrainingConfig) -> None:
         raise UserError(f"{model.moe.experts:,} experts; the simulator models at most {MAX_EXPERTS:,} "
                         "(docs/errors.md)", key_path="model.moe.experts")
     if model.position_embedding == "learned" and training.seq_len > model.max_position:
+        if serving is not None:  # the sequence is serving's (load.py sets training.seq_len from it)
+            raise UserError(f"input_len {serving.input_len} + output_len {serving.output_len} = {training.seq_len} "
+                            f"tokens, but model {model.name} has learned positions for at most {model.max_position} "
+                            "(model.max_position)", key_path="serving.input_len")
         raise UserError(f"{training.seq_len} tokens, but model {model.name} has learned positions for at most "
                         f"{model.max_position} (model.max_position)", key_path="training.seq_len")
 

@@ -177,7 +177,7 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
-    check_inputs(model, training)
+    check_inputs(model, training, serving)
     return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
 
 

@@ -253,7 +253,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                   "decode_replicas": rp.dp - s.disaggregation.prefill_replicas,
                   "kv_transfer": kv_transfer(ctx, rp, s.disaggregation.prefill_replicas)}
     if s.concurrency:
-        curve = concurrency_curve(ctx, rp, steady, disagg)
+        curve = concurrency_curve(ctx, rp, memory, steady, disagg)
         if any(p["kv_limited"] for p in curve):
             warnings.append(f"the KV cache holds at most {steady} staggered sequences per replica: larger "
                             "concurrencies queue (their batch is capped)")
@@ -278,16 +278,13 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                        saturation_request_rate=saturation, rate_curve=rates)
 
 
-def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, steady: int, disagg: dict | None) -> tuple[dict, ...]:
+def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, steady: int,
+                      disagg: dict | None) -> tuple[dict, ...]:
     """The latency-throughput curve over ``serving.concurrency`` (module docstring), each replica's batch capped
-    at ``steady`` staggered sequences; no sequence fitting is a user error."""
+    at ``steady`` staggered sequences; no sequence fitting is a user error (:func:`no_room_for_a_sequence`)."""
     s = ctx.serving
     if steady == 0:
-        raise UserError(f"the K/V cache holds no sequence of {s.input_len + s.output_len} tokens per replica "
-                        f"(weights and transients fill the engine's share of HBM, gpu_memory_utilization "
-                        f"{s.gpu_memory_utilization:g}): no concurrency can be served; raise "
-                        "serving.gpu_memory_utilization, spread the weights over more GPUs or shorten the "
-                        "sequences", key_path="serving.concurrency")
+        raise no_room_for_a_sequence(memory, s)
     one, _ = prefill_time(ctx, rp, 1)
     if disagg is None:
         return tuple(curve_point(ctx, rp, c, steady, one.step_s, rp.world_size) for c in s.concurrency)
@@ -352,3 +349,37 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
         return prefill_pages(seqs, -(-new // page) * page, -(-past // page) * page)
 
     return LoopCosts(decode_s=decode_s, prefill_s=prefill_s)
+
+
+def no_room_for_a_sequence(memory: MemoryReport, s) -> UserError:
+    """Why the K/V cache holds no sequence, blamed on the key whose value breaks it (on the stage with the most
+    besides its cache): the weights alone over the engine's share (``serving.gpu_memory_utilization``); one sequence
+    (its prefill's transients and its cache) over what the weights leave (``serving.input_len``, with
+    ``output_len``); else the transients of a prefill of ``serving.batch`` sequences together (they grow with the
+    batch). A key the user did not write is marked ``(default)``."""
+    gib, budget = 2**30, engine_budget_bytes(memory, s.gpu_memory_utilization)
+    tokens = s.input_len + s.output_len
+    util = f"gpu_memory_utilization {s.gpu_memory_utilization:g}" + (
+        "" if "gpu_memory_utilization" in s.model_fields_set else " (default)")
+    share = f"the engine's share of HBM ({util}: {budget / gib:.1f} GiB per GPU)"
+
+    def kv_of(st) -> float:
+        return sum(i.bytes for i in st.items if i.name == "kv_cache")
+
+    st = max((st for st in memory.stages if kv_of(st) > 0), key=lambda st: st.peak - kv_of(st))  # kv_capacity's 0
+    weights, transients = st.bucket("weights"), st.bucket("transient")
+    if weights >= budget:
+        return UserError(f"the K/V cache holds no sequence: the weights alone ({weights / gib:.1f} GiB per GPU) fill "
+                         f"{share}; raise serving.gpu_memory_utilization or spread the weights over more GPUs",
+                         key_path="serving.gpu_memory_utilization")
+    cache = kv_of(st) / (s.batch * tokens) * math.ceil(tokens / s.kv_block_size) * s.kv_block_size
+    if weights + transients / s.batch + cache > budget:
+        return UserError(f"the K/V cache holds no sequence: one sequence of input_len {s.input_len:,} + output_len "
+                         f"{s.output_len:,} = {tokens:,} tokens needs {cache / gib:.1f} GiB of K/V cache and "
+                         f"{transients / s.batch / gib:.1f} GiB of prefill transients per GPU, more than the "
+                         f"{(budget - weights) / gib:.1f} GiB the weights leave of {share}; shorten the sequences "
+                         "or spread the model over more GPUs", key_path="serving.input_len")
+    return UserError(f"the K/V cache holds no sequence: the transients of a prefill of batch {s.batch:,} x input_len "
+                     f"{s.input_len:,} tokens ({transients / gib:.1f} GiB per GPU) and the weights "
+                     f"({weights / gib:.1f} GiB) fill {share}; lower serving.batch (one sequence of "
+                     f"{tokens:,} tokens alone fits)", key_path="serving.batch")

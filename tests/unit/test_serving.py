@@ -295,7 +295,10 @@ def test_a_curve_with_no_room_for_the_cache_exits_2():
     fits, so a concurrency curve is a user error naming the key, not a curve of an engine that cannot start."""
     with pytest.raises(UserError, match="holds no sequence") as err:
         serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05, concurrency=[1, 4])
-    assert err.value.key_path == "serving.concurrency"
+    assert err.value.key_path == "serving.gpu_memory_utilization"
+    # 8.03e9 parameters x 2 B = 16.06e9 B = 15.0 GiB, over 0.05 x 141 GB less the runtime
+    assert "the weights alone (15.0 GiB per GPU) fill the engine's share of HBM (gpu_memory_utilization 0.05:" in str(
+        err.value)
     assert serve(batch=1, input_len=1024, output_len=1, gpu_memory_utilization=0.05).kv_capacity_seqs == 0
 
 
