@@ -10,6 +10,7 @@ from simulator.report.files import write_parquet, write_text
 from simulator.report.search import render_search
 from simulator.search import MAX_SEARCH_PLANS, search
 from simulator.search.rank import OBJECTIVES, why
+from simulator.search.run import NoPlanFits
 
 
 def register(subparsers) -> None:
@@ -43,6 +44,10 @@ def _search(args) -> int:
     try:
         result = search(args.scenario, objective=args.objective, max_plans=args.max_plans, executor=args.executor,
                         ray_address=args.ray_address, progress=progress)
+    except NoPlanFits as exc:  # --json still prints its object (no plans, and why: no_fit); exit 2 with the message
+        if args.json:
+            print_json(exc.result)
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -101,6 +101,15 @@ def calibration_of(path: str) -> Calibration:
     return load_calibration(path)
 
 
+#: top-level keys of a scenario that a calibration file never has (a scenario named where a calibration belongs)
+SCENARIO_KEYS = frozenset({"name", "model", "parallel", "training", "serving", "moe", "search", "sweep", "extends"})
+#: what a calibration file holds, for a message about a file that is not one
+CALIBRATION_SHAPE = ("A calibration file (what `simulator calibrate` writes; system.calibration and --calibration name "
+                     "one) has `system:` (the node profile it was measured on, a name), `source:` (the logs and tool "
+                     "versions) and `entries:`, a list of fits with link_class, protocol, path, latency_s, "
+                     "fill_latency_s and bandwidth_Bps (docs/interface.md, `simulator calibrate`)")
+
+
 def load_calibration(path_or_dict: str | Path | dict) -> Calibration:
     """Read a calibration YAML (or an already-parsed dict); user mistakes raise :class:`UserError` with the file,
     line and key path (the same reader as profiles and scenarios)."""
@@ -109,6 +118,13 @@ def load_calibration(path_or_dict: str | Path | dict) -> Calibration:
     located = LocatedYaml(path_or_dict, {}, None) if isinstance(path_or_dict, dict) else read_yaml(path_or_dict)
     if not isinstance(located.data, dict):
         raise UserError("a calibration must be a YAML mapping (written by `simulator calibrate`)", file=located.file)
+    unknown = [str(k) for k in located.data if k not in Calibration.model_fields]
+    if unknown:
+        scenario = bool(SCENARIO_KEYS & set(located.data)) or isinstance(located.data.get("system"), dict)
+        raise UserError(f"this file was read as a calibration file{', but it is a scenario' if scenario else ''}: "
+                        f"{', '.join(unknown)} {'is not a calibration key' if len(unknown) == 1 else 'are not calibration keys'}. "
+                        + CALIBRATION_SHAPE, file=located.file, key_path=unknown[0],
+                        line=located.line_of(unknown[0]))
     try:
         return Calibration.model_validate(located.data)
     except ValidationError as err:

@@ -85,11 +85,26 @@ class Evaluated:
     rows: list[dict[str, Any]] = field(default_factory=list)
     rejected: Counter = field(default_factory=Counter)
     evaluated: int = 0
+    least_oom: tuple[float, bool, dict[str, Any]] | None = None
+    """Of the plans that passed the rules but not memory, the smallest device peak seen (bytes, without the
+    headroom), whether it is the plan's peak (else a lower bound: its model states, NCCL's buffers and the runtime)
+    and the plan (docs/search.md, "When nothing fits")."""
 
     def merge(self, other: Evaluated) -> None:
         self.rows += other.rows
         self.rejected.update(other.rejected)
         self.evaluated += other.evaluated
+        if other.least_oom is not None and (self.least_oom is None or other.least_oom[0] < self.least_oom[0]):
+            self.least_oom = other.least_oom
+
+    def note_oom(self, peak: float, exact: bool, plan, sharding: str) -> None:
+        """Keep ``plan`` (out of memory at ``peak`` bytes) when its peak is the smallest yet."""
+        if self.least_oom is None or peak < self.least_oom[0]:
+            p = plan.parallel
+            self.least_oom = (peak, exact, {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "dp": plan.dp,
+                                            "cp": p.cp, "ep": p.ep, "vpp": p.vpp, "schedule": p.schedule,
+                                            "recompute": p.recompute, "sharding": sharding,
+                                            "micro_batch": plan.training.micro_batch})
 
 
 @dataclass
@@ -174,9 +189,11 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
         out.rejected[OOM_REASON] += 1        # a smaller micro-batch of this plan already overflowed
         return None
     memory = _memory(ctx, plan, rest, mb)
-    if memory is None or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
+    floor = isinstance(memory, float)
+    if floor or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
-        if _monotone(plan) and (memory is None or (memory.device_peak_bytes + ctx.headroom_bytes)
+        out.note_oom(memory if floor else memory.device_peak_bytes, not floor, plan, point["sharding"])
+        if _monotone(plan) and (floor or (memory.device_peak_bytes + ctx.headroom_bytes)
                                 * (1 - FLOOR_MARGIN) > ctx.capacity):
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
@@ -185,8 +202,9 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     return point, parts, memory
 
 
-def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly | None:
-    """The device peak of a candidate that passed the rules, or None when its model states alone overflow HBM.
+def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly | float:
+    """The device peak of a candidate that passed the rules, or when its model states alone overflow HBM a lower
+    bound of that peak in bytes (the states, NCCL's buffers and the runtime).
 
     The first plan of a group that differs only in micro-batch and sharding builds its report
     (:func:`estimate_memory` of the bounding stages) and the group's coefficients of the peak
@@ -220,8 +238,9 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         if stages is None:
             stages = ctx.nccl_floor[floor_key] = bounding_stages(plan)
         nccl = ctx.nccl_floor[nccl_key] = min(_nccl(ctx, plan, stages))
-    if state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME + ctx.headroom_bytes > ctx.capacity:
-        return None        # the model states and NCCL's buffers alone do not fit: no need for the items
+    floor = state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME
+    if floor + ctx.headroom_bytes > ctx.capacity:
+        return floor       # the model states and NCCL's buffers alone do not fit: no need for the items
     report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
     if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
         if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together

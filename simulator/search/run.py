@@ -138,13 +138,49 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     points, out = candidates(ctx, max_plans)
     out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
     if not out.rows:
-        raise UserError(no_plan_message(out), file=document.file, key_path="search")
+        raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
+                         result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
+                                 "seconds": time.perf_counter() - start, "objective": objective, "plans": [],
+                                 "no_fit": no_fit(out, ctx)})
     plans = rank(out.rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
 
 
-def no_plan_message(out: Evaluated) -> str:
-    common = Counter(out.rejected).most_common(3)
-    lines = "; ".join(f"{n:,} x {reason}" for reason, n in common)
-    return f"no valid plan among {out.evaluated:,} candidates; most common rejections: {lines}"
+class NoPlanFits(UserError):
+    """No valid plan (exit 2): the message, and ``result``, the ``--json`` object (docs/interface.md: the keys of
+    :meth:`SearchResult.to_dict` with no plans, and ``no_fit``)."""
+
+    def __init__(self, message: str, *, result: dict[str, Any], **where: Any) -> None:
+        super().__init__(message, **where)
+        self.result = result
+
+
+def no_fit(out: Evaluated, ctx: Context) -> dict[str, Any]:
+    """Why nothing fits: how many candidates passed the plan rules (each of them then out of memory), and of those
+    the smallest device peak seen, whether it is exact (else a lower bound), its plan, and the GPU's capacity and the
+    headroom it was held against (bytes)."""
+    least = out.least_oom
+    return {"passed_rules": out.rejected.get(OOM_REASON, 0), "capacity_bytes": ctx.capacity,
+            "memory_headroom_bytes": ctx.headroom_bytes, "least_device_peak_bytes": least[0] if least else None,
+            "least_device_peak_exact": least[1] if least else None, "least_peak_plan": least[2] if least else None}
+
+
+def no_plan_message(out: Evaluated, ctx: Context) -> str:
+    """No valid plan: with candidates that passed the rules, that each was out of memory and the smallest peak
+    against the capacity; the most common rule rejections."""
+    common = Counter({r: n for r, n in out.rejected.items() if r != OOM_REASON}).most_common(3)
+    rules = "; ".join(f"{n:,} x {reason}" for reason, n in common)
+    if out.least_oom is None:
+        return f"no valid plan among {out.evaluated:,} candidates; most common rejections: {rules}"
+    peak, exact, plan = out.least_oom
+    gib, passed = 2**30, out.rejected[OOM_REASON]
+    shape = " ".join(f"{k} {plan[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vpp") if k in ("tp", "pp", "dp")
+                     or plan[k] > 1)
+    headroom = f" + search.memory_headroom {ctx.headroom_bytes / gib:.1f} GiB" if ctx.headroom_bytes else ""
+    text = (f"no valid plan among {out.evaluated:,} candidates: {passed:,} passed the plan rules and every one is out "
+            f"of memory; the smallest device peak, {'' if exact else 'at least '}{peak / gib:.1f} GiB ({shape}, "
+            f"{plan['sharding']}, recompute {plan['recompute']}, micro_batch {plan['micro_batch']}){headroom}, "
+            f"exceeds the GPU's {ctx.capacity / gib:.1f} GiB")
+    return text + (f"; the other {out.evaluated - passed:,} were rejected by the rules, most often {common[0][1]:,} x "
+                   f"{common[0][0]}" if common else "")

@@ -1,6 +1,7 @@
 """Issue 27 item 2: a serving or search limit names the key the user wrote that carries the value, at its line, and
 marks a key the user left at its default."""
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,3 +64,43 @@ def test_serving_past_learned_positions_blames_serving_input_len(cli, tmp_path):
     assert (f"{path}:12: serving.input_len: input_len 4096 + output_len 128 = 4224 tokens, but model gpt3-175b has "
             "learned positions for at most 2048 (model.max_position)") in err
     assert "training.seq_len" not in err
+
+
+NOTHING_FITS = ("name: nothing-fits\nsystem:\n  profile: dgx_h100\n  gpus: 2\nmodel:\n  preset: llama3-70b\n"
+                "training:\n  seq_len: 4096\n  global_batch: 8\n  precision: bf16\nsearch:\n  micro_batch: [1, 2]\n")
+
+
+def test_a_search_where_nothing_fits_names_memory(cli, tmp_path):
+    """Llama-3-70B on 2 H100s: every plan that passes the rules is out of memory. The smallest peak is ZeRO-3 over
+    dp 2: 70.55e9 parameters x 16 B (bf16 weights and gradients, fp32 main copy and two Adam moments) / 2 = 564.4e9 B
+    = 525.6 GiB of model states, a lower bound (plus NCCL's buffers and the runtime: 528.5 GiB) over 79.6 GiB."""
+    path = write(tmp_path, "s.yaml", NOTHING_FITS)
+    code, out, err = cli("search", path)
+    assert code == 2 and out == ""
+    assert (f"{path}: search: no valid plan among 2,712 candidates: 102 passed the plan rules and every one is out "
+            "of memory; the smallest device peak, at least 528.5 GiB (tp 1 pp 1 dp 2, zero3, recompute none, "
+            "micro_batch 1), exceeds the GPU's 79.6 GiB; the other 2,610 were rejected by the rules") in err
+    code, out, err = cli("search", path, "--json")
+    assert code == 2 and "every one is out of memory" in err
+    result = json.loads(out)
+    assert result["valid"] == 0 and result["plans"] == [] and result["evaluated"] == 2712
+    fit = result["no_fit"]
+    assert fit["passed_rules"] == 102 and fit["memory_headroom_bytes"] == 0
+    assert fit["capacity_bytes"] == 81_559 * 2**20  # the H100 SXM as nvidia-smi reports it (hardware_profiles)
+    assert 564.4e9 <= fit["least_device_peak_bytes"] <= 564.4e9 + 4 * 2**30 and fit["least_device_peak_exact"] is False
+    assert fit["least_peak_plan"] == {"gpus": 2, "tp": 1, "pp": 1, "dp": 2, "cp": 1, "ep": 1, "vpp": 1,
+                                      "schedule": "1f1b", "recompute": "none", "sharding": "zero3", "micro_batch": 1}
+
+
+def test_a_scenario_named_as_calibration_says_what_a_calibration_file_is(cli, tmp_path):
+    quickstart = ROOT / "scenarios" / "quickstart.yaml"
+    text = quickstart.read_text()
+    path = write(tmp_path, "c.yaml", f"system:\n  profile: dgx_h100\n  calibration: {quickstart}\nmodel:\n"
+                                     "  preset: llama3-8b\nparallel:\n  tp: 8\ntraining:\n  seq_len: 2048\n"
+                                     "  micro_batch: 1\n  global_batch: 8\n")
+    code, _, err = cli("run", path)
+    assert code == 2
+    assert (f"{quickstart}:{line_of(text, 'name:')}: name: this file was read as a calibration file, but it is a "
+            "scenario: name, model, parallel, training are not calibration keys. A calibration file (what "
+            "`simulator calibrate` writes; system.calibration and --calibration name one) has `system:`") in err
+    assert "entries:" in err and "unknown key" not in err
