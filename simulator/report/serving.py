@@ -16,6 +16,8 @@ def render_serving(result) -> str:
              f"batch {s['batch']} per replica, input {s['input_len']}, output {s['output_len']} tokens, "
              f"CUDA graphs {'on' if s['cuda_graphs'] else 'off'}, kernels {s['kernels']}, attention {s['attention']}",
              "",
+             f"static batch: all {s['batch']} requests of a replica arrive at once and prefill together (TTFT: the "
+             "whole batch's prefill)",
              f"prefill          {d['prefill']['step_s'] * 1e3:10.3f} ms  ({d['prefill']['tokens']} tokens)",
              f"decode step      {d['decode']['step_s'] * 1e3:10.3f} ms  (context {s['input_len']}); "
              f"mean over output {d['decode']['mean_step_s'] * 1e3:.3f} ms",
@@ -31,7 +33,10 @@ def render_serving(result) -> str:
         if value or pre:
             lines.append(f"{key:<12}{pre * 1e3:12.3f}{value * 1e3:12.3f}")
     if d["curve"]:
-        lines += ["", f"{'concurrency':>11}{'batch':>7}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s':>12}{'tok/s/GPU':>11}"]
+        lines += ["", "latency-throughput curve: continuous batching in steady state, `concurrency` requests in flight;",
+                  "a new request waits for the next iteration and prefills alone (TTFT: half an iteration + its "
+                  "prefill + one decode step)",
+                  f"{'concurrency':>11}{'batch':>7}{'TTFT ms':>10}{'TPOT ms':>10}{'tok/s':>12}{'tok/s/GPU':>11}"]
         for p in d["curve"]:
             lines.append(f"{p['concurrency']:>11}{p['batch_per_replica']:>7}{p['ttft_s'] * 1e3:>10.1f}"
                          f"{p['tpot_s'] * 1e3:>10.2f}{p['tokens_per_s']:>12,.0f}{p['tokens_per_s_per_gpu']:>11,.0f}"
@@ -54,7 +59,7 @@ def render_serving(result) -> str:
                          f"{p['tokens_per_s_per_gpu']:>11,.0f}{p['preemptions']:>8}")
     if d["disaggregation"]:
         g, k = d["disaggregation"], d["disaggregation"]["kv_transfer"]
-        lines.insert(8, f"disaggregated: {g['prefill_replicas']} prefill + {g['decode_replicas']} decode replicas; "
+        lines.insert(9, f"disaggregated: {g['prefill_replicas']} prefill + {g['decode_replicas']} decode replicas; "
                         f"K/V hand-off {k['bytes_per_gpu'] / 2**20:,.0f} MiB per GPU in {k['time_s'] * 1e3:.2f} ms "
                         f"over {k['link']}")
     lines += [f"warning: {w}" for w in d["warnings"]]
