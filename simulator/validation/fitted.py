@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS
 from simulator.compute.efficiency import default_efficiency
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST as HOST
+from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
 from simulator.pricing.overlap import coefficients as overlap_coefficients
@@ -113,6 +114,9 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
     FittedConstant("memory/runtime.py RUNTIME_BYTES, ALLOCATOR_CACHE_BYTES", "device memory outside tensors (B)",
                    lambda: (RUNTIME_BYTES, ALLOCATOR_CACHE_BYTES), H200,
                    "validation/data/h200_memory/memory.jsonl (memory only, no step time)"),
+    FittedConstant("memory/nccl.py PROCESS_BYTES, COMM_EXTRA_BYTES", "NCCL memory beyond its buffers (B)",
+                   lambda: (PROCESS_BYTES, COMM_EXTRA_BYTES), H200,
+                   "validation/data/h200x2_nccl (memory only, no step time)"),
 )
 """Every fitted constant the development set's predictions read (module docstring)."""
 
