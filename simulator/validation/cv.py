@@ -112,7 +112,7 @@ def _stats(errors: Sequence[float]) -> dict[str, float]:
 
 
 def summary(rows: Sequence[RunCv], constants: Sequence[FittedConstant] = FITTED_CONSTANTS) -> dict:
-    """The JSON of ``simulator validate published --cv --json`` (docs/validation.md, "Leave-one-source-out")."""
+    """The JSON of ``simulator validate published --cv --json`` (docs/validation_cv.md)."""
     ins, loso = _stats([r.in_sample_error for r in rows]), _stats([r.loso_error for r in rows])
     sources = {}
     for source in dict.fromkeys(r.source for r in rows):

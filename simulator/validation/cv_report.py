@@ -11,7 +11,7 @@ NOTHING_REFITTED = ("No constant of the model is fitted on published runs of the
                     "above: each was fitted on a published table outside it, a kernel benchmark or an H200 "
                     "measurement), so every fold predicts what the shipped model predicts: leave-one-source-out "
                     "equals in-sample. Modelling choices made while the development set was in view are not "
-                    "constants and no fold can undo them (docs/validation.md, \"Leave-one-source-out\").")
+                    "constants and no fold can undo them (docs/validation_cv.md).")
 
 
 def constants_report() -> Report:

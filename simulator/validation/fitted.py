@@ -12,7 +12,7 @@ Audit (2026-12-04, main at 61e3044): ``grep -rniE "fitted|calibrat|least.squares
 ``hardware_profiles/``, the git history of ``compute_efficiency.yaml``, ``overlap.yaml``, ``compute/host.py`` and
 ``moe/coefficients.py``. Every constant below was fitted outside the development set; none is fitted on its
 runs, so the registry has no ``refit`` and leave-one-source-out equals in-sample. What the audit cannot re-fit:
-modelling choices made while the development set was in view (docs/validation.md, "Leave-one-source-out").
+modelling choices made while the development set was in view (docs/validation_cv.md).
 A new constant fitted on published runs of the development set is registered here with its ``fitted_on`` families,
 a ``refit`` from a subset of :class:`~simulator.validation.cv.CvRun` and an override path in ``cv.py``.
 """
