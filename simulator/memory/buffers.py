@@ -53,6 +53,8 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     v = c.shape.vocab_tp        # the vocabulary the output layer holds (padded), per TP rank
     n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
     heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
+    if rp.recipe.loss_implementation == "hf_fp32":
+        return _hf_loss_items(n, heads)
     items = [MemoryItem("other", "logits.fp32", FP32 * n,
                         f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]",
                         scaling="micro_batch"),
@@ -69,6 +71,23 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
                   MemoryItem("transient", "loss.grad_16bit", c.dtype_bytes * n,
                              f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]", scaling="micro_batch")]
     return items
+
+
+def _hf_loss_items(n: float, heads: str) -> list[MemoryItem]:
+    """Hugging Face ``ForCausalLMLoss`` (transformers src/transformers/loss/loss_utils.py at 0114da07): ``logits =
+    logits.float()`` then ``F.cross_entropy`` = log_softmax + nll_loss over n = tokens x vocabulary entries.
+    Forward, at the loss: 16-bit logits (2n), their fp32 copy (4n) and the fp32 log-softmax output (4n), 10n B.
+    The 16-bit logits die with the model output (``loss = model(...).loss``) and the fp32 copy with the loss
+    function's frame; the log-softmax output is saved for backward. Backward, at the loss: nll_loss_backward
+    allocates the fp32 gradient of the log-softmax output (zeros, then a scatter: 4n) and log_softmax_backward
+    writes the fp32 gradient of the logits (4n) while its saved output is alive: 12n B, the loss's peak; then the
+    two inputs die and the cast back (ToCopyBackward) holds 4n + 2n."""
+    return [MemoryItem("other", "logits.fp32", FP32 * n,
+                       f"4*T*v/t{heads}  [fp32 log-softmax output, saved for nll_loss's backward]",
+                       scaling="micro_batch"),
+            MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
+                       f"2 x 4*T*v/t{heads}  [nll_loss's fp32 gradient of the log-softmax output and "
+                       "log_softmax_backward's fp32 gradient of the logits]", scaling="micro_batch")]
 
 
 def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:

@@ -14,6 +14,7 @@ from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.activations import ActContext, cached_layer_items
 from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.lifetimes import backward_phases
 from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
@@ -144,6 +145,13 @@ def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
     return sum(item.bytes for item in list(_states(sp, rb, d_dense, d_exp)) + fixed_buffer_items(d_dense, rb, sp))
 
 
+def _outside_grad_bytes(items: list[MemoryItem], sp: StageParams) -> float:
+    """Gradient bytes of the stage's parameters outside its layers (embedding, final norm, output layer: dense,
+    held at the dense gradients' bytes per parameter)."""
+    dense = sum(i.bytes for i in items if i.name == "gradients.dense")
+    return dense * sp.outside_layers / sp.dense if sp.dense else 0.0
+
+
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
                     stages: tuple[int, ...] | None = None, cluster: ClusterSpec | None = None) -> MemoryReport:
     """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
@@ -178,7 +186,11 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         worst_bytes = None
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
-        out.append(StageMemory(s, tuple(items), worst_bytes,
-                               gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1,
-                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total))
+        freed = rb.grads_freed_between_steps and rp.num_microbatches == 1
+        phases = ()
+        if freed and rb.grads_per_layer:
+            phases = backward_phases(items, len(rp.stage_layers[s]), _outside_grad_bytes(items, sp_))
+        out.append(StageMemory(s, tuple(items), worst_bytes, gradients_freed=freed,
+                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total,
+                               phases=phases))
     return MemoryReport(tuple(out), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

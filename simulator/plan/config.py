@@ -120,5 +120,20 @@ class TrainingConfig(BaseModel):
         "eager", description="how the framework issues kernels: eager (from Python each micro-batch: a layer takes "
                              "at least the host time to issue its kernels, measured in docs/step_time.md 'Host "
                              "issue time') or cuda_graphs (captured layers replayed: no host floor)")
+    gradient_lifetime: Literal["endpoints", "per_layer"] = Field(
+        "endpoints", description="framework pytorch with grad_set_to_none and one micro-batch: when the gradients "
+                                 "exist. endpoints: the peak is the larger of the activations at the start of "
+                                 "backward and all gradients at its end, transients on top of both; per_layer: "
+                                 "autograd's AccumulateGrad creates each parameter's .grad when its layer's backward "
+                                 "runs, so the peak is the largest of the loss (every activation and the loss "
+                                 "buffers, no gradient), each layer's backward (the activations below it, the "
+                                 "gradients above it, its own recomputed activations) and the end of backward")
+    loss_implementation: Literal["hf_fp32"] | None = Field(
+        None, description="framework pytorch: what the loss keeps on the logits (null: F.cross_entropy on "
+                          "logits.float() with the 16-bit logits held through backward). hf_fp32: Hugging Face "
+                          "Transformers ForCausalLMLoss (src/transformers/loss/loss_utils.py): logits.float(), then "
+                          "F.cross_entropy; the 16-bit logits die with the model output before backward, the fp32 "
+                          "log-softmax output is saved, and backward holds it with nll_loss's fp32 gradient and "
+                          "log_softmax_backward's fp32 gradient of the logits: 12 B per token and vocabulary entry")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

@@ -158,6 +158,10 @@ class Recipe:
             (``F.cross_entropy`` on fp32 logits) with plain PyTorch: its bytes per logit in
             :data:`simulator.program.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
             in memory.
+        loss_implementation: ``training.loss_implementation`` (plain PyTorch only): which tensors the loss keeps on
+            the logits (memory; the loss's time is ``cross_entropy``'s).
+        grads_per_layer: gradients freed between steps appear layer by layer in backward
+            (``training.gradient_lifetime: per_layer``), so the stage peak is taken over the phases of backward.
     """
 
     precision: str
@@ -186,6 +190,8 @@ class Recipe:
     grad_accum_bytes: float = 0.0
     cross_entropy: str = "fused"
     fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)
+    loss_implementation: str | None = None
+    grads_per_layer: bool = False
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -262,4 +268,6 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
         grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
         cross_entropy="pytorch" if eager else (training.cross_entropy or "fused"),
-        fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0))
+        fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0),
+        loss_implementation=training.loss_implementation,
+        grads_per_layer=eager and training.grad_set_to_none and training.gradient_lifetime == "per_layer")

@@ -82,6 +82,16 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
                    "training.grad_accumulation")
 
+    if t.gradient_lifetime == "per_layer" and (t.framework != "pytorch" or not t.grad_set_to_none):
+        raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "
+                   f"zero_grad(set_to_none=True)); it needs framework pytorch (got {t.framework}) and "
+                   f"grad_set_to_none true (got {t.grad_set_to_none}); Megatron keeps a persistent gradient buffer",
+                   "training.gradient_lifetime")
+    if t.loss_implementation is not None and t.framework != "pytorch":
+        raise _err(f"loss_implementation ({t.loss_implementation}) names a plain-PyTorch / Hugging Face loss: it "
+                   f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
+                   "training.loss_implementation")
+
 
 @memo(maxsize=64)
 def parse_order(order: str) -> tuple[str, ...]:
