@@ -135,5 +135,17 @@ class TrainingConfig(BaseModel):
                           "F.cross_entropy; the 16-bit logits die with the model output before backward, the fp32 "
                           "log-softmax output is saved, and backward holds it with nll_loss's fp32 gradient and "
                           "log_softmax_backward's fp32 gradient of the logits: 12 B per token and vocabulary entry")
+    exp_avg_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = Field(
+        None, description="optimizer adam: storage dtype of the first moment (Megatron --use-precision-aware-optimizer "
+                          "--exp-avg-dtype, Transformer Engine FusedAdam exp_avg_dtype; a low-precision AdamW in "
+                          "plain PyTorch); null = the precision recipe's moment dtype")
+    exp_avg_sq_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = Field(
+        None, description="optimizer adam: storage dtype of the second moment (Megatron --exp-avg-sq-dtype); null = "
+                          "the precision recipe's moment dtype")
+    store_param_remainders: bool = Field(
+        False, description="framework megatron, precision bf16, with the precision-aware optimizer (exp_avg_dtype "
+                           "and exp_avg_sq_dtype set): the fp32 master copy keeps only the 16 bits a bf16 weight "
+                           "lacks (Megatron OptimizerConfig.store_param_remainders, default true there with "
+                           "Transformer Engine >= 2.1): 2 B per parameter instead of 4")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

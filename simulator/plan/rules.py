@@ -92,6 +92,17 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
 
+    for key in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+        if getattr(t, key) is not None and t.optimizer != "adam":
+            raise _err(f"{key} ({getattr(t, key)}) sets an Adam moment's storage dtype: it needs optimizer adam (got "
+                       f"{t.optimizer})", f"training.{key}")
+    if t.store_param_remainders and (t.framework != "megatron" or t.precision != "bf16" or t.exp_avg_dtype is None
+                                     or t.exp_avg_sq_dtype is None):
+        raise _err("store_param_remainders keeps the 16 low bits of Megatron's fp32 master copy beside bf16 "
+                   f"weights in the precision-aware optimizer: it needs framework megatron (got {t.framework}), "
+                   f"precision bf16 (got {t.precision}) and exp_avg_dtype and exp_avg_sq_dtype set (got "
+                   f"{t.exp_avg_dtype}, {t.exp_avg_sq_dtype})", "training.store_param_remainders")
+
 
 @memo(maxsize=64)
 def parse_order(order: str) -> tuple[str, ...]:
