@@ -34,6 +34,7 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
     if rp.holds_stage(stage, first=True) and m.dropout > 0:
         items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
                                 f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
+    items += _stage_outputs(rp, c, stage, flight)
     if rp.holds_stage(stage, first=False):
         out_in = c.tokens if c.framework == "pytorch" else c.rep
         items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
@@ -41,6 +42,26 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
         items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
                                 f"{by}*r*h x 1 in flight", scaling="micro_batch"))
     return items
+
+
+def _stage_outputs(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -> list[MemoryItem]:
+    """Without ``parallel.deallocate_pipeline_outputs`` (Megatron ``deallocate_output_tensor`` off) each model-chunk
+    forward in flight keeps its output (s/cp x b x h, /t with sp, in the activation dtype) until its backward:
+    flight x vpp chunk forwards (:meth:`Schedule.in_flight` counts them per stage); on the rank that runs the loss
+    the final chunk's output is the loss, so one fewer with vpp > 1 (at the peak, after Megatron's warm-up of
+    (vpp - 1) pp non-final chunk forwards, one final chunk is alive) and none without interleaving."""
+    p = rp.parallel
+    if p.deallocate_pipeline_outputs or p.pp == 1:
+        return []
+    chunks, scaling = flight * p.vpp, "in_flight"
+    if rp.holds_stage(stage, first=False):
+        chunks, scaling = max(chunks - 1, 0) if p.vpp > 1 else 0, None
+    if not chunks:
+        return []
+    b = c.dtype_bytes * c.rep * rp.model.hidden
+    return [MemoryItem("activations", "pipeline.stage_outputs", b * chunks,
+                       f"{c.dtype_bytes}*r*h x {chunks:g} chunk outputs kept (deallocate_pipeline_outputs false)",
+                       scaling=scaling)]
 
 
 def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:

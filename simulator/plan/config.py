@@ -60,6 +60,12 @@ class ParallelPlan(BaseModel):
         None, description="explicit layers per virtual stage (pp*vpp entries, Megatron chunk order); "
                           "null = layers / (pp*vpp) each")
     cp_comm: Literal["p2p", "all_gather"] = Field("p2p", description="CP K/V exchange: ring P2P or all-gather")
+    deallocate_pipeline_outputs: bool = Field(
+        True, description="Megatron deallocate_output_tensor (megatron/core/pipeline_parallel/schedules.py): a stage's "
+                          "output is freed once sent to the next stage, only its autograd node kept (set by "
+                          "Megatron-LM's training loop, megatron/training/argument_utils.py; ModelParallelConfig "
+                          "defaults it to false for library callers). false: every micro-batch in flight keeps its "
+                          "stage output, 2 B x s*b*h/(cp, t with sp), until its backward")
 
     @property
     def recomputed_modules(self) -> frozenset[str]:

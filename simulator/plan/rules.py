@@ -92,6 +92,9 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
 
+    if not p.deallocate_pipeline_outputs and t.framework != "megatron":
+        raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
+                   f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
     for key in ("exp_avg_dtype", "exp_avg_sq_dtype"):
         if getattr(t, key) is not None and t.optimizer != "adam":
             raise _err(f"{key} ({getattr(t, key)}) sets an Adam moment's storage dtype: it needs optimizer adam (got "
