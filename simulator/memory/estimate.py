@@ -72,7 +72,9 @@ def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, str], list], flight: float
                       ) -> list[MemoryItem]:
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
-    counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
+    # Megatron's CPU offload (pp 1) moves the first N layers' saved tensors to the host: L - N layers' stay (TE
+    # cpu_offload.py OffloadSynchronizer: peak of the saved activations (num_layers - num_offloaded_layers) x T)
+    counts = Counter(_layer_keys(rp, stage)[rp.parallel.cpu_offloading_num_layers:])   # in first-seen order
     kinds = tuple((per_layer[key], n) for key, n in counts.items())
     return list(_scaled_by_identity(tuple(items for items, _ in kinds), (tuple(n for _, n in kinds), flight)))
 

@@ -53,6 +53,12 @@ class ParallelPlan(BaseModel):
         None, description="with recompute selective: the modules re-run in backward, as Megatron-LM "
                           "--recompute-modules (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "
                           "mla_up_proj); null = [core_attn] (Megatron's default)")
+    cpu_offloading_num_layers: int = Field(
+        0, ge=0, description="Megatron --cpu-offloading-num-layers (Transformer Engine CPU offload of the saved "
+                             "activations): the first N layers' activations go to host memory after their forward "
+                             "and come back before their backward, so L - N layers' stay on the GPU (needs pp 1, "
+                             "recompute none, N < layers, as Megatron-Core's TransformerConfig checks); memory only, "
+                             "the host-link time is not priced")
     overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
     overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
     tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")

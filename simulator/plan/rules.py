@@ -92,6 +92,8 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
 
+    if p.cpu_offloading_num_layers:
+        _check_cpu_offloading(p, t)
     if not p.deallocate_pipeline_outputs and t.framework != "megatron":
         raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
                    f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
@@ -105,6 +107,19 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"weights in the precision-aware optimizer: it needs framework megatron (got {t.framework}), "
                    f"precision bf16 (got {t.precision}) and exp_avg_dtype and exp_avg_sq_dtype set (got "
                    f"{t.exp_avg_dtype}, {t.exp_avg_sq_dtype})", "training.store_param_remainders")
+
+
+def _check_cpu_offloading(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Megatron-Core TransformerConfig.__post_init__ (NVIDIA/Megatron-LM megatron/core/transformer/
+    transformer_config.py at d98e8a64): CPU offloading only without pipeline parallelism and recomputation."""
+    n = p.cpu_offloading_num_layers
+    if t.framework != "megatron":
+        raise _err(f"cpu_offloading_num_layers ({n}) is Megatron's --cpu-offloading-num-layers (Transformer Engine "
+                   f"CPU offload): it needs framework megatron (got {t.framework})", "parallel.cpu_offloading_num_layers")
+    if p.pp > 1 or p.recompute != "none":
+        raise _err(f"cpu_offloading_num_layers ({n}): Megatron-Core has no CPU offloading with pipeline parallelism "
+                   f"or activation recomputation (got pp {p.pp}, recompute {p.recompute})",
+                   "parallel.cpu_offloading_num_layers")
 
 
 @memo(maxsize=64)
@@ -187,7 +202,11 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
 
 
 def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
-    """A recomputed module the model does not have is a mistake, not a no-op."""
+    """A recomputed module the model does not have is a mistake, not a no-op; so is offloading every layer
+    (Megatron-Core TransformerConfig: CPU offloading only for fewer layers than the model has)."""
+    if p.cpu_offloading_num_layers >= m.layers:
+        raise _err(f"cpu_offloading_num_layers ({p.cpu_offloading_num_layers}) must be below the model's layers "
+                   f"({m.layers})", "parallel.cpu_offloading_num_layers")
     if not p.recompute_modules:
         return
     needs = {"moe": m.moe is not None, "moe_act": m.moe is not None,
