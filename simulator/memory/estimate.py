@@ -53,7 +53,8 @@ def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActConte
     prices its cross-attention and pooler activations under the same one)."""
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
                       framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
-                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None)
+                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None,
+                      selective_op=rp.parallel.selective_ac_option == "op")
 
 
 def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:

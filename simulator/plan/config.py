@@ -59,6 +59,12 @@ class ParallelPlan(BaseModel):
                              "and come back before their backward, so L - N layers' stay on the GPU (needs pp 1, "
                              "recompute none, N < layers, as Megatron-Core's TransformerConfig checks); memory only, "
                              "the host-link time is not priced")
+    selective_ac_option: Literal["op"] | None = Field(
+        None, description="with recompute selective: op = torchtitan's per-op selective activation checkpointing "
+                          "(activation_checkpoint.mode selective, selective_ac_option op: the outputs of matmuls "
+                          "(every second one recomputed), SDPA and collectives saved, the rest recomputed; "
+                          "framework pytorch, dense layers without MLA, tp 1, cp 1); null = Megatron's "
+                          "recompute_modules")
     overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
     overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
     tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")

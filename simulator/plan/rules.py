@@ -81,7 +81,12 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
                    f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
                    "training.grad_accumulation")
+    check_memory_switches(p, t)
 
+
+def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Memory lifetimes and savings of one framework (docs/memory.md): each key needs the framework whose flag it is
+    and the settings that flag works with."""
     if t.gradient_lifetime == "per_layer" and (t.framework != "pytorch" or not t.grad_set_to_none):
         raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "
                    f"zero_grad(set_to_none=True)); it needs framework pytorch (got {t.framework}) and "
@@ -91,9 +96,11 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"loss_implementation ({t.loss_implementation}) names a plain-PyTorch / Hugging Face loss: it "
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
-
     if p.cpu_offloading_num_layers:
         _check_cpu_offloading(p, t)
+    if p.selective_ac_option is not None and t.framework != "pytorch":
+        raise _err(f"selective_ac_option {p.selective_ac_option} is torchtitan's: it needs framework pytorch (got "
+                   f"{t.framework}; Megatron's selective recompute is recompute_modules)", "parallel.selective_ac_option")
     if not p.deallocate_pipeline_outputs and t.framework != "megatron":
         raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
                    f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
@@ -201,9 +208,25 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
     return notes
 
 
+def _check_op_sac(m: ModelSpec, p: ParallelPlan) -> None:
+    """torchtitan's per-op policy is modelled for dense, non-MLA layers on one TP and CP rank (memory/activations.py)."""
+    why = [f"recompute {p.recompute} (needs selective)"] if p.recompute != "selective" else []
+    why += ["recompute_modules set (Megatron's policy)"] if p.recompute_modules else []
+    why += ["a MoE model"] if m.moe is not None else []
+    why += ["MLA attention"] if m.mla is not None else []
+    why += [f"tp {p.tp}"] if p.tp > 1 else []
+    why += [f"cp {p.cp}"] if p.cp > 1 or p.ulysses > 1 else []
+    if why:
+        raise _err("selective_ac_option op (torchtitan's per-op selective checkpointing) is modelled for "
+                   f"recompute selective on dense layers at tp 1 and cp 1; got {', '.join(why)}",
+                   "parallel.selective_ac_option")
+
+
 def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
     """A recomputed module the model does not have is a mistake, not a no-op; so is offloading every layer
     (Megatron-Core TransformerConfig: CPU offloading only for fewer layers than the model has)."""
+    if p.selective_ac_option == "op":
+        _check_op_sac(m, p)
     if p.cpu_offloading_num_layers >= m.layers:
         raise _err(f"cpu_offloading_num_layers ({p.cpu_offloading_num_layers}) must be below the model's layers "
                    f"({m.layers})", "parallel.cpu_offloading_num_layers")
