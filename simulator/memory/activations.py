@@ -38,6 +38,7 @@ class ActContext:
     moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
     recompute_modules: frozenset[str] | None = None  # selective: Megatron --recompute-modules; None = core_attn
     selective_op: bool = False   # selective: torchtitan's per-op policy instead of Megatron's modules
+    act_input_bytes: float | None = None   # the SwiGLU input's saved bytes per element (fp8 store: 1); None = dtype
 
     def recomputed(self, module: str) -> bool:
         """Whether selective recompute re-runs ``module`` in backward (so its inner tensors are not kept)."""
@@ -134,7 +135,8 @@ def mlp_core_items(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width
         return [(f"{prefix}.act_in", by * tokens * f, f"{by}*T*f/t  [GeLU input]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
     if c.framework == "megatron":
-        return [(f"{prefix}.act_in", by * tokens * 2 * f, f"{by}*T*2f/t  [SwiGLU input: gate and up]"),
+        ab = by if c.act_input_bytes is None else c.act_input_bytes
+        return [(f"{prefix}.act_in", ab * tokens * 2 * f, f"{ab:g}*T*2f/t  [SwiGLU input: gate and up]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
     return [(f"{prefix}.silu_in", by * tokens * f, f"{by}*T*f/t  [SiLU input (gate)]"),
             (f"{prefix}.silu_out", by * tokens * f, f"{by}*T*f/t  [mul operand]"),

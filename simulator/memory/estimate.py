@@ -19,7 +19,7 @@ from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
-from simulator.plan.recipe import Recipe
+from simulator.plan.recipe import FP8, Recipe
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -54,7 +54,8 @@ def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActConte
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
                       framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
                       moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None,
-                      selective_op=rp.parallel.selective_ac_option == "op")
+                      selective_op=rp.parallel.selective_ac_option == "op",
+                      act_input_bytes=FP8 if rp.recipe.act_input_fp8 else None)
 
 
 def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:

@@ -165,5 +165,9 @@ class TrainingConfig(BaseModel):
                            "and exp_avg_sq_dtype set): the fp32 master copy keeps only the 16 bits a bf16 weight "
                            "lacks (Megatron OptimizerConfig.store_param_remainders, default true there with "
                            "Transformer Engine >= 2.1): 2 B per parameter instead of 4")
+    activation_func_fp8_input_store: bool = Field(
+        False, description="framework megatron, SwiGLU models: Megatron --activation-func-fp8-input-store (the fused "
+                           "bias-SwiGLU saves its input, gate and up, as float8_e4m3fn for backward and casts it "
+                           "back there: 1 B per element instead of 2, in dense MLPs, MoE experts and shared experts)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

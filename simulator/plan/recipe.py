@@ -168,6 +168,7 @@ class Recipe:
             the logits (memory; the loss's time is ``cross_entropy``'s).
         grads_per_layer: gradients freed between steps appear layer by layer in backward
             (``training.gradient_lifetime: per_layer``), so the stage peak is taken over the phases of backward.
+        act_input_fp8: the SwiGLU input is saved for backward in fp8 (``training.activation_func_fp8_input_store``).
     """
 
     precision: str
@@ -198,6 +199,7 @@ class Recipe:
     fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)
     loss_implementation: str | None = None
     grads_per_layer: bool = False
+    act_input_fp8: bool = False
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -286,4 +288,5 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         cross_entropy="pytorch" if eager else (training.cross_entropy or "fused"),
         fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0),
         loss_implementation=training.loss_implementation,
-        grads_per_layer=eager and training.grad_set_to_none and training.gradient_lifetime == "per_layer")
+        grads_per_layer=eager and training.grad_set_to_none and training.gradient_lifetime == "per_layer",
+        act_input_fp8=training.activation_func_fp8_input_store)

@@ -222,6 +222,15 @@ def _check_op_sac(m: ModelSpec, p: ParallelPlan) -> None:
                    "parallel.selective_ac_option")
 
 
+def check_model_switches(m: ModelSpec, t: TrainingConfig) -> None:
+    """Training switches that hold only for some models: Megatron stores the activation input in fp8 only for
+    SwiGLU (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at d98e8a64)."""
+    if t.activation_func_fp8_input_store and (t.framework != "megatron" or not m.glu):
+        raise _err("activation_func_fp8_input_store is Megatron's fused bias-SwiGLU storing its input in fp8: it "
+                   f"needs framework megatron (got {t.framework}) and a SwiGLU model (got {m.activation})",
+                   "training.activation_func_fp8_input_store")
+
+
 def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
     """A recomputed module the model does not have is a mistake, not a no-op; so is offloading every layer
     (Megatron-Core TransformerConfig: CPU offloading only for fewer layers than the model has)."""
