@@ -1,8 +1,8 @@
 """Peak memory of Hugging Face Transformers training steps on one H200 against the plain-PyTorch lifetimes of
 issue 28 item 3 (``training.gradient_lifetime: per_layer``, ``training.loss_implementation: hf_fp32``).
 
-Measured by h15 (branch h15, commit df6ab57: simulator/validation/data/h200_hf/train.jsonl, benchmarks/device/
-hf_train.py): torch 2.11, transformers 5.17, models built from their published config.json with random weights,
+Measured by h15 (branch h15, commit df6ab57: h200_hf/train.jsonl in the validation data, measured
+with the device script hf_train.py): torch 2.11, transformers 5.17, models built from their published config.json with random weights,
 bf16 parameters, sdpa attention, ``torch.optim.AdamW(fused=True)`` (bf16 moments), the loop ``loss = model(
 input_ids=x, labels=x).loss; loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)``, gradient
 checkpointing off and on (``model.gradient_checkpointing_enable()``); ``torch.cuda.max_memory_allocated`` over the
@@ -20,7 +20,7 @@ from simulator.memory import estimate_memory
 from simulator.model import ModelSpec
 from simulator.plan import resolve_plan
 
-#: dimensions as in each model's config.json on the Hugging Face Hub (h15's benchmarks/device/hf_common.py CONFIGS)
+#: dimensions as in each model's config.json on the Hugging Face Hub (h15's device script hf_common.py, CONFIGS)
 MODELS = {
     "qwen2.5-0.5b": ModelSpec(name="qwen2.5-0.5b", layers=24, hidden=896, heads=14, kv_heads=2, ffn_hidden=4864,
                               vocab=151936, activation="swiglu", norm="rmsnorm", tied_embeddings=True, qkv_bias=True),
@@ -68,7 +68,7 @@ def test_hf_peak_within_5_percent(model, micro_batch, seq, checkpointing, measur
 def test_the_pinned_values_are_the_measured_file():
     """Once h15's data is merged, the numbers above must be the file's."""
     if not DATA.exists():
-        pytest.skip("simulator/validation/data/h200_hf/train.jsonl arrives with branch h15")
+        pytest.skip("the h200_hf measurements arrive with branch h15")
     rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     got = [(r["model"], r["micro_batch"], r["seq"], r["checkpointing"], r["peak_allocated_bytes"])
            for r in rows if r.get("section") == "dense" and r.get("case") == "train"]
