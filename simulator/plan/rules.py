@@ -85,7 +85,7 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
 
 
 def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
-    """Memory lifetimes and savings of one framework (docs/memory.md): each key needs the framework whose flag it is
+    """Memory lifetimes and savings of one framework (docs/memory_features.md): each key needs the framework whose flag it is
     and the settings that flag works with."""
     if t.gradient_lifetime == "per_layer" and (t.framework != "pytorch" or not t.grad_set_to_none):
         raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "

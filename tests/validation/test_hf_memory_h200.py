@@ -7,7 +7,7 @@ bf16 parameters, sdpa attention, ``torch.optim.AdamW(fused=True)`` (bf16 moments
 input_ids=x, labels=x).loss; loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)``, gradient
 checkpointing off and on (``model.gradient_checkpointing_enable()``); ``torch.cuda.max_memory_allocated`` over the
 timed steps. Nothing was fitted to these runs: both terms come from reading PyTorch's autograd and transformers'
-ForCausalLMLoss (docs/memory.md); the runs check them. The accounting before them was +6.7% to +32.7% high (the
+ForCausalLMLoss (docs/memory_features.md); the runs check them. The accounting before them was +6.7% to +32.7% high (the
 checkpointed runs +32%).
 """
 
