@@ -37,6 +37,8 @@ class ActContext:
     dtype_bytes: int = 2
     moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
     recompute_modules: frozenset[str] | None = None  # selective: Megatron --recompute-modules; None = core_attn
+    selective_op: bool = False   # selective: torchtitan's per-op policy instead of Megatron's modules
+    act_input_bytes: float | None = None   # the SwiGLU input's saved bytes per element (fp8 store: 1); None = dtype
 
     def recomputed(self, module: str) -> bool:
         """Whether selective recompute re-runs ``module`` in backward (so its inner tensors are not kept)."""
@@ -133,7 +135,8 @@ def mlp_core_items(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width
         return [(f"{prefix}.act_in", by * tokens * f, f"{by}*T*f/t  [GeLU input]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
     if c.framework == "megatron":
-        return [(f"{prefix}.act_in", by * tokens * 2 * f, f"{by}*T*2f/t  [SwiGLU input: gate and up]"),
+        ab = by if c.act_input_bytes is None else c.act_input_bytes
+        return [(f"{prefix}.act_in", ab * tokens * 2 * f, f"{ab:g}*T*2f/t  [SwiGLU input: gate and up]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
     return [(f"{prefix}.silu_in", by * tokens * f, f"{by}*T*f/t  [SiLU input (gate)]"),
             (f"{prefix}.silu_out", by * tokens * f, f"{by}*T*f/t  [mul operand]"),
@@ -196,11 +199,62 @@ def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
     return items
 
 
+# torchtitan's per-op selective activation checkpointing (``parallel.selective_ac_option: op``): what one dense
+# transformer layer keeps for backward.
+#
+# torchtitan ``SelectiveAC`` (pytorch/torchtitan torchtitan/distributed/activation_checkpoint.py at b5bcd76c; older
+# releases: ``activation_checkpoint.mode: selective``, ``selective_ac_option: op`` and ``_save_list``) wraps each
+# block in ``checkpoint_wrapper`` with a selective-checkpoint policy: the outputs of the ops in its save set are kept
+# (MUST_SAVE), everything else is recomputed in backward. The save set is the compiler's compute-intensive ops
+# (``torch._functorch.partitioners.get_default_op_list``: mm, addmm, bmm, the SDPA flash / efficient kernels, ...),
+# ``aten.linear``, the SDPA variants, ``aten.max`` (fp8 amax), ``topk`` and the reduce-scatter / all-to-all
+# collectives, except that every second ``aten.mm`` / ``aten.linear`` of a block's forward is recomputed (the count
+# restarts with each block's forward). A biased projection runs as ``aten.addmm``, which the policy saves without
+# counting. So a Llama block (wq, wk, wv, wo, w1, w3, w2 in forward order; the FFN computes w1 before w3) keeps the
+# block input (the checkpoint's input), the outputs of wq, wv, w1 and w2, and SDPA's output and fp32 logsumexp;
+# norms, RoPE, SiLU, the product and wk, wo, w3 are recomputed. Plain-PyTorch layers (``framework: pytorch``) at
+# tp 1, cp 1 and without MoE or MLA (whose ops the policy treats otherwise: router gate forced to recompute, topk and
+# all-to-all saved, grouped GEMMs not in the set).
+
+
+def _projections(m: ModelSpec) -> list[tuple[str, float, bool]]:
+    """(name, output width, biased) of the layer's projections in forward order."""
+    qkv_bias, bias = m.has_qkv_bias, m.linear_bias
+    rows = [("wq", m.heads * m.dhead, qkv_bias), ("wk", m.kv * m.dhead, qkv_bias),
+            ("wv", m.kv * m.dhead_v, qkv_bias), ("wo", m.hidden, bias)]
+    if m.glu:
+        rows += [("w1", m.ffn, bias), ("w3", m.ffn, bias), ("w2", m.hidden, bias)]
+    else:
+        rows += [("w1", m.ffn, bias), ("w2", m.hidden, bias)]
+    return rows
+
+
+def op_sac_items(m: ModelSpec, c: ActContext) -> list[Item]:
+    """(name, bytes, formula) of what one layer keeps under torchtitan's op-level selective checkpointing (the
+    comment above), for one micro-batch: T tokens, element bytes ``c.dtype_bytes``."""
+    by, tok = c.dtype_bytes, c.tokens
+    items: list[Item] = [("layer_input", by * tok * m.hidden, f"{by}*T*h  [checkpointed block input]")]
+    count = 0
+    for name, width, biased in _projections(m):
+        if not biased:
+            count += 1
+            if count % 2 == 0:
+                continue                                  # every second mm is recomputed
+        items.append((f"sac.{name}_out", by * tok * width, f"{by}*T*{width}  [{name} output, saved"
+                      f"{' (addmm)' if biased else f' (mm #{count})'}]"))
+    rows = tok                                            # query rows (cp 1, tp 1)
+    items.append(("sac.sdpa_out", by * rows * m.heads * m.dhead_v, f"{by}*T*a*d_v  [SDPA output, saved]"))
+    items.append(("sac.sdpa_lse", LSE_BYTES * rows * m.heads, f"{LSE_BYTES}*T*a  [SDPA fp32 logsumexp, saved]"))
+    return items
+
+
 def layer_activation_items(m: ModelSpec, c: ActContext, *, moe_layer: bool = False) -> list[Item]:
     """(name, bytes, formula) of every tensor one layer keeps for backward, for one micro-batch on one GPU.
 
     Full recompute keeps only the layer input (2*s*b*h, /t with sp: Megatron checkpoints the SP shard).
     """
+    if c.recompute == "selective" and c.selective_op:
+        return op_sac_items(m, c)
     if c.recompute == "full":
         by = c.dtype_bytes
         return [("layer_input", by * c.rep * m.hidden, f"{by}*r*h  [checkpointed layer input, full recompute]")]

@@ -34,6 +34,7 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
     if rp.holds_stage(stage, first=True) and m.dropout > 0:
         items.append(MemoryItem("activations", "embedding.dropout_mask", MASK_BYTES * c.rep * m.hidden * flight,
                                 f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
+    items += _stage_outputs(rp, c, stage, flight)
     if rp.holds_stage(stage, first=False):
         out_in = c.tokens if c.framework == "pytorch" else c.rep
         items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
@@ -41,6 +42,26 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
         items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
                                 f"{by}*r*h x 1 in flight", scaling="micro_batch"))
     return items
+
+
+def _stage_outputs(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -> list[MemoryItem]:
+    """Without ``parallel.deallocate_pipeline_outputs`` (Megatron ``deallocate_output_tensor`` off) each model-chunk
+    forward in flight keeps its output (s/cp x b x h, /t with sp, in the activation dtype) until its backward:
+    flight x vpp chunk forwards (:meth:`Schedule.in_flight` counts them per stage); on the rank that runs the loss
+    the final chunk's output is the loss, so one fewer with vpp > 1 (at the peak, after Megatron's warm-up of
+    (vpp - 1) pp non-final chunk forwards, one final chunk is alive) and none without interleaving."""
+    p = rp.parallel
+    if p.deallocate_pipeline_outputs or p.pp == 1:
+        return []
+    chunks, scaling = flight * p.vpp, "in_flight"
+    if rp.holds_stage(stage, first=False):
+        chunks, scaling = max(chunks - 1, 0) if p.vpp > 1 else 0, None
+    if not chunks:
+        return []
+    b = c.dtype_bytes * c.rep * rp.model.hidden
+    return [MemoryItem("activations", "pipeline.stage_outputs", b * chunks,
+                       f"{c.dtype_bytes}*r*h x {chunks:g} chunk outputs kept (deallocate_pipeline_outputs false)",
+                       scaling=scaling)]
 
 
 def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
@@ -53,6 +74,8 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     v = c.shape.vocab_tp        # the vocabulary the output layer holds (padded), per TP rank
     n = c.tokens * v * (1 + rp.model.mtp_layers)  # each MTP module keeps its own loss's softmax
     heads = f" x {1 + rp.model.mtp_layers} (main + MTP losses)" if rp.model.mtp_layers else ""
+    if rp.recipe.loss_implementation == "hf_fp32":
+        return _hf_loss_items(n, heads)
     items = [MemoryItem("other", "logits.fp32", FP32 * n,
                         f"4*T*v/t = 4*{c.tokens:g}*{v:g}{heads}  [fp32 softmax for the loss]",
                         scaling="micro_batch"),
@@ -69,6 +92,23 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
                   MemoryItem("transient", "loss.grad_16bit", c.dtype_bytes * n,
                              f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]", scaling="micro_batch")]
     return items
+
+
+def _hf_loss_items(n: float, heads: str) -> list[MemoryItem]:
+    """Hugging Face ``ForCausalLMLoss`` (transformers src/transformers/loss/loss_utils.py at 0114da07): ``logits =
+    logits.float()`` then ``F.cross_entropy`` = log_softmax + nll_loss over n = tokens x vocabulary entries.
+    Forward, at the loss: 16-bit logits (2n), their fp32 copy (4n) and the fp32 log-softmax output (4n), 10n B.
+    The 16-bit logits die with the model output (``loss = model(...).loss``) and the fp32 copy with the loss
+    function's frame; the log-softmax output is saved for backward. Backward, at the loss: nll_loss_backward
+    allocates the fp32 gradient of the log-softmax output (zeros, then a scatter: 4n) and log_softmax_backward
+    writes the fp32 gradient of the logits (4n) while its saved output is alive: 12n B, the loss's peak; then the
+    two inputs die and the cast back (ToCopyBackward) holds 4n + 2n."""
+    return [MemoryItem("other", "logits.fp32", FP32 * n,
+                       f"4*T*v/t{heads}  [fp32 log-softmax output, saved for nll_loss's backward]",
+                       scaling="micro_batch"),
+            MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
+                       f"2 x 4*T*v/t{heads}  [nll_loss's fp32 gradient of the log-softmax output and "
+                       "log_softmax_backward's fp32 gradient of the logits]", scaling="micro_batch")]
 
 
 def _moe_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:

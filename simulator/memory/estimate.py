@@ -14,11 +14,12 @@ from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.activations import ActContext, cached_layer_items
 from simulator.memory.buffers import buffer_items, fixed_buffer_items, stage_extra_activations
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.lifetimes import backward_phases
 from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
-from simulator.plan.recipe import Recipe
+from simulator.plan.recipe import FP8, Recipe
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -52,7 +53,9 @@ def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActConte
     prices its cross-attention and pooler activations under the same one)."""
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
                       framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
-                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None)
+                      moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None,
+                      selective_op=rp.parallel.selective_ac_option == "op",
+                      act_input_bytes=FP8 if rp.recipe.act_input_fp8 else None)
 
 
 def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:
@@ -71,7 +74,9 @@ def _per_layer(rp: ResolvedPlan, ctx: ActContext) -> dict[tuple[bool, str], list
 def _activation_items(rp: ResolvedPlan, stage: int, per_layer: dict[tuple[bool, str], list], flight: float
                       ) -> list[MemoryItem]:
     """Per-layer items x layers of that kind (FFN, recompute mode) on the stage x micro-batches in flight."""
-    counts = Counter(_layer_keys(rp, stage))   # in first-seen order, as the items are listed
+    # Megatron's CPU offload (pp 1) moves the first N layers' saved tensors to the host: L - N layers' stay (TE
+    # cpu_offload.py OffloadSynchronizer: peak of the saved activations (num_layers - num_offloaded_layers) x T)
+    counts = Counter(_layer_keys(rp, stage)[rp.parallel.cpu_offloading_num_layers:])   # in first-seen order
     kinds = tuple((per_layer[key], n) for key, n in counts.items())
     return list(_scaled_by_identity(tuple(items for items, _ in kinds), (tuple(n for _, n in kinds), flight)))
 
@@ -144,6 +149,13 @@ def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
     return sum(item.bytes for item in list(_states(sp, rb, d_dense, d_exp)) + fixed_buffer_items(d_dense, rb, sp))
 
 
+def _outside_grad_bytes(items: list[MemoryItem], sp: StageParams) -> float:
+    """Gradient bytes of the stage's parameters outside its layers (embedding, final norm, output layer: dense,
+    held at the dense gradients' bytes per parameter)."""
+    dense = sum(i.bytes for i in items if i.name == "gradients.dense")
+    return dense * sp.outside_layers / sp.dense if sp.dense else 0.0
+
+
 def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
                     stages: tuple[int, ...] | None = None, cluster: ClusterSpec | None = None) -> MemoryReport:
     """Memory per GPU of every pipeline stage of ``rp`` (training; ``training.mode: inference`` gives serving
@@ -178,7 +190,11 @@ def estimate_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
         worst_bytes = None
         if worst is not None:
             worst_bytes = sum(i.bytes for i in _activation_items(rp, s, worst, flight))
-        out.append(StageMemory(s, tuple(items), worst_bytes,
-                               gradients_freed=rb.grads_freed_between_steps and rp.num_microbatches == 1,
-                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total))
+        freed = rb.grads_freed_between_steps and rp.num_microbatches == 1
+        phases = ()
+        if freed and rb.grads_per_layer:
+            phases = backward_phases(items, len(rp.stage_layers[s]), _outside_grad_bytes(items, sp_))
+        out.append(StageMemory(s, tuple(items), worst_bytes, gradients_freed=freed,
+                               nccl_bytes=0.0 if cluster is None else nccl_bytes(rp, cluster, s).total,
+                               phases=phases))
     return MemoryReport(tuple(out), hbm_capacity_bytes, rp.notes, RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES)

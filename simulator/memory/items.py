@@ -43,6 +43,11 @@ class StageMemory:
     (:mod:`simulator.memory.nccl`) and, with ``moe.backend`` DeepEP, DeepEP's buffers (:mod:`simulator.memory.deepep`):
     outside the tensors (not in ``total`` or ``peak``), in the device peak."""
 
+    phases: tuple[tuple[str, float], ...] = ()
+    """With gradients created layer by layer in backward (``training.gradient_lifetime: per_layer``): the live
+    bytes at each phase of backward that can hold the peak (:func:`simulator.memory.lifetimes.backward_phases`);
+    the peak is the largest. Empty otherwise."""
+
     def bucket(self, name: str) -> float:
         return sum(i.bytes for i in self.items if i.bucket == name)
 
@@ -56,8 +61,11 @@ class StageMemory:
         """Largest live memory of the step: steady parts plus transient buffers (assumed live together).
 
         With ``gradients_freed``, backward frees activations as it allocates gradients, so the peak holds the larger
-        of the two (activations at the start of backward, all gradients at its end), not their sum.
+        of the two (activations at the start of backward, all gradients at its end), not their sum; with
+        ``phases`` (gradients created layer by layer) it is the largest phase.
         """
+        if self.phases:
+            return max(b for _, b in self.phases)
         everything = sum(i.bytes for i in self.items)
         if not self.gradients_freed:
             return everything

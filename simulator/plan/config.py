@@ -53,6 +53,18 @@ class ParallelPlan(BaseModel):
         None, description="with recompute selective: the modules re-run in backward, as Megatron-LM "
                           "--recompute-modules (core_attn, layernorm, mlp, moe, moe_act, shared_experts, "
                           "mla_up_proj); null = [core_attn] (Megatron's default)")
+    cpu_offloading_num_layers: int = Field(
+        0, ge=0, description="Megatron --cpu-offloading-num-layers (Transformer Engine CPU offload of the saved "
+                             "activations): the first N layers' activations go to host memory after their forward "
+                             "and come back before their backward, so L - N layers' stay on the GPU (needs pp 1, "
+                             "recompute none, N < layers, as Megatron-Core's TransformerConfig checks); memory only, "
+                             "the host-link time is not priced")
+    selective_ac_option: Literal["op"] | None = Field(
+        None, description="with recompute selective: op = torchtitan's per-op selective activation checkpointing "
+                          "(activation_checkpoint.mode selective, selective_ac_option op: the outputs of matmuls "
+                          "(every second one recomputed), SDPA and collectives saved, the rest recomputed; "
+                          "framework pytorch, dense layers without MLA, tp 1, cp 1); null = Megatron's "
+                          "recompute_modules")
     overlap_grad_reduce: bool = Field(False, description="overlap DP gradient reduction with backward")
     overlap_param_gather: bool = Field(False, description="overlap DP parameter all-gather with forward")
     tp_comm_overlap: bool = Field(False, description="overlap TP communication with GEMMs")
@@ -60,6 +72,12 @@ class ParallelPlan(BaseModel):
         None, description="explicit layers per virtual stage (pp*vpp entries, Megatron chunk order); "
                           "null = layers / (pp*vpp) each")
     cp_comm: Literal["p2p", "all_gather"] = Field("p2p", description="CP K/V exchange: ring P2P or all-gather")
+    deallocate_pipeline_outputs: bool = Field(
+        True, description="Megatron deallocate_output_tensor (megatron/core/pipeline_parallel/schedules.py): a stage's "
+                          "output is freed once sent to the next stage, only its autograd node kept (set by "
+                          "Megatron-LM's training loop, megatron/training/argument_utils.py; ModelParallelConfig "
+                          "defaults it to false for library callers). false: every micro-batch in flight keeps its "
+                          "stage output, 2 B x s*b*h/(cp, t with sp), until its backward")
 
     @property
     def recomputed_modules(self) -> frozenset[str]:
@@ -120,5 +138,36 @@ class TrainingConfig(BaseModel):
         "eager", description="how the framework issues kernels: eager (from Python each micro-batch: a layer takes "
                              "at least the host time to issue its kernels, measured in docs/step_time.md 'Host "
                              "issue time') or cuda_graphs (captured layers replayed: no host floor)")
+    gradient_lifetime: Literal["endpoints", "per_layer"] = Field(
+        "endpoints", description="framework pytorch with grad_set_to_none and one micro-batch: when the gradients "
+                                 "exist. endpoints: the peak is the larger of the activations at the start of "
+                                 "backward and all gradients at its end, transients on top of both; per_layer: "
+                                 "autograd's AccumulateGrad creates each parameter's .grad when its layer's backward "
+                                 "runs, so the peak is the largest of the loss (every activation and the loss "
+                                 "buffers, no gradient), each layer's backward (the activations below it, the "
+                                 "gradients above it, its own recomputed activations) and the end of backward")
+    loss_implementation: Literal["hf_fp32"] | None = Field(
+        None, description="framework pytorch: what the loss keeps on the logits (null: F.cross_entropy on "
+                          "logits.float() with the 16-bit logits held through backward). hf_fp32: Hugging Face "
+                          "Transformers ForCausalLMLoss (src/transformers/loss/loss_utils.py): logits.float(), then "
+                          "F.cross_entropy; the 16-bit logits die with the model output before backward, the fp32 "
+                          "log-softmax output is saved, and backward holds it with nll_loss's fp32 gradient and "
+                          "log_softmax_backward's fp32 gradient of the logits: 12 B per token and vocabulary entry")
+    exp_avg_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = Field(
+        None, description="optimizer adam: storage dtype of the first moment (Megatron --use-precision-aware-optimizer "
+                          "--exp-avg-dtype, Transformer Engine FusedAdam exp_avg_dtype; a low-precision AdamW in "
+                          "plain PyTorch); null = the precision recipe's moment dtype")
+    exp_avg_sq_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = Field(
+        None, description="optimizer adam: storage dtype of the second moment (Megatron --exp-avg-sq-dtype); null = "
+                          "the precision recipe's moment dtype")
+    store_param_remainders: bool = Field(
+        False, description="framework megatron, precision bf16, with the precision-aware optimizer (exp_avg_dtype "
+                           "and exp_avg_sq_dtype set): the fp32 master copy keeps only the 16 bits a bf16 weight "
+                           "lacks (Megatron OptimizerConfig.store_param_remainders, default true there with "
+                           "Transformer Engine >= 2.1): 2 B per parameter instead of 4")
+    activation_func_fp8_input_store: bool = Field(
+        False, description="framework megatron, SwiGLU models: Megatron --activation-func-fp8-input-store (the fused "
+                           "bias-SwiGLU saves its input, gate and up, as float8_e4m3fn for backward and casts it "
+                           "back there: 1 B per element instead of 2, in dense MLPs, MoE experts and shared experts)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")

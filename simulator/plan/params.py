@@ -23,6 +23,8 @@ class StageParams:
     expert: float
     largest_layer: float
     layers: int
+    outside_layers: float = 0.0
+    """Of ``dense``: the embedding, final norm and output layer (and MTP head) the stage holds."""
 
 
 def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float) -> tuple[float, float]:
@@ -64,7 +66,8 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
 def _mirrored(own: StageParams, mirror: StageParams) -> StageParams:
     """What a DualPipe rank holds: its stage of one copy of the model and the mirrored stage of the other."""
     return StageParams(own.dense + mirror.dense, own.expert + mirror.expert,
-                       max(own.largest_layer, mirror.largest_layer), own.layers + mirror.layers)
+                       max(own.largest_layer, mirror.largest_layer), own.layers + mirror.layers,
+                       own.outside_layers + mirror.outside_layers)
 
 
 @memo(maxsize=1024)
@@ -100,7 +103,7 @@ def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
         if (m.tied_embeddings or mtp) and pipelined:  # MTP embeds the next tokens on the last stage
             extra += [t for t in embedding_params(m) if t.name == "word_embeddings"]
     d, e = _local(extra, m, tp, ep, etp, scale)
-    return StageParams(dense + d, expert + e, largest, len(kinds))
+    return StageParams(dense + d, expert + e, largest, len(kinds), d + e)
 
 
 def _first_layer_of(m: ModelSpec, kind: bool) -> int:

@@ -89,6 +89,12 @@ PRECISIONS: dict[str, PrecisionRow] = {
 MOMENTS: dict[str, int] = {"adam": 2, "sgd": 1, "adafactor": 0}
 """Optimizer state elements per parameter: Adam m and v; SGD momentum; Adafactor ~0 (factored)."""
 
+MOMENT_BYTES: dict[str, int] = {"fp32": FP32, "bf16": BF16, "fp16": BF16, "fp8": FP8}
+"""``training.exp_avg_dtype`` / ``exp_avg_sq_dtype`` element bytes (Megatron --exp-avg-dtype choices)."""
+PARAM_REMAINDER_BYTES = BF16
+"""Megatron ``store_param_remainders``: the master copy's int16 low halves beside bf16 weights
+(megatron/core/optimizer/distrib_optimizer.py: ``init_shard(torch.int16)`` for ``master_param``)."""
+
 KV_CACHE_BYTES: dict[str, int] = {"bf16": BF16, "fp16": BF16, "fp8": FP8}
 """``training.kv_cache_dtype`` element bytes."""
 
@@ -158,6 +164,11 @@ class Recipe:
             (``F.cross_entropy`` on fp32 logits) with plain PyTorch: its bytes per logit in
             :data:`simulator.program.op_chains.CROSS_ENTROPY_BYTES`, and the unfused chain's second fp32 logits copy
             in memory.
+        loss_implementation: ``training.loss_implementation`` (plain PyTorch only): which tensors the loss keeps on
+            the logits (memory; the loss's time is ``cross_entropy``'s).
+        grads_per_layer: gradients freed between steps appear layer by layer in backward
+            (``training.gradient_lifetime: per_layer``), so the stage peak is taken over the phases of backward.
+        act_input_fp8: the SwiGLU input is saved for backward in fp8 (``training.activation_func_fp8_input_store``).
     """
 
     precision: str
@@ -186,6 +197,9 @@ class Recipe:
     grad_accum_bytes: float = 0.0
     cross_entropy: str = "fused"
     fsdp_copy_bytes: tuple[float, float] = (0.0, 0.0)
+    loss_implementation: str | None = None
+    grads_per_layer: bool = False
+    act_input_fp8: bool = False
 
     def per_param(self, d: int) -> float:
         """Bytes per parameter on one GPU when states are sharded over ``d`` ranks at ``self.stage`` (DDP gradient
@@ -225,6 +239,15 @@ def _cast_bytes(gemm: str, eager: bool) -> tuple[float, float]:
     return (unfused, unfused) if eager else (q, 2 * q)
 
 
+def _moment_bytes(training: TrainingConfig, default: int) -> float:
+    """Optimizer-state bytes per parameter: each moment in the recipe's dtype, or Adam's first and second moments
+    in ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` (Megatron --use-precision-aware-optimizer, megatron/training/
+    arguments.py and core/optimizer/__init__.py at d98e8a64: passed to Transformer Engine's FusedAdam)."""
+    if training.optimizer == "adam" and (training.exp_avg_dtype or training.exp_avg_sq_dtype):
+        return sum(MOMENT_BYTES[dt] if dt else default for dt in (training.exp_avg_dtype, training.exp_avg_sq_dtype))
+    return MOMENTS[training.optimizer] * default
+
+
 def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
     """The :class:`Recipe` of a plan (module docstring for the rules)."""
     row = PRECISIONS[training.precision]
@@ -250,7 +273,8 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         attention = "sdpa" if eager else ("flash2" if training.attention_kernel == "flash2" else "flash")
     return Recipe(
         precision=training.precision, optimizer=training.optimizer, convention=convention, stage=stage,
-        param=row.param, grad=grad, main=row.main, moments=MOMENTS[training.optimizer] * row.moment, bucket=bucket,
+        param=row.param, grad=grad, main=PARAM_REMAINDER_BYTES if training.store_param_remainders else row.main,
+        moments=_moment_bytes(training, row.moment), bucket=bucket,
         moment_count=MOMENTS[training.optimizer], grad_wire=grad_wire, param_wire=param_wire,
         weight_compute={"fp32": FP32, "fp8": FP8}.get(row.gemm, BF16), activation=row.activation,
         gemm_dtype="fp8_block" if row.gemm == "fp8" and training.fp8_recipe == "blockwise" else row.gemm,
@@ -262,4 +286,7 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
         grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
         cross_entropy="pytorch" if eager else (training.cross_entropy or "fused"),
-        fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0))
+        fsdp_copy_bytes=(2.0 * param_wire, 3.0 * param_wire + grad_wire) if eager and stage >= 3 else (0.0, 0.0),
+        loss_implementation=training.loss_implementation,
+        grads_per_layer=eager and training.grad_set_to_none and training.gradient_lifetime == "per_layer",
+        act_input_fp8=training.activation_func_fp8_input_store)

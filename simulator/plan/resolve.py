@@ -15,6 +15,7 @@ from simulator.plan.resolved import ResolvedPlan
 from simulator.plan.rules import (
     check_batch,
     check_heads,
+    check_model_switches,
     check_moe,
     check_recompute_modules,
     check_sequence,
@@ -49,6 +50,7 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
     dp = derive_dp(plan, world_size)
     notes = check_heads(model, plan)
     check_recompute_modules(model, plan)
+    check_model_switches(model, train)
     check_sequence(plan, train)
     edp = check_moe(model, plan, train, dp)
     micro = check_batch(train, dp, plan)

@@ -81,6 +81,52 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
                    f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
                    "training.grad_accumulation")
+    check_memory_switches(p, t)
+
+
+def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Memory lifetimes and savings of one framework (docs/memory_features.md): each key needs the framework whose flag it is
+    and the settings that flag works with."""
+    if t.gradient_lifetime == "per_layer" and (t.framework != "pytorch" or not t.grad_set_to_none):
+        raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "
+                   f"zero_grad(set_to_none=True)); it needs framework pytorch (got {t.framework}) and "
+                   f"grad_set_to_none true (got {t.grad_set_to_none}); Megatron keeps a persistent gradient buffer",
+                   "training.gradient_lifetime")
+    if t.loss_implementation is not None and t.framework != "pytorch":
+        raise _err(f"loss_implementation ({t.loss_implementation}) names a plain-PyTorch / Hugging Face loss: it "
+                   f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
+                   "training.loss_implementation")
+    if p.cpu_offloading_num_layers:
+        _check_cpu_offloading(p, t)
+    if p.selective_ac_option is not None and t.framework != "pytorch":
+        raise _err(f"selective_ac_option {p.selective_ac_option} is torchtitan's: it needs framework pytorch (got "
+                   f"{t.framework}; Megatron's selective recompute is recompute_modules)", "parallel.selective_ac_option")
+    if not p.deallocate_pipeline_outputs and t.framework != "megatron":
+        raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
+                   f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
+    for key in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+        if getattr(t, key) is not None and t.optimizer != "adam":
+            raise _err(f"{key} ({getattr(t, key)}) sets an Adam moment's storage dtype: it needs optimizer adam (got "
+                       f"{t.optimizer})", f"training.{key}")
+    if t.store_param_remainders and (t.framework != "megatron" or t.precision != "bf16" or t.exp_avg_dtype is None
+                                     or t.exp_avg_sq_dtype is None):
+        raise _err("store_param_remainders keeps the 16 low bits of Megatron's fp32 master copy beside bf16 "
+                   f"weights in the precision-aware optimizer: it needs framework megatron (got {t.framework}), "
+                   f"precision bf16 (got {t.precision}) and exp_avg_dtype and exp_avg_sq_dtype set (got "
+                   f"{t.exp_avg_dtype}, {t.exp_avg_sq_dtype})", "training.store_param_remainders")
+
+
+def _check_cpu_offloading(p: ParallelPlan, t: TrainingConfig) -> None:
+    """Megatron-Core TransformerConfig.__post_init__ (NVIDIA/Megatron-LM megatron/core/transformer/
+    transformer_config.py at d98e8a64): CPU offloading only without pipeline parallelism and recomputation."""
+    n = p.cpu_offloading_num_layers
+    if t.framework != "megatron":
+        raise _err(f"cpu_offloading_num_layers ({n}) is Megatron's --cpu-offloading-num-layers (Transformer Engine "
+                   f"CPU offload): it needs framework megatron (got {t.framework})", "parallel.cpu_offloading_num_layers")
+    if p.pp > 1 or p.recompute != "none":
+        raise _err(f"cpu_offloading_num_layers ({n}): Megatron-Core has no CPU offloading with pipeline parallelism "
+                   f"or activation recomputation (got pp {p.pp}, recompute {p.recompute})",
+                   "parallel.cpu_offloading_num_layers")
 
 
 @memo(maxsize=64)
@@ -162,8 +208,37 @@ def check_heads(m: ModelSpec, p: ParallelPlan) -> list[str]:
     return notes
 
 
+def _check_op_sac(m: ModelSpec, p: ParallelPlan) -> None:
+    """torchtitan's per-op policy is modelled for dense, non-MLA layers on one TP and CP rank (memory/activations.py)."""
+    why = [f"recompute {p.recompute} (needs selective)"] if p.recompute != "selective" else []
+    why += ["recompute_modules set (Megatron's policy)"] if p.recompute_modules else []
+    why += ["a MoE model"] if m.moe is not None else []
+    why += ["MLA attention"] if m.mla is not None else []
+    why += [f"tp {p.tp}"] if p.tp > 1 else []
+    why += [f"cp {p.cp}"] if p.cp > 1 or p.ulysses > 1 else []
+    if why:
+        raise _err("selective_ac_option op (torchtitan's per-op selective checkpointing) is modelled for "
+                   f"recompute selective on dense layers at tp 1 and cp 1; got {', '.join(why)}",
+                   "parallel.selective_ac_option")
+
+
+def check_model_switches(m: ModelSpec, t: TrainingConfig) -> None:
+    """Training switches that hold only for some models: Megatron stores the activation input in fp8 only for
+    SwiGLU (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at d98e8a64)."""
+    if t.activation_func_fp8_input_store and (t.framework != "megatron" or not m.glu):
+        raise _err("activation_func_fp8_input_store is Megatron's fused bias-SwiGLU storing its input in fp8: it "
+                   f"needs framework megatron (got {t.framework}) and a SwiGLU model (got {m.activation})",
+                   "training.activation_func_fp8_input_store")
+
+
 def check_recompute_modules(m: ModelSpec, p: ParallelPlan) -> None:
-    """A recomputed module the model does not have is a mistake, not a no-op."""
+    """A recomputed module the model does not have is a mistake, not a no-op; so is offloading every layer
+    (Megatron-Core TransformerConfig: CPU offloading only for fewer layers than the model has)."""
+    if p.selective_ac_option == "op":
+        _check_op_sac(m, p)
+    if p.cpu_offloading_num_layers >= m.layers:
+        raise _err(f"cpu_offloading_num_layers ({p.cpu_offloading_num_layers}) must be below the model's layers "
+                   f"({m.layers})", "parallel.cpu_offloading_num_layers")
     if not p.recompute_modules:
         return
     needs = {"moe": m.moe is not None, "moe_act": m.moe is not None,

@@ -34,4 +34,6 @@ def render_items(report: MemoryReport, stage: int = 0, *, unit: float = GiB, uni
     lines = [f"stage {stage} items ({unit_name})"]
     for i in s.items:
         lines.append(f"{i.bucket:<12} {i.name:<34} {i.bytes / unit:>10.4f}  {i.formula}")
+    for name, b in s.phases:   # gradients created layer by layer: the live bytes at each phase of backward
+        lines.append(f"{'phase':<12} {name:<34} {b / unit:>10.4f}  live at {name}{' (peak)' if b == s.peak else ''}")
     return "\n".join(lines)

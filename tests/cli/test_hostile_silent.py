@@ -24,7 +24,8 @@ def test_misspelled_sweep_key(cli, tmp_path):
     code, _, err = cli("sweep", path, "-o", tmp_path / "o.csv")
     assert code == 2 and not (tmp_path / "o.csv").exists()
     assert (f"{path}:13: sweep.parallel.tpp: 'parallel.tpp' is not a scenario key: parallel has no key 'tpp' "
-            "(accepted: cp, cp_comm, distributed_optimizer, dp, ep,") in err
+            "(accepted: cp, cp_comm, cpu_offloading_num_layers, deallocate_pipeline_outputs, distributed_optimizer, dp, "
+            "ep,") in err
 
 
 def test_bad_sweep_value(cli, tmp_path):

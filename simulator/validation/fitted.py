@@ -1,0 +1,146 @@
+"""The registry of fitted constants: every number the step-time model reads that was fitted to, or chosen from,
+data, with what it was fitted on (issue 28 item 5).
+
+Leave-one-source-out validation (:mod:`simulator.validation.cv`) re-fits, for each source of the development set
+(``data/published_runs/runs.csv``, grouped by :func:`simulator.validation.cv.source_family`), every constant
+fitted on published runs of the development set on the other sources' runs only. A constant fitted on anything
+else (a published table outside the development set, a published kernel benchmark, a measurement on this
+project's H200) is the same in every fold: its ``fitted_on`` is empty and it has no ``refit``.
+
+Audit (2026-12-04, main at 61e3044): ``grep -rniE "fitted|calibrat|least.squares"`` over ``simulator/`` and
+``docs/``, the run ids and source names of the development set over ``simulator/``, ``benchmarks/`` and
+``hardware_profiles/``, the git history of ``compute_efficiency.yaml``, ``overlap.yaml``, ``compute/host.py`` and
+``moe/coefficients.py``. Every constant below was fitted outside the development set; none is fitted on its
+runs, so the registry has no ``refit`` and leave-one-source-out equals in-sample. What the audit cannot re-fit:
+modelling choices made while the development set was in view (docs/validation_cv.md).
+A new constant fitted on published runs of the development set is registered here with its ``fitted_on`` families,
+a ``refit`` from a subset of :class:`~simulator.validation.cv.CvRun` and an override path in ``cv.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS
+from simulator.compute.efficiency import default_efficiency
+from simulator.compute.host import EAGER_PYTORCH_H200_HOST as HOST
+from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
+from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
+from simulator.pricing.overlap import coefficients as overlap_coefficients
+from simulator.program.op_chains import CROSS_ENTROPY_BYTES, PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY
+
+KORTHIKANTI = "published, outside the development set"
+KERNEL = "published kernel or NCCL benchmark"
+H200 = "measured on this project's H200"
+
+
+@dataclass(frozen=True)
+class FittedConstant:
+    """One fitted constant: its name where it lives, what it is, how to read its shipped value, what it was fitted
+    on, the development set's source families among that data (empty: fixed in every fold) and the function that
+    re-fits it from a subset of runs (None when ``fitted_on`` is empty)."""
+
+    name: str
+    what: str
+    read: Callable[[], object]
+    kind: str
+    data: str
+    fitted_on: tuple[str, ...] = ()
+    refit: Callable[[Sequence], float] | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.fitted_on) != (self.refit is not None):
+            raise ValueError(f"fitted constant {self.name}: fitted_on {self.fitted_on} needs a refit and only then")
+
+
+def _hopper():
+    return default_efficiency("hopper")
+
+
+def _ampere():
+    return default_efficiency("ampere")
+
+
+_T4 = "Korthikanti et al. 2023 Table 4 (one 22B layer forward/backward, 10 numbers, least squares on log time)"
+FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
+    FittedConstant("compute_efficiency.yaml ampere.peak_fraction.bf16/fp16", "A100 GEMM fraction of peak",
+                   lambda: _ampere().peak_fraction["bf16"], KORTHIKANTI, _T4),
+    FittedConstant("compute_efficiency.yaml ampere.memory_efficiency", "A100 fraction of HBM bandwidth",
+                   lambda: _ampere().memory_efficiency, KORTHIKANTI, _T4),
+    FittedConstant("overlap.yaml overlap_interference", "share of a hidden NVLink collective that slows compute",
+                   lambda: overlap_coefficients()["overlap_interference"], KORTHIKANTI, _T4),
+    FittedConstant("compute_efficiency.yaml hopper.peak_fraction.bf16/fp16", "H100/H200 GEMM fraction of peak",
+                   lambda: (_hopper().peak_fraction["bf16"], _hopper().peak_fraction["fp16"]), H200,
+                   "132 GEMMs, validation/data/h200x2_kit/gemm.csv"),
+    FittedConstant("compute_efficiency.yaml hopper tiles, k_overhead, launch_s, memory_efficiency",
+                   "GEMM shape terms (all architectures)",
+                   lambda: (_hopper().tiles[2].efficiency, _hopper().k_overhead, _hopper().launch_s,
+                            _hopper().memory_efficiency), H200, "validation/data/h200x2_kit/gemm.csv"),
+    FittedConstant("compute_efficiency.yaml hopper.peak_fraction.fp8/fp8_block", "FP8 GEMM fraction of FP8 peak",
+                   lambda: (_hopper().peak_fraction["fp8"], _hopper().peak_fraction["fp8_block"]), H200,
+                   "271 torch._scaled_mm GEMMs each, validation/data/h200_fp8"),
+    FittedConstant("compute_efficiency.yaml hopper.grouped_efficiency", "grouped expert GEMM vs dense GEMM",
+                   lambda: dict(_hopper().grouped_efficiency), H200, "104 configurations each, validation/data/h200_moe"),
+    FittedConstant("compute_efficiency.yaml hopper.flash2_efficiency", "FlashAttention-2 fwd+bwd fraction of peak",
+                   lambda: _hopper().flash2_efficiency, H200, "7 causal shapes, validation/data/h200_attention"),
+    FittedConstant("compute_efficiency.yaml hopper.sdpa_by_head_dim, sdpa_half_seq, sdpa_fwd",
+                   "PyTorch SDPA rate by head dim and sequence",
+                   lambda: (dict(_hopper().sdpa_by_head_dim), _hopper().sdpa_half_seq, tuple(_hopper().sdpa_fwd)),
+                   H200, "validation/data/h200_sdpa, h200_serve/ops.jsonl"),
+    FittedConstant("compute_efficiency.yaml *.attention_efficiency", "fused attention fwd+bwd fraction of peak",
+                   lambda: _hopper().attention_efficiency, KERNEL,
+                   "FlashAttention-3 paper Fig. 5/6 and FlashAttention-2 Fig. 4, read between"),
+    FittedConstant("compute/host.py EAGER_PYTORCH_H200_HOST", "host issue time of an eager MoE layer (s)",
+                   lambda: (HOST.moe_fwd_s, HOST.moe_bwd_s, HOST.per_expert_fwd_s, HOST.per_expert_bwd_s), H200,
+                   "9 cases, validation/data/h200_host/moe_host.jsonl"),
+    FittedConstant("program/op_chains.py PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY", "MoE permute chains (copy bytes)",
+                   lambda: (tuple(PERMUTE_CHAINS), SEQUENTIAL_ASSEMBLY.bwd_per_expert), H200,
+                   "7 shapes, validation/data/h200_moe_chains/moe_dispatch_paths.jsonl"),
+    FittedConstant("program/op_chains.py CROSS_ENTROPY_BYTES", "unfused cross entropy (copy bytes per logit)",
+                   lambda: dict(CROSS_ENTROPY_BYTES), H200, "4 shapes, validation/data/h200_moe_chains"),
+    FittedConstant("moe/coefficients.py normal_nvlink_efficiency", "DeepEP normal kernels' NVLink efficiency",
+                   lambda: MOE.normal_nvlink_efficiency, KERNEL, "DeepEP v1 README, normal EP8 on H800"),
+    FittedConstant("moe/coefficients.py qp_throughput_Bps", "one queue pair's stream throughput (B/s)",
+                   lambda: dict(MOE.qp_throughput_Bps), KERNEL, "DeepEP v1 README, normal and IBGDA EP32 on H800"),
+    FittedConstant("moe/coefficients.py ll_latency_s, ll_per_node_hop_s", "DeepEP low-latency kernel terms (s)",
+                   lambda: (MOE.ll_latency_s, MOE.ll_per_node_hop_s), KERNEL, "DeepEP v1 README, LL EP8 and EP256"),
+    FittedConstant("collectives/coefficients.py net_channel_bw_Bps", "NCCL per-channel network throughput (B/s)",
+                   lambda: DEFAULT_COEFFICIENTS.net_channel_bw_Bps, KERNEL, "nccl#1221 (2x DGX H100)"),
+    FittedConstant("overlap.yaml gpu_speed_sigma", "spread of identical GPUs' speed (straggler factor)",
+                   lambda: overlap_coefficients()["gpu_speed_sigma"], KERNEL,
+                   "Sinha et al. SC'22 (8% fastest-to-slowest, read as 5.4 sigma; derived, not fitted)"),
+    FittedConstant("memory/runtime.py RUNTIME_BYTES, ALLOCATOR_CACHE_BYTES", "device memory outside tensors (B)",
+                   lambda: (RUNTIME_BYTES, ALLOCATOR_CACHE_BYTES), H200,
+                   "validation/data/h200_memory/memory.jsonl (memory only, no step time)"),
+    FittedConstant("memory/nccl.py PROCESS_BYTES, COMM_EXTRA_BYTES", "NCCL memory beyond its buffers (B)",
+                   lambda: (PROCESS_BYTES, COMM_EXTRA_BYTES), H200,
+                   "validation/data/h200x2_nccl (memory only, no step time)"),
+)
+"""Every fitted constant the development set's predictions read (module docstring)."""
+
+
+def refitted(constants: Sequence[FittedConstant] = FITTED_CONSTANTS) -> tuple[FittedConstant, ...]:
+    """The constants fitted on published runs of the development set: the ones a fold re-fits."""
+    return tuple(c for c in constants if c.fitted_on)
+
+
+def registry_rows(constants: Sequence[FittedConstant] = FITTED_CONSTANTS) -> list[tuple[str, str, str, str, str]]:
+    """One row per constant: name, what, shipped value, what it was fitted on, and its folds."""
+    return [(c.name, c.what, _short(c.read()), f"{c.kind}: {c.data}",
+             f"re-fitted without {', '.join(c.fitted_on)}" if c.fitted_on else "fixed in every fold")
+            for c in constants]
+
+
+def _short(value: object) -> str:
+    """A value in at most 60 characters (floats to 4 significant figures)."""
+    if isinstance(value, float):
+        text = f"{value:.4g}"
+    elif isinstance(value, tuple | list):
+        text = ", ".join(_short(v) for v in value)
+    elif isinstance(value, dict):
+        text = ", ".join(f"{k}: {_short(v)}" for k, v in value.items())
+    else:
+        text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
