@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_common import Clock, Log, build_causal_lm, env_info, is_cuda, median, profile_phases, sync  # noqa: E402
+from hf_common import (Clock, Log, build_causal_lm, env_info, is_cuda, median, profile_phases, sync,  # noqa: E402
+                       warm_clocks)
 
 MODELS = ("qwen2.5-0.5b", "llama-3.2-1b")
 BATCHES = (1, 8)
@@ -138,13 +139,15 @@ def main() -> None:
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--modes", default="eager,compiled")
     parser.add_argument("--budget-s", type=float, default=300)
+    parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
     clock = Clock(args.budget_s)
     log = Log(os.path.join(args.out, "decode.jsonl"))
     device = args.device
+    warm_clocks(device)
     log.row({"section": "env", **env_info(device)})
     modes = args.modes.split(",")
-    for name in MODELS:
+    for name in args.models.split(","):
         model = build_causal_lm(name, device, args.tiny)
         model.eval()
         model.generation_config.eos_token_id = None

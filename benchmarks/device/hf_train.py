@@ -181,7 +181,7 @@ def lm_loss(model, x):
 
 
 def dense(args, log, clock, device):
-    for name in DENSE:
+    for name in args.models.split(","):
         if clock.left() < 40:
             log.row({"section": "dense", "model": name, "skipped": "deadline"})
             continue
@@ -284,6 +284,7 @@ def main() -> None:
     parser.add_argument("--warmups", type=int, default=3)
     parser.add_argument("--sections", default="dense,moe,vit")
     parser.add_argument("--budget-s", type=float, default=300)
+    parser.add_argument("--models", default=",".join(DENSE), help="dense models, in order")
     args = parser.parse_args()
     args.traces = args.traces or args.out
     os.makedirs(args.traces, exist_ok=True)
