@@ -163,16 +163,39 @@ def profile_phases(device, phases, trace_path: str | None = None) -> dict:
     wall = time.perf_counter() - t0
     if trace_path:
         prof.export_chrome_trace(trace_path)
-    ranges = {}
-    kernels, runtime = [], []
+    return dict(tally(prof.events(), [name for name, _ in phases]), profiled_wall_s=wall,
+                added_device_syncs=len(phases))
+
+
+def _split(events):
+    """Phase ranges (host), device events, and the runtime calls counted."""
+    ranges, kernels, runtime = {}, [], []
     cuda_type = torch.autograd.DeviceType.CUDA
-    for ev in prof.events():
+    for ev in events:
         if ev.name.startswith("phase:") and ev.device_type != cuda_type:
             ranges[ev.name[6:]] = (ev.time_range.start, ev.time_range.end)
         elif ev.device_type == cuda_type:
             kernels.append(ev)
         elif ev.name in RUNTIME_LAUNCH or ev.name in RUNTIME_OTHER:
             runtime.append(ev)
+    return ranges, kernels, runtime
+
+
+def _add_device_event(slot: dict, name: str) -> None:
+    low = name.lower()
+    if "memcpy" in low:
+        slot["memcpy"] += 1
+        if "dtoh" in low or "device -> pageable" in low or "device -> pinned" in low:
+            slot["dtoh_copies"] += 1
+    elif "memset" in low:
+        slot["memset"] += 1
+    else:
+        slot["kernels"] += 1
+
+
+def tally(events, phase_names) -> dict:
+    """Counts per phase (a device event or runtime call belongs to the phase whose host range holds its start)."""
+    ranges, kernels, runtime = _split(events)
 
     def phase_of(ev):
         for name, (lo, hi) in ranges.items():
@@ -180,38 +203,28 @@ def profile_phases(device, phases, trace_path: str | None = None) -> dict:
                 return name
         return "unassigned"
 
-    names = [name for name, _ in phases] + ["unassigned"]
-    out = {"profiled_wall_s": wall, "per_phase": {n: {"kernels": 0, "memcpy": 0, "memset": 0, "dtoh_copies": 0,
-                                                     "launch_calls": 0, "launch_host_s": 0.0, "runtime_calls": {}}
-                                                 for n in names}}
+    names = list(phase_names) + ["unassigned"]
+    per = {n: {"kernels": 0, "memcpy": 0, "memset": 0, "dtoh_copies": 0, "launch_calls": 0, "launch_host_s": 0.0,
+               "runtime_calls": {}} for n in names}
     for ev in kernels:
-        slot = out["per_phase"][phase_of(ev)]
-        low = ev.name.lower()
-        if "memcpy" in low:
-            slot["memcpy"] += 1
-            if "dtoh" in low or "device -> pageable" in low or "device -> pinned" in low:
-                slot["dtoh_copies"] += 1
-        elif "memset" in low:
-            slot["memset"] += 1
-        else:
-            slot["kernels"] += 1
+        _add_device_event(per[phase_of(ev)], ev.name)
     for ev in runtime:
-        slot = out["per_phase"][phase_of(ev)]
+        slot = per[phase_of(ev)]
         if ev.name in RUNTIME_LAUNCH:
             slot["launch_calls"] += 1
             slot["launch_host_s"] += ev.time_range.elapsed_us() / 1e6
         else:
             slot["runtime_calls"][ev.name] = slot["runtime_calls"].get(ev.name, 0) + 1
-    for key in ("kernels", "memcpy", "memset", "dtoh_copies", "launch_calls", "launch_host_s"):
-        out[key] = sum(out["per_phase"][n][key] for n in names)
+    out = {key: sum(per[n][key] for n in names)
+           for key in ("kernels", "memcpy", "memset", "dtoh_copies", "launch_calls", "launch_host_s")}
     calls = {}
     for n in names:
-        for k, v in out["per_phase"][n]["runtime_calls"].items():
+        for k, v in per[n]["runtime_calls"].items():
             calls[k] = calls.get(k, 0) + v
     out["runtime_calls"] = calls
-    out["added_device_syncs"] = len(phases)
-    if not out["per_phase"]["unassigned"]["kernels"] and not out["per_phase"]["unassigned"]["launch_calls"]:
-        del out["per_phase"]["unassigned"]
+    if not per["unassigned"]["kernels"] and not per["unassigned"]["launch_calls"]:
+        del per["unassigned"]
+    out["per_phase"] = per
     return out
 
 

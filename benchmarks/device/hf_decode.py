@@ -21,6 +21,7 @@ under torch.profiler; (kernels(9) - kernels(1)) / 8, likewise launch calls and r
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
@@ -30,8 +31,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_common import (Clock, Log, build_causal_lm, env_info, is_cuda, median, profile_phases, sync,  # noqa: E402
-                       warm_clocks)
+from hf_common import (  # noqa: E402
+    Clock,
+    Log,
+    build_causal_lm,
+    env_info,
+    is_cuda,
+    median,
+    profile_phases,
+    sync,
+    warm_clocks,
+)
 
 MODELS = ("qwen2.5-0.5b", "llama-3.2-1b")
 BATCHES = (1, 8)
@@ -158,8 +168,8 @@ def main() -> None:
                         prompt_ = prompt if not args.tiny else prompt // 16
                         base = {"section": "decode", "mode": "eager", "cache": "DynamicCache", "model": name,
                                 "batch": batch, "prompt": prompt_, "new_tokens": NEW_TOKENS, "device": device}
-                        run(log, clock, base, 25, lambda b=batch, p=prompt_: measure(
-                            model, name, b, p, False, args, device), device)
+                        run(log, clock, base, 25, functools.partial(
+                            measure, model, name, batch, prompt_, False, args, device), device)
         if "compiled" in modes:
             for cname, batch, prompt in COMPILED:
                 if cname != name:
@@ -168,8 +178,8 @@ def main() -> None:
                 base = {"section": "decode", "mode": "compiled", "cache": "StaticCache", "model": name,
                         "batch": batch, "prompt": prompt_, "new_tokens": NEW_TOKENS, "device": device}
                 with torch.inference_mode():
-                    run(log, clock, base, 100, lambda b=batch, p=prompt_: measure(
-                        model, name, b, p, True, args, device), device)
+                    run(log, clock, base, 100, functools.partial(
+                        measure, model, name, batch, prompt_, True, args, device), device)
         del model
         gc.collect()
         if is_cuda(device):

@@ -29,6 +29,7 @@ calls and synchronising runtime calls, total and per phase (hf_common.profile_ph
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import sys
@@ -39,8 +40,22 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_common import (Clock, Log, allocated, autocast, build_causal_lm, env_info, gzip_file, is_cuda,  # noqa: E402
-                       median, peak, profile_phases, reset_peak, sync, warm_clocks)
+from hf_common import (  # noqa: E402
+    Clock,
+    Log,
+    allocated,
+    autocast,
+    build_causal_lm,
+    env_info,
+    gzip_file,
+    is_cuda,
+    median,
+    peak,
+    profile_phases,
+    reset_peak,
+    sync,
+    warm_clocks,
+)
 
 DENSE = ("qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b")
 SHAPES = ((4, 1024), (8, 2048))
@@ -48,98 +63,118 @@ TRACED = ("qwen2.5-0.5b", "llama-3.2-1b")
 PROBE_SHAPE = (1, 128)
 
 
+class Loop:
+    """The plain loop's four calls around ``forward_loss`` (returns the loss) and the optimizer ``opt``."""
+
+    def __init__(self, forward_loss, opt):
+        self.forward_loss, self.opt, self.loss = forward_loss, opt, None
+
+    def fwd(self):
+        self.loss = self.forward_loss()
+
+    def bwd(self):
+        loss, self.loss = self.loss, None
+        loss.backward()
+
+    def step(self):
+        self.opt.step()
+
+    def zero(self):
+        self.opt.zero_grad(set_to_none=True)
+
+    def full(self):
+        self.fwd()
+        self.bwd()
+        self.step()
+        self.zero()
+
+    def phases(self):
+        return [("forward", self.fwd), ("backward", self.bwd), ("optimizer", self.step), ("zero_grad", self.zero)]
+
+
+def _timed_step(loop: Loop, device) -> dict:
+    """One step: CUDA events between the phases (GPU time), host clock marks (issue time), then the wall time."""
+    cuda = is_cuda(device)
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if cuda else None
+    marks = [time.perf_counter()]
+    for i, calls in enumerate(((loop.fwd,), (loop.bwd,), (loop.step, loop.zero))):
+        if cuda:
+            ev[i].record()
+        for call in calls:
+            call()
+        marks.append(time.perf_counter())
+    if cuda:
+        ev[3].record()
+    sync(device)
+    wall = time.perf_counter() - marks[0]
+    if cuda:
+        gpu = [ev[i].elapsed_time(ev[i + 1]) / 1e3 for i in range(3)]
+    else:
+        gpu = [marks[i + 1] - marks[i] for i in range(3)]
+    return {"step": sum(gpu), "fwd": gpu[0], "bwd": gpu[1], "opt": gpu[2], "host": marks[-1] - marks[0],
+            "wall": wall, "host_fwd": marks[1] - marks[0], "host_bwd": marks[2] - marks[1]}
+
+
+def _phase_memory(loop: Loop, device) -> dict:
+    """Peak allocated during, and allocated at the end of, each phase of one step (synchronised, reset between)."""
+    phases = {}
+    reset_peak(device)
+    for name, fn in loop.phases():
+        fn()
+        sync(device)
+        phases[name] = {"peak_allocated_bytes": peak(device), "allocated_end_bytes": allocated(device)}
+        reset_peak(device)
+    return phases
+
+
+def _optimizer_alone(loop: Loop, device, steps: int) -> float:
+    """Median seconds of the optimizer step alone over the same parameters and one set of gradients."""
+    loop.fwd()
+    loop.bwd()
+    sync(device)
+    samples = []
+    for _ in range(steps):
+        if is_cuda(device):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            loop.step()
+            b.record()
+            b.synchronize()
+            samples.append(a.elapsed_time(b) / 1e3)
+        else:
+            t = time.perf_counter()
+            loop.step()
+            samples.append(time.perf_counter() - t)
+    loop.zero()
+    return median(samples)
+
+
 def measure(device, forward_loss, opt, steps: int, warmups: int, memory: bool = True, opt_alone: bool = True,
             profile: bool = True, trace_path: str | None = None) -> dict:
-    """Time the plain loop around ``forward_loss`` (returns the loss) and ``opt``; see the module docstring."""
-    state = {}
-
-    def fwd():
-        state["loss"] = forward_loss()
-
-    def bwd():
-        state.pop("loss").backward()
-
-    def step():
-        opt.step()
-
-    def zero():
-        opt.zero_grad(set_to_none=True)
-
+    """Time the plain loop around ``forward_loss`` and ``opt``; see the module docstring."""
+    loop = Loop(forward_loss, opt)
     res = {}
     sync(device)
     t0 = time.perf_counter()
-    fwd(); bwd(); step(); zero()  # noqa: E702 - the first step (lazy AdamW state, cuBLAS heuristics)
+    loop.full()  # the first step: lazy AdamW state, cuBLAS heuristics
     sync(device)
     res["first_step_s"] = time.perf_counter() - t0
     for _ in range(max(0, warmups - 1)):
-        fwd(); bwd(); step(); zero()  # noqa: E702
+        loop.full()
     sync(device)
     res["allocated_after_warmup_bytes"] = allocated(device)
     reset_peak(device)
-    cuda = is_cuda(device)
-    rows = []
-    for _ in range(steps):
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if cuda else None
-        h0 = time.perf_counter()
-        marks = [h0]
-        if cuda:
-            ev[0].record()
-        fwd()
-        marks.append(time.perf_counter())
-        if cuda:
-            ev[1].record()
-        bwd()
-        marks.append(time.perf_counter())
-        if cuda:
-            ev[2].record()
-        step()
-        zero()
-        marks.append(time.perf_counter())
-        if cuda:
-            ev[3].record()
-        host = marks[-1] - h0
-        sync(device)
-        wall = time.perf_counter() - h0
-        if cuda:
-            gpu = [ev[i].elapsed_time(ev[i + 1]) / 1e3 for i in range(3)]
-        else:
-            gpu = [marks[i + 1] - marks[i] for i in range(3)]
-        rows.append({"step": sum(gpu), "fwd": gpu[0], "bwd": gpu[1], "opt": gpu[2], "host": host, "wall": wall,
-                     "host_fwd": marks[1] - marks[0], "host_bwd": marks[2] - marks[1]})
+    rows = [_timed_step(loop, device) for _ in range(steps)]
     for key in rows[0]:
         res[f"{key}_s_median"] = median(r[key] for r in rows)
     res["step_s_samples"] = [r["step"] for r in rows]
     res["peak_allocated_bytes"] = peak(device)
-    if memory and cuda:
-        phases = {}
-        reset_peak(device)
-        for name, fn in (("forward", fwd), ("backward", bwd), ("optimizer", step), ("zero_grad", zero)):
-            fn()
-            sync(device)
-            phases[name] = {"peak_allocated_bytes": peak(device), "allocated_end_bytes": allocated(device)}
-            reset_peak(device)
-        res["phase_memory"] = phases
+    if memory and is_cuda(device):
+        res["phase_memory"] = _phase_memory(loop, device)
     if opt_alone:
-        fwd(); bwd()  # noqa: E702 - gradients for the optimizer to consume
-        sync(device)
-        samples = []
-        for _ in range(steps):
-            t = time.perf_counter()
-            if cuda:
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-            step()
-            if cuda:
-                b.record()
-                b.synchronize()
-                samples.append(a.elapsed_time(b) / 1e3)
-            else:
-                samples.append(time.perf_counter() - t)
-        res["optimizer_alone_s_median"] = median(samples)
-        zero()
+        res["optimizer_alone_s_median"] = _optimizer_alone(loop, device, steps)
     if profile:
-        res["profile"] = profile_phases(device, [("forward", fwd), ("backward", bwd), ("optimizer", step),
-                                                 ("zero_grad", zero)], trace_path)
+        res["profile"] = profile_phases(device, loop.phases(), trace_path)
         if trace_path:
             gz = gzip_file(trace_path)
             res["trace_file"] = os.path.basename(gz)
@@ -195,8 +230,8 @@ def dense(args, log, clock, device):
         mb, seq = PROBE_SHAPE
         x = torch.randint(0, vocab, (mb, seq), device=device)
         run_case(log, dict(common, case="host_probe", micro_batch=mb, seq=seq, checkpointing=False), clock, 20,
-                 lambda: measure(device, lm_loss(model, x), opt, args.steps, args.warmups, memory=False,
-                                 opt_alone=False))
+                 functools.partial(measure, device, lm_loss(model, x), opt, args.steps, args.warmups,
+                                   memory=False, opt_alone=False))
         for mb, seq in SHAPES:
             if args.tiny:
                 mb, seq = mb // 2, seq // 16
@@ -211,8 +246,8 @@ def dense(args, log, clock, device):
                     trace = os.path.join(args.traces, f"{name}_mb{mb}_s{seq}.json")
                 run_case(log, dict(common, case="train", micro_batch=mb, seq=seq, checkpointing=ckpt,
                                    checkpoint_kwargs=ckpt_kwargs(model) if ckpt else None),
-                         clock, 25, lambda x=x, trace=trace: measure(device, lm_loss(model, x), opt, args.steps,
-                                                                     args.warmups, trace_path=trace))
+                         clock, 25, functools.partial(measure, device, lm_loss(model, x), opt, args.steps,
+                                                      args.warmups, trace_path=trace))
         model.gradient_checkpointing_disable()
         del model, opt, x
         gc.collect()
@@ -247,7 +282,7 @@ def moe(args, log, clock, device):
         run_case(log, {"section": "moe", "model": name, "params": params, "device": device, "case": "train",
                        "micro_batch": mb, "seq": seq, "checkpointing": False, "experts_requested": impl,
                        "experts_applied": applied, "experts_default": default}, clock, 60,
-                 lambda: measure(device, lm_loss(model, x), opt, 5, 2, opt_alone=False))
+                 functools.partial(measure, device, lm_loss(model, x), opt, 5, 2, opt_alone=False))
     del model, opt
     gc.collect()
     if is_cuda(device):
@@ -271,7 +306,7 @@ def vit(args, log, clock, device):
                 return F.cross_entropy(model(images), labels)
         run_case(log, {"section": "vit", "model": "vit_base_patch16_224", "params": params, "device": device,
                        "case": "train", "batch": batch, "precision": "amp_bf16 (fp32 params, bf16 autocast)"},
-                 clock, 20, lambda loss=loss: measure(device, loss, opt, args.steps, args.warmups))
+                 clock, 20, functools.partial(measure, device, loss, opt, args.steps, args.warmups))
 
 
 def main() -> None:
