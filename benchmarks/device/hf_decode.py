@@ -150,6 +150,7 @@ def main() -> None:
     parser.add_argument("--modes", default="eager,compiled")
     parser.add_argument("--budget-s", type=float, default=300)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--compiled-prompt", type=int, default=512, help="prompt length of the compiled cases")
     args = parser.parse_args()
     clock = Clock(args.budget_s)
     log = Log(os.path.join(args.out, "decode.jsonl"))
@@ -171,10 +172,10 @@ def main() -> None:
                         run(log, clock, base, 25, functools.partial(
                             measure, model, name, batch, prompt_, False, args, device), device)
         if "compiled" in modes:
-            for cname, batch, prompt in COMPILED:
+            for cname, batch, _ in COMPILED:
                 if cname != name:
                     continue
-                prompt_ = prompt if not args.tiny else prompt // 16
+                prompt_ = args.compiled_prompt if not args.tiny else args.compiled_prompt // 16
                 base = {"section": "decode", "mode": "compiled", "cache": "StaticCache", "model": name,
                         "batch": batch, "prompt": prompt_, "new_tokens": NEW_TOKENS, "device": device}
                 with torch.inference_mode():
