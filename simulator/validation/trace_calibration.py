@@ -1,0 +1,172 @@
+"""``simulator calibrate --trace``: an implementation profile (docs/implementation_profiles.md schema) and a GEMM
+efficiency override from a PyTorch profiler (Kineto) trace of the user's own run (docs/trace_calibration.md).
+
+The trace's GPU is matched to a GPU profile (a trace of another GPU than the one asked for exits 2 naming both);
+its statistics (:func:`simulator.implementation.trace_stats.trace_stats`) become the profile's ``launch``, ``host``,
+``kernels``, ``syncs`` and ``optimizer`` fields, each with a ``sources`` entry naming the trace file and its sha256;
+its GEMMs (shapes from ``record_shapes=True``) pin the peak fraction of their dtype in the GPU architecture's
+efficiency table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.compute import ComputeEfficiency, GemmRow, default_efficiency, fit_peak_fraction
+from simulator.compute.fit import predict
+from simulator.errors import UserError
+from simulator.hardware import GpuSpec, list_profiles, load_gpu
+from simulator.implementation.kineto import Device, read_trace
+from simulator.implementation.trace_stats import TraceStats, trace_stats
+
+#: a trace's totalGlobalMem may differ from a profile's driver-reported capacity by this fraction at most (the
+#: driver reserves a little; H200: 150,011,871,232 in a Kineto trace vs 143,771 MiB = 150,754,820,096 from nvidia-smi)
+MEMORY_MATCH = 0.10
+
+
+@dataclass(frozen=True)
+class TraceCalibration:
+    """What ``calibrate --trace`` found and writes."""
+
+    stats: TraceStats
+    gpu: GpuSpec
+    profile: dict                      # the implementation profile, as YAML-ready data
+    efficiency: ComputeEfficiency | None   # the architecture's table with the fitted peak fraction
+    gemm_dtype: str | None
+    gemm_measured_s: float
+    gemm_model_before_s: float         # the shipped table's time for the same GEMMs
+    clamped: bool
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def gpu_matches(gpu: GpuSpec, device: Device) -> bool:
+    """True when ``device`` (a trace's deviceProperties) is the GPU ``gpu`` describes: the profile name's model
+    token (``h200`` of ``h200_sxm``) is a word of the device name, and the SM count and memory agree where the trace
+    gives them."""
+    model = gpu.name.split("_")[0].lower()
+    if model not in _tokens(device.name):
+        return False
+    if device.sms is not None and device.sms != gpu.sms:
+        return False
+    cap = float(gpu.memory.capacity)
+    return device.total_memory_bytes is None or abs(device.total_memory_bytes - cap) <= MEMORY_MATCH * cap
+
+
+def gpu_for_trace(device: Device, file: str, expected: GpuSpec | None = None) -> GpuSpec:
+    """The GPU profile of the trace's device: ``expected`` when it matches (else exit 2 naming both), or the best
+    matching shipped profile (most name words in common)."""
+    described = f"{device.name!r} ({device.sms} SMs, {device.total_memory_bytes} bytes)"
+    if expected is not None:
+        if not gpu_matches(expected, device):
+            raise UserError(f"the trace was recorded on {described}, not on the system's GPU {expected.name} "
+                            f"({expected.sms} SMs): calibrate on a trace of the GPU you simulate", file=file,
+                            key_path="deviceProperties")
+        return expected
+    words = _tokens(device.name)
+    found = [g for g in map(load_gpu, list_profiles("gpus")) if gpu_matches(g, device)]
+    if not found:
+        raise UserError(f"no GPU profile matches the trace's {described} (simulator hardware list; add one, "
+                        "docs/architecture.md 'A GPU')", file=file, key_path="deviceProperties")
+    return max(found, key=lambda g: (len(words & set(g.name.lower().split("_"))), -abs(
+        (device.total_memory_bytes or 0) - g.memory.capacity)))
+
+
+def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = None,
+                    base: str = "pytorch") -> TraceCalibration:
+    """Read ``path`` and derive the profile ``name`` (inheriting unset fields from ``base``) and the efficiency
+    override; see the module docstring."""
+    trace = read_trace(path)
+    stats = trace_stats(trace)
+    gpu = gpu_for_trace(trace.device, trace.file, expected_gpu)
+    start = default_efficiency(gpu.architecture)
+    rows = [GemmRow(g.dtype, g.m, g.k, g.n, g.time_s) for g in stats.gemms
+            if g.batch == 1 and g.time_s > 0 and g.dtype in start.peak_fraction]
+    dtype = max({r.dtype for r in rows}, key=lambda d: sum(r.time_s for r in rows if r.dtype == d), default=None)
+    efficiency, clamped, measured, before = None, False, 0.0, 0.0
+    if dtype is not None:
+        mine = [r for r in rows if r.dtype == dtype]
+        measured = sum(r.time_s for r in mine)
+        before = float(predict(mine, gpu, start).sum())
+        efficiency, clamped = fit_peak_fraction(rows, gpu, start, dtype, source=(
+            f"{start.source}; peak_fraction.{dtype} fitted by simulator calibrate --trace to {len(mine)} {dtype} "
+            f"GEMMs of {_cite(stats)} (model total time = measured {measured * 1e3:.3f} ms)"))
+    return TraceCalibration(stats, gpu, build_profile(stats, name, base), efficiency, dtype, measured, before,
+                            clamped)
+
+
+def _cite(stats: TraceStats) -> str:
+    return f"{Path(stats.file).name} (sha256 {stats.sha256})"
+
+
+def build_profile(stats: TraceStats, name: str, base: str = "pytorch") -> dict:
+    """The implementation-profile fields a trace pins down, each with its source (per micro-batch and step:
+    the trace's totals divided by its steps)."""
+    cite, steps = _cite(stats), stats.steps
+    phases = stats.phases.values()
+    gaps = sum(p.issue_gaps for p in phases)
+    syncs = sum(sum(p.syncs.values()) for p in phases)
+    profile: dict = {"name": name, "label": f"calibrated from {Path(stats.file).name} on {stats.gpu_name} "
+                     f"({steps} step{'s' if steps > 1 else ''})", "base": base, "family": "pytorch",
+                     "version": "trace", "launch": stats.launch}
+    sources = {"launch": f"{cite}: {_launch_why(stats.launch)}"}
+    host: dict = {}
+    if gaps:
+        host["per_kernel_s"] = _sig(sum(p.issue_s for p in phases) / gaps)
+        sources["host.per_kernel_s"] = (f"{cite}: mean spacing of {gaps} consecutive launch calls with no "
+                                        "synchronisation between them (profiler overhead included)")
+    if stats.sync_host_s is not None:
+        host["per_sync_s"] = _sig(stats.sync_host_s)
+        sources["host.per_sync_s"] = f"{cite}: median host time of {syncs} sync calls after the GPU drained"
+    if host:
+        profile["host"] = host
+    kernels, outside = {}, 0
+    for phase, key in (("forward", "dense_forward"), ("backward", "dense_backward")):
+        period = stats.periods.get(phase)
+        total = stats.phases[phase].kernels
+        if period is not None and period.layers >= 2:
+            kernels[key] = period.kernels_per_layer
+            outside += total - period.kernels_per_layer * period.layers
+            sources[f"kernels.{key}"] = (f"{cite}: {phase} kernel block of {period.kernels_per_layer} repeated "
+                                         f"{period.layers} times back to back (the layers)")
+        else:
+            outside += total
+    kernels["per_step"] = round(outside / steps)
+    sources["kernels.per_step"] = f"{cite}: forward + backward kernels outside the repeated layer blocks, per step"
+    profile["kernels"] = kernels
+    profile["syncs"] = {"per_step": round(syncs / steps)}
+    sources["syncs.per_step"] = f"{cite}: {_sync_kinds(stats)} per step"
+    if stats.optimizer_impl != "none":
+        profile["optimizer"] = {"impl": stats.optimizer_impl}
+        sources["optimizer.impl"] = f"{cite}: optimizer kernels {', '.join(stats.optimizer_kernel_names)[:200]}"
+    profile["sources"] = sources
+    return profile
+
+
+def _sig(value: float) -> float:
+    """``value`` to 4 significant digits (a profile is read by people; the trace's resolution is 1 us)."""
+    return float(f"{value:.4g}")
+
+
+def _launch_why(launch: str) -> str:
+    return {"cuda_graphs": "cudaGraphLaunch calls", "compile": "over 30% of kernels are triton_ kernels"}.get(
+        launch, "kernels launched one by one (no graph launches, few triton_ kernels)")
+
+
+def _sync_kinds(stats: TraceStats) -> str:
+    kinds: dict[str, int] = {}
+    for p in stats.phases.values():
+        for k, v in p.syncs.items():
+            kinds[k] = kinds.get(k, 0) + v
+    return ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) + " synchronisations" if kinds else "no syncs"
+
+
+def efficiency_yaml_data(efficiency: ComputeEfficiency) -> dict:
+    """The override table in the shipped compute_efficiency.yaml layout ({architecture: table})."""
+    data = efficiency.model_dump(mode="json", exclude={"architecture"})
+    data["tiles"] = [dict(t) for t in data["tiles"]]
+    return {efficiency.architecture: data}
