@@ -62,6 +62,9 @@ def register(subparsers) -> None:
                      "export_chrome_trace): write an implementation profile and a GEMM efficiency override")
     cal.add_argument("--base", default="pytorch", help="--trace: the profile the written one inherits unset fields "
                      "from (default pytorch)")
+    cal.add_argument("--profiler-event-time", metavar="TIME", help="--trace: the profiler's own host cost per "
+                     "recorded operator or API call, taken off the host issue time (e.g. 3us; default 0: "
+                     "docs/trace_calibration.md)")
     cal.set_defaults(handler=_calibrate)
 
 
@@ -153,6 +156,8 @@ def _calibrate(args) -> int:
         from simulator.cli.trace_cmd import calibrate_from_trace
 
         return calibrate_from_trace(args)
+    if args.profiler_event_time or args.base != "pytorch":
+        raise UserError("--profiler-event-time and --base belong to --trace")
     missing = [flag for flag, value in (("--system", args.system), ("--ranks", args.ranks), ("--out", args.out))
                if not value] + ([] if args.files else ["MEASUREMENT_FILE"])
     if missing:

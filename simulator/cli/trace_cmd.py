@@ -13,6 +13,7 @@ from simulator.errors import UserError
 from simulator.hardware import GpuSpec, load_profile
 from simulator.limits import MAX_YAML_BYTES
 from simulator.report.files import write_text
+from simulator.units import parse_quantity
 from simulator.validation.trace_calibration import TraceCalibration, calibrate_trace, efficiency_yaml_data
 
 
@@ -40,7 +41,13 @@ def calibrate_from_trace(args) -> int:
         spec = load_profile(args.system)
         expected = spec if isinstance(spec, GpuSpec) else spec.gpu
     profile_path, efficiency_path = output_paths(args.trace, args.out)
-    result = calibrate_trace(args.trace, profile_name(profile_path), expected, base=args.base)
+    event_s = 0.0
+    if args.profiler_event_time:
+        event_s = parse_quantity(args.profiler_event_time, "time", default_unit="s")
+        if not 0 <= event_s <= 1e-3:
+            raise UserError(f"--profiler-event-time {args.profiler_event_time}: between 0 and 1 ms per event")
+    result = calibrate_trace(args.trace, profile_name(profile_path), expected, base=args.base,
+                             profiler_event_s=event_s)
     profile = dict(result.profile)
     if result.efficiency is not None:
         profile["sources"] = {**profile["sources"], "efficiency": f"{efficiency_path.name}: GEMM peak fraction "

@@ -46,6 +46,7 @@ class PhaseStats:
     host_bound_idle_s: float     # of which the next device op's launch call ended after the GPU went idle
     issue_s: float               # sum of launch-to-launch spacings with no synchronisation between them
     issue_gaps: int              # spacings summed in issue_s
+    issue_events: int            # host events the profiler recorded inside those spacings (operators, API calls)
     syncs: dict                  # SYNC_CALLS kind -> count
     dtoh_copies: int
     sequence: tuple[str, ...]    # kernel names in launch order
@@ -109,11 +110,16 @@ def trace_stats(trace: KinetoTrace) -> TraceStats:
     syncs = [r for r in trace.runtime if r.name in SYNC_CALLS]
     classify = _Classifier(trace)
     phase_of_corr = {r.correlation: classify(r) for r in launches}
+    host_starts = defaultdict(list)
+    for e in (*trace.cpu_ops, *trace.runtime):
+        host_starts[e.tid].append(e.start_s)
+    for starts in host_starts.values():
+        starts.sort()
     phases = {}
     for name in PHASES:
         mine = [r for r in launches if phase_of_corr[r.correlation] == name]
         events = [by_corr[r.correlation] for r in mine]
-        phases[name] = _phase(name, mine, events, [s for s in syncs if classify(s) == name], by_corr)
+        phases[name] = _phase(name, mine, events, [s for s in syncs if classify(s) == name], host_starts)
     periods = {p: find_period(phases[p].sequence) for p in ("forward", "backward")}
     opt_names = Counter(e.name for r in launches if phase_of_corr[r.correlation] == "optimizer"
                         for e in [by_corr[r.correlation]] if e.kind == "kernel")
@@ -186,7 +192,7 @@ def _busy(events) -> tuple[float, float]:
 
 
 def _phase(name: str, launches: list[HostEvent], events: list[DeviceEvent], syncs: list[HostEvent],
-           by_corr: dict) -> PhaseStats:
+           host_starts: dict) -> PhaseStats:
     kinds = Counter(e.kind for e in events)
     busy, span = _busy(events)
     launch_end = {r.correlation: r.end_s for r in launches}
@@ -198,18 +204,20 @@ def _phase(name: str, launches: list[HostEvent], events: list[DeviceEvent], sync
         nxt = ordered[bisect.bisect_left(starts, idle_to)]
         if launch_end.get(nxt.correlation, idle_to) > idle_from:
             host_bound += idle_to - idle_from
-    issue_s, gaps = _issue(launches, syncs)
+    issue_s, gaps, recorded = _issue(launches, syncs, host_starts)
     kernels = sorted((e for e in events if e.kind == "kernel"), key=lambda e: e.correlation or 0)
     dtoh = sum(1 for e in events if e.kind == "memcpy" and ("DtoH" in e.name or "Device -> P" in e.name))
     return PhaseStats(name, kinds["kernel"], kinds["memcpy"], kinds["memset"], len(launches),
                       sum(e.dur_s for e in events if e.kind == "kernel"), busy, span - busy, host_bound, issue_s,
-                      gaps, dict(Counter(SYNC_CALLS[s.name] for s in syncs)), dtoh, tuple(e.name for e in kernels))
+                      gaps, recorded, dict(Counter(SYNC_CALLS[s.name] for s in syncs)), dtoh, tuple(e.name for e in kernels))
 
 
-def _issue(launches: list[HostEvent], syncs: list[HostEvent]) -> tuple[float, int]:
+def _issue(launches: list[HostEvent], syncs: list[HostEvent], host_starts: dict) -> tuple[float, int, int]:
     """Sum and count of the spacings between consecutive launch calls of a thread that no synchronisation call
-    interrupts: the host's issue time per launch while it runs ahead of (or keeps up with) the GPU."""
-    total, count = 0.0, 0
+    interrupts (the host's issue time per launch while it runs ahead of, or keeps up with, the GPU), and the host
+    events the profiler recorded in them (``host_starts``: thread -> sorted start times of its operators and API
+    calls; the profiler's own cost grows with them)."""
+    total, count, recorded = 0.0, 0, 0
     by_tid = defaultdict(list)
     for r in launches:
         by_tid[r.tid].append(r.start_s)
@@ -225,7 +233,9 @@ def _issue(launches: list[HostEvent], syncs: list[HostEvent]) -> tuple[float, in
                 continue
             total += b - a
             count += 1
-    return total, count
+            mine = host_starts.get(tid, ())
+            recorded += bisect.bisect_left(mine, b) - bisect.bisect_left(mine, a)
+    return total, count, recorded
 
 
 def find_period(sequence: tuple[str, ...]) -> Period | None:

@@ -26,6 +26,12 @@ from simulator.implementation.trace_stats import TraceStats, trace_stats
 MEMORY_MATCH = 0.10
 
 
+#: sync kinds (trace_stats.SYNC_CALLS) left out of the profile's ``syncs``: torch.cuda.synchronize() is what a timing
+#: harness calls between phases (the H200 traces of simulator/validation/data/h200_traces/ have 5 per step and no
+#: other sync); a framework's own syncs are stream syncs (``.item()``, ``.cpu()``, ``nonzero``) and blocking copies
+HARNESS_SYNCS = ("device",)
+
+
 @dataclass(frozen=True)
 class TraceCalibration:
     """What ``calibrate --trace`` found and writes."""
@@ -77,9 +83,10 @@ def gpu_for_trace(device: Device, file: str, expected: GpuSpec | None = None) ->
 
 
 def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = None,
-                    base: str = "pytorch") -> TraceCalibration:
+                    base: str = "pytorch", profiler_event_s: float = 0.0) -> TraceCalibration:
     """Read ``path`` and derive the profile ``name`` (inheriting unset fields from ``base``) and the efficiency
-    override; see the module docstring."""
+    override; ``profiler_event_s`` (s) is taken off the host issue time per host event the profiler recorded
+    (docs/trace_calibration.md: 2-4 us on the H200 machine); see the module docstring."""
     trace = read_trace(path)
     stats = trace_stats(trace)
     gpu = gpu_for_trace(trace.device, trace.file, expected_gpu)
@@ -95,33 +102,41 @@ def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = 
         efficiency, clamped = fit_peak_fraction(rows, gpu, start, dtype, source=(
             f"{start.source}; peak_fraction.{dtype} fitted by simulator calibrate --trace to {len(mine)} {dtype} "
             f"GEMMs of {_cite(stats)} (model total time = measured {measured * 1e3:.3f} ms)"))
-    return TraceCalibration(stats, gpu, build_profile(stats, name, base), efficiency, dtype, measured, before,
-                            clamped)
+    return TraceCalibration(stats, gpu, build_profile(stats, name, base, profiler_event_s), efficiency, dtype,
+                            measured, before, clamped)
 
 
 def _cite(stats: TraceStats) -> str:
     return f"{Path(stats.file).name} (sha256 {stats.sha256})"
 
 
-def build_profile(stats: TraceStats, name: str, base: str = "pytorch") -> dict:
+def build_profile(stats: TraceStats, name: str, base: str = "pytorch", profiler_event_s: float = 0.0) -> dict:
     """The implementation-profile fields a trace pins down, each with its source (per micro-batch and step:
     the trace's totals divided by its steps)."""
     cite, steps = _cite(stats), stats.steps
     phases = stats.phases.values()
     gaps = sum(p.issue_gaps for p in phases)
-    syncs = sum(sum(p.syncs.values()) for p in phases)
+    syncs = sum(n for p in phases for kind, n in p.syncs.items() if kind not in HARNESS_SYNCS)
     profile: dict = {"name": name, "label": f"calibrated from {Path(stats.file).name} on {stats.gpu_name} "
                      f"({steps} step{'s' if steps > 1 else ''})", "base": base, "family": "pytorch",
                      "version": "trace", "launch": stats.launch}
     sources = {"launch": f"{cite}: {_launch_why(stats.launch)}"}
     host: dict = {}
     if gaps:
-        host["per_kernel_s"] = _sig(sum(p.issue_s for p in phases) / gaps)
+        recorded = sum(p.issue_events for p in phases)
+        issue = sum(p.issue_s for p in phases) - profiler_event_s * recorded
+        if issue <= 0:
+            raise UserError(f"--profiler-event-time {profiler_event_s * 1e6:g} us x {recorded:,} recorded host "
+                            f"events is more than the {sum(p.issue_s for p in phases) * 1e3:.3f} ms of host issue "
+                            "time in the trace", file=stats.file)
+        host["per_kernel_s"] = _sig(issue / gaps)
+        overhead = (f"less {profiler_event_s * 1e6:g} us for each of the {recorded:,} host events the profiler "
+                    "recorded in them" if profiler_event_s else "profiler overhead included")
         sources["host.per_kernel_s"] = (f"{cite}: mean spacing of {gaps} consecutive launch calls with no "
-                                        "synchronisation between them (profiler overhead included)")
+                                        f"synchronisation between them ({overhead})")
     if stats.sync_host_s is not None:
         host["per_sync_s"] = _sig(stats.sync_host_s)
-        sources["host.per_sync_s"] = f"{cite}: median host time of {syncs} sync calls after the GPU drained"
+        sources["host.per_sync_s"] = f"{cite}: median host time of the sync calls after the GPU drained"
     if host:
         profile["host"] = host
     kernels, outside = {}, 0
@@ -139,7 +154,8 @@ def build_profile(stats: TraceStats, name: str, base: str = "pytorch") -> dict:
     sources["kernels.per_step"] = f"{cite}: forward + backward kernels outside the repeated layer blocks, per step"
     profile["kernels"] = kernels
     profile["syncs"] = {"per_step": round(syncs / steps)}
-    sources["syncs.per_step"] = f"{cite}: {_sync_kinds(stats)} per step"
+    sources["syncs.per_step"] = (f"{cite}: {_sync_kinds(stats)} in {steps} step(s); device-wide ones "
+                                 "(cudaDeviceSynchronize: torch.cuda.synchronize of a timing harness) not counted")
     if stats.optimizer_impl != "none":
         profile["optimizer"] = {"impl": stats.optimizer_impl}
         sources["optimizer.impl"] = f"{cite}: optimizer kernels {', '.join(stats.optimizer_kernel_names)[:200]}"

@@ -114,3 +114,11 @@ def test_peak_fraction_fit_matches_the_total():
     assert not clamped
     assert predict(rows, gpu, fitted).sum() == pytest.approx(0.35e-3, rel=1e-9)
     assert fitted.tiles == start.tiles and fitted.k_overhead == start.k_overhead
+
+
+def test_profiler_overhead_taken_off(stats):
+    """Host events recorded inside the kept spacings (operators and API calls of the launching thread): forward 7
+    (each spacing holds its launch call), backward 3 + 2 + 2 (launch, aten::mm and the next evaluate_function op;
+    then launch and evaluate_function). At 1 us each: (102 - 14) us / 10 spacings = 8.8 us per launch."""
+    assert (stats.phases["forward"].issue_events, stats.phases["backward"].issue_events) == (7, 7)
+    assert build_profile(stats, "x", profiler_event_s=1 * US)["host"]["per_kernel_s"] == pytest.approx(8.8 * US)
