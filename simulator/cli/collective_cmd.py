@@ -65,6 +65,9 @@ def register(subparsers) -> None:
     cal.add_argument("--profiler-event-time", metavar="TIME", help="--trace: the profiler's own host cost per "
                      "recorded operator or API call, taken off the host issue time (e.g. 3us; default 0: "
                      "docs/trace_calibration.md)")
+    cal.add_argument("--scenario", metavar="SCENARIO", help="--trace: the scenario of the traced run (its model, "
+                     "plan, batch and GPU): the trace's GPU must be its GPU, and the memory efficiency is fitted "
+                     "so that its step equals the trace's GPU busy time")
     cal.set_defaults(handler=_calibrate)
 
 
@@ -156,8 +159,8 @@ def _calibrate(args) -> int:
         from simulator.cli.trace_cmd import calibrate_from_trace
 
         return calibrate_from_trace(args)
-    if args.profiler_event_time or args.base != "pytorch":
-        raise UserError("--profiler-event-time and --base belong to --trace")
+    if args.profiler_event_time or args.base != "pytorch" or args.scenario:
+        raise UserError("--profiler-event-time, --base and --scenario belong to --trace")
     missing = [flag for flag, value in (("--system", args.system), ("--ranks", args.ranks), ("--out", args.out))
                if not value] + ([] if args.files else ["MEASUREMENT_FILE"])
     if missing:

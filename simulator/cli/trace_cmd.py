@@ -36,10 +36,18 @@ def profile_name(path: Path) -> str:
 
 
 def calibrate_from_trace(args) -> int:
-    expected = None
+    expected, scenario = None, None
+    if args.scenario:
+        from simulator.scenario.load import load_scenario
+
+        scenario = load_scenario(args.scenario)
+        expected = scenario.cluster.node.gpu
     if args.system:
         spec = load_profile(args.system)
         expected = spec if isinstance(spec, GpuSpec) else spec.gpu
+        if scenario is not None and scenario.cluster.node.gpu.name != expected.name:
+            raise UserError(f"--system {args.system} has {expected.name}, the scenario {scenario.cluster.node.gpu.name}",
+                            file=args.scenario)
     profile_path, efficiency_path = output_paths(args.trace, args.out)
     event_s = 0.0
     if args.profiler_event_time:
@@ -47,7 +55,7 @@ def calibrate_from_trace(args) -> int:
         if not 0 <= event_s <= 1e-3:
             raise UserError(f"--profiler-event-time {args.profiler_event_time}: between 0 and 1 ms per event")
     result = calibrate_trace(args.trace, profile_name(profile_path), expected, base=args.base,
-                             profiler_event_s=event_s)
+                             profiler_event_s=event_s, scenario=scenario)
     profile = dict(result.profile)
     if result.efficiency is not None:
         profile["sources"] = {**profile["sources"], "efficiency": f"{efficiency_path.name}: GEMM peak fraction "
@@ -89,6 +97,13 @@ def summary(result: TraceCalibration) -> str:
                      f"{flops / result.gemm_measured_s / 1e12:.1f} TFLOP/s achieved; shipped model "
                      f"{result.gemm_model_before_s * 1e3:.3f} ms -> peak_fraction.{result.gemm_dtype} {fraction:.3f}"
                      + (" (clamped: the model cannot match)" if result.clamped else ""))
+        e = result.efficiency
+        if result.attention_dim is not None:
+            lines.append(f"attention: {s.attention_s / s.steps * 1e3:.3f} ms of fused kernels per step over "
+                         f"{len(s.attention_shapes)} SDPA calls -> sdpa_by_head_dim.{result.attention_dim} "
+                         f"{e.sdpa_by_head_dim[result.attention_dim]:.3f}")
+        if "memory_efficiency fitted" in e.source:
+            lines.append(f"memory_efficiency {e.memory_efficiency:.3f} (the scenario's step = the trace's GPU busy)")
     else:
         lines.append("GEMMs: none with recorded shapes (profile with record_shapes=True): no efficiency override")
     return "\n".join(lines)

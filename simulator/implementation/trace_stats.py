@@ -98,6 +98,8 @@ class TraceStats:
     gemms: tuple[GemmRecord, ...]
     optimizer_impl: str          # fused | foreach | for_loop | none
     optimizer_kernel_names: tuple[str, ...]
+    attention_shapes: tuple      # (batch, heads, seq, head_dim) of each aten::scaled_dot_product_attention call
+    attention_s: float           # fused attention kernels' time (names with sdpa / fmha / flash), forward + backward
     sync_host_s: float | None    # median host time of a sync after the GPU drained
     step_gpu_busy_s: float       # per step
     step_gpu_span_s: float       # per step: first device op start to last end
@@ -128,6 +130,7 @@ def trace_stats(trace: KinetoTrace) -> TraceStats:
     return TraceStats(trace.file, trace.sha256, trace.device.name, trace.device.sms, trace.device.total_memory_bytes, steps,
                       _launch_mode(trace), phases, periods, _gemms(trace, phase_of_corr, by_corr),
                       _optimizer_impl(opt_names), tuple(n for n, _ in opt_names.most_common(3)),
+                      _attention_shapes(trace), sum(k.dur_s for k in trace.kernels if _is_attention(k.name)),
                       _sync_host_s(syncs, trace.device_events), busy / steps, span / steps)
 
 
@@ -310,6 +313,26 @@ def _gemm_shape(op: HostEvent) -> tuple[str, int, int, int, int] | None:
     types = op.input_types
     dtype = DTYPES.get(types[ia], str(types[ia])) if len(types) > ia else "unknown"
     return dtype, batch, m, k, n
+
+
+#: kernel-name words of fused attention kernels (cuDNN's sdpa / fmha, FlashAttention's flash_fwd / flash_bwd)
+ATTENTION_WORDS = ("sdpa", "fmha", "flash")
+
+
+def _is_attention(name: str) -> bool:
+    low = name.lower()
+    return any(w in low for w in ATTENTION_WORDS)
+
+
+def _attention_shapes(trace: KinetoTrace) -> tuple:
+    """(batch, heads, seq, head_dim) of the query of each SDPA call (``record_shapes=True``)."""
+    out = []
+    for op in trace.cpu_ops:
+        if op.name == "aten::scaled_dot_product_attention" and op.input_dims:
+            q = op.input_dims[0]
+            if isinstance(q, list) and len(q) == 4 and all(isinstance(x, int) and x > 0 for x in q):
+                out.append(tuple(q))
+    return tuple(out)
 
 
 def _launch_mode(trace: KinetoTrace) -> str:

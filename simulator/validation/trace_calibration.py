@@ -16,10 +16,13 @@ from pathlib import Path
 
 from simulator.compute import ComputeEfficiency, GemmRow, default_efficiency, fit_peak_fraction
 from simulator.compute.fit import predict
+from simulator.compute.gemm import peak_flops
 from simulator.errors import UserError
 from simulator.hardware import GpuSpec, list_profiles, load_gpu
 from simulator.implementation.kineto import Device, read_trace
 from simulator.implementation.trace_stats import TraceStats, trace_stats
+from simulator.schedule import simulate_step
+from simulator.topology import topology_of
 
 #: a trace's totalGlobalMem may differ from a profile's driver-reported capacity by this fraction at most (the
 #: driver reserves a little; H200: 150,011,871,232 in a Kineto trace vs 143,771 MiB = 150,754,820,096 from nvidia-smi)
@@ -44,6 +47,7 @@ class TraceCalibration:
     gemm_measured_s: float
     gemm_model_before_s: float         # the shipped table's time for the same GEMMs
     clamped: bool
+    attention_dim: int | None = None   # the head dim whose SDPA efficiency was fitted
 
 
 def _tokens(text: str) -> set[str]:
@@ -83,7 +87,7 @@ def gpu_for_trace(device: Device, file: str, expected: GpuSpec | None = None) ->
 
 
 def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = None,
-                    base: str = "pytorch", profiler_event_s: float = 0.0) -> TraceCalibration:
+                    base: str = "pytorch", profiler_event_s: float = 0.0, scenario=None) -> TraceCalibration:
     """Read ``path`` and derive the profile ``name`` (inheriting unset fields from ``base``) and the efficiency
     override; ``profiler_event_s`` (s) is taken off the host issue time per host event the profiler recorded
     (docs/trace_calibration.md: 2-4 us on the H200 machine); see the module docstring."""
@@ -102,8 +106,58 @@ def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = 
         efficiency, clamped = fit_peak_fraction(rows, gpu, start, dtype, source=(
             f"{start.source}; peak_fraction.{dtype} fitted by simulator calibrate --trace to {len(mine)} {dtype} "
             f"GEMMs of {_cite(stats)} (model total time = measured {measured * 1e3:.3f} ms)"))
+    attention_dim = None
+    if efficiency is not None:
+        efficiency, attention_dim = fit_sdpa(stats, gpu, efficiency)
+        if scenario is not None:
+            efficiency = fit_memory_efficiency(scenario, efficiency, stats.step_gpu_busy_s)
     return TraceCalibration(stats, gpu, build_profile(stats, name, base, profiler_event_s), efficiency, dtype,
-                            measured, before, clamped)
+                            measured, before, clamped, attention_dim)
+
+
+def fit_sdpa(stats: TraceStats, gpu: GpuSpec, eff: ComputeEfficiency) -> tuple[ComputeEfficiency, int | None]:
+    """``eff`` with ``sdpa_by_head_dim[d]`` set so that the model prices the trace's SDPA calls (one head dim d) in
+    the time its fused attention kernels took: the model's causal SDPA costs 6 b h s^2 d FLOPs forward + backward
+    (simulator.model.flops._core_attention: two score GEMMs forward, four backward, each b h s^2 d under the causal
+    half) at e(d) x s / (s + sdpa_half_seq) of the bf16 peak plus two launches, so
+    e(d) = sum 6 b h s^2 d (s + half) / s / (peak x (T - 2 n launch)) in closed form. Unchanged (None) where the
+    trace has no SDPA shapes, several head dims or no attention kernels."""
+    shapes = stats.attention_shapes
+    dims = {q[3] for q in shapes}
+    time = stats.attention_s - 2 * eff.launch_s * len(shapes)
+    if len(dims) != 1 or time <= 0:
+        return eff, None
+    d = dims.pop()
+    half = eff.sdpa_half_seq
+    need = sum(6.0 * b * h * s * s * dd * (s + half) / s for b, h, s, dd in shapes) / peak_flops(gpu, "bf16")
+    table = {**(eff.sdpa_by_head_dim or {}), d: min(need / time, 1.0)}
+    return eff.model_copy(update={"sdpa_by_head_dim": table,
+                                  "source": f"{eff.source}; sdpa_by_head_dim.{d} fitted to {len(shapes)} SDPA calls "
+                                            f"({time * 1e3:.3f} ms of attention kernels)"}), d
+
+
+def step_gpu_s(scenario, efficiency: ComputeEfficiency | None = None) -> float:
+    """The model's training step of a loaded scenario (as simulator.entries.simulate prices it), with an optional
+    efficiency table in place of the shipped one."""
+    return simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), efficiency=efficiency,
+                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma).step_s
+
+
+def fit_memory_efficiency(scenario, eff: ComputeEfficiency, target_s: float) -> ComputeEfficiency:
+    """``eff`` with ``memory_efficiency`` set (bisection on [0.02, 1], 30 halvings) so that the model's step for
+    ``scenario`` (the traced run: its model, plan, batch and GPU) equals ``target_s``, the trace's GPU busy time
+    per step: the memory-bound kernels take what GEMMs and attention leave (HF's unfused norms, rotary, SiLU and
+    fp32 loss are more such kernels than the model's op list has). Clamped at the bounds."""
+    lo, hi = 0.02, 1.0
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        if step_gpu_s(scenario, eff.model_copy(update={"memory_efficiency": mid})) > target_s:
+            lo = mid
+        else:
+            hi = mid
+    value = 0.5 * (lo + hi)
+    return eff.model_copy(update={"memory_efficiency": value, "source": f"{eff.source}; memory_efficiency fitted "
+                                  f"so the scenario's step equals the trace's GPU busy {target_s * 1e3:.3f} ms"})
 
 
 def _cite(stats: TraceStats) -> str:

@@ -16,9 +16,7 @@ import yaml
 
 from simulator.errors import UserError
 from simulator.scenario.load import load_scenario
-from simulator.schedule import simulate_step
-from simulator.topology import topology_of
-from simulator.validation.trace_calibration import calibrate_trace, efficiency_yaml_data
+from simulator.validation.trace_calibration import calibrate_trace, efficiency_yaml_data, step_gpu_s
 
 #: the module the profile machinery lives in (profile_schema.md); the round trip needs it
 PROFILES_MODULE = "simulator.implementation.profiles"
@@ -35,7 +33,7 @@ def profiles_available() -> bool:
 @dataclass(frozen=True)
 class RoundTrip:
     trace: str
-    predicted_s: float        # step time with the calibrated profile and efficiency override
+    predicted_s: float        # the model's step for the other shape, calibrated on the trace
     measured_s: float
     baseline_s: float         # the same scenario as given (no profile, the shipped efficiency table)
 
@@ -49,33 +47,45 @@ class RoundTrip:
         return self.baseline_s / self.measured_s - 1.0
 
 
-def _step_s(scenario, efficiency=None) -> float:
-    """The training step time of a loaded scenario (as simulator.entries.simulate prices it), with an optional
-    efficiency table in place of the shipped one."""
-    return simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), efficiency=efficiency,
-                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma).step_s
+def gpu_round_trip(trace: str | Path, traced: str | Path | dict, other: str | Path | dict,
+                   measured_gpu_s: float) -> RoundTrip:
+    """The GPU-work half, which runs today: fit the efficiency table on ``trace`` (GEMM peak fraction, SDPA rate,
+    memory efficiency against the scenario ``traced`` of the traced run) and price ``other`` (another shape of the
+    same model on the same GPU) with it; ``measured_gpu_s``: the other shape's GPU busy time per step (its trace's
+    ``step_gpu_busy_s``). A scenario on another GPU than the trace's raises :class:`UserError` naming both."""
+    result = _calibrated(trace, traced, other)
+    plain = load_scenario(other)
+    return RoundTrip(str(trace), step_gpu_s(plain, result.efficiency), measured_gpu_s, step_gpu_s(plain))
 
 
-def trace_round_trip(trace: str | Path, scenario: str | Path | dict, measured_step_s: float, workdir: str | Path,
-                     base: str = "pytorch") -> RoundTrip:
-    """Calibrate on ``trace``, write the profile to ``workdir`` and price ``scenario`` (another shape of the traced
-    model on the traced GPU) with ``implementation:`` set to it and the fitted efficiency table; compare with
-    ``measured_step_s``. A scenario on another GPU than the trace's raises :class:`UserError` naming both."""
-    result = calibrate_trace(trace, "trace_round_trip", base=base)
-    plain = load_scenario(scenario)
-    gpu = plain.cluster.node.gpu
-    if gpu.name != result.gpu.name:
-        raise UserError(f"the trace was recorded on {result.stats.gpu_name!r} ({result.gpu.name}), the scenario runs "
-                        f"on {gpu.name}: a round trip stays on one GPU", file=str(trace))
-    baseline = _step_s(plain)
+def _calibrated(trace, traced, other, profiler_event_s: float = 0.0):
+    fitted_on = load_scenario(traced)
+    result = calibrate_trace(trace, "trace_round_trip", base="pytorch", scenario=fitted_on,
+                             profiler_event_s=profiler_event_s)
+    for scenario in (fitted_on, load_scenario(other)):
+        gpu = scenario.cluster.node.gpu
+        if gpu.name != result.gpu.name:
+            raise UserError(f"the trace was recorded on {result.stats.gpu_name!r} ({result.gpu.name}), the scenario "
+                            f"runs on {gpu.name}: a round trip stays on one GPU", file=str(trace))
+    return result
+
+
+def trace_round_trip(trace: str | Path, traced: str | Path | dict, other: str | Path | dict,
+                     measured_step_s: float, workdir: str | Path, profiler_event_s: float = 0.0) -> RoundTrip:
+    """The whole round trip of issue 28: calibrate on ``trace`` (the run the scenario ``traced`` describes), write
+    the profile to ``workdir`` and price ``other`` with ``implementation:`` set to it and the fitted efficiency
+    table; compare with ``measured_step_s`` (the other shape's measured step, host time included).
+    ``profiler_event_s``: see :func:`calibrate_trace` (the trace's host spacings carry the profiler's own cost).
+    Raises :class:`ProfilesMissing` where the profile machinery is not in the build."""
+    result = _calibrated(trace, traced, other, profiler_event_s)
+    baseline = step_gpu_s(load_scenario(other))
     if not profiles_available():
         raise ProfilesMissing(f"{PROFILES_MODULE} is not in this build: the profile cannot be applied (baseline "
                               f"{baseline:.6f} s vs measured {measured_step_s:.6f} s)")
     workdir = Path(workdir)
     profile_path = workdir / "trace_round_trip.profile.yaml"
     profile_path.write_text(yaml.safe_dump(result.profile, sort_keys=False), encoding="utf-8")
-    if result.efficiency is not None:
-        (workdir / "trace_round_trip.efficiency.yaml").write_text(
-            yaml.safe_dump(efficiency_yaml_data(result.efficiency), sort_keys=False), encoding="utf-8")
-    calibrated = load_scenario(scenario, overrides={"implementation": str(profile_path)})
-    return RoundTrip(str(trace), _step_s(calibrated, result.efficiency), measured_step_s, baseline)
+    (workdir / "trace_round_trip.efficiency.yaml").write_text(
+        yaml.safe_dump(efficiency_yaml_data(result.efficiency), sort_keys=False), encoding="utf-8")
+    calibrated = load_scenario(other, overrides={"implementation": str(profile_path)})
+    return RoundTrip(str(trace), step_gpu_s(calibrated, result.efficiency), measured_step_s, baseline)

@@ -110,3 +110,29 @@ def test_trace_with_nccl_flags_is_refused(cli, tmp_path):
 def test_nccl_mode_still_needs_its_flags(cli, tmp_path):
     code, _, err = cli("calibrate", "--system", "h200_x2", "--out", tmp_path / "c.yaml")
     assert code == 2 and "--ranks" in err and "MEASUREMENT_FILE" in err
+
+
+def _scenario(tmp_path, profile):
+    path = tmp_path / f"{profile}.yaml"
+    path.write_text(yaml.safe_dump({
+        "system": {"profile": profile, "nodes": 1, "gpus": 1},
+        "model": {"layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 8, "ffn_hidden": 4096, "vocab": 32000},
+        "parallel": {"tp": 1, "pp": 1, "dp": 1},
+        "training": {"seq_len": 1024, "micro_batch": 1, "global_batch": 1, "precision": "pure_bf16",
+                     "framework": "pytorch"}}))
+    return path
+
+
+def test_another_gpu_than_the_scenario(cli, tmp_path):
+    err = _bad(cli, tmp_path, write_trace(tmp_path / "t.json"), "--scenario", _scenario(tmp_path, "dgx_h100"))
+    assert "NVIDIA H200" in err and "h100_sxm5" in err
+
+
+def test_scenario_fits_the_memory_efficiency(cli, tmp_path):
+    """With the traced run's scenario the memory efficiency is fitted so that its step equals the trace's GPU busy
+    time (the toy trace's 142 us is far below the model's step: the bisection stops at the upper bound 1)."""
+    code, stdout, err, _ = run(cli, tmp_path, write_trace(tmp_path / "t.json"), "--scenario",
+                               _scenario(tmp_path, "h200_x2"))
+    assert code == 0, err
+    table = yaml.safe_load((tmp_path / "mine.efficiency.yaml").read_text())["hopper"]
+    assert table["memory_efficiency"] == pytest.approx(1.0, abs=1e-6) and "memory_efficiency" in stdout
