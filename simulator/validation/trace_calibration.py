@@ -1,4 +1,4 @@
-"""``simulator calibrate --trace``: an implementation profile (docs/implementation_profiles.md schema) and a GEMM
+"""``simulator calibrate --trace``: an implementation profile (the implementation-profile schema) and a GEMM
 efficiency override from a PyTorch profiler (Kineto) trace of the user's own run (docs/trace_calibration.md).
 
 The trace's GPU is matched to a GPU profile (a trace of another GPU than the one asked for exits 2 naming both);
