@@ -102,8 +102,9 @@ def summary(result: TraceCalibration) -> str:
             lines.append(f"attention: {s.attention_s / s.steps * 1e3:.3f} ms of fused kernels per step over "
                          f"{len(s.attention_shapes)} SDPA calls -> sdpa_by_head_dim.{result.attention_dim} "
                          f"{e.sdpa_by_head_dim[result.attention_dim]:.3f}")
-        if "memory_efficiency fitted" in e.source:
-            lines.append(f"memory_efficiency {e.memory_efficiency:.3f} (the scenario's step = the trace's GPU busy)")
+        if "optimizer_efficiency fitted" in e.source:
+            lines.append(f"optimizer_efficiency {e.optimizer_efficiency:.3f}, memory_efficiency "
+                         f"{e.memory_efficiency:.3f} (the scenario's step = the trace's GPU busy time)")
     else:
         lines.append("GEMMs: none with recorded shapes (profile with record_shapes=True): no efficiency override")
     return "\n".join(lines)

@@ -110,7 +110,7 @@ def calibrate_trace(path: str | Path, name: str, expected_gpu: GpuSpec | None = 
     if efficiency is not None:
         efficiency, attention_dim = fit_sdpa(stats, gpu, efficiency)
         if scenario is not None:
-            efficiency = fit_memory_efficiency(scenario, efficiency, stats.step_gpu_busy_s)
+            efficiency = fit_memory_efficiency(scenario, efficiency, stats)
     return TraceCalibration(stats, gpu, build_profile(stats, name, base, profiler_event_s), efficiency, dtype,
                             measured, before, clamped, attention_dim)
 
@@ -136,28 +136,44 @@ def fit_sdpa(stats: TraceStats, gpu: GpuSpec, eff: ComputeEfficiency) -> tuple[C
                                             f"({time * 1e3:.3f} ms of attention kernels)"}), d
 
 
+def _step(scenario, efficiency: ComputeEfficiency | None = None):
+    return simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), efficiency=efficiency,
+                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma)
+
+
 def step_gpu_s(scenario, efficiency: ComputeEfficiency | None = None) -> float:
     """The model's training step of a loaded scenario (as simulator.entries.simulate prices it), with an optional
     efficiency table in place of the shipped one."""
-    return simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), efficiency=efficiency,
-                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma).step_s
+    return _step(scenario, efficiency).step_s
 
 
-def fit_memory_efficiency(scenario, eff: ComputeEfficiency, target_s: float) -> ComputeEfficiency:
-    """``eff`` with ``memory_efficiency`` set (bisection on [0.02, 1], 30 halvings) so that the model's step for
-    ``scenario`` (the traced run: its model, plan, batch and GPU) equals ``target_s``, the trace's GPU busy time
-    per step: the memory-bound kernels take what GEMMs and attention leave (HF's unfused norms, rotary, SiLU and
-    fp32 loss are more such kernels than the model's op list has). Clamped at the bounds."""
+def fit_memory_efficiency(scenario, eff: ComputeEfficiency, stats: TraceStats) -> ComputeEfficiency:
+    """``eff`` with the optimizer's and the other memory-bound kernels' efficiencies fitted to the traced run
+    (``scenario``: its model, plan, batch and GPU). ``optimizer_efficiency`` in closed form: the model's optimizer
+    time is bytes / (bandwidth x efficiency), so efficiency x model time / measured time matches the trace's
+    optimizer-phase GPU busy time. ``memory_efficiency`` by bisection on [0.02, 1] (30 halvings; clamped at the
+    bounds) so that the model's step less its optimizer equals the trace's GPU busy time less the optimizer phase's:
+    the memory-bound kernels take what GEMMs and attention leave (HF's unfused norms, rotary, SiLU and fp32 loss are
+    more such kernels than the model's op list has)."""
+    steps = stats.steps
+    opt_measured = stats.phases["optimizer"].gpu_busy_s / steps
+    opt_model = _step(scenario, eff).optimizer_s
+    if opt_measured > 0 and opt_model > 0:
+        current = eff.optimizer_efficiency or eff.memory_efficiency
+        eff = eff.model_copy(update={"optimizer_efficiency": min(current * opt_model / opt_measured, 1.0)})
+    target = stats.step_gpu_busy_s - opt_measured
     lo, hi = 0.02, 1.0
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        if step_gpu_s(scenario, eff.model_copy(update={"memory_efficiency": mid})) > target_s:
+        step = _step(scenario, eff.model_copy(update={"memory_efficiency": mid}))
+        if step.step_s - step.optimizer_s > target:
             lo = mid
         else:
             hi = mid
-    value = 0.5 * (lo + hi)
-    return eff.model_copy(update={"memory_efficiency": value, "source": f"{eff.source}; memory_efficiency fitted "
-                                  f"so the scenario's step equals the trace's GPU busy {target_s * 1e3:.3f} ms"})
+    return eff.model_copy(update={"memory_efficiency": 0.5 * (lo + hi), "source": (
+        f"{eff.source}; optimizer_efficiency fitted to the trace's optimizer kernels ({opt_measured * 1e3:.3f} ms) "
+        f"and memory_efficiency so the scenario's step less its optimizer equals the trace's GPU busy time less the "
+        f"optimizer phase ({target * 1e3:.3f} ms)")})
 
 
 def _cite(stats: TraceStats) -> str:

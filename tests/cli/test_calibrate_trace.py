@@ -129,10 +129,12 @@ def test_another_gpu_than_the_scenario(cli, tmp_path):
 
 
 def test_scenario_fits_the_memory_efficiency(cli, tmp_path):
-    """With the traced run's scenario the memory efficiency is fitted so that its step equals the trace's GPU busy
-    time (the toy trace's 142 us is far below the model's step: the bisection stops at the upper bound 1)."""
+    """With the traced run's scenario the memory efficiency is fitted so that its step less the optimizer equals
+    the trace's GPU busy time less the optimizer phase (the toy trace's 117 us is far below the model's step: the
+    bisection stops at the upper bound 1), and the optimizer's efficiency to the optimizer kernel's 25 us."""
     code, stdout, err, _ = run(cli, tmp_path, write_trace(tmp_path / "t.json"), "--scenario",
                                _scenario(tmp_path, "h200_x2"))
     assert code == 0, err
     table = yaml.safe_load((tmp_path / "mine.efficiency.yaml").read_text())["hopper"]
     assert table["memory_efficiency"] == pytest.approx(1.0, abs=1e-6) and "memory_efficiency" in stdout
+    assert 0 < table["optimizer_efficiency"] <= 1
