@@ -27,6 +27,10 @@ DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "c10::F
 #: longest kernel block searched for as a layer's period (kernels of one transformer layer's pass: a few hundred in
 #: eager mode); bounds the search to MAX_PERIOD passes over the sequence, linear in the trace
 MAX_PERIOD = 4096
+#: a launch call longer than this many times the trace's median launch call waited (CUDA blocks a launch while the
+#: launch queue is full): launch calls take 5-10 us (median) in the H200 traces of
+#: simulator/validation/data/h200_traces/, a blocked one as long as a kernel runs
+BLOCKED_LAUNCH = 5.0
 BACKWARD_OP_PREFIX = "autograd::engine::evaluate_function"
 OPTIMIZER_PREFIXES = ("Optimizer.step#", "Optimizer.zero_grad#")
 
@@ -217,22 +221,25 @@ def _phase(name: str, launches: list[HostEvent], events: list[DeviceEvent], sync
 
 def _issue(launches: list[HostEvent], syncs: list[HostEvent], host_starts: dict) -> tuple[float, int, int]:
     """Sum and count of the spacings between consecutive launch calls of a thread that no synchronisation call
-    interrupts (the host's issue time per launch while it runs ahead of, or keeps up with, the GPU), and the host
+    interrupts and whose first call did not wait (a call over BLOCKED_LAUNCH x the median launch call waited for a
+    slot in a full launch queue: the spacing is then GPU time), i.e. the host's issue time per launch while it runs
+    ahead of, or keeps up with, the GPU; and the host
     events the profiler recorded in them (``host_starts``: thread -> sorted start times of its operators and API
     calls; the profiler's own cost grows with them)."""
     total, count, recorded = 0.0, 0, 0
     by_tid = defaultdict(list)
+    longest = BLOCKED_LAUNCH * statistics.median(r.dur_s for r in launches) if launches else 0.0
     for r in launches:
-        by_tid[r.tid].append(r.start_s)
+        by_tid[r.tid].append((r.start_s, r.dur_s))
     sync_starts = defaultdict(list)
     for s in syncs:
         sync_starts[s.tid].append(s.start_s)
     for tid, starts in by_tid.items():
         starts.sort()
         blocked = sorted(sync_starts.get(tid, ()))
-        for a, b in zip(starts, starts[1:], strict=False):
+        for (a, call), (b, _) in zip(starts, starts[1:], strict=False):
             i = bisect.bisect_left(blocked, a)
-            if i < len(blocked) and blocked[i] < b:
+            if (i < len(blocked) and blocked[i] < b) or call > longest:
                 continue
             total += b - a
             count += 1

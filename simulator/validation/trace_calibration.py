@@ -199,11 +199,14 @@ def build_profile(stats: TraceStats, name: str, base: str = "pytorch", profiler_
             raise UserError(f"--profiler-event-time {profiler_event_s * 1e6:g} us x {recorded:,} recorded host "
                             f"events is more than the {sum(p.issue_s for p in phases) * 1e3:.3f} ms of host issue "
                             "time in the trace", file=stats.file)
-        host["per_kernel_s"] = _sig(issue / gaps)
+        launches, kernels = sum(p.launches for p in phases), sum(p.kernels for p in phases)
+        host["per_kernel_s"] = _sig(issue / gaps * launches / kernels)
         overhead = (f"less {profiler_event_s * 1e6:g} us for each of the {recorded:,} host events the profiler "
                     "recorded in them" if profiler_event_s else "profiler overhead included")
         sources["host.per_kernel_s"] = (f"{cite}: mean spacing of {gaps} consecutive launch calls with no "
-                                        f"synchronisation between them ({overhead})")
+                                        f"synchronisation between them and no wait for the launch queue "
+                                        f"({overhead}), times {launches} launches (kernels, copies, sets) per "
+                                        f"{kernels} kernels: the host issue time per kernel")
     if stats.sync_host_s is not None:
         host["per_sync_s"] = _sig(stats.sync_host_s)
         sources["host.per_sync_s"] = f"{cite}: median host time of the sync calls after the GPU drained"

@@ -9,7 +9,7 @@ from simulator.hardware import load_gpu
 from simulator.implementation.kineto import read_trace
 from simulator.implementation.trace_stats import find_period, trace_stats
 from simulator.validation.trace_calibration import build_profile, gpu_for_trace
-from tests.unit.kineto_synthetic import write_trace
+from tests.unit.kineto_synthetic import synthetic_trace, write_trace
 
 US = 1e-6
 
@@ -93,7 +93,8 @@ def test_gemm_shapes_and_optimizer(stats):
 def test_profile_fields(stats):
     p = build_profile(stats, "mine")
     assert p["kernels"] == {"dense_forward": 3, "dense_backward": 2, "per_step": 1}
-    assert p["host"]["per_kernel_s"] == pytest.approx((72 + 30) / 10 * US)   # 10 spacings, 102 us
+    # 10 spacings of 102 us in all, times 13 launches per 12 kernels (the copy is a launch, not a kernel)
+    assert p["host"]["per_kernel_s"] == pytest.approx((72 + 30) / 10 * 13 / 12 * US, rel=1e-3)
     assert p["host"]["per_sync_s"] == pytest.approx(12 * US)
     assert p["syncs"] == {"per_step": 1} and p["optimizer"] == {"impl": "fused"} and p["launch"] == "eager"
     assert all(stats.sha256 in v for v in p["sources"].values())
@@ -119,6 +120,17 @@ def test_peak_fraction_fit_matches_the_total():
 def test_profiler_overhead_taken_off(stats):
     """Host events recorded inside the kept spacings (operators and API calls of the launching thread): forward 7
     (each spacing holds its launch call), backward 3 + 2 + 2 (launch, aten::mm and the next evaluate_function op;
-    then launch and evaluate_function). At 1 us each: (102 - 14) us / 10 spacings = 8.8 us per launch."""
+    then launch and evaluate_function). At 1 us each: (102 - 14) us / 10 spacings = 8.8 us per launch, x 13 / 12
+    per kernel."""
     assert (stats.phases["forward"].issue_events, stats.phases["backward"].issue_events) == (7, 7)
-    assert build_profile(stats, "x", profiler_event_s=1 * US)["host"]["per_kernel_s"] == pytest.approx(8.8 * US)
+    assert build_profile(stats, "x", profiler_event_s=1 * US)["host"]["per_kernel_s"] == pytest.approx(8.8 * 13 / 12 * US, rel=1e-3)
+
+
+def test_a_launch_that_waited_for_the_queue_is_not_issue_time(tmp_path):
+    """A launch call of 100 us (over 5 x the 4 us median: it waited for a slot in a full launch queue) leaves its
+    spacing out: forward keeps 6 of its 7 spacings, 72 - 10 = 62 us."""
+    doc = synthetic_trace()
+    call = next(e for e in doc["traceEvents"] if e["cat"] == "cuda_runtime" and e["ts"] == 10)
+    call["dur"] = 100
+    fwd = trace_stats(read_trace(write_trace(tmp_path / "q.json", doc))).phases["forward"]
+    assert (fwd.issue_gaps, fwd.issue_s) == (6, pytest.approx(62 * US))
