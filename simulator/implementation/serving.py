@@ -55,9 +55,16 @@ class ServingConfig(BaseModel):
     cuda_graphs: bool = Field(True, description="decode captured in CUDA graphs (no host launch cost per kernel)")
     concurrency: tuple[int, ...] | None = Field(
         None, description="requests in flight in the whole system: one point of the latency-throughput curve each")
-    kernels: Literal["fused", "torch_eager"] = Field(
-        "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops) or torch_eager (plain PyTorch "
-                             "modules, as benchmarks/device/serve_decode.py)")
+    kernels: Literal["fused", "torch_eager", "hf_eager", "hf_compiled"] = Field(
+        "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops), torch_eager (plain PyTorch "
+                             "modules, as benchmarks/device/serve_decode.py), hf_eager (Hugging Face generate, "
+                             "eager: never CUDA graphs) or hf_compiled (generate with a static cache under "
+                             "torch.compile reduce-overhead: always one CUDA graph per token)")
+    kv_cache_impl: Literal["paged", "concat", "static"] = Field(
+        "paged", description="K/V cache: paged (vLLM / SGLang: new slots written in place), concat (HF DynamicCache: "
+                             "torch.cat copies every layer's cache each step) or static (HF StaticCache: "
+                             "input_len + output_len slots, attention over all of them with K/V expanded to every "
+                             "query head)")
     attention: Literal["flash_decoding", "torch_sdpa", "flash_mla"] = Field(
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
@@ -104,6 +111,15 @@ class ServingConfig(BaseModel):
     def _rates(cls, value):
         return _curve(value, "request rate", "request rates", lambda v: 0 < v <= 1e9,
                       "above 0 and at most 1e9 requests/s")
+
+    @model_validator(mode="after")
+    def _graphs_of_the_kernel_set(self):
+        """HF generate decides CUDA graphs itself; a contrary ``cuda_graphs`` given with it is an error."""
+        forced = {"hf_eager": False, "hf_compiled": True}.get(self.kernels)
+        if forced is not None and "cuda_graphs" in self.model_fields_set and self.cuda_graphs != forced:
+            raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
+                            f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
 
     @model_validator(mode="after")
     def _rate_without_disaggregation(self):
