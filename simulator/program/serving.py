@@ -95,7 +95,7 @@ def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decod
     cache attends over ``cache_len`` keys, and an expanded one reads ``heads / kv_heads`` copies (one CTA per query
     head)."""
     model, sh = rp.model, rp.shape_of(batch)
-    seqs, new, past = batch.sequences, batch.new, batch.cached
+    seqs, new = batch.sequences, batch.new
     keys, expand = _keys(batch, kv_cache, cache_len), _kv_heads_read(rp, batch, kv_cache)
     mla = model.mla
     if mla is not None and new == 1:
