@@ -19,6 +19,10 @@ MAX_SIMULATED_REQUESTS = 100_000
 #: ``serving.all2all_backend`` names, from the registry (simulator/implementation/moe_backends.py)
 A2A_BACKENDS = tuple(SERVING_BACKENDS)
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
+#: kernel sets whose framework decides CUDA graphs at decode: HF generate eager never captures; with a static cache
+#: it compiles the decoding forward in torch.compile's reduce-overhead mode, one graph replay per token
+#: (simulator/validation/data/h200_hf/README.md: cudaGraphLaunch 1 per token, none in eager)
+FRAMEWORK_GRAPHS = {"hf_eager": False, "hf_compiled": True}
 
 
 class Disaggregation(BaseModel):
@@ -112,11 +116,19 @@ class ServingConfig(BaseModel):
         return _curve(value, "request rate", "request rates", lambda v: 0 < v <= 1e9,
                       "above 0 and at most 1e9 requests/s")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _graphs_default_of_the_kernel_set(cls, data):
+        """HF generate decides CUDA graphs itself: ``cuda_graphs`` left out takes its value."""
+        if isinstance(data, dict) and data.get("kernels") in FRAMEWORK_GRAPHS and "cuda_graphs" not in data:
+            data = {**data, "cuda_graphs": FRAMEWORK_GRAPHS[data["kernels"]]}
+        return data
+
     @model_validator(mode="after")
     def _graphs_of_the_kernel_set(self):
-        """HF generate decides CUDA graphs itself; a contrary ``cuda_graphs`` given with it is an error."""
-        forced = {"hf_eager": False, "hf_compiled": True}.get(self.kernels)
-        if forced is not None and "cuda_graphs" in self.model_fields_set and self.cuda_graphs != forced:
+        """A ``cuda_graphs`` contrary to what HF generate does is an error."""
+        forced = FRAMEWORK_GRAPHS.get(self.kernels)
+        if forced is not None and self.cuda_graphs != forced:
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
         return self

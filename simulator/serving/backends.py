@@ -48,9 +48,6 @@ class KernelSet:
     swiglu_extra_bytes: float = 0.0
     collective_host_s: float = 0.0
     """host seconds to issue one tensor-parallel all-reduce without CUDA graphs (kernels beyond ``per_layer``)"""
-    graphs: bool | None = None
-    """decode captured in CUDA graphs: None follows ``serving.cuda_graphs``; True / False: the framework decides
-    (HF generate: eager never captures; the compiled static-cache forward always replays a graph)"""
     step_host_s: float = 0.0
     """host seconds per decode step that the GPU waits for (serialized with the step's GPU work, added to it): the
     generate loop around a CUDA-graph replay (guards, input copies, sampling, stopping check and its sync)"""
@@ -78,7 +75,7 @@ KERNEL_SETS: dict[str, KernelSet] = {
         rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6),
     "hf_eager": KernelSet(
         per_layer=42, per_step=39, per_moe_layer=10, host_launch_s=HF_EAGER_HOST_LAUNCH_S, eager_layout=True,
-        graphs=False, rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6,
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6,
         source=f"{HF_DATA}: Hugging Face Transformers 5.17 ``generate`` with DynamicCache, torch 2.11, one H200: "
                "kernels per decode token 1047 (Qwen2.5-0.5B, 24 layers) and 711 (Llama-3.2-1B, 16 layers) at batch "
                "1 give 42 per layer and 39 per step (24 x 42 + 39 = 1047, 16 x 42 + 39 = 711; batch 8: 2 more). "
@@ -88,7 +85,7 @@ KERNEL_SETS: dict[str, KernelSet] = {
                "torch_eager (HF's apply_rotary_pos_emb with rotate_half, act_fn(gate) * up); per_moe_layer: "
                "assumed as fused (no MoE model measured)"),
     "hf_compiled": KernelSet(
-        per_layer=19, per_step=35, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=False, graphs=True,
+        per_layer=19, per_step=35, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=False,
         step_host_s=HF_COMPILED_STEP_HOST_S,
         source=f"{HF_DATA}: ``generate`` with cache_implementation='static' (torch.compile mode reduce-overhead: "
                "inductor-fused kernels replayed from one CUDA graph per token). Kernels per token 496 / 477 "

@@ -23,8 +23,8 @@ on one rank:
   flight (``step_time(microbatches=...)``).
 - Without CUDA graphs (``cuda_graphs: false``, always for prefill, and for any step whose all-to-all backend cannot be
   captured: DeepEP's normal kernels) the host issues every kernel: the step takes at least
-  ``kernels x host_launch_s``. HF generate decides itself (``KernelSet.graphs``: eager never captures, the compiled
-  static-cache forward always does), and its compiled decode adds the host work around the graph replay that the
+  ``kernels x host_launch_s``. HF generate decides itself (``serving.cuda_graphs`` follows
+  the kernel set: eager never captures, the compiled static-cache forward always does), and its compiled decode adds the host work around the graph replay that the
   GPU waits for (``KernelSet.step_host_s``).
 - The K/V cache's implementation (``serving.kv_cache_impl``: paged, HF's concatenating DynamicCache or its static
   cache with K/V expanded to every query head) is priced in the layer program (memory ops and attention bytes).
@@ -206,8 +206,6 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
         acc = {key: value * pipelined / gpu_s for key, value in acc.items()}
         gpu_s = pipelined
     kset = B.KERNEL_SETS[ctx.serving.kernels]
-    if phase == "decode" and kset.graphs is not None:
-        graphs = kset.graphs  # the framework decides (HF generate eager / compiled)
     if model.moe is not None and p.ep > 1 and not rp.moe_backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
     # the per-layer tensor-parallel all-reduces (attention and MLP outputs), issued through torch.distributed

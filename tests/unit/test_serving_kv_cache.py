@@ -72,11 +72,13 @@ def test_cuda_graphs_against_the_hf_kernel_set_is_a_located_error(kernels, graph
         load_scenario(data)
 
 
-def test_the_config_validator_and_the_kernel_sets_agree_on_graphs():
-    for name in ("hf_eager", "hf_compiled"):
-        data = hf_scenario("eager", "llama-3.2-1b", 1, 512)
-        data["serving"].update(kernels=name, cuda_graphs=B.KERNEL_SETS[name].graphs)
-        assert load_scenario(data).serving.kernels == name
+@pytest.mark.parametrize(("kernels", "graphs"), [("hf_eager", False), ("hf_compiled", True)])
+def test_left_out_cuda_graphs_follows_the_hf_kernel_set(kernels, graphs):
+    data = hf_scenario("eager", "llama-3.2-1b", 1, 512)
+    data["serving"]["kernels"] = kernels
+    assert load_scenario(data).serving.cuda_graphs is graphs
+    data["serving"]["cuda_graphs"] = graphs
+    assert load_scenario(data).serving.cuda_graphs is graphs
 
 
 def test_unknown_cache_impl_is_a_located_error():
