@@ -21,7 +21,7 @@ A2A_BACKENDS = tuple(SERVING_BACKENDS)
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
 #: kernel sets whose framework decides CUDA graphs at decode: HF generate eager never captures; with a static cache
 #: it compiles the decoding forward in torch.compile's reduce-overhead mode, one graph replay per token
-#: (simulator/validation/data/h200_hf/README.md: cudaGraphLaunch 1 per token, none in eager)
+#: (simulator/validation/data/h200_hf/decode.jsonl per_token_runtime_calls: cudaGraphLaunch 1 per token, none in eager)
 FRAMEWORK_GRAPHS = {"hf_eager": False, "hf_compiled": True}
 
 
