@@ -64,3 +64,18 @@ def test_equal_weight_draws_match_the_plain_path():
         idx = np.sort(sample_topk(4096, 8, np.full(256, 1 / 256), nodes, limit, np.random.default_rng(5)), axis=1)
         u = np.random.default_rng(5).random(size=(4096, 256))
         assert np.array_equal(idx, _plain(u, np.log(np.float32(1 / 256)), 8, nodes, limit))
+
+
+def test_equal_weights_scores_tied_by_float32_rounding():
+    """Distinct uniforms (distinct in float32 too) whose float32 scores tie at the k-th place: the plain selection."""
+    rng = np.random.default_rng(11)
+    u = 0.95 + 0.04 * rng.random(size=(2000, 64))
+    close = 0.9 + 1e-7 * np.arange(10)  # distinct float32 uniforms; the 4th and 5th scores are the same float32
+    for row in u:
+        row[rng.permutation(64)[:10]] = close
+    log_p = np.log(np.float32(1 / 64))
+    scores = log_p + _gumbel_of(u)
+    first = np.sort(scores[0])[::-1]
+    assert len(np.unique(close.astype(np.float32))) == 10 and first[3] == first[4] and first[2] > first[3]
+    fast = np.sort(_sample_equal(u, log_p, 4, 1, None), axis=1)
+    assert np.array_equal(fast, _plain(u, log_p, 4, 1, None))
