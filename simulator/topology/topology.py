@@ -77,13 +77,15 @@ class Topology:
         view with other ranks (:meth:`with_ranks_on`) or rules (:meth:`on_real_split`) starts an empty one."""
         self.flow_cache: dict[tuple, float] = {}
         """Max-flows inside one NVLink domain (domain 0's template), by their arguments; shared by views."""
+        self._rank_views: dict[tuple[int, ...], Topology] = {}
+        """:meth:`with_ranks_on`'s views by their GPUs (a view's indices are its own ranks: each view starts empty)."""
 
     def _view(self, **changes) -> Topology:
         """A shallow copy that shares the graph, the domain template and the path cache, with ``changes`` applied
         and the caches that depend on which GPU holds which rank (placements, the real-split view) left behind."""
         view = copy.copy(self)
-        view.__dict__ = {k: v for k, v in self.__dict__.items() if k not in ("_real_split", "_rank_views")}
-        view.__dict__.update(changes, placement_cache={})
+        view.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_real_split"}
+        view.__dict__.update(changes, placement_cache={}, _rank_views={})
         return view
 
     def on_real_split(self) -> Topology:
@@ -102,7 +104,7 @@ class Topology:
         engine places a plan's rank r on ``gpus[r]``); groups spread unevenly over domains are priced on their real
         split. Built once per ``gpus`` and kept, so a plan search that prices a submodule on the same GPUs again reuses
         the view's placements (each view starts an empty placement cache)."""
-        views = self.__dict__.setdefault("_rank_views", {})
+        views = self._rank_views
         view = views.get(gpus)
         if view is None:
             if len(views) >= _RANK_VIEWS_MAX:
