@@ -78,7 +78,8 @@ def _sample_equal(u: np.ndarray, log_p: np.float32, k: int, nodes: int, node_lim
             np.put_along_axis(scores.reshape(n, nodes, per_node), order[:, node_limit:, None], -np.inf, axis=1)
             return np.argpartition(-scores, k - 1, axis=1)[:, :k]
         return _top_in_kept(scores.reshape(n, nodes, per_node), kept, k)
-    candidates = np.take_along_axis(grouped, kept[:, :, None], axis=1).reshape(n, -1)
+    node_rows = (np.arange(n)[:, None] * nodes + kept).ravel()  # the kept nodes as rows of u viewed (n * nodes, per)
+    candidates = np.take(u.reshape(n * nodes, per_node), node_rows, axis=0).reshape(n, -1)
     top, tied = _top_of_uniforms(candidates, log_p, k)
     out = np.take_along_axis(kept, top // per_node, axis=1) * per_node + top % per_node
     if tied.size:
@@ -92,10 +93,12 @@ def _top_of_uniforms(u: np.ndarray, log_p: np.float32, k: int) -> tuple[np.ndarr
     work of float64) ties there); needs k < columns."""
     u32 = u.astype(np.float32)  # rounding keeps the order of distinct values or makes them equal (caught below)
     part = np.argpartition(u32, k, axis=1)
-    top, after = part[:, :k], part[:, k:k + 1]
-    kth = (log_p + _gumbel_of(np.take_along_axis(u, top, axis=1))).min(axis=1)
-    next_score = log_p + _gumbel_of(np.take_along_axis(u, after, axis=1))[:, 0]
-    close = np.take_along_axis(u32, top, axis=1).max(axis=1) >= np.take_along_axis(u32, after, axis=1)[:, 0]
+    top, after = part[:, :k], part[:, k]
+    flat_top = np.arange(len(u))[:, None] * u.shape[1] + top  # row-major flat indices: cheaper than take_along_axis
+    flat_after = flat_top[:, 0] - top[:, 0] + after
+    kth = (log_p + _gumbel_of(u.ravel()[flat_top])).min(axis=1)
+    next_score = log_p + _gumbel_of(u.ravel()[flat_after])
+    close = u32.ravel()[flat_top].max(axis=1) >= u32.ravel()[flat_after]
     return np.ascontiguousarray(top), np.flatnonzero(close | (kth <= next_score))
 
 
