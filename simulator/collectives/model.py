@@ -52,6 +52,7 @@ class OpTable:
     reasons: tuple[str, ...]
     terms: np.ndarray  # (rows, 6): lat_small, inv_small, lat_big, inv_big, msgs_fixed, msgs_per_byte
     curves: tuple = ()  # per row: None or (Curve, wire, max bytes per exchange, s/B beyond it) (curves.py)
+    fills: tuple = ()  # per row: None or (concurrent ops, s/B): NVLS all_reduce pipeline fill (algorithms.nvls)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _row(ctx: alg.Ctx, op: str, algo: str, proto: str) -> alg.Row:
 
 
 def _table(ctx: alg.Ctx, op: str) -> OpTable:
-    algos, protos, reasons, terms, curves = [], [], [], [], []
+    algos, protos, reasons, terms, curves, fills = [], [], [], [], [], []
     for algo in ALGORITHMS[op]:
         for proto in PROTOCOLS:
             reason = _infeasible(ctx, op, algo, proto) if ctx.n > 1 else ""
@@ -123,6 +124,7 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
             protos.append(proto)
             reasons.append(reason)
             curves.append(None)
+            fills.append(None)
             if reason:
                 terms.append([np.inf] * 4 + [0.0, 0.0])
             elif ctx.n == 1:
@@ -132,7 +134,10 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
                 terms.append([r.lat_small_s, r.inv_small, r.lat_big_s, r.inv_big, r.msgs_fixed, r.msgs_per_byte])
                 if r.curve is not None:
                     curves[-1] = (r.curve, r.curve_wire, r.curve_max_bytes, r.curve_over_inv)
-    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves))
+                if r.fill_ops:
+                    fills[-1] = (r.fill_ops, r.fill_inv)
+    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves),
+                   tuple(fills))
 
 
 def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEFAULT_COEFFICIENTS,
@@ -178,6 +183,10 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
         if curve is not None:
             m = curve[1] * s[0]
             times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
+    for i, fill in enumerate(model.tables[op].fills):
+        if fill is not None:
+            loop = alg.nvls_loop_bytes(s[0], fill[0], model.coefficients.nvls_chunk_bytes)
+            times[i] += fill[1] * np.minimum(loop, s[0])  # a buffer smaller than a loop is one (partial) loop
     return times
 
 

@@ -46,12 +46,17 @@ def test_ring_all_reduce_dgx_a100_by_hand():
 
 
 def test_nvls_busbw_dgx_h100_by_hand():
-    # 2 x 370.8 x 0.85 x (k-1)/(k+1), k = 8 -> 490.28 GB/s bus bandwidth; latency 25 us.
+    # 2 x 370.8 x 0.85 x (k-1)/(k+1), k = 8 -> 490.28 GB/s bus bandwidth; latency 25 us; plus the pipeline fill
+    # of two loops of 16 channels x 8 heads x chunk (128 KiB from 1 GiB up, 64 KiB from 64 MiB up; enqueue.cc).
     model = build_cost_model(placement_for_profile("dgx_h100", 8))
-    size = 2**34
-    t = evaluate(model, "all_reduce", [size], "nvls").times_s[0]
     bus = 2 * 370.8e9 * 0.85 * 7 / 9
-    assert t == pytest.approx(25e-6 + size * 14 / 8 / bus, rel=1e-9)
+    for size, chunk in ((2**34, 2**17), (2**30, 2**17), (2**27, 2**16)):
+        t = evaluate(model, "all_reduce", [size], "nvls").times_s[0]
+        assert t == pytest.approx(25e-6 + (size + 2 * 128 * chunk) * 14 / 8 / bus, rel=1e-9)
+    # 128 MiB: 8 MiB loops, 16 MiB of fill -> 416.5 GB/s busbw (485.7 at 4 GiB); "256M is too small to reach
+    # peak bandwidth" on 8 H100 with NVLS (sjeaugey, NVIDIA/nccl-tests#212)
+    t = evaluate(model, "all_reduce", [2**27], "nvls").times_s[0]
+    assert 2**27 / t * 14 / 8 == pytest.approx(416.5e9, rel=5e-4)
 
 
 def test_message_rate_proxy_vs_ibgda():
