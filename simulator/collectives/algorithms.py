@@ -211,7 +211,7 @@ def nvls(ctx: Ctx, op: str) -> Row:
     wire = 2 * (ctx.n - 1) / ctx.n if op == "all_reduce" else 1.0
     link = LinkParams("nvlink", bus, bus * nvl.small_bw_Bps / nvl.bandwidth_Bps, nvl.latency_shift_s, nvl.fill_latency_s)
     row = two_regime(ctx, "nvls", "simple", lat, wire, wire, [link])
-    if op != "all_reduce":
+    if op != "all_reduce" or nvl.fill_latency_s is not None:  # a calibrated line already holds the measured fill
         return row
     c = ctx.c
     ops = c.nvls_kernel_channels[ctx.p.gpu_arch] * min(ctx.k, c.nvls_max_arity)

@@ -161,3 +161,21 @@ def test_plot_busbw_writes_png(tmp_path):
 def test_shipped_h200_calibration_loads():
     cal = load_calibration(Path(__file__).parents[2] / "hardware_profiles" / "calibration" / "h200_x2.yaml")
     assert {(e.link_class, e.protocol) for e in cal.entries} >= {("nvlink", "simple"), ("shm", "auto")}
+
+
+def test_nvls_fill_is_a_step_uncalibrated_and_absent_from_a_calibrated_line():
+    """DGX H100 (16 x 8 = 128 concurrent ops): the chunk is 32 KiB below 64 MiB and 64 KiB from 64 MiB up, so the
+    uncalibrated fill jumps from 2 x 4 MiB to 2 x 8 MiB there; a calibrated NVLink Simple line already holds the
+    measured fill, and its NVLS time stays one straight line across the step."""
+    from simulator.hardware.calibration import Calibration, CalibrationEntry
+
+    placement = placement_for_profile("dgx_h100", 8)
+    sizes = np.array([32.0, 64.0, 96.0]) * 2**20
+    t = evaluate(build_cost_model(placement), "all_reduce", sizes, "nvls").times_s
+    bus = 2 * 370.8e9 * 0.85 * 7 / 9
+    assert (t[1] - t[0]) - (t[2] - t[1]) == pytest.approx(2 * 4 * 2**20 * 14 / 8 / bus, rel=1e-6)
+    entry = CalibrationEntry(link_class="nvlink", protocol="simple", latency_s=2e-5, small_bw_Bps=3e11,
+                             fill_latency_s=3e-5, bandwidth_Bps=3e11)
+    model = build_cost_model(placement, calibration=Calibration(entries=(entry,)))
+    t = evaluate(model, "all_reduce", sizes, "nvls").times_s
+    assert t[1] - t[0] == pytest.approx(t[2] - t[1], rel=1e-9)
