@@ -184,6 +184,16 @@ def nvls_bus_bw(ctx: Ctx, op: str) -> float:
     return bw * 2 if op == "all_reduce" else bw * (k - 1) / k
 
 
+def nvls_tree_loop_bytes(sizes_bytes, ops: int, max_chunk: int):
+    """One NVLS-tree loop: enqueue.cc NCCL_ALGO_NVLS_TREE chunk = min(NCCL_NVLS_CHUNKSIZE, treeMaxChunkSize), then
+    256 / 128 / 64 / 32 KiB below 32 / 16 / 4 / 1 x ops x chunk."""
+    s = np.asarray(sizes_bytes, dtype=float)
+    chunk = np.full(s.shape, float(max_chunk))
+    for factor, step in ((32, 262144.0), (16, 131072.0), (4, 65536.0), (1, 32768.0)):
+        chunk = np.where((s < factor * ops * chunk) & (chunk > step), step, chunk)
+    return ops * chunk
+
+
 def nvls_loop_bytes(sizes_bytes, ops: int, max_chunk: int):
     """Bytes of one NVLS all_reduce loop over all channels, ops x chunk, with NCCL's chunk for each buffer size.
 
@@ -231,7 +241,12 @@ def nvls_tree(ctx: Ctx) -> Row:
            + 2 * math.log2(ctx.nodes) * ctx.step_latency("net", "nvls_tree", "simple") + net.latency_shift_s)
     link = LinkParams("net", bus, bus * net.small_bw_Bps / net.bandwidth_Bps, 0.0, net.fill_latency_s)
     wire = 2 * (ctx.n - 1) / ctx.n
-    return two_regime(ctx, "nvls_tree", "simple", lat, wire, wire, [link])
+    row = two_regime(ctx, "nvls_tree", "simple", lat, wire, wire, [link])
+    if net.fill_latency_s is not None:
+        return row
+    # the same loops as NVLS, over nvls.cc's multi-node channel count (fill_ops < 0 marks the NVLS-tree chunk rule)
+    ops = c.nvls_tree_channels[ctx.p.gpu_arch] * min(ctx.k, c.nvls_max_arity)
+    return replace(row, fill_ops=-ops, fill_inv=c.nvls_fill_loops * row.inv_big)
 
 
 def pat(ctx: Ctx, op: str) -> Row:

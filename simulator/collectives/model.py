@@ -185,7 +185,10 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
             times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
     for i, fill in enumerate(model.tables[op].fills):
         if fill is not None:
-            loop = alg.nvls_loop_bytes(s[0], fill[0], model.coefficients.nvls_chunk_bytes)
+            c = model.coefficients
+            loop = (alg.nvls_loop_bytes(s[0], fill[0], c.nvls_chunk_bytes) if fill[0] > 0 else
+                    alg.nvls_tree_loop_bytes(s[0], -fill[0], min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
+                        model.placement.n_nodes))))
             times[i] += fill[1] * np.minimum(loop, s[0])  # a buffer smaller than a loop is one (partial) loop
     return times
 

@@ -179,3 +179,20 @@ def test_nvls_fill_is_a_step_uncalibrated_and_absent_from_a_calibrated_line():
     model = build_cost_model(placement, calibration=Calibration(entries=(entry,)))
     t = evaluate(model, "all_reduce", sizes, "nvls").times_s
     assert t[1] - t[0] == pytest.approx(t[2] - t[1], rel=1e-9)
+
+
+def test_nvls_tree_pays_the_same_two_loops_with_its_own_chunk_rule():
+    """2x DGX H100 (NVLS tree, 16 ranks): 16 multi-node channels x 8 heads = 128 ops, chunk min(128 KiB, 128 KiB on
+    2 nodes), no NVLS-tree step below (4 GiB >= 32 x 128 x 128 KiB = 512 MiB): the fill is 2 x 16 MiB; at 32 MiB the
+    chunk steps to 64 KiB (32 MiB < 4 x 128 x 128 KiB = 64 MiB, not < 1 x 128 x 64 KiB = 8 MiB) -> 2 x 8 MiB."""
+    from simulator.collectives.algorithms import nvls_tree_loop_bytes
+
+    assert list(nvls_tree_loop_bytes([2.0**32, 2.0**25], 128, 2**17)) == [128 * 2**17, 128 * 2**16]
+    model = build_cost_model(placement_for_profile("dgx_h100", 16, 8))
+    sizes = np.array([2.0**32, 2.0**25])
+    fill = evaluate(model, "all_reduce", sizes, "nvls_tree").times_s
+    no_fill = np.array([model.tables["all_reduce"].terms[i] for i, (a, p) in enumerate(
+        zip(model.tables["all_reduce"].algorithms, model.tables["all_reduce"].protocols, strict=True))
+        if a == "nvls_tree" and p == "simple"][0])
+    line = no_fill[2] + no_fill[3] * sizes
+    assert fill - line == pytest.approx(2 * no_fill[3] * np.array([16, 8]) * 2**20, rel=1e-9)
