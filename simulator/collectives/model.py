@@ -170,8 +170,9 @@ def _check_op(op: str) -> None:
         raise UserError(f"unknown operation {op!r}; accepted: {', '.join(OPS)}", key_path="op")
 
 
-def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
-    """Seconds for every row of ``op`` (shape rows x sizes); infeasible rows are inf."""
+def row_times(model: GroupCostModel, op: str, sizes_bytes, fill: bool = True) -> np.ndarray:
+    """Seconds for every row of ``op`` (shape rows x sizes); infeasible rows are inf. ``fill=False`` leaves out the
+    NVLS pipeline fill (NCCL's tuner, which makes the choice, has no such term)."""
     _check_op(op)
     s = np.asarray(sizes_bytes, dtype=float)[None, :]
     t = model.tables[op].terms
@@ -183,13 +184,14 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
         if curve is not None:
             m = curve[1] * s[0]
             times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
-    for i, fill in enumerate(model.tables[op].fills):
-        if fill is not None:
+    for i, fill_terms in enumerate(model.tables[op].fills if fill else ()):
+        if fill_terms is not None:
             c = model.coefficients
-            loop = (alg.nvls_loop_bytes(s[0], fill[0], c.nvls_chunk_bytes) if fill[0] > 0 else
-                    alg.nvls_tree_loop_bytes(s[0], -fill[0], min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
+            ops, inv = fill_terms
+            loop = (alg.nvls_loop_bytes(s[0], ops, c.nvls_chunk_bytes) if ops > 0 else
+                    alg.nvls_tree_loop_bytes(s[0], -ops, min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
                         model.placement.n_nodes))))
-            times[i] += fill[1] * np.minimum(loop, s[0])  # a buffer smaller than a loop is one (partial) loop
+            times[i] += inv * np.minimum(loop, s[0])  # a buffer smaller than a loop is one (partial) loop
     return times
 
 
@@ -224,7 +226,8 @@ def _select(table: OpTable, algo: str, proto: str) -> np.ndarray:
 
 
 def evaluate(model: GroupCostModel, op: str, sizes_bytes, algo: str = "auto", proto: str = "auto") -> Evaluation:
-    """Time of ``op`` on the group for each size, picking the fastest feasible (algorithm, protocol) unless forced.
+    """Time of ``op`` on the group for each size, picking the fastest feasible (algorithm, protocol) unless forced
+    (fastest by NCCL's tuner terms: the NVLS pipeline fill prices the choice but does not make it).
 
     Raises UserError when the forced combination cannot run here (with every reason).
     """
@@ -234,7 +237,10 @@ def evaluate(model: GroupCostModel, op: str, sizes_bytes, algo: str = "auto", pr
     feasible = _select(table, algo, proto)
     times = row_times(model, op, sizes)
     times[~feasible, :] = np.inf
-    best = np.argmin(times, axis=0)
+    # NCCL picks with its tuner's model (tuning.cc, no pipeline fill), then the chosen row runs with its fill
+    tuner = row_times(model, op, sizes, fill=False) if any(model.tables[op].fills) else times
+    tuner[~feasible, :] = np.inf
+    best = np.argmin(tuner, axis=0)
     chosen = times[best, np.arange(sizes.size)]
     if model.placement.n_ranks == 1:
         return Evaluation(op, sizes, np.zeros_like(sizes), ("none",) * sizes.size, ("none",) * sizes.size)

@@ -196,3 +196,16 @@ def test_nvls_tree_pays_the_same_two_loops_with_its_own_chunk_rule():
         if a == "nvls_tree" and p == "simple"][0])
     line = no_fill[2] + no_fill[3] * sizes
     assert fill - line == pytest.approx(2 * no_fill[3] * np.array([16, 8]) * 2**20, rel=1e-9)
+
+
+def test_auto_chooses_by_nccls_tuner_terms_and_prices_the_fill():
+    """DGX H100, 8 ranks, 2 MiB all_reduce: without the fill NVLS (25 us + 2 MiB x 1.75 / 490.28 GB/s = 32.5 us) beats
+    the ring (42.0 us), so NCCL's tuner picks it and so does the model's auto; it then runs with two loops of fill,
+    each one 2 MiB loop (16 KiB chunks x 128: 2 MiB < 2 x 128 x 32 KiB): 25 + 6 MiB x 1.75 / 490.28 GB/s = 47.5 us,
+    slower than the ring row it did not choose."""
+    model = build_cost_model(placement_for_profile("dgx_h100", 8))
+    auto = evaluate(model, "all_reduce", [2.0**21])
+    bus = 2 * 370.8e9 * 0.85 * 7 / 9
+    assert auto.algorithms[0] == "nvls"
+    assert auto.times_s[0] == pytest.approx(25e-6 + 3 * 2**21 * 1.75 / bus, rel=1e-9)
+    assert evaluate(model, "all_reduce", [2.0**21], "ring").times_s[0] < auto.times_s[0]
