@@ -184,14 +184,20 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes, fill: bool = True) ->
         if curve is not None:
             m = curve[1] * s[0]
             times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
-    for i, fill_terms in enumerate(model.tables[op].fills if fill else ()):
+    return _with_fill(model, op, s[0], times) if fill else times
+
+
+def _with_fill(model: GroupCostModel, op: str, sizes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``times`` plus each NVLS / NVLS-tree row's pipeline fill (algorithms.nvls, nvls_tree)."""
+    times = times.copy()
+    c = model.coefficients
+    for i, fill_terms in enumerate(model.tables[op].fills):
         if fill_terms is not None:
-            c = model.coefficients
             ops, inv = fill_terms
-            loop = (alg.nvls_loop_bytes(s[0], ops, c.nvls_chunk_bytes) if ops > 0 else
-                    alg.nvls_tree_loop_bytes(s[0], -ops, min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
+            loop = (alg.nvls_loop_bytes(sizes, ops, c.nvls_chunk_bytes) if ops > 0 else
+                    alg.nvls_tree_loop_bytes(sizes, -ops, min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
                         model.placement.n_nodes))))
-            times[i] += inv * np.minimum(loop, s[0])  # a buffer smaller than a loop is one (partial) loop
+            times[i] += inv * np.minimum(loop, sizes)  # a buffer smaller than a loop is one (partial) loop
     return times
 
 
@@ -235,11 +241,10 @@ def evaluate(model: GroupCostModel, op: str, sizes_bytes, algo: str = "auto", pr
     table = model.tables[op]
     sizes = np.asarray(sizes_bytes, dtype=float)
     feasible = _select(table, algo, proto)
-    times = row_times(model, op, sizes)
-    times[~feasible, :] = np.inf
     # NCCL picks with its tuner's model (tuning.cc, no pipeline fill), then the chosen row runs with its fill
-    tuner = row_times(model, op, sizes, fill=False) if any(model.tables[op].fills) else times
+    tuner = row_times(model, op, sizes, fill=False)
     tuner[~feasible, :] = np.inf
+    times = _with_fill(model, op, sizes, tuner) if any(table.fills) else tuner
     best = np.argmin(tuner, axis=0)
     chosen = times[best, np.arange(sizes.size)]
     if model.placement.n_ranks == 1:
