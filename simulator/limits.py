@@ -8,6 +8,10 @@ MAX_YAML_BYTES = 1 << 20
 #: largest nccl-tests log `simulator calibrate` reads: nccl-tests prints one "#  Rank N Group 0 Pid ... device N
 #: [0x..] NVIDIA ..." line of ~90 bytes per rank, about 12 MiB at MAX_GPUS ranks, plus ~130 bytes per size
 MAX_LOG_BYTES = 16 << 20
+#: largest PyTorch profiler (Kineto) trace `simulator calibrate --trace` reads, as JSON text (a gzip file counts
+#: after decompression): one training step of a 1B-parameter model with record_shapes is ~10-40 MiB; json.loads
+#: takes ~1 s and ~10x the text in memory per 100 MiB
+MAX_TRACE_BYTES = 256 << 20
 #: data lines (sizes) of one nccl-tests log: a doubling sweep (-f 2) from 1 B to 1 PiB has 51, a stepped one (-i)
 #: of 1 MiB steps up to 4 GiB has 4,096; the fit keeps p2p points in the calibration YAML, which must stay under
 #: MAX_YAML_BYTES (~60 bytes a point)

@@ -49,19 +49,31 @@ def register(subparsers) -> None:
     coll.add_argument("--plot", metavar="FILE", type=plot_path, help="bus bandwidth vs size plot (png, svg, pdf)")
     coll.set_defaults(handler=_collective)
 
-    cal = subparsers.add_parser("calibrate", help="fit link parameters from nccl-tests logs")
-    _placement_arguments(cal)
+    cal = subparsers.add_parser("calibrate", help="fit link parameters from nccl-tests logs, or an implementation "
+                                "profile from a PyTorch profiler trace (--trace)")
+    _placement_arguments(cal, required=False)
     cal.add_argument("--op", choices=OPS, help="operation of every file (default: from each file)")
     cal.add_argument("--setting", help="NCCL setting of every file (default: from the file name)")
     cal.add_argument("--no-nvls", action="store_true", help="the runs had NVLink SHARP off")
-    cal.add_argument("files", nargs="+", metavar="MEASUREMENT_FILE")
-    cal.add_argument("--out", required=True, type=output_path, help="calibration YAML to write")
+    cal.add_argument("files", nargs="*", metavar="MEASUREMENT_FILE")
+    cal.add_argument("--out", type=output_path, help="calibration YAML (nccl-tests logs) or implementation profile "
+                     "YAML (--trace; default: the trace's name with .profile.yaml) to write")
+    cal.add_argument("--trace", metavar="TRACE", help="a Kineto trace (.json or .json.gz from torch.profiler's "
+                     "export_chrome_trace): write an implementation profile and a GEMM efficiency override")
+    cal.add_argument("--base", default="pytorch", help="--trace: the profile the written one inherits unset fields "
+                     "from (default pytorch)")
+    cal.add_argument("--profiler-event-time", metavar="TIME", help="--trace: the profiler's own host cost per "
+                     "recorded operator or API call, taken off the host issue time (e.g. 3us; default 0: "
+                     "docs/trace_calibration.md)")
+    cal.add_argument("--scenario", metavar="SCENARIO", help="--trace: the scenario of the traced run (its model, "
+                     "plan, batch and GPU): the trace's GPU must be its GPU, and the memory efficiency is fitted "
+                     "so that its step equals the trace's GPU busy time")
     cal.set_defaults(handler=_calibrate)
 
 
-def _placement_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", required=True, help="node profile (simulator hardware list)")
-    parser.add_argument("--ranks", required=True, type=bounded_int(2, MAX_GPUS, "a rank count"),
+def _placement_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--system", required=required, help="node profile (simulator hardware list)")
+    parser.add_argument("--ranks", required=required, type=bounded_int(2, MAX_GPUS, "a rank count"),
                         help=f"ranks in the group (2 to {MAX_GPUS:,})")
     parser.add_argument("--gpus-per-node", type=positive_int, help="ranks per node (default: as many as fit)")
     parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"),
@@ -140,6 +152,20 @@ def _collective(args) -> int:
 
 
 def _calibrate(args) -> int:
+    if args.trace:
+        if args.files or args.ranks or args.op or args.setting:
+            raise UserError("--trace reads one profiler trace: leave out nccl-tests files, --ranks, --op and "
+                            "--setting (they belong to the link calibration)")
+        from simulator.cli.trace_cmd import calibrate_from_trace
+
+        return calibrate_from_trace(args)
+    if args.profiler_event_time or args.base != "pytorch" or args.scenario:
+        raise UserError("--profiler-event-time, --base and --scenario belong to --trace")
+    missing = [flag for flag, value in (("--system", args.system), ("--ranks", args.ranks), ("--out", args.out))
+               if not value] + ([] if args.files else ["MEASUREMENT_FILE"])
+    if missing:
+        raise UserError(f"calibrate from nccl-tests logs needs {', '.join(missing)} (or --trace TRACE for a "
+                        "profiler trace)")
     placement = _placement(args)
     calibration, errors = calibrate(args.files, placement, args.op, args.setting, system=args.system)
     text = calibration_to_yaml(calibration)

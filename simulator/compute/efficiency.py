@@ -51,6 +51,10 @@ class ComputeEfficiency(BaseModel):
     launch_s: float = Field(ge=0, description="fixed time per kernel (launch and tail), s")
     memory_efficiency: float = Field(gt=0, le=1, description="achievable fraction of the HBM bandwidth for "
                                                              "streaming (memory-bound) kernels")
+    optimizer_efficiency: float | None = Field(
+        None, gt=0, le=1, description="achievable fraction of the HBM bandwidth for the optimizer step's streaming "
+                                      "update (None: memory_efficiency); `simulator calibrate --trace` fits it to a "
+                                      "trace's optimizer kernels")
     attention_efficiency: float = Field(gt=0, le=1, description="fused (flash) attention FLOP rate as a fraction "
                                                                 "of the tensor peak")
     flash2_efficiency: float | None = Field(

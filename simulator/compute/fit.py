@@ -117,3 +117,31 @@ def format_fit_table(rows: list[GemmRow], gpu: GpuSpec, eff: ComputeEfficiency) 
         lines.append(f"{d}: rows {e.size}, mean |err| {e.mean():.1%}, max |err| {e.max():.1%}")
     lines.append(f"all: rows {err.size}, mean |err| {np.abs(err).mean():.1%}, max |err| {np.abs(err).max():.1%}")
     return "\n".join(lines)
+
+
+def fit_peak_fraction(rows: list[GemmRow], gpu: GpuSpec, start: ComputeEfficiency, dtype: str,
+                      source: str = "fit") -> tuple[ComputeEfficiency, bool]:
+    """``start`` with the peak fraction of ``dtype`` set so that the model's total time over ``rows`` (those of
+    ``dtype``) equals their measured total (the shape terms kept): the one number a profiler trace's GEMMs pin down
+    without a sweep of shapes. The model time falls monotonically as the fraction grows, so the root is found by
+    bisection on [0.01, 1] (40 halvings: ~1e-12 in the fraction). Returns (table, clamped): clamped is True when
+    even the bound cannot match (the GEMMs were memory- or launch-bound in the model, or faster than the peak)."""
+    mine = [r for r in rows if r.dtype == dtype]
+    measured = sum(r.time_s for r in mine)
+
+    def total(fraction: float) -> float:
+        table = start.model_copy(update={"peak_fraction": {**start.peak_fraction, dtype: fraction}})
+        return float(predict(mine, gpu, table).sum())
+
+    lo, hi = 0.01, 1.0
+    clamped = total(hi) > measured or total(lo) < measured
+    if total(hi) > measured:
+        lo = hi
+    elif total(lo) < measured:
+        hi = lo
+    for _ in range(40 if not clamped else 0):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if total(mid) > measured else (lo, mid)
+    fraction = 0.5 * (lo + hi)
+    return start.model_copy(update={"peak_fraction": {**start.peak_fraction, dtype: fraction},
+                                    "source": source}), clamped

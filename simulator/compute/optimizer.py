@@ -21,6 +21,7 @@ def optimizer_bytes(owned_params: float, local_params: float, update_bytes: floa
 
 def optimizer_time(owned_params: float, local_params: float, update_bytes: float, grad_bytes: float, gpu: GpuSpec,
                    eff: ComputeEfficiency) -> float:
-    """Seconds of the optimizer step at the achievable HBM bandwidth."""
+    """Seconds of the optimizer step at the achievable HBM bandwidth (``optimizer_efficiency`` where a table has
+    one, else ``memory_efficiency``)."""
     return optimizer_bytes(owned_params, local_params, update_bytes, grad_bytes) / (
-        gpu.memory.bandwidth * eff.memory_efficiency)
+        gpu.memory.bandwidth * (eff.optimizer_efficiency or eff.memory_efficiency))

@@ -19,6 +19,10 @@ MAX_SIMULATED_REQUESTS = 100_000
 #: ``serving.all2all_backend`` names, from the registry (simulator/implementation/moe_backends.py)
 A2A_BACKENDS = tuple(SERVING_BACKENDS)
 EXPERT_KERNELS = ("triton_fused", "cutlass_grouped", "deepgemm")
+#: kernel sets whose framework decides CUDA graphs at decode: HF generate eager never captures; with a static cache
+#: it compiles the decoding forward in torch.compile's reduce-overhead mode, one graph replay per token
+#: (simulator/validation/data/h200_hf/decode.jsonl per_token_runtime_calls: cudaGraphLaunch 1 per token, none in eager)
+FRAMEWORK_GRAPHS = {"hf_eager": False, "hf_compiled": True}
 
 
 class Disaggregation(BaseModel):
@@ -55,9 +59,16 @@ class ServingConfig(BaseModel):
     cuda_graphs: bool = Field(True, description="decode captured in CUDA graphs (no host launch cost per kernel)")
     concurrency: tuple[int, ...] | None = Field(
         None, description="requests in flight in the whole system: one point of the latency-throughput curve each")
-    kernels: Literal["fused", "torch_eager"] = Field(
-        "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops) or torch_eager (plain PyTorch "
-                             "modules, as benchmarks/device/serve_decode.py)")
+    kernels: Literal["fused", "torch_eager", "hf_eager", "hf_compiled"] = Field(
+        "fused", description="kernel set of a layer: fused (vLLM / SGLang custom ops), torch_eager (plain PyTorch "
+                             "modules, as benchmarks/device/serve_decode.py), hf_eager (Hugging Face generate, "
+                             "eager: never CUDA graphs) or hf_compiled (generate with a static cache under "
+                             "torch.compile reduce-overhead: always one CUDA graph per token)")
+    kv_cache_impl: Literal["paged", "concat", "static"] = Field(
+        "paged", description="K/V cache: paged (vLLM / SGLang: new slots written in place), concat (HF DynamicCache: "
+                             "torch.cat copies every layer's cache each step) or static (HF StaticCache: "
+                             "input_len + output_len slots, attention over all of them with K/V expanded to every "
+                             "query head)")
     attention: Literal["flash_decoding", "torch_sdpa", "flash_mla"] = Field(
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
@@ -104,6 +115,23 @@ class ServingConfig(BaseModel):
     def _rates(cls, value):
         return _curve(value, "request rate", "request rates", lambda v: 0 < v <= 1e9,
                       "above 0 and at most 1e9 requests/s")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _graphs_default_of_the_kernel_set(cls, data):
+        """HF generate decides CUDA graphs itself: ``cuda_graphs`` left out takes its value."""
+        if isinstance(data, dict) and data.get("kernels") in FRAMEWORK_GRAPHS and "cuda_graphs" not in data:
+            data = {**data, "cuda_graphs": FRAMEWORK_GRAPHS[data["kernels"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _graphs_of_the_kernel_set(self):
+        """A ``cuda_graphs`` contrary to what HF generate does is an error."""
+        forced = FRAMEWORK_GRAPHS.get(self.kernels)
+        if forced is not None and self.cuda_graphs != forced:
+            raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
+                            f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
 
     @model_validator(mode="after")
     def _rate_without_disaggregation(self):

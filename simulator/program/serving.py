@@ -14,7 +14,8 @@ engines run, not in how an op is priced:
 - the attention core is a :class:`~simulator.program.ops.CacheAttentionOp` over the K/V cache;
 - memory-bound ops are the engine's kernel set (``MemOp.kernel`` ``kernel_set``: bytes only; the set's small
   kernels beyond the 4 GEMMs and attention are ``LayerProgram.launches``), with the kernel set's extra bytes
-  (unfused RoPE and SwiGLU) and the K/V cache write;
+  (unfused RoPE and SwiGLU) and the K/V cache's traffic by its implementation (``serving.kv_cache_impl``: a paged
+  write of the new slots, HF DynamicCache's whole-cache concatenation, HF StaticCache's ``repeat_kv`` expansion);
 - its collectives are :func:`simulator.traffic.serving_layer_traffic`.
 
 The engine's choices arrive as the serving registries' objects (:mod:`simulator.serving.backends`: a kernel set, a
@@ -70,32 +71,66 @@ def _expert_gemms(rp: ResolvedPlan, sh, dtype: str, weights: str, expert_kernel,
                              dtype, weights)]
 
 
-def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decode_kernel) -> CacheAttentionOp:
+def _kv_heads_read(rp: ResolvedPlan, batch: Batch, kv_cache) -> float:
+    """Query heads per K/V head the attention reads (``repeat_kv``'s copies, 1 without expansion or with MLA)."""
+    model, sh = rp.model, rp.shape_of(batch)
+    if kv_cache is None or not kv_cache.expands_gqa or model.mla is not None:
+        return 1.0
+    return sh.heads_tp / sh.kv_heads_tp
+
+
+def _keys(batch: Batch, kv_cache, cache_len: int) -> int:
+    """Keys attention runs over per sequence: cached + new, or the static cache's preallocated length."""
+    filled = batch.cached + batch.new
+    return max(cache_len, filled) if kv_cache is not None and kv_cache.full_length else filled
+
+
+def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decode_kernel, kv_cache=None,
+                    cache_len: int = 0) -> CacheAttentionOp:
     """The attention core of one layer for ``batch``: causal FLOPs ``2 x seqs x new x (past + (new + 1)/2) x width
     x heads per rank`` (width: q.k plus p.v head dims; absorbed MLA decode: the latent + rope key and the latent),
     over the ``seqs x (past + new) x kv_token_bytes`` of cache; ``decode_kernel`` (one new token):
     :class:`simulator.serving.backends.AttentionKernel` (one CTA per sequence and K/V head without split-KV, per
-    query head for MLA)."""
+    query head for MLA). ``kv_cache`` (:class:`simulator.serving.backends.KvCacheImpl`, None: paged): a static
+    cache attends over ``cache_len`` keys, and an expanded one reads ``heads / kv_heads`` copies (one CTA per query
+    head)."""
     model, sh = rp.model, rp.shape_of(batch)
-    seqs, new, past = batch.sequences, batch.new, batch.cached
+    seqs, new = batch.sequences, batch.new
+    keys, expand = _keys(batch, kv_cache, cache_len), _kv_heads_read(rp, batch, kv_cache)
     mla = model.mla
     if mla is not None and new == 1:
         width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
     else:
         width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
-    flops = 2.0 * seqs * new * (past + (new + 1) / 2.0) * width * sh.heads_tp
-    kv = seqs * (past + new) * kv_token_bytes
+    flops = 2.0 * seqs * new * (keys - new + (new + 1) / 2.0) * width * sh.heads_tp
+    kv = seqs * keys * kv_token_bytes * expand
     if new > 1 or decode_kernel is None:
-        return CacheAttentionOp(flops, kv, past + new, model.dhead, decode=False)
+        return CacheAttentionOp(flops, kv, keys, model.dhead, decode=False)
     cap = float("inf")
     if not decode_kernel.split_kv:
-        cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp) * decode_kernel.per_cta_Bps
-    return CacheAttentionOp(flops, kv, past + new, model.dhead, decode=True,
+        cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
+    return CacheAttentionOp(flops, kv, keys, model.dhead, decode=True,
                             kv_read_efficiency=decode_kernel.kv_read_efficiency, kv_cap_Bps=cap,
                             compute_efficiency=decode_kernel.compute_efficiency)
 
 
-def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: float, kernels) -> tuple[MemOp, ...]:
+def _cache_memops(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, kv_cache, cache_len: int) -> list[MemOp]:
+    """The K/V cache's own traffic: write the new slots (read the projection, write the cache: ``2 x tokens``
+    slots), or rebuild the whole cache by concatenation (read past + new, write past + new), plus ``repeat_kv``'s
+    expansion of an explicitly masked cache (read ``keys`` slots, write ``heads / kv_heads`` copies)."""
+    if kv_cache is not None and kv_cache.concat:
+        ops = [MemOp("kv_cache_concat", "fwd", 2 * batch.sequences * (batch.cached + batch.new) * kv_token_bytes)]
+    else:
+        ops = [MemOp("kv_cache_write", "fwd", 2 * batch.tokens * kv_token_bytes)]
+    expand = _kv_heads_read(rp, batch, kv_cache)
+    if expand > 1:
+        slots = batch.sequences * _keys(batch, kv_cache, cache_len)
+        ops.append(MemOp("repeat_kv", "fwd", (1 + expand) * slots * kv_token_bytes))
+    return ops
+
+
+def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: float, kernels, kv_cache,
+            cache_len: int) -> tuple[MemOp, ...]:
     model, sh, tokens = rp.model, rp.shape_of(batch), batch.tokens
     moe = model.is_moe_layer(layer_index)
     shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
@@ -104,27 +139,29 @@ def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: fl
     if kernels.eager_layout:
         ops += eager_memops(model, shape, 0.0, amp=False)
     ops += [MemOp("rope_extra", "fwd", tokens * kernels.rope_extra_bytes * shape.qk_width),
-            MemOp("swiglu_extra", "fwd", tokens * kernels.swiglu_extra_bytes * shape.ffn_local),
-            MemOp("kv_cache_write", "fwd", 2 * tokens * kv_token_bytes)]  # read the projection, write the cache
+            MemOp("swiglu_extra", "fwd", tokens * kernels.swiglu_extra_bytes * shape.ffn_local)]
+    ops += _cache_memops(rp, batch, kv_token_bytes, kv_cache, cache_len)
     return tuple(MemOp(o.name, "fwd", o.bytes, kernel="kernel_set") for o in ops if o.phase == "fwd")
 
 
 def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: str, *, layer_index: int,
                           kv_token_bytes: float, kernels, decode_kernel, expert_kernel,
-                          imbalance: float = 1.0) -> LayerProgram:
+                          imbalance: float = 1.0, kv_cache=None, cache_len: int = 0) -> LayerProgram:
     """Layer ``layer_index`` of a serving step of ``batch`` on one rank (module docstring). ``dtype``: the GEMMs'
     compute dtype (``ResolvedPlan.gemm_dtype``); ``weights``: the weights' dtype (``ResolvedPlan.weight_dtype``);
     ``kv_token_bytes``: K/V cache bytes one token adds to the layer on this rank; ``kernels`` / ``decode_kernel``
     / ``expert_kernel``: the engine's kernel set, decode attention kernel and expert kernel
-    (:mod:`simulator.serving.backends`); ``imbalance``: the routing's max / mean load over the EP ranks."""
+    (:mod:`simulator.serving.backends`); ``imbalance``: the routing's max / mean load over the EP ranks;
+    ``kv_cache`` / ``cache_len``: the K/V cache implementation (``KvCacheImpl``, None: paged) and a static cache's
+    preallocated tokens per sequence."""
     model, sh = rp.model, rp.shape_of(batch)
     moe = model.is_moe_layer(layer_index)
     gemms = _dense_gemms(model, sh, layer_index, dtype, weights)
     if moe:
         gemms += _expert_gemms(rp, sh, dtype, weights, expert_kernel, imbalance)
     return LayerProgram(kind="moe" if moe else "dense", gemms=tuple(gemms),
-                        memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels),
-                        attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel),
+                        memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels, kv_cache, cache_len),
+                        attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel, kv_cache, cache_len),
                         comm=layer_comm(serving_layer_traffic(rp, batch), moe),
                         fwd_flops=sum(g.flops for g in gemms), local_experts=sh.local_experts if moe else 0.0,
                         launches=max(kernels.per_layer - _BIG_KERNELS, 0))

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 OPS_DATA = "simulator/validation/data/h200_serve/ops.jsonl"
+HF_DATA = "simulator/validation/data/h200_hf/decode_run2.jsonl (eager) and decode.jsonl (compiled)"
+#: host seconds per kernel of HF eager generate (KERNEL_SETS["hf_eager"]; calibration rows in its source)
+HF_EAGER_HOST_LAUNCH_S = 17.97e-6
+#: host seconds per token of HF compiled generate around its CUDA-graph replay (KERNEL_SETS["hf_compiled"])
+HF_COMPILED_STEP_HOST_S = 2.05e-3
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,9 @@ class KernelSet:
     swiglu_extra_bytes: float = 0.0
     collective_host_s: float = 0.0
     """host seconds to issue one tensor-parallel all-reduce without CUDA graphs (kernels beyond ``per_layer``)"""
+    step_host_s: float = 0.0
+    """host seconds per decode step that the GPU waits for (serialized with the step's GPU work, added to it): the
+    generate loop around a CUDA-graph replay (guards, input copies, sampling, stopping check and its sync)"""
 
 
 KERNEL_SETS: dict[str, KernelSet] = {
@@ -65,11 +73,70 @@ KERNEL_SETS: dict[str, KernelSet] = {
                "and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu then mul "
                "moves 10 B per FFN element against silu_and_mul's 6 (+4)",
         rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6),
+    "hf_eager": KernelSet(
+        per_layer=42, per_step=39, per_moe_layer=10, host_launch_s=HF_EAGER_HOST_LAUNCH_S, eager_layout=True,
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6,
+        source=f"{HF_DATA}: Hugging Face Transformers 5.17 ``generate`` with DynamicCache, torch 2.11, one H200: "
+               "kernels per decode token 1047 (Qwen2.5-0.5B, 24 layers) and 711 (Llama-3.2-1B, 16 layers) at batch "
+               "1 give 42 per layer and 39 per step (24 x 42 + 39 = 1047, 16 x 42 + 39 = 711; batch 8: 2 more). "
+               "host_launch_s: the mean of ms/token over kernels/token of the calibration rows "
+               "(simulator/validation/serving_hf.py CALIBRATION: batch 8, prompt 512 of both models, "
+               "18.87 and 17.07 us, mean 17.97 us); the other six eager rows validate it. RoPE and SwiGLU extra bytes as "
+               "torch_eager (HF's apply_rotary_pos_emb with rotate_half, act_fn(gate) * up); per_moe_layer: "
+               "assumed as fused (no MoE model measured)"),
+    "hf_compiled": KernelSet(
+        per_layer=19, per_step=35, per_moe_layer=10, host_launch_s=13.3e-6, eager_layout=False,
+        step_host_s=HF_COMPILED_STEP_HOST_S,
+        source=f"{HF_DATA}: ``generate`` with cache_implementation='static' (torch.compile mode reduce-overhead: "
+               "inductor-fused kernels replayed from one CUDA graph per token). Kernels per token 496 / 477 "
+               "(Qwen2.5-0.5B batch 1 / 8) and 342 / 331 (Llama-3.2-1B): 19 per layer and 35 per step "
+               "(within 2% of each row). step_host_s: measured ms/token minus the model's GPU time on the "
+               "calibration rows (simulator/validation/serving_hf.py CALIBRATION: Llama-3.2-1B batch 1 and 8 at "
+               "prompt 512: 2.40 and 1.70 ms, mean 2.05 ms); the two Qwen2.5-0.5B rows validate it. It holds the ~30-70 eager launches, 4-9 "
+               "memcpys and the stream synchronisation per token around the graph launch"),
 }
 """``collective_host_s``: torch_eager's is measured on two H200s (benchmarks/device/nccl_host_and_memory.py,
 simulator/validation/data/h200x2_nccl/nccl.jsonl: an eager ``dist.all_reduce`` issued behind a busy GPU takes
 24.5 us of host time, a plain kernel launch 7.2 us); fused takes ``host_launch_s`` (assumed: vLLM's custom
 all-reduce is one kernel launched through the PyTorch dispatcher)."""
+
+
+@dataclass(frozen=True)
+class KvCacheImpl:
+    """How a decode step writes and reads the K/V cache (``serving.kv_cache_impl``), priced in the serving program
+    (simulator/program/serving.py) as memory ops and the attention op's bytes:
+
+    - ``concat``: each step builds every layer's K and V anew (``torch.cat([past, new])``): reads the past cache and
+      the new token's K/V and writes the whole, ``2 x seqs x (past + new)`` token slots, instead of writing the new
+      slots only;
+    - ``full_length``: attention runs over the preallocated length (prompt + generated tokens) under an explicit
+      mask, not over the tokens filled so far;
+    - ``expands_gqa``: with that explicit mask the K/V heads are expanded to every query head before attention
+      (``repeat_kv``: read the cache, write ``heads / kv_heads`` copies) and attention reads the expanded copy."""
+
+    concat: bool
+    full_length: bool
+    expands_gqa: bool
+    source: str
+
+
+_HF = "huggingface/transformers src/transformers"
+_HF_COMMIT = "at commit 004999d972e478164dd7e8e508350937c803531e (read through the code index; 5.17's tag not fetched)"
+KV_CACHES: dict[str, KvCacheImpl] = {
+    "paged": KvCacheImpl(False, False, False, "vLLM / SGLang paged cache: reshape_and_cache writes the new token's "
+                                              "K/V slots in place; attention reads the filled blocks"),
+    "concat": KvCacheImpl(True, False, False,
+                          f"{_HF}/cache_utils.py DynamicLayer.update (torch.cat of keys and values per layer) "
+                          f"{_HF_COMMIT}. Decoding without padding skips the mask (masking_utils "
+                          "_ignore_causal_mask_sdpa: query length 1, padding mask all ones) so SDPA gets "
+                          "enable_gqa=True (integrations/sdpa_attention.py use_gqa_in_sdpa): no expansion"),
+    "static": KvCacheImpl(False, True, True,
+                          f"{_HF}/cache_utils.py StaticLayer.update (index_copy_ in place into max_cache_len slots; "
+                          f"get_mask_sizes returns max_cache_len) {_HF_COMMIT}. Under torch.compile the mask is not "
+                          "skipped (_ignore_causal_mask_sdpa is False while dynamo traces) and eager pads it to "
+                          "max_cache_len: use_gqa_in_sdpa is False with a mask, so repeat_kv (expand + reshape: a "
+                          "copy) gives K and V every query head"),
+}
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,11 @@ on one rank:
   flight (``step_time(microbatches=...)``).
 - Without CUDA graphs (``cuda_graphs: false``, always for prefill, and for any step whose all-to-all backend cannot be
   captured: DeepEP's normal kernels) the host issues every kernel: the step takes at least
-  ``kernels x host_launch_s``.
+  ``kernels x host_launch_s``. HF generate decides itself (``serving.cuda_graphs`` follows
+  the kernel set: eager never captures, the compiled static-cache forward always does), and its compiled decode adds the host work around the graph replay that the
+  GPU waits for (``KernelSet.step_host_s``).
+- The K/V cache's implementation (``serving.kv_cache_impl``: paged, HF's concatenating DynamicCache or its static
+  cache with K/V expanded to every query head) is priced in the layer program (memory ops and attention bytes).
 """
 
 from __future__ import annotations
@@ -139,7 +143,8 @@ def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
         rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu), layer_index=layer,
         kv_token_bytes=kv_cache_bytes_per_token_layer(rp), kernels=B.KERNEL_SETS[ctx.serving.kernels],
         decode_kernel=_decode_kernel(ctx), expert_kernel=B.EXPERT_KERNELS[ctx.serving.expert_kernel],
-        imbalance=imbalance)
+        imbalance=imbalance, kv_cache=B.KV_CACHES[ctx.serving.kv_cache_impl],
+        cache_len=ctx.serving.input_len + ctx.serving.output_len)
     _add(acc, price_serving(program, ctx.gpu, ctx.eff))
     for op in program.comm:
         acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
@@ -200,9 +205,9 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
         pipelined = max(gpu_s, microbatches * max(sum(a.values()) for a, _ in stages))
         acc = {key: value * pipelined / gpu_s for key, value in acc.items()}
         gpu_s = pipelined
+    kset = B.KERNEL_SETS[ctx.serving.kernels]
     if model.moe is not None and p.ep > 1 and not rp.moe_backend.graph_capturable:
         graphs = False  # the step cannot be captured: the host issues every kernel
-    kset = B.KERNEL_SETS[ctx.serving.kernels]
     # the per-layer tensor-parallel all-reduces (attention and MLP outputs), issued through torch.distributed
     per_layer = sum(op.dim == "tp" and op.op == "all_reduce" for op in serving_layer_traffic(rp, batch))
     collectives = per_layer * microbatches * sum(layer < model.layers for s in range(p.pp)
@@ -211,4 +216,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
-    return StepTime(step_s=max(gpu_s, host), breakdown_s=acc, kernels=kernels, gpu_s=gpu_s, comm=tuple(log))
+    serial = kset.step_host_s if phase == "decode" else 0.0  # host work the GPU waits for (HF compiled generate)
+    acc["host"] += serial
+    return StepTime(step_s=max(gpu_s, host) + serial, breakdown_s=acc, kernels=kernels, gpu_s=gpu_s,
+                    comm=tuple(log))

@@ -171,6 +171,28 @@ def serving_report() -> Report:
                   "H200 median |error| gate 10%; published rows gate 20%", all(gates))
 
 
+def hf_decode_report() -> Report:
+    """HF generate decoding (eager DynamicCache, compiled StaticCache) on one H200, every row, calibration rows
+    marked (simulator/validation/serving_hf.py)."""
+    from simulator.validation import serving_hf
+
+    rows = serving_hf.hf_rows()
+    held = [r for r in rows if not r.calibration]
+    misses = [f"{r.mode} {r.model} {r.batch}x{r.prompt} {r.error:+.1%}" for r in held
+              if abs(r.error) > serving_hf.TOLERANCE]
+    table = tuple((r.mode, r.model, f"{r.batch} x {r.prompt}", "calibration" if r.calibration else "validation",
+                   round(r.measured_s * 1e3, 2), round(r.predicted_s * 1e3, 2), round(r.gpu_s * 1e3, 2),
+                   f"{r.kernels_measured:g} / {r.kernels_predicted}", _pct(r.error)) for r in rows)
+    worst = max(abs(r.error) for r in held)
+    return Report("hf_decode", "HF Transformers generate on one H200: ms per token, eager (hf_eager, concat cache) "
+                  "and compiled (hf_compiled, static cache)",
+                  ("mode", "model", "batch x prompt", "row", "measured ms", "predicted ms", "GPU ms",
+                   "kernels meas. / model", "error"), table,
+                  f"validation rows: max |error| {worst:.1%} (target 10% each); beyond it: {', '.join(misses) or 'none'}",
+                  not misses, gated=False)
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
-           "published": published_report, "serving": serving_report}
+           "published": published_report, "serving": serving_report,
+           "hf_decode": hf_decode_report}
