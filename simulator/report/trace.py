@@ -1,7 +1,8 @@
 """Chrome trace (Trace Event Format, opens in Perfetto and chrome://tracing) of a simulated step.
 
-One process per pipeline stage, one thread per stream: ``compute`` and one per communication dimension
-(``tp comm``, ``cp comm``, ``pp comm``, ``dp comm``, ...). Complete events (``ph: X``) with microsecond times.
+One process per pipeline stage, one thread per stream: ``compute``, ``host`` (the GPU waiting for an eager
+framework to issue its kernels: docs/implementation_profiles.md) and one per communication dimension (``tp comm``,
+``cp comm``, ``pp comm``, ``dp comm``, ...). Complete events (``ph: X``) with microsecond times.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from simulator.schedule import StepResult
 
-_STREAM_ORDER = ("compute", "tp comm", "cp comm", "ulysses comm", "ep comm", "pp comm", "dp comm")
+_STREAM_ORDER = ("compute", "host", "tp comm", "cp comm", "ulysses comm", "ep comm", "pp comm", "dp comm")
 _US = 1e6
 
 
