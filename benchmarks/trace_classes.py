@@ -83,7 +83,7 @@ def classify(kernel: str, names: list[str], dims: list, types: list, dims_model:
 
 
 def trace_classes(path: Path, dims_model: dict) -> tuple[dict[str, float], list[tuple[str, str, float]]]:
-    """(seconds per class, the (class, kernel name, seconds) of every kernel) of one trace."""
+    """(seconds per class, the (class, phase, kernel name, seconds) of every kernel) of one trace."""
     events = _events(path)
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
@@ -102,5 +102,5 @@ def trace_classes(path: Path, dims_model: dict) -> tuple[dict[str, float], list[
         cls = classify(e["name"], names, inner["args"].get("Input Dims", []), inner["args"].get("Input type", []),
                        dims_model, backward)
         out[cls] += e["dur"] * 1e-6
-        rows.append((cls, names[-1] if names else "", e["name"], e["dur"] * 1e-6))
+        rows.append((cls, "bwd" if backward else "fwd", e["name"], e["dur"] * 1e-6))
     return out, rows
