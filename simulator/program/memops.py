@@ -132,11 +132,11 @@ def eager_memops(model: ModelSpec, shape: LayerShape, layer_params: float, *, am
                   MemOp("eager.layout_and_casts", "bwd", bwd * th, kernel="eager")]
 
 
-def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp]) -> list[MemOp]:
+def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *, amp: bool = False) -> list[MemOp]:
     """``ops`` (:func:`layer_memops`) with the RMSNorms, RoPE, SwiGLU and residual adds of plain eager PyTorch
     priced as the measured chains of Hugging Face's Llama / Qwen2 layer
     (:data:`simulator.program.op_chains.EAGER_CHAINS`) in place of the fused kernels' bytes; an op is replaced only
-    where the model uses that form (RMSNorm, SwiGLU, residual adds without dropout; RoPE is emitted only for
+    where the model uses that form (RMSNorm, SwiGLU, bf16 residual adds without dropout; RoPE is emitted only for
     rotary models). Norms and residual adds see ``norm_tokens`` (tokens / tp under sequence parallelism), as the
     fused kernels they replace."""
     per = {"tokens_hidden": shape.norm_tokens * model.hidden, "tokens_qk": shape.tokens * shape.qk_width,
@@ -146,7 +146,7 @@ def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp]) ->
         skip |= {"norm1", "norm2"}
     if not model.glu:
         skip.add("activation")
-    if model.dropout > 0:   # the chain was measured without dropout; the fused bias-dropout-add count stays
+    if model.dropout > 0 or amp:   # measured in bf16 without dropout; :func:`eager_memops` prices amp's fp32 adds
         skip |= {"bias_dropout_add.attn", "bias_dropout_add.mlp"}
     out = []
     for o in ops:

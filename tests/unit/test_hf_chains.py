@@ -101,6 +101,9 @@ def test_eager_layer_prices_the_chains_by_hand():
     assert eager.bwd_s - base.bwd_s == pytest.approx(bwd / RATE + launch / 2, rel=1e-9)
     ops = {(o.name, o.phase): o for o in layer_program(m, sh, "bf16", layer_index=m.layers - 1, eager=True).memops}
     assert ops[("norm2", "bwd")].kernel == "chain" and ops[("norm2", "bwd")].bytes == pytest.approx(103.6 * th)
+    amp = {(o.name, o.phase): o for o in layer_program(m, sh, "bf16", layer_index=m.layers - 1, eager=True,
+                                                       amp=True).memops}
+    assert amp[("bias_dropout_add.mlp", "bwd")].kernel == "fused" and amp[("norm1", "fwd")].kernel == "chain"
 
 
 def test_layernorm_and_gelu_keep_the_fused_bytes():
