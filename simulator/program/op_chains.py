@@ -177,5 +177,6 @@ gradient's reduction); RoPE is ``q * cos + rotate_half(q) * sin`` for q and k (r
 ``cat``; 10 kernels forward, 18 backward with the slices' zero-filled gradients); SwiGLU is ``silu(gate) * up``;
 a residual add's backward includes the accumulation of the branch gradients. Fitted on the Kineto trace of
 Qwen2.5-0.5B at 8 x 2048 (``simulator/validation/data/h200_traces``, ``benchmarks/hf_trace_gap.py``: each class's
-kernel time x HBM bandwidth x the Hopper table's memory_efficiency, per element); checked on Llama-3.2-1B at
+kernel time x HBM bandwidth x the Hopper table's memory_efficiency, per element: no streaming copy ran in
+the traced step, so the table's achievable rate, 4.8 TB/s x 0.803, stands in for the copy rate); checked on Llama-3.2-1B at
 8 x 2048 and both models at 4 x 1024: every class within 4% except the residual backward (18-32)."""
