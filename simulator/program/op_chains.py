@@ -177,6 +177,7 @@ gradient's reduction); RoPE is ``q * cos + rotate_half(q) * sin`` for q and k (r
 ``cat``; 10 kernels forward, 18 backward with the slices' zero-filled gradients); SwiGLU is ``silu(gate) * up``;
 a residual add's backward includes the accumulation of the branch gradients. Fitted on the Kineto trace of
 Qwen2.5-0.5B at 8 x 2048 (``simulator/validation/data/h200_traces``, ``benchmarks/hf_trace_gap.py``: each class's
-kernel time x HBM bandwidth x the Hopper table's memory_efficiency, per element: no streaming copy ran in
-the traced step, so the table's achievable rate, 4.8 TB/s x 0.803, stands in for the copy rate); checked on Llama-3.2-1B at
-8 x 2048 and both models at 4 x 1024: every class within 4% except the residual backward (18-32)."""
+kernel time x HBM bandwidth x the Hopper table's memory_efficiency, per element: no streaming copy ran in the
+traced step, so the table's achievable rate, 4.8 TB/s x 0.803, stands in for the copy rate). Checked on Llama-3.2-1B
+at 8 x 2048: every class and phase within 4% except the residual backward (18.2, 30% below). At 4 x 1024 (both
+models) the norms, SwiGLU and residual forward stay within 6%, RoPE runs 9-19% above its fit (shorter kernels)."""
