@@ -62,14 +62,29 @@ class HostIssueCosts:
     per_expert_fwd_s: float
     per_expert_bwd_s: float
     source: str
+    dense_fwd_s: float = 0.0
+    dense_bwd_s: float = 0.0
+    checkpoint_fwd_s: float = 0.0
+    """extra forward host seconds of a layer under full activation checkpointing (the wrapper's own work)"""
+    checkpoint_bwd_s: float = 0.0
+    """extra backward host seconds of a checkpointed layer besides its recomputed forward"""
+    step_s: float = 0.0
+    """per micro-batch, outside the transformer layers (embedding, final norm, head, loss), forward and backward"""
+    dense_runs_ahead: bool = False
+    """no device-to-host sync inside a dense layer: the host issues ahead across layers (:func:`host_wait` is
+    taken over the whole forward or backward of a chunk, not per layer)"""
+    moe_runs_ahead: bool = False
 
     def layer(self, moe: bool, local_experts: float) -> tuple[float, float]:
-        """(forward, backward) host seconds of a MoE layer with ``local_experts`` per rank; (0, 0) for a dense layer
-        (no floor yet: module docstring)."""
+        """(forward, backward) host seconds of a layer (MoE with ``local_experts`` per rank, or dense)."""
         if not moe:
-            return 0.0, 0.0
+            return self.dense_fwd_s, self.dense_bwd_s
         return (self.moe_fwd_s + self.per_expert_fwd_s * local_experts,
                 self.moe_bwd_s + self.per_expert_bwd_s * local_experts)
+
+    def runs_ahead(self, moe: bool) -> bool:
+        """Whether a layer of this kind lets the host issue past it without waiting for the GPU."""
+        return self.moe_runs_ahead if moe else self.dense_runs_ahead
 
 
 #: measured on the H200 machine's host (module docstring); re-derived from HOST_DATA by a test

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from simulator.implementation.profiles import Profile, profile_named
 from simulator.plan.schedules import ONE_F_ONE_B, ScheduleName
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -98,7 +99,13 @@ class TrainingConfig(BaseModel):
     global_batch: int = Field(64, ge=1, description="sequences per optimizer step")
     precision: Precision = Field("bf16", description="precision recipe (docs/memory.md lists bytes per parameter)")
     optimizer: Literal["adam", "sgd", "adafactor"] = Field("adam", description="optimizer (sets state bytes)")
-    framework: Literal["megatron", "pytorch"] = Field("megatron", description="activation accounting and buffers")
+    framework: str = Field("megatron", description="implementation profile (simulator/implementation/frameworks: "
+                                                   "megatron, pytorch, megatron_core_te, nemo, torchtitan, deepspeed, "
+                                                   "hf_transformers, hf_trainer, vllm, sglang, tensorrt_llm, ...): "
+                                                   "the accounting family, kernels, host costs and defaults")
+    implementation: Profile | None = Field(
+        None, description="the resolved profile when the scenario gives `implementation:` (a profile file or "
+                          "field overrides); null: the shipped profile `framework` names")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")
     attention_kernel: Literal["fused", "flash2"] = Field(
@@ -171,3 +178,19 @@ class TrainingConfig(BaseModel):
                            "back there: 1 B per element instead of 2, in dense MLPs, MoE experts and shared experts)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, value: str) -> str:
+        profile_named(value)            # an unknown name lists the shipped profiles
+        return value
+
+    @property
+    def profile(self) -> Profile:
+        """The implementation profile this training runs (:mod:`simulator.implementation.profiles`)."""
+        return self.implementation if self.implementation is not None else profile_named(self.framework)
+
+    @property
+    def family(self) -> str:
+        """The profile's accounting family: ``megatron`` or ``pytorch``."""
+        return self.profile.family

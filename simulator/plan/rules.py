@@ -36,7 +36,7 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     if p.zero and (p.distributed_optimizer or p.megatron_fsdp):
         raise _err(f"zero ({p.zero}) and distributed_optimizer ({p.distributed_optimizer}) / megatron_fsdp "
                    f"({p.megatron_fsdp}) both shard the optimizer; choose one", "parallel.zero")
-    if t.framework == "pytorch" and p.distributed_optimizer:
+    if t.family == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
     if p.recompute_layers is not None and p.recompute != "full":
@@ -59,7 +59,7 @@ def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
 
 def _megatron_with_master(t: TrainingConfig) -> bool:
     """Megatron with a mixed precision that keeps an fp32 master copy and fp32 main gradients."""
-    return t.framework == "megatron" and PRECISIONS[t.precision].main > 0
+    return t.family == "megatron" and PRECISIONS[t.precision].main > 0
 
 
 def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
@@ -68,11 +68,11 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
                    f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
                    f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
-    if t.attention_kernel == "flash2" and (t.attention != "flash" or t.framework != "megatron"):
+    if t.attention_kernel == "flash2" and (t.attention != "flash" or t.family != "megatron"):
         raise _err(f"attention_kernel flash2 names the kernel of fused attention: it needs attention flash (got "
                    f"{t.attention}) and framework megatron (got {t.framework}; plain PyTorch runs "
                    "F.scaled_dot_product_attention at its measured rate)", "training.attention_kernel")
-    if t.cross_entropy is not None and t.framework != "megatron":
+    if t.cross_entropy is not None and t.family != "megatron":
         raise _err(f"cross_entropy ({t.cross_entropy}) picks Megatron's loss implementation: it needs framework "
                    f"megatron (got {t.framework}; plain PyTorch's F.cross_entropy is priced as measured)",
                    "training.cross_entropy")
@@ -87,28 +87,28 @@ def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
 def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Memory lifetimes and savings of one framework (docs/memory_features.md): each key needs the framework whose flag it is
     and the settings that flag works with."""
-    if t.gradient_lifetime == "per_layer" and (t.framework != "pytorch" or not t.grad_set_to_none):
+    if t.gradient_lifetime == "per_layer" and (t.family != "pytorch" or not t.grad_set_to_none):
         raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "
                    f"zero_grad(set_to_none=True)); it needs framework pytorch (got {t.framework}) and "
                    f"grad_set_to_none true (got {t.grad_set_to_none}); Megatron keeps a persistent gradient buffer",
                    "training.gradient_lifetime")
-    if t.loss_implementation is not None and t.framework != "pytorch":
+    if t.loss_implementation is not None and t.family != "pytorch":
         raise _err(f"loss_implementation ({t.loss_implementation}) names a plain-PyTorch / Hugging Face loss: it "
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
     if p.cpu_offloading_num_layers:
         _check_cpu_offloading(p, t)
-    if p.selective_ac_option is not None and t.framework != "pytorch":
+    if p.selective_ac_option is not None and t.family != "pytorch":
         raise _err(f"selective_ac_option {p.selective_ac_option} is torchtitan's: it needs framework pytorch (got "
                    f"{t.framework}; Megatron's selective recompute is recompute_modules)", "parallel.selective_ac_option")
-    if not p.deallocate_pipeline_outputs and t.framework != "megatron":
+    if not p.deallocate_pipeline_outputs and t.family != "megatron":
         raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
                    f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
     for key in ("exp_avg_dtype", "exp_avg_sq_dtype"):
         if getattr(t, key) is not None and t.optimizer != "adam":
             raise _err(f"{key} ({getattr(t, key)}) sets an Adam moment's storage dtype: it needs optimizer adam (got "
                        f"{t.optimizer})", f"training.{key}")
-    if t.store_param_remainders and (t.framework != "megatron" or t.precision != "bf16" or t.exp_avg_dtype is None
+    if t.store_param_remainders and (t.family != "megatron" or t.precision != "bf16" or t.exp_avg_dtype is None
                                      or t.exp_avg_sq_dtype is None):
         raise _err("store_param_remainders keeps the 16 low bits of Megatron's fp32 master copy beside bf16 "
                    f"weights in the precision-aware optimizer: it needs framework megatron (got {t.framework}), "
@@ -120,7 +120,7 @@ def _check_cpu_offloading(p: ParallelPlan, t: TrainingConfig) -> None:
     """Megatron-Core TransformerConfig.__post_init__ (NVIDIA/Megatron-LM megatron/core/transformer/
     transformer_config.py at d98e8a64): CPU offloading only without pipeline parallelism and recomputation."""
     n = p.cpu_offloading_num_layers
-    if t.framework != "megatron":
+    if t.family != "megatron":
         raise _err(f"cpu_offloading_num_layers ({n}) is Megatron's --cpu-offloading-num-layers (Transformer Engine "
                    f"CPU offload): it needs framework megatron (got {t.framework})", "parallel.cpu_offloading_num_layers")
     if p.pp > 1 or p.recompute != "none":
@@ -225,7 +225,7 @@ def _check_op_sac(m: ModelSpec, p: ParallelPlan) -> None:
 def check_model_switches(m: ModelSpec, t: TrainingConfig) -> None:
     """Training switches that hold only for some models: Megatron stores the activation input in fp8 only for
     SwiGLU (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at d98e8a64)."""
-    if t.activation_func_fp8_input_store and (t.framework != "megatron" or not m.glu):
+    if t.activation_func_fp8_input_store and (t.family != "megatron" or not m.glu):
         raise _err("activation_func_fp8_input_store is Megatron's fused bias-SwiGLU storing its input in fp8: it "
                    f"needs framework megatron (got {t.framework}) and a SwiGLU model (got {m.activation})",
                    "training.activation_func_fp8_input_store")
@@ -281,7 +281,7 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
         raise _err(f"expert data parallel = tp*cp*ulysses*dp / (ep*etp): tp ({p.tp}) * cp ({p.cp}) * ulysses "
                    f"({p.ulysses}) * dp ({dp}) = {span} is not divisible by ep ({p.ep}) * etp ({p.etp})",
                    "parallel.ep")
-    if t.framework == "megatron" and p.tp > 1 and not p.sp:
+    if t.family == "megatron" and p.tp > 1 and not p.sp:
         raise _err(f"MoE with tp ({p.tp}) > 1 needs sp: true in Megatron", "parallel.sp")
     return span // (p.ep * p.etp)
 

@@ -30,11 +30,12 @@ from simulator.plan import (
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
 from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
-TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip",
-                  "search")
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "implementation", "moe", "serving",
+                  "sweep", "zip", "search")
 
 
 class SystemSection(BaseModel):
@@ -169,11 +170,14 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     system = _system(data.get("system"), document)
     cluster = _cluster(system)
     model = _model(data.get("model"), document)
-    serving = build(ServingConfig, data["serving"], key_prefix="serving") if data.get("serving") else None
+    profile = scenario_profile(data, document.file)
+    serving = (build(ServingConfig, with_defaults(data["serving"], profile.serving_defaults), key_prefix="serving")
+               if data.get("serving") else None)
     parallel = (build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
                 if with_parallel or serving is not None else None)
-    training = build(TrainingConfig, _serving_training(data, serving, parallel, system, cluster),
-                     key_prefix="training")
+    training_data = training_with_profile(_serving_training(data, serving, parallel, system, cluster), profile,
+                                          data.get("implementation") is not None)
+    training = build(TrainingConfig, training_data, key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)

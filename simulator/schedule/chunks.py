@@ -18,7 +18,7 @@ from simulator.pricing.compute import embedding_time, head_time
 from simulator.pricing.groups import GroupTimer
 from simulator.program import CROSS_ENTROPY_BYTES
 from simulator.schedule.cache import Fixed, StepCache
-from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost
+from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost, settle_issue
 from simulator.schedule.inputs import LayerInputs, MoeInputs, StepInputs, layer_times, moe_timings
 from simulator.traffic import CommOp
 
@@ -152,7 +152,11 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
                                                    li.fsdp_copy_bytes))
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s))
+            if li.host is not None and li.host.step_s > 0:   # embedding, head and loss kernels of the micro-batch
+                bwd.issue += li.host.step_s
         boundary_cost(c.timer, c.pipeline_ops, c.pp, c.vpp, stage, chunk, fwd, bwd)
+        settle_issue(fwd)
+        settle_issue(bwd)
         out.append((fwd, bwd, n / max(len(layers_of), 1)))
     return out
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from simulator.compute import ComputeEfficiency, default_efficiency
-from simulator.compute.host import EAGER_PYTORCH_H200_HOST, HostIssueCosts
+from simulator.compute.host import HostIssueCosts
 from simulator.compute.layer import LayerTime, mean_layer_time
 from simulator.hardware import GpuSpec
 from simulator.model import ModelSpec, RankShape, layer_kinds
@@ -23,6 +23,7 @@ from simulator.plan.config import ParallelPlan
 from simulator.plan.recipe import Recipe
 from simulator.pricing.compute import layer_time
 from simulator.pricing.groups import GroupTimer
+from simulator.pricing.host import host_issue_costs
 from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.program import PERMUTE_CHAINS
 from simulator.schedule.cache import Fixed, StepCache
@@ -54,7 +55,7 @@ class LayerInputs(NamedTuple):
 def layer_inputs(plan: ResolvedPlan, dtype: str, moe: MoeSettings) -> LayerInputs:
     """The :class:`LayerInputs` of ``plan`` with GEMM dtype ``dtype`` under the ``moe:`` settings."""
     r = plan.recipe
-    host = EAGER_PYTORCH_H200_HOST if plan.training.host_launch == "eager" else None
+    host = host_issue_costs(plan.training.profile) if plan.training.host_launch == "eager" else None
     # Megatron's all-to-all dispatcher (backend nccl) sorts the received rows by local expert and back
     sort_chunks = plan.moe_backend.sorted_by_expert and plan.shape.ep > 1 and plan.shape.local_experts > 1
     return LayerInputs(plan.shape, dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes, r.grad_accum_bytes,

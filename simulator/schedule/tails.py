@@ -66,8 +66,11 @@ def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], sta
     r = plan.recipe
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
+    eff, fraction = ctx.eff, plan.training.profile.optimizer.bandwidth_fraction
+    if fraction is not None and eff.optimizer_efficiency is None:   # the implementation's measured rate
+        eff = eff.model_copy(update={"optimizer_efficiency": fraction})
     opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
-                         ctx.eff) * slowest
+                         eff) * slowest
     if trace:
         events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt

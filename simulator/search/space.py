@@ -81,7 +81,7 @@ def _powers_of_two(limit: int) -> tuple[int, ...]:
 
 def _defaults(fixed: Fixed) -> dict[str, tuple[Any, ...]]:
     m, node_gpus = fixed.model, fixed.cluster.node.gpus
-    megatron = fixed.training.framework == "megatron"
+    megatron = fixed.training.family == "megatron"
     return {
         "gpus": (fixed.gpus,),
         "tp": _powers_of_two(node_gpus),
