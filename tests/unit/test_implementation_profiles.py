@@ -155,3 +155,18 @@ def test_trace_shows_the_host_lane():
     assert "host" in threads
     host_us = sum(e["dur"] for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] == threads["host"])
     assert host_us == pytest.approx(result.step.host_s * 1e6, rel=1e-9)
+
+
+def test_serving_engine_profiles_set_the_serving_keys():
+    """``training.framework`` on a serving scenario fills the engine's kernels, cache and graph keys the scenario
+    did not write: hf_transformers' eager generate (hf_eager kernels, concatenating cache, no graphs), vLLM's fused
+    kernels, paged cache and CUDA graphs."""
+    from simulator.validation.serving_hf import hf_scenario
+
+    data = hf_scenario("eager", "llama-3.2-1b", 1, 512)
+    for key in ("kernels", "kv_cache_impl"):
+        del data["serving"][key]
+    hf = load_scenario(dict(data, training=dict(data["training"], framework="hf_transformers"))).serving
+    assert (hf.kernels, hf.kv_cache_impl, hf.cuda_graphs) == ("hf_eager", "concat", False)
+    vllm = load_scenario(dict(data, training=dict(data["training"], framework="vllm"))).serving
+    assert (vllm.kernels, vllm.kv_cache_impl, vllm.cuda_graphs) == ("fused", "paged", True)
