@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from simulator.implementation.registry import profile_names
 from simulator.plan.schedules import ONE_F_ONE_B, ScheduleName
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -98,7 +99,11 @@ class TrainingConfig(BaseModel):
     global_batch: int = Field(64, ge=1, description="sequences per optimizer step")
     precision: Precision = Field("bf16", description="precision recipe (docs/memory.md lists bytes per parameter)")
     optimizer: Literal["adam", "sgd", "adafactor"] = Field("adam", description="optimizer (sets state bytes)")
-    framework: Literal["megatron", "pytorch"] = Field("megatron", description="activation accounting and buffers")
+    framework: str = Field(
+        "megatron", description="the implementation profile (simulator/implementation/profiles/): megatron, pytorch "
+                                "(the historical names, numbers unchanged), megatron_core_te, nemo, torchtitan, "
+                                "deepspeed, hf_transformers, hf_trainer, ...; its family sets the activation "
+                                "accounting and buffers, its data the host issue time and the training: defaults")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")
     attention_kernel: Literal["fused", "flash2"] = Field(
@@ -171,3 +176,13 @@ class TrainingConfig(BaseModel):
                            "back there: 1 B per element instead of 2, in dense MLPs, MoE experts and shared experts)")
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(
         None, description="KV cache element type in inference (default: the activation dtype)")
+
+    @field_validator("framework")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        trains = profile_names(trains=True)
+        if name not in trains:
+            engines = [n for n in profile_names(trains=False) if n == name]
+            why = "is a serving engine's profile" if engines else "is not a registered implementation profile"
+            raise ValueError(f"{name!r} {why} (training profiles: {', '.join(trains)})")
+        return name

@@ -15,6 +15,8 @@ from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster, load_node
 from simulator.hardware.calibration import calibration_system_problem, load_calibration
 from simulator.implementation.moe_settings import MoeSettings
+from simulator.implementation.profiles import ImplementationProfile
+from simulator.implementation.registry import scenario_implementation
 from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
@@ -34,7 +36,7 @@ from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip",
-                  "search")
+                  "search", "implementation")
 
 
 class SystemSection(BaseModel):
@@ -133,6 +135,8 @@ class Fixed:
     calibration_path: str | None
     notes: tuple[str, ...]
     serving: ServingConfig | None = None
+    implementation: ImplementationProfile | None = None
+    """``training.framework``'s profile with ``implementation:`` on it (None: the framework's, unchanged)"""
 
     @property
     def gpus(self) -> int:
@@ -178,13 +182,27 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
-    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
+    implementation = _implementation(data.get("implementation"), training, document)
+    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving, implementation), parallel
+
+
+def _implementation(spec: Any, training: TrainingConfig, document: Document) -> ImplementationProfile | None:
+    """``implementation:``: a profile file (relative to the scenario that names it) or a mapping of overrides
+    (docs/implementation_profiles.md); None when the scenario has none."""
+    if spec is None:
+        return None
+    file, _ = document.where("implementation")
+    impl = scenario_implementation(training.framework, spec, base_dir=Path(file).parent if file else None)
+    if not impl.trains:
+        raise UserError(f"profile {impl.name!r} is a serving engine's (family {impl.family}); a training scenario "
+                        "needs a training profile", key_path="implementation")
+    return impl
 
 
 def scenario_from_document(document: Document) -> Scenario:
     """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
     fixed, parallel = _parts(document, with_parallel=True)
-    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend)
+    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend, fixed.implementation)
     check_timeline(plan)
     return fixed.with_plan(plan, document.file)
 
