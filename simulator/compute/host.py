@@ -55,21 +55,36 @@ HOST_DATA = "simulator/validation/data/h200_host/moe_host.jsonl"
 
 @dataclass(frozen=True)
 class HostIssueCosts:
-    """Host seconds to issue one MoE layer's forward and backward for one micro-batch (module docstring)."""
+    """Host seconds to issue one layer's forward and backward for one micro-batch (module docstring), and where
+    the layer synchronises with the device. Built from the plan's implementation profile
+    (``simulator.implementation.profiles``: :func:`simulator.schedule.inputs.host_costs`); the fields default to
+    the measured MoE floor's shape (no dense floor, one sync per MoE forward).
+
+    ``syncs``: device-to-host syncs inside (dense forward, dense backward, MoE forward, MoE backward); a phase with
+    one ends the host's run-ahead there (each layer's phase is then its own segment), a phase without lets the
+    host run ahead across the layers of its chunk (:mod:`simulator.schedule.costs`). ``per_step_s``: host seconds
+    per micro-batch outside the layers (embedding, head, loss; forward and backward together)."""
 
     moe_fwd_s: float
     moe_bwd_s: float
     per_expert_fwd_s: float
     per_expert_bwd_s: float
     source: str
+    dense_fwd_s: float = 0.0
+    dense_bwd_s: float = 0.0
+    syncs: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 0.0)
+    per_step_s: float = 0.0
 
     def layer(self, moe: bool, local_experts: float) -> tuple[float, float]:
-        """(forward, backward) host seconds of a MoE layer with ``local_experts`` per rank; (0, 0) for a dense layer
-        (no floor yet: module docstring)."""
+        """(forward, backward) host seconds of a layer (a MoE layer with ``local_experts`` per rank)."""
         if not moe:
-            return 0.0, 0.0
+            return self.dense_fwd_s, self.dense_bwd_s
         return (self.moe_fwd_s + self.per_expert_fwd_s * local_experts,
                 self.moe_bwd_s + self.per_expert_bwd_s * local_experts)
+
+    def layer_syncs(self, moe: bool) -> tuple[float, float]:
+        """(forward, backward) device-to-host syncs inside a layer of the kind."""
+        return self.syncs[2:] if moe else self.syncs[:2]
 
 
 #: measured on the H200 machine's host (module docstring); re-derived from HOST_DATA by a test

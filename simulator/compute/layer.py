@@ -32,7 +32,8 @@ class LayerTime:
     ``fwd_gemm_s`` the forward GEMMs (window for ``tp_comm_overlap``); ``expert_fwd_s``/``expert_bwd_s`` the
     routed-expert GEMMs. FLOPs: ``fwd_flops``/``bwd_flops`` executed, ``attn_fwd_flops`` the core attention's.
     ``host_fwd_s``/``host_bwd_s``: host seconds to issue the layer's kernels eagerly (0 with CUDA graphs;
-    :mod:`simulator.compute.host`).
+    :mod:`simulator.compute.host`); ``host_syncs_fwd``/``host_syncs_bwd``: device-to-host syncs inside the phase
+    (0: the host runs ahead into the next layer, the segment rule of :mod:`simulator.schedule.costs`).
     """
 
     fwd_s: float
@@ -50,6 +51,8 @@ class LayerTime:
     module_fwd: tuple[tuple[str, float, float], ...] = ()
     host_fwd_s: float = 0.0
     host_bwd_s: float = 0.0
+    host_syncs_fwd: float = 1.0
+    host_syncs_bwd: float = 1.0
 
     def _modules(self, modules) -> tuple[tuple[str, float, float], ...]:
         chosen = modules or ("core_attn",)

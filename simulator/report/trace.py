@@ -1,6 +1,7 @@
 """Chrome trace (Trace Event Format, opens in Perfetto and chrome://tracing) of a simulated step.
 
-One process per pipeline stage, one thread per stream: ``compute`` and one per communication dimension
+One process per pipeline stage, one thread per stream: ``compute``, ``host`` (the GPU waiting for an eager
+framework's host to issue kernels) and one per communication dimension
 (``tp comm``, ``cp comm``, ``pp comm``, ``dp comm``, ...). Complete events (``ph: X``) with microsecond times.
 """
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from simulator.schedule import StepResult
 
-_STREAM_ORDER = ("compute", "tp comm", "cp comm", "ulysses comm", "ep comm", "pp comm", "dp comm")
+_STREAM_ORDER = ("compute", "host", "tp comm", "cp comm", "ulysses comm", "ep comm", "pp comm", "dp comm")
 _US = 1e6
 
 

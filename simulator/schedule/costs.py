@@ -42,6 +42,8 @@ class Cost:
     host: float = 0.0
     wgrad: float = 0.0
     exposed_intra: float = 0.0
+    host_issue: float = 0.0
+    host_gpu: float = 0.0
 
     @property
     def total(self) -> float:
@@ -50,7 +52,7 @@ class Cost:
     def copy(self) -> Cost:
         """An independent copy (its per-dimension dicts too), to add to without touching a shared cost."""
         return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host,
-                    self.wgrad, self.exposed_intra)
+                    self.wgrad, self.exposed_intra, self.host_issue, self.host_gpu)
 
     def scaled_compute(self, factor: float) -> Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
@@ -80,6 +82,8 @@ class Cost:
         self.host += other.host * times
         self.wgrad += other.wgrad * times
         self.exposed_intra += other.exposed_intra * times
+        self.host_issue += other.host_issue * times
+        self.host_gpu += other.host_gpu * times
         exposed, comm, other_exposed, other_comm = self.exposed, self.comm, other.exposed, other.comm
         for d in DIMS:
             exposed[d] += other_exposed[d] * times
@@ -150,10 +154,28 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
         _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
                    overlap)
     # an eager framework: each phase takes at least the host time to issue its kernels (full recompute issues the
-    # forward's again inside backward)
-    fwd.host = host_wait(lt.host_fwd_s, fwd.total)
-    bwd.host = host_wait(lt.host_bwd_s + (lt.host_fwd_s if recompute == "full" else 0.0), bwd.total)
+    # forward's again inside backward, its syncs too)
+    _host(fwd, lt.host_fwd_s, lt.host_syncs_fwd > 0)
+    full = recompute == "full"
+    _host(bwd, lt.host_bwd_s + (lt.host_fwd_s if full else 0.0), lt.host_syncs_bwd > 0 or (full and lt.host_syncs_fwd > 0))
     return fwd, bwd
+
+
+def _host(cost: Cost, issue_s: float, synced: bool) -> None:
+    """The host side of one layer phase: with a device-to-host sync inside, the phase is its own segment and takes
+    ``max(GPU, host)`` now; without, its host and GPU seconds join the chunk's segment (:func:`settle_host`)."""
+    if synced:
+        cost.host = host_wait(issue_s, cost.total)
+    elif issue_s > 0:
+        cost.host_issue, cost.host_gpu = issue_s, cost.total
+
+
+def settle_host(cost: Cost) -> Cost:
+    """Close the host segment of a chunk phase: between two syncs the host runs ahead across layers, so the
+    segment takes ``max(GPU work, host issue)`` over all of it (docs/implementation_profiles.md)."""
+    cost.host += host_wait(cost.host_issue, cost.host_gpu)
+    cost.host_issue = cost.host_gpu = 0.0
+    return cost
 
 
 def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, share: float, fwd: Cost,

@@ -135,6 +135,12 @@ class ImplementationProfile(BaseModel):
         h = self.host
         return tuple(kk * h.per_kernel_s + ss * h.per_sync_s + mm for kk, ss, mm in zip(k, s, m, strict=True))
 
+    def expert_host_s(self) -> tuple[float, float]:
+        """(forward, backward) host seconds each local expert adds to a MoE layer."""
+        h, k, s, m = self.host, self.kernels, self.syncs, self.host.measured_s
+        return (k.per_expert_forward * h.per_kernel_s + s.per_expert_forward * h.per_sync_s + m.per_expert_forward,
+                k.per_expert_backward * h.per_kernel_s + s.per_expert_backward * h.per_sync_s + m.per_expert_backward)
+
     def layer_syncs(self, moe: bool, local_experts: float) -> tuple[float, float]:
         """(forward, backward) device-to-host syncs inside one layer: where the host cannot run ahead."""
         return self.syncs.layer(moe, local_experts)
