@@ -67,3 +67,20 @@ def test_implementation_overrides_and_files(tmp_path):
         load_scenario(scenario)
     assert (err.value.file, err.value.line, err.value.key_path) == (
         str(scenario), 7, "implementation.host.per_kernel_s")
+
+
+def test_a_graph_profile_defaults_host_launch_and_bad_defaults_are_named(tmp_path):
+    graphs = tmp_path / "graphs.yaml"
+    graphs.write_text("name: graphs\nlabel: captured\nbase: hf_transformers\nlaunch: cuda_graphs\nsources: {}\n")
+    s = load_scenario(_with({"framework": "hf_transformers"}, implementation=str(graphs)))
+    assert s.plan.training.host_launch == "cuda_graphs"
+    assert load_scenario(_with({"host_launch": "eager"}, implementation=str(graphs))).plan.training.host_launch == "eager"
+    with pytest.raises(UserError) as err:
+        load_scenario(_with(implementation={"training_defaults": {"seq_length": 4096}}))
+    assert err.value.key_path == "implementation.training_defaults" and "seq_length" in err.value.message
+    with pytest.raises(UserError) as err:
+        load_scenario(_with(implementation={"training_defaults": {"precision": "bf17"}}))
+    assert err.value.key_path == "implementation.training_defaults.precision"
+    with pytest.raises(UserError) as err:
+        load_scenario(_with(implementation={"file": str(tmp_path / "missing.yaml")}))
+    assert "file not found" in err.value.message
