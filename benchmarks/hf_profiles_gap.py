@@ -1,7 +1,7 @@
 """The H200 Hugging Face training steps priced with the implementation profiles (issue 28) beside the historical
 ``framework: pytorch``: the same scenarios as ``benchmarks/hf_gap.py`` (its ``scenario_for``), with
 ``training.framework`` set to the profile of the loop that ran: ``hf_transformers`` (plain loop, grouped_mm
-experts), ``hf_transformers_expert_loop`` (OLMoE's eager per-expert loop), ``hf_trainer`` (Trainer rows).
+experts), ``hf_per_expert_loop`` (OLMoE's eager per-expert loop), ``hf_trainer`` (Trainer rows).
 
     PYTHONPATH=. python benchmarks/hf_profiles_gap.py [--json]
 """
@@ -26,7 +26,7 @@ def profile_for(run: dict) -> str:
     if run["section"] == "trainer":
         return "hf_trainer"
     if run["section"] == "moe" and run.get("experts_applied") not in (None, "grouped_mm"):
-        return "hf_transformers_expert_loop"
+        return "hf_per_expert_loop"
     return "hf_transformers"
 
 

@@ -1,15 +1,14 @@
-"""Implementation profiles live in one place (issue 28): the registry simulator/implementation/registry.py and
-the shipped files beside simulator/implementation/profiles/. The resolved plan holds the profile
-(``ResolvedPlan.implementation``); no module outside simulator/implementation/ compares a framework's name (a
-``framework`` variable or attribute against a string, or a registered profile name against a ``framework``):
-consumers read the profile's attributes (``megatron_layout``, ``pytorch_layout``, ``layer_host_s``, ...)."""
+"""Implementation profiles live in one place (issue 28): simulator/implementation/profiles.py and the shipped
+files under simulator/implementation/frameworks/. No module outside simulator/implementation/ compares a
+framework's name (a ``framework`` variable or attribute against a string): consumers read the profile's
+attributes (``family``, host costs, kernel counts, ...) or the recipe's (``Recipe.eager``)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from simulator.implementation.registry import profile_names
+from simulator.implementation.profiles import profile_names
 
 ROOT = Path(__file__).resolve().parents[1] / "simulator"
 HOME = ROOT / "implementation"
@@ -52,5 +51,5 @@ def test_no_module_outside_the_registry_compares_a_framework_name():
 def test_the_check_catches_a_comparison():
     assert _offences(ast.parse('x = training.framework == "megatron"\ny = "pytorch" != c.framework\n')) == [1, 2]
     assert _offences(ast.parse('z = framework in ("nemo", "torchtitan")\n')) == [1]
-    assert not _offences(ast.parse('x = rp.implementation.megatron_layout\n'))
+    assert not _offences(ast.parse('x = profile.family == "megatron"\n'))
     assert {"megatron", "pytorch", "hf_transformers"} <= NAMES

@@ -8,7 +8,9 @@ or a reason why the pair cannot run. Formulas follow NCCL src/graph/tuning.cc v2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from simulator.collectives.coefficients import PROTOCOLS, Coefficients
 from simulator.collectives.curves import Curve
@@ -34,6 +36,8 @@ class Row:
     curve_wire: float = 0.0
     curve_max_bytes: float = math.inf  # beyond it the protocol adds curve_over_inv seconds per byte
     curve_over_inv: float = 0.0
+    fill_ops: int = 0  # NVLS all_reduce: channels x heads (concurrentOps); the pipeline fill is nvls_loop_bytes
+    fill_inv: float = 0.0  # seconds per byte of that fill
 
 
 @dataclass(frozen=True)
@@ -180,14 +184,48 @@ def nvls_bus_bw(ctx: Ctx, op: str) -> float:
     return bw * 2 if op == "all_reduce" else bw * (k - 1) / k
 
 
+def nvls_tree_loop_bytes(sizes_bytes, ops: int, max_chunk: int):
+    """One NVLS-tree loop: enqueue.cc NCCL_ALGO_NVLS_TREE chunk = min(NCCL_NVLS_CHUNKSIZE, treeMaxChunkSize), then
+    256 / 128 / 64 / 32 KiB below 32 / 16 / 4 / 1 x ops x chunk."""
+    s = np.asarray(sizes_bytes, dtype=float)
+    chunk = np.full(s.shape, float(max_chunk))
+    for factor, step in ((32, 262144.0), (16, 131072.0), (4, 65536.0), (1, 32768.0)):
+        chunk = np.where((s < factor * ops * chunk) & (chunk > step), step, chunk)
+    return ops * chunk
+
+
+def nvls_loop_bytes(sizes_bytes, ops: int, max_chunk: int):
+    """Bytes of one NVLS all_reduce loop over all channels, ops x chunk, with NCCL's chunk for each buffer size.
+
+    NCCL src/enqueue.cc@73cf1122 (v2.30.7) computeCollChunkInfo, NCCL_ALGO_NVLS: chunk = NCCL_NVLS_CHUNKSIZE, then
+    64 KiB if nBytes < 64 ops chunk, 32 KiB if nBytes < 8 ops chunk, 16 KiB if nBytes < 2 ops chunk, where
+    ops = concurrentOps = nChannels x nHeads.
+    """
+    s = np.asarray(sizes_bytes, dtype=float)
+    chunk = np.full(s.shape, float(max_chunk))
+    for factor, step in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+        chunk = np.where((s < factor * ops * chunk) & (chunk > step), step, chunk)
+    return ops * chunk
+
+
 def nvls(ctx: Ctx, op: str) -> Row:
-    """NVLink SHARP inside one node: all_reduce (busbw to algbw with the ring factor) or all_gather/reduce_scatter."""
+    """NVLink SHARP inside one node: all_reduce (busbw to algbw with the ring factor) or all_gather/reduce_scatter.
+
+    all_reduce also pays the pipeline's fill and drain, ``nvls_fill_loops`` loops of ``nvls_loop_bytes`` at the
+    bus bandwidth: a loop is channels x heads x chunk (24 x 32 x 64 KiB = 48 MiB on a 72-GPU NVL72 domain, 16 x 8 x
+    128 KiB = 16 MiB on DGX H100), so at 72 ranks a 512 MiB all_reduce is only 11 loops.
+    """
     nvl = ctx.links["nvlink"]["simple"]
     lat = ctx.step_latency("nvlink", "nvls", "simple") + nvl.latency_shift_s
     bus = nvls_bus_bw(ctx, op)
     wire = 2 * (ctx.n - 1) / ctx.n if op == "all_reduce" else 1.0
     link = LinkParams("nvlink", bus, bus * nvl.small_bw_Bps / nvl.bandwidth_Bps, nvl.latency_shift_s, nvl.fill_latency_s)
-    return two_regime(ctx, "nvls", "simple", lat, wire, wire, [link])
+    row = two_regime(ctx, "nvls", "simple", lat, wire, wire, [link])
+    if op != "all_reduce" or nvl.fill_latency_s is not None:  # a calibrated line already holds the measured fill
+        return row
+    c = ctx.c
+    ops = c.nvls_kernel_channels[ctx.p.gpu_arch] * min(ctx.k, c.nvls_max_arity)
+    return replace(row, fill_ops=ops, fill_inv=c.nvls_fill_loops * row.inv_big)
 
 
 def nvls_tree(ctx: Ctx) -> Row:
@@ -203,7 +241,12 @@ def nvls_tree(ctx: Ctx) -> Row:
            + 2 * math.log2(ctx.nodes) * ctx.step_latency("net", "nvls_tree", "simple") + net.latency_shift_s)
     link = LinkParams("net", bus, bus * net.small_bw_Bps / net.bandwidth_Bps, 0.0, net.fill_latency_s)
     wire = 2 * (ctx.n - 1) / ctx.n
-    return two_regime(ctx, "nvls_tree", "simple", lat, wire, wire, [link])
+    row = two_regime(ctx, "nvls_tree", "simple", lat, wire, wire, [link])
+    if net.fill_latency_s is not None:
+        return row
+    # the same loops as NVLS, over nvls.cc's multi-node channel count (fill_ops < 0 marks the NVLS-tree chunk rule)
+    ops = c.nvls_tree_channels[ctx.p.gpu_arch] * min(ctx.k, c.nvls_max_arity)
+    return replace(row, fill_ops=-ops, fill_inv=c.nvls_fill_loops * row.inv_big)
 
 
 def pat(ctx: Ctx, op: str) -> Row:

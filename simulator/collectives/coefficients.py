@@ -86,8 +86,26 @@ class Coefficients(BaseModel):
                                 "channels, one head each (src/graph/search.cc ncclTopoCompute; 8 on DGX H100, "
                                 "nccl#1197 'Pattern 5, nChannels 8'), and NVLS runs all_gather / reduce_scatter only "
                                 "with at most 32 local ranks (src/enqueue.cc)")
+    nvls_kernel_channels: dict[str, int] = Field(
+        default={"sm90": 16, "sm100": 24},
+        description="NCCL src/transport/nvls.cc@73cf1122 (v2.30.7) NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100_NVL 24 "
+                    "(one NVLink domain): CTAs the NVLS all_reduce kernel runs (enqueue.cc topoGetAlgoInfo)")
+    nvls_chunk_bytes: int = Field(default=131072, description="NCCL nvls.cc NCCL_NVLS_CHUNKSIZE default 128 KiB")
+    nvls_tree_channels: dict[str, int] = Field(
+        default={"sm90": 16, "sm100": 32},
+        description="NCCL nvls.cc NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100 32 (more than one node; the SM100 "
+                    "NVLSTree tuner picks 24 on some NIC speeds / ppn, not modelled)")
+    nvls_fill_loops: float = Field(
+        default=2.0, description="**assumption**: the one-domain NVLS all_reduce is a 3-stage pipeline per loop "
+                                 "(scatter into the multicast buffer, ld_reduce + multimem.st by the head, gather; "
+                                 "src/device/all_reduce.h), so one loop fills and one drains")
     pat_efficiency: float = Field(default=0.75, description="NCCL tuning.cc: PAT busBw*0.75 (since 2.24)")
     pat_latency_per_rank_us: float = Field(default=2.8, description="NCCL tuning.cc PAT 'still a linear part' 2.8 us/rank")
+
+    def nvls_tree_max_chunk_bytes(self, nodes: int) -> int:
+        """nvls.cc ncclNvlsTuning fallback treeMaxChunkSize: 64 KiB from 4 nodes up, else the NVLS chunk (the SM100
+        tuner's 64 / 256 KiB choices for some NIC speeds and PCIe paths are not modelled)."""
+        return 65536 if nodes >= 4 else self.nvls_chunk_bytes
 
     # ---- latencies (us) ----
     base_latency_us: dict[str, list[float]] = Field(

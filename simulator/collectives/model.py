@@ -52,6 +52,7 @@ class OpTable:
     reasons: tuple[str, ...]
     terms: np.ndarray  # (rows, 6): lat_small, inv_small, lat_big, inv_big, msgs_fixed, msgs_per_byte
     curves: tuple = ()  # per row: None or (Curve, wire, max bytes per exchange, s/B beyond it) (curves.py)
+    fills: tuple = ()  # per row: None or (concurrent ops, s/B): NVLS all_reduce pipeline fill (algorithms.nvls)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _row(ctx: alg.Ctx, op: str, algo: str, proto: str) -> alg.Row:
 
 
 def _table(ctx: alg.Ctx, op: str) -> OpTable:
-    algos, protos, reasons, terms, curves = [], [], [], [], []
+    algos, protos, reasons, terms, curves, fills = [], [], [], [], [], []
     for algo in ALGORITHMS[op]:
         for proto in PROTOCOLS:
             reason = _infeasible(ctx, op, algo, proto) if ctx.n > 1 else ""
@@ -123,6 +124,7 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
             protos.append(proto)
             reasons.append(reason)
             curves.append(None)
+            fills.append(None)
             if reason:
                 terms.append([np.inf] * 4 + [0.0, 0.0])
             elif ctx.n == 1:
@@ -132,7 +134,10 @@ def _table(ctx: alg.Ctx, op: str) -> OpTable:
                 terms.append([r.lat_small_s, r.inv_small, r.lat_big_s, r.inv_big, r.msgs_fixed, r.msgs_per_byte])
                 if r.curve is not None:
                     curves[-1] = (r.curve, r.curve_wire, r.curve_max_bytes, r.curve_over_inv)
-    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves))
+                if r.fill_ops:
+                    fills[-1] = (r.fill_ops, r.fill_inv)
+    return OpTable(op, tuple(algos), tuple(protos), tuple(reasons), np.array(terms, dtype=float), tuple(curves),
+                   tuple(fills))
 
 
 def build_cost_model(placement: GroupPlacement, coefficients: Coefficients = DEFAULT_COEFFICIENTS,
@@ -165,8 +170,9 @@ def _check_op(op: str) -> None:
         raise UserError(f"unknown operation {op!r}; accepted: {', '.join(OPS)}", key_path="op")
 
 
-def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
-    """Seconds for every row of ``op`` (shape rows x sizes); infeasible rows are inf."""
+def row_times(model: GroupCostModel, op: str, sizes_bytes, fill: bool = True) -> np.ndarray:
+    """Seconds for every row of ``op`` (shape rows x sizes); infeasible rows are inf. ``fill=False`` leaves out the
+    NVLS pipeline fill (NCCL's tuner, which makes the choice, has no such term)."""
     _check_op(op)
     s = np.asarray(sizes_bytes, dtype=float)[None, :]
     t = model.tables[op].terms
@@ -178,6 +184,20 @@ def row_times(model: GroupCostModel, op: str, sizes_bytes) -> np.ndarray:
         if curve is not None:
             m = curve[1] * s[0]
             times[i] = curve[0].time(m) + np.maximum(m - curve[2], 0.0) * curve[3]
+    return _with_fill(model, op, s[0], times) if fill else times
+
+
+def _with_fill(model: GroupCostModel, op: str, sizes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """``times`` plus each NVLS / NVLS-tree row's pipeline fill (algorithms.nvls, nvls_tree)."""
+    times = times.copy()
+    c = model.coefficients
+    for i, fill_terms in enumerate(model.tables[op].fills):
+        if fill_terms is not None:
+            ops, inv = fill_terms
+            loop = (alg.nvls_loop_bytes(sizes, ops, c.nvls_chunk_bytes) if ops > 0 else
+                    alg.nvls_tree_loop_bytes(sizes, -ops, min(c.nvls_chunk_bytes, c.nvls_tree_max_chunk_bytes(
+                        model.placement.n_nodes))))
+            times[i] += inv * np.minimum(loop, sizes)  # a buffer smaller than a loop is one (partial) loop
     return times
 
 
@@ -212,7 +232,8 @@ def _select(table: OpTable, algo: str, proto: str) -> np.ndarray:
 
 
 def evaluate(model: GroupCostModel, op: str, sizes_bytes, algo: str = "auto", proto: str = "auto") -> Evaluation:
-    """Time of ``op`` on the group for each size, picking the fastest feasible (algorithm, protocol) unless forced.
+    """Time of ``op`` on the group for each size, picking the fastest feasible (algorithm, protocol) unless forced
+    (fastest by NCCL's tuner terms: the NVLS pipeline fill prices the choice but does not make it).
 
     Raises UserError when the forced combination cannot run here (with every reason).
     """
@@ -220,9 +241,11 @@ def evaluate(model: GroupCostModel, op: str, sizes_bytes, algo: str = "auto", pr
     table = model.tables[op]
     sizes = np.asarray(sizes_bytes, dtype=float)
     feasible = _select(table, algo, proto)
-    times = row_times(model, op, sizes)
-    times[~feasible, :] = np.inf
-    best = np.argmin(times, axis=0)
+    # NCCL picks with its tuner's model (tuning.cc, no pipeline fill), then the chosen row runs with its fill
+    tuner = row_times(model, op, sizes, fill=False)
+    tuner[~feasible, :] = np.inf
+    times = _with_fill(model, op, sizes, tuner) if any(table.fills) else tuner
+    best = np.argmin(tuner, axis=0)
     chosen = times[best, np.arange(sizes.size)]
     if model.placement.n_ranks == 1:
         return Evaluation(op, sizes, np.zeros_like(sizes), ("none",) * sizes.size, ("none",) * sizes.size)

@@ -55,15 +55,7 @@ HOST_DATA = "simulator/validation/data/h200_host/moe_host.jsonl"
 
 @dataclass(frozen=True)
 class HostIssueCosts:
-    """Host seconds to issue one layer's forward and backward for one micro-batch (module docstring), and where
-    the layer synchronises with the device. Built from the plan's implementation profile
-    (``simulator.implementation.profiles``: :func:`simulator.schedule.inputs.host_costs`); the fields default to
-    the measured MoE floor's shape (no dense floor, one sync per MoE forward).
-
-    ``syncs``: device-to-host syncs inside (dense forward, dense backward, MoE forward, MoE backward); a phase with
-    one ends the host's run-ahead there (each layer's phase is then its own segment), a phase without lets the
-    host run ahead across the layers of its chunk (:mod:`simulator.schedule.costs`). ``per_step_s``: host seconds
-    per micro-batch outside the layers (embedding, head, loss; forward and backward together)."""
+    """Host seconds to issue one MoE layer's forward and backward for one micro-batch (module docstring)."""
 
     moe_fwd_s: float
     moe_bwd_s: float
@@ -72,19 +64,27 @@ class HostIssueCosts:
     source: str
     dense_fwd_s: float = 0.0
     dense_bwd_s: float = 0.0
-    syncs: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 0.0)
-    per_step_s: float = 0.0
+    checkpoint_fwd_s: float = 0.0
+    """extra forward host seconds of a layer under full activation checkpointing (the wrapper's own work)"""
+    checkpoint_bwd_s: float = 0.0
+    """extra backward host seconds of a checkpointed layer besides its recomputed forward"""
+    step_s: float = 0.0
+    """per micro-batch, outside the transformer layers (embedding, final norm, head, loss), forward and backward"""
+    dense_runs_ahead: bool = False
+    """no device-to-host sync inside a dense layer: the host issues ahead across layers (:func:`host_wait` is
+    taken over the whole forward or backward of a chunk, not per layer)"""
+    moe_runs_ahead: bool = False
 
     def layer(self, moe: bool, local_experts: float) -> tuple[float, float]:
-        """(forward, backward) host seconds of a layer (a MoE layer with ``local_experts`` per rank)."""
+        """(forward, backward) host seconds of a layer (MoE with ``local_experts`` per rank, or dense)."""
         if not moe:
             return self.dense_fwd_s, self.dense_bwd_s
         return (self.moe_fwd_s + self.per_expert_fwd_s * local_experts,
                 self.moe_bwd_s + self.per_expert_bwd_s * local_experts)
 
-    def layer_syncs(self, moe: bool) -> tuple[float, float]:
-        """(forward, backward) device-to-host syncs inside a layer of the kind."""
-        return self.syncs[2:] if moe else self.syncs[:2]
+    def runs_ahead(self, moe: bool) -> bool:
+        """Whether a layer of this kind lets the host issue past it without waiting for the GPU."""
+        return self.moe_runs_ahead if moe else self.dense_runs_ahead
 
 
 #: measured on the H200 machine's host (module docstring); re-derived from HOST_DATA by a test

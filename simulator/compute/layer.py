@@ -32,8 +32,8 @@ class LayerTime:
     ``fwd_gemm_s`` the forward GEMMs (window for ``tp_comm_overlap``); ``expert_fwd_s``/``expert_bwd_s`` the
     routed-expert GEMMs. FLOPs: ``fwd_flops``/``bwd_flops`` executed, ``attn_fwd_flops`` the core attention's.
     ``host_fwd_s``/``host_bwd_s``: host seconds to issue the layer's kernels eagerly (0 with CUDA graphs;
-    :mod:`simulator.compute.host`); ``host_syncs_fwd``/``host_syncs_bwd``: device-to-host syncs inside the phase
-    (0: the host runs ahead into the next layer, the segment rule of :mod:`simulator.schedule.costs`).
+    :mod:`simulator.compute.host`); ``host_ckpt_fwd_s``/``host_ckpt_bwd_s`` what activation checkpointing adds to
+    them; ``host_runs_ahead``: no device-to-host sync in the layer, so the host issues ahead across layers.
     """
 
     fwd_s: float
@@ -51,8 +51,9 @@ class LayerTime:
     module_fwd: tuple[tuple[str, float, float], ...] = ()
     host_fwd_s: float = 0.0
     host_bwd_s: float = 0.0
-    host_syncs_fwd: float = 1.0
-    host_syncs_bwd: float = 1.0
+    host_ckpt_fwd_s: float = 0.0
+    host_ckpt_bwd_s: float = 0.0
+    host_runs_ahead: bool = False
 
     def _modules(self, modules) -> tuple[tuple[str, float, float], ...]:
         chosen = modules or ("core_attn",)
@@ -108,7 +109,8 @@ def mean_layer_time(members: list[tuple[LayerTime, int]]) -> LayerTime:
     field by field (module forwards by module)."""
     n = sum(count for _, count in members)
     nums = {f.name: sum(getattr(lt, f.name) * c for lt, c in members) / n for f in fields(LayerTime)
-            if f.name != "module_fwd"}
+            if f.name not in ("module_fwd", "host_runs_ahead")}
+    nums["host_runs_ahead"] = members[0][0].host_runs_ahead     # one kind of layer: one sync structure
     modules = {}
     for lt, c in members:
         for name, sec, flops in lt.module_fwd:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.caching import memo
-from simulator.implementation.registry import profile_named
+from simulator.implementation.profiles import profile_named
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.shape import rank_shape
@@ -51,7 +51,7 @@ class ActContext:
         """A context from raw degrees (tests and notebooks; plans pass their resolved shape)."""
         shape = rank_shape(model, seq_len, micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp)
         if "framework" in settings:     # an implementation profile's name: its family's accounting
-            settings["pytorch_layout"] = profile_named(settings.pop("framework")).pytorch_layout
+            settings["pytorch_layout"] = profile_named(settings.pop("framework")).family == "pytorch"
         return cls(shape, **settings)
 
     @property

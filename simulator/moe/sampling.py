@@ -21,8 +21,12 @@ def sample_topk(n_tokens: int, k: int, p: np.ndarray, nodes: int, node_limit: in
     log_p = np.log(np.where(p > 0, p, np.finfo(float).tiny)).astype(np.float32)
     rows = max(1, _CHUNK_ELEMENTS // experts)
     out = np.empty((n_tokens, k), dtype=np.int64)
+    equal = bool(np.all(log_p == log_p[0]))
     for start in range(0, n_tokens, rows):
         n = min(rows, n_tokens - start)
+        if equal:
+            out[start:start + n] = _sample_equal(rng.random(size=(n, experts)), log_p[0], k, nodes, node_limit)
+            continue
         scores = log_p + _gumbel(rng, (n, experts))
         if node_limit is None:
             out[start:start + n] = np.argpartition(-scores, k - 1, axis=1)[:, :k]
@@ -42,7 +46,60 @@ def _gumbel(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """``rng.gumbel(size=shape).astype(float32)`` drawn 2x faster: the same uniforms (``Generator.gumbel`` is
     ``-log(-log(1 - random()))``), the logs vectorised (numpy's float64 log may differ from the C library's in the
     last bit, which the float32 scores do not keep; tests/unit/test_moe_sampling.py checks they agree)."""
-    return (-np.log(-np.log(1.0 - rng.random(size=shape)))).astype(np.float32)
+    return _gumbel_of(rng.random(size=shape))
+
+
+def _gumbel_of(u: np.ndarray) -> np.ndarray:
+    """The float32 Gumbel draws of uniforms ``u`` (:func:`_gumbel`)."""
+    return (-np.log(-np.log(1.0 - u))).astype(np.float32)
+
+
+def _sample_equal(u: np.ndarray, log_p: np.float32, k: int, nodes: int, node_limit: int | None) -> np.ndarray:
+    """:func:`sample_topk`'s selection for one chunk of uniforms ``u`` (n, experts) when every expert has the same
+    weight: a score ``log_p + gumbel(u)`` never increases as u grows (the draw is ``-log(-log(1 - u))``), so the k
+    smallest u hold the top k scores unless the k-th score ties the next; the scores are computed only at that boundary (and in full for the rows
+    where it ties, which take the plain path). The same expert sets as the plain path, in another order."""
+    n, experts = u.shape
+    per_node = experts // nodes
+    if node_limit is None:
+        if k >= experts:
+            return np.argpartition(-(log_p + _gumbel_of(u)), k - 1, axis=1)[:, :k]
+        out, tied = _top_of_uniforms(u, log_p, k)
+        if tied.size:
+            out[tied] = np.argpartition(-(log_p + _gumbel_of(u[tied])), k - 1, axis=1)[:, :k]
+        return out
+    grouped = u.reshape(n, nodes, per_node)
+    best = log_p + _gumbel_of(grouped.min(axis=2))  # each node's best score: the score of its smallest uniform
+    order = np.argpartition(-best, node_limit - 1, axis=1)
+    kept = order[:, :node_limit]
+    if k >= node_limit * per_node:  # the plain path's own cases (whole kept nodes, or reaching into dropped ones)
+        scores = log_p + _gumbel_of(u)
+        if k > node_limit * per_node:
+            np.put_along_axis(scores.reshape(n, nodes, per_node), order[:, node_limit:, None], -np.inf, axis=1)
+            return np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        return _top_in_kept(scores.reshape(n, nodes, per_node), kept, k)
+    node_rows = (np.arange(n)[:, None] * nodes + kept).ravel()  # the kept nodes as rows of u viewed (n * nodes, per)
+    candidates = np.take(u.reshape(n * nodes, per_node), node_rows, axis=0).reshape(n, -1)
+    top, tied = _top_of_uniforms(candidates, log_p, k)
+    out = np.take_along_axis(kept, top // per_node, axis=1) * per_node + top % per_node
+    if tied.size:
+        out[tied] = _top_in_kept((log_p + _gumbel_of(u[tied])).reshape(tied.size, nodes, per_node), kept[tied], k)
+    return out
+
+
+def _top_of_uniforms(u: np.ndarray, log_p: np.float32, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(columns of each row's k smallest u, the rows for which those may not be the top k scores
+    ``log_p + gumbel(u)``: the k-th score ties the (k+1)-th, or the float32 copy of u that is partitioned (half the
+    work of float64) ties there); needs k < columns."""
+    u32 = u.astype(np.float32)  # rounding keeps the order of distinct values or makes them equal (caught below)
+    part = np.argpartition(u32, k, axis=1)
+    top, after = part[:, :k], part[:, k]
+    flat_top = np.arange(len(u))[:, None] * u.shape[1] + top  # row-major flat indices: cheaper than take_along_axis
+    flat_after = flat_top[:, 0] - top[:, 0] + after
+    kth = (log_p + _gumbel_of(u.ravel()[flat_top])).min(axis=1)
+    next_score = log_p + _gumbel_of(u.ravel()[flat_after])
+    close = u32.ravel()[flat_top].max(axis=1) >= u32.ravel()[flat_after]
+    return np.ascontiguousarray(top), np.flatnonzero(close | (kth <= next_score))
 
 
 def _top_in_kept(grouped: np.ndarray, kept: np.ndarray, k: int) -> np.ndarray:

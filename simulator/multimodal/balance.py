@@ -30,6 +30,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.memory import estimate_memory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
@@ -72,15 +73,24 @@ class Settings:
 
 def stage_peaks(s: Settings, sub: SubmoduleSpec, choice: PlanChoice) -> list[float] | None:
     """Per-stage tensor peaks of ``sub`` under ``choice`` (None when the plan is invalid)."""
+    peaks = _stage_peaks(s.spec, sub, choice, s.batch, s.precision, s.optimizer)
+    return None if peaks is None else list(peaks)
+
+
+@memo(maxsize=8192)
+def _stage_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, batch: int, precision: str,
+                 optimizer: str) -> tuple[float, ...] | None:
+    """:func:`stage_peaks` by what it reads (a search asks again for the same plan once per layout it weighs;
+    the topology plays no part)."""
     try:
-        plan = resolve_submodule(s.spec, sub, choice, s.batch, s.precision, s.optimizer)
+        plan = resolve_submodule(spec, sub, choice, batch, precision, optimizer)
     except UserError:
         return None
     memory = estimate_memory(plan)
-    pooler = s.spec.pooler_params(sub)
-    extra, tail = extra_state_bytes(plan, s.spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
-    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(s.spec, sub, plan))
-    return list(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
+    pooler = spec.pooler_params(sub)
+    extra, tail = extra_state_bytes(plan, spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
+    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(spec, sub, plan))
+    return tuple(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
 
 
 def _capacity(s: Settings) -> float:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from simulator.implementation.registry import profile_names
+from simulator.implementation.profiles import Profile, profile_named
 from simulator.plan.schedules import ONE_F_ONE_B, ScheduleName
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -99,11 +99,13 @@ class TrainingConfig(BaseModel):
     global_batch: int = Field(64, ge=1, description="sequences per optimizer step")
     precision: Precision = Field("bf16", description="precision recipe (docs/memory.md lists bytes per parameter)")
     optimizer: Literal["adam", "sgd", "adafactor"] = Field("adam", description="optimizer (sets state bytes)")
-    framework: str = Field(
-        "megatron", description="the implementation profile (simulator/implementation/profiles/): megatron, pytorch "
-                                "(the historical names, numbers unchanged), megatron_core_te, nemo, torchtitan, "
-                                "deepspeed, hf_transformers, hf_trainer, ...; its family sets the activation "
-                                "accounting and buffers, its data the host issue time and the training: defaults")
+    framework: str = Field("megatron", description="implementation profile (simulator/implementation/frameworks: "
+                                                   "megatron, pytorch, megatron_core_te, nemo, torchtitan, deepspeed, "
+                                                   "hf_transformers, hf_trainer, vllm, sglang, tensorrt_llm, ...): "
+                                                   "the accounting family, kernels, host costs and defaults")
+    implementation: Profile | None = Field(
+        None, description="the resolved profile when the scenario gives `implementation:` (a profile file or "
+                          "field overrides); null: the shipped profile `framework` names")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="attention kernel: flash keeps O(s) statistics, unfused keeps the s x s scores")
     attention_kernel: Literal["fused", "flash2"] = Field(
@@ -179,10 +181,16 @@ class TrainingConfig(BaseModel):
 
     @field_validator("framework")
     @classmethod
-    def _registered(cls, name: str) -> str:
-        trains = profile_names(trains=True)
-        if name not in trains:
-            engines = [n for n in profile_names(trains=False) if n == name]
-            why = "is a serving engine's profile" if engines else "is not a registered implementation profile"
-            raise ValueError(f"{name!r} {why} (training profiles: {', '.join(trains)})")
-        return name
+    def _known_framework(cls, value: str) -> str:
+        profile_named(value)            # an unknown name lists the shipped profiles
+        return value
+
+    @property
+    def profile(self) -> Profile:
+        """The implementation profile this training runs (:mod:`simulator.implementation.profiles`)."""
+        return self.implementation if self.implementation is not None else profile_named(self.framework)
+
+    @property
+    def family(self) -> str:
+        """The profile's accounting family: ``megatron`` or ``pytorch``."""
+        return self.profile.family

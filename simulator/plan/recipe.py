@@ -33,8 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.implementation.profiles import ImplementationProfile
-from simulator.implementation.registry import profile_named
 from simulator.plan.config import ParallelPlan, TrainingConfig
 
 FP32, BF16, FP8 = 4, 2, 1
@@ -250,13 +248,11 @@ def _moment_bytes(training: TrainingConfig, default: int) -> float:
     return MOMENTS[training.optimizer] * default
 
 
-def resolve_recipe(plan: ParallelPlan, training: TrainingConfig, impl: ImplementationProfile | None = None) -> Recipe:
-    """The :class:`Recipe` of a plan (module docstring for the rules) under implementation profile ``impl``
-    (default: ``training.framework``'s)."""
-    impl = impl if impl is not None else profile_named(training.framework)
+def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
+    """The :class:`Recipe` of a plan (module docstring for the rules)."""
     row = PRECISIONS[training.precision]
     stage = sharding_stage(plan)
-    megatron = impl.megatron_layout
+    megatron = training.family == "megatron"
     megatron_ddp = megatron and plan.zero == 0
     mixed = row.main > 0
     grad = row.grad_megatron if megatron_ddp else row.grad_zero
@@ -267,11 +263,11 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig, impl: Implement
         convention = "Megatron mixed precision" if megatron_ddp else "ZeRO mixed precision"
     else:
         convention = _CONVENTIONS[training.precision]
-    bucket = row.ddp_bucket if impl.pytorch_layout and stage == 0 else 0.0
+    bucket = row.ddp_bucket if training.family == "pytorch" and stage == 0 else 0.0
     # the weight copy is gathered as held (fp8 primary weights in fp8: --fp8-param-gather), except that ZeRO-3 /
     # FSDP gathers fp32 params of AMP in the compute dtype (FSDP mixed precision ``param_dtype``)
     param_wire = BF16 if stage >= 3 and training.precision == "amp_bf16" else row.param
-    eager = impl.pytorch_layout
+    eager = training.family == "pytorch"
     attention = training.attention
     if attention == "flash":
         attention = "sdpa" if eager else ("flash2" if training.attention_kernel == "flash2" else "flash")

@@ -8,8 +8,6 @@ from typing import Any
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.implementation.moe_backends import moe_backend as backend_named
-from simulator.implementation.profiles import ImplementationProfile
-from simulator.implementation.registry import profile_named
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -29,8 +27,7 @@ from simulator.plan.rules import (
 
 
 def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, training: dict[str, Any] | TrainingConfig,
-                 world_size: int, moe_backend: str | MoeBackend = NCCL,
-                 implementation: ImplementationProfile | None = None) -> ResolvedPlan:
+                 world_size: int, moe_backend: str | MoeBackend = NCCL) -> ResolvedPlan:
     """Validate ``parallel`` and ``training`` for ``model`` on ``world_size`` GPUs and derive what follows.
 
     Args:
@@ -39,8 +36,6 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
         training: docs/interface.md ``training:`` mapping (or a TrainingConfig).
         world_size: GPUs in the job.
         moe_backend: the MoE backend (:mod:`simulator.implementation.moe_backends`), or its ``moe.backend`` name.
-        implementation: the implementation profile (the scenario's ``implementation:``); None: ``training.framework``'s.
-            Its ``training_defaults`` (and ``launch``, as ``host_launch``) fill the ``training:`` keys not given.
 
     Raises:
         UserError: with key path (``parallel.tp``, ``training.global_batch``...) and every value involved.
@@ -50,36 +45,16 @@ def resolve_plan(model: ModelSpec, parallel: dict[str, Any] | ParallelPlan, trai
         raise UserError(f"the GPU count must be at least 1, got {world_size}", key_path="system.gpus")
     plan = build(ParallelPlan, parallel if parallel is not None else {}, key_prefix="parallel")
     train = build(TrainingConfig, training if training is not None else {}, key_prefix="training")
-    impl = implementation if implementation is not None else profile_named(train.framework)
-    train = with_training_defaults(train, impl)
-    check_switches(plan, train, impl)
+    check_switches(plan, train)
     order = parse_order(plan.order)
     dp = derive_dp(plan, world_size)
     notes = check_heads(model, plan)
     check_recompute_modules(model, plan)
-    check_model_switches(model, train, impl)
+    check_model_switches(model, train)
     check_sequence(plan, train)
-    edp = check_moe(model, plan, train, dp, impl)
+    edp = check_moe(model, plan, train, dp)
     micro = check_batch(train, dp, plan)
     stage_layers, chunks = split_layers(model, plan, model.mtp_layers if train.mode == "train" else 0)
     return ResolvedPlan(model=model, parallel=plan, training=train, world_size=world_size, dp=dp, edp=edp,
                         num_microbatches=micro, order=order, stage_layers=stage_layers, stage_chunks=chunks,
-                        notes=tuple(notes), moe_backend=backend, implementation=impl)
-
-
-def with_training_defaults(train: TrainingConfig, impl: ImplementationProfile) -> TrainingConfig:
-    """``train`` with the profile's ``training_defaults`` (and ``host_launch: cuda_graphs`` for a profile that
-    launches CUDA graphs) on every key the scenario did not set: an explicit ``training:`` key wins."""
-    defaults = dict(impl.training_defaults)
-    if impl.graphs:
-        defaults.setdefault("host_launch", "cuda_graphs")
-    unknown = sorted(set(defaults) - set(TrainingConfig.model_fields) | ({"framework"} & set(defaults)))
-    if unknown:
-        raise UserError(f"training_defaults of profile {impl.name!r} name {unknown}, not training: keys a profile "
-                        f"may set (accepted: {', '.join(sorted(set(TrainingConfig.model_fields) - {'framework'}))})",
-                        key_path="implementation.training_defaults")
-    fill = {k: v for k, v in defaults.items() if k not in train.model_fields_set}
-    if not fill:
-        return train
-    data = {**{k: getattr(train, k) for k in train.model_fields_set}, **fill}
-    return build(TrainingConfig, data, key_prefix="implementation.training_defaults")
+                        notes=tuple(notes), moe_backend=backend)

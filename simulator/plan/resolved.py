@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.hardware.gpu import GpuSpec
 from simulator.implementation.moe_backends import NCCL, MoeBackend
-from simulator.implementation.profiles import ImplementationProfile
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -54,10 +53,6 @@ class ResolvedPlan(BaseModel):
     moe_backend: MoeBackend = Field(NCCL, description="what moves MoE tokens (simulator.implementation.moe_backends): the "
                                                       "scenario's moe.backend, or serving's all-to-all backend")
 
-    implementation: ImplementationProfile = Field(
-        description="what the framework runs (simulator.implementation.profiles): training.framework's profile with "
-                    "the scenario's implementation: overrides; consumers read its attributes, never its name")
-
     def with_moe_backend(self, backend: MoeBackend) -> ResolvedPlan:
         """This plan with MoE backend ``backend`` (itself when it already has it): a serving phase's backend, or
         the ``moe:`` settings a caller of ``simulate_step`` passes."""
@@ -69,7 +64,7 @@ class ResolvedPlan(BaseModel):
     @cached_property
     def recipe(self) -> Recipe:
         """What the precision, optimizer, framework and sharding imply (:mod:`simulator.plan.recipe`)."""
-        return resolve_recipe(self.parallel, self.training, self.implementation)
+        return resolve_recipe(self.parallel, self.training)
 
     @cached_property
     def batch(self) -> Batch:

@@ -11,8 +11,6 @@ import itertools
 
 from simulator.caching import memo
 from simulator.errors import UserError
-from simulator.implementation.profiles import ImplementationProfile
-from simulator.implementation.registry import profile_named
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.recipe import PRECISIONS
@@ -25,17 +23,11 @@ def _err(message: str, key: str) -> UserError:
     return UserError(message, key_path=key)
 
 
-def _impl(t: TrainingConfig, impl: ImplementationProfile | None) -> ImplementationProfile:
-    """The plan's implementation profile, or ``training.framework``'s when the caller has none."""
-    return impl if impl is not None else profile_named(t.framework)
-
-
-def check_switches(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfile | None = None) -> None:
+def check_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Switches that need another switch: sp/tp, megatron_fsdp/distributed_optimizer, zero vs Megatron sharding,
     vpp/pp/schedule (with the schedule's own rules, :meth:`simulator.plan.schedules.Schedule.check_plan`),
     framework-specific features."""
-    impl = _impl(t, impl)
-    check_training_switches(p, t, impl)
+    check_training_switches(p, t)
     if p.sp and p.tp == 1:
         raise _err("sp (sequence parallelism) needs tp > 1, got tp = 1", "parallel.sp")
     if p.megatron_fsdp is not None and not p.distributed_optimizer:
@@ -44,7 +36,7 @@ def check_switches(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfi
     if p.zero and (p.distributed_optimizer or p.megatron_fsdp):
         raise _err(f"zero ({p.zero}) and distributed_optimizer ({p.distributed_optimizer}) / megatron_fsdp "
                    f"({p.megatron_fsdp}) both shard the optimizer; choose one", "parallel.zero")
-    if impl.pytorch_layout and p.distributed_optimizer:
+    if t.family == "pytorch" and p.distributed_optimizer:
         raise _err("distributed_optimizer is a Megatron feature; with framework pytorch use zero (1-3, FSDP)",
                    "parallel.distributed_optimizer")
     if p.recompute_layers is not None and p.recompute != "full":
@@ -65,60 +57,58 @@ def check_switches(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfi
                    "parallel.schedule")
 
 
-def _megatron_with_master(t: TrainingConfig, impl: ImplementationProfile) -> bool:
+def _megatron_with_master(t: TrainingConfig) -> bool:
     """Megatron with a mixed precision that keeps an fp32 master copy and fp32 main gradients."""
-    return impl.megatron_layout and PRECISIONS[t.precision].main > 0
+    return t.family == "megatron" and PRECISIONS[t.precision].main > 0
 
 
-def check_training_switches(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfile | None = None) -> None:
+def check_training_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Framework switches of ``training:`` that hold only for some frameworks, precisions or attention kernels."""
-    impl = _impl(t, impl)
-    if t.grad_reduce_dtype is not None and (not _megatron_with_master(t, impl) or p.zero):
+    if t.grad_reduce_dtype is not None and (not _megatron_with_master(t) or p.zero):
         raise _err(f"grad_reduce_dtype ({t.grad_reduce_dtype}) sets Megatron's main-gradient buffer: it needs "
                    f"framework megatron (got {t.framework}), zero 0 (got {p.zero}) and a mixed precision with a "
                    f"master copy: bf16, fp16, fp8 or fp4 (got {t.precision})", "training.grad_reduce_dtype")
-    if t.attention_kernel == "flash2" and (t.attention != "flash" or not impl.megatron_layout):
+    if t.attention_kernel == "flash2" and (t.attention != "flash" or t.family != "megatron"):
         raise _err(f"attention_kernel flash2 names the kernel of fused attention: it needs attention flash (got "
                    f"{t.attention}) and framework megatron (got {t.framework}; plain PyTorch runs "
                    "F.scaled_dot_product_attention at its measured rate)", "training.attention_kernel")
-    if t.cross_entropy is not None and not impl.megatron_layout:
+    if t.cross_entropy is not None and t.family != "megatron":
         raise _err(f"cross_entropy ({t.cross_entropy}) picks Megatron's loss implementation: it needs framework "
                    f"megatron (got {t.framework}; plain PyTorch's F.cross_entropy is priced as measured)",
                    "training.cross_entropy")
-    if t.grad_accumulation == "separate_fp32" and not _megatron_with_master(t, impl):
+    if t.grad_accumulation == "separate_fp32" and not _megatron_with_master(t):
         raise _err(f"grad_accumulation separate_fp32 adds 16-bit gradients into an fp32 buffer: it needs framework "
                    f"megatron (got {t.framework}; plain PyTorch's accumulation is modelled with framework pytorch) "
                    f"and a mixed precision with a master copy: bf16, fp16, fp8 or fp4 (got {t.precision})",
                    "training.grad_accumulation")
-    check_memory_switches(p, t, impl)
+    check_memory_switches(p, t)
 
 
-def check_memory_switches(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfile | None = None) -> None:
+def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
     """Memory lifetimes and savings of one framework (docs/memory_features.md): each key needs the framework whose flag it is
     and the settings that flag works with."""
-    impl = _impl(t, impl)
-    if t.gradient_lifetime == "per_layer" and (not impl.pytorch_layout or not t.grad_set_to_none):
+    if t.gradient_lifetime == "per_layer" and (t.family != "pytorch" or not t.grad_set_to_none):
         raise _err(f"gradient_lifetime per_layer: gradients created layer by layer in backward (PyTorch "
                    f"zero_grad(set_to_none=True)); it needs framework pytorch (got {t.framework}) and "
                    f"grad_set_to_none true (got {t.grad_set_to_none}); Megatron keeps a persistent gradient buffer",
                    "training.gradient_lifetime")
-    if t.loss_implementation is not None and not impl.pytorch_layout:
+    if t.loss_implementation is not None and t.family != "pytorch":
         raise _err(f"loss_implementation ({t.loss_implementation}) names a plain-PyTorch / Hugging Face loss: it "
                    f"needs framework pytorch (got {t.framework}; Megatron's loss is training.cross_entropy)",
                    "training.loss_implementation")
     if p.cpu_offloading_num_layers:
-        _check_cpu_offloading(p, t, impl)
-    if p.selective_ac_option is not None and not impl.pytorch_layout:
+        _check_cpu_offloading(p, t)
+    if p.selective_ac_option is not None and t.family != "pytorch":
         raise _err(f"selective_ac_option {p.selective_ac_option} is torchtitan's: it needs framework pytorch (got "
                    f"{t.framework}; Megatron's selective recompute is recompute_modules)", "parallel.selective_ac_option")
-    if not p.deallocate_pipeline_outputs and not impl.megatron_layout:
+    if not p.deallocate_pipeline_outputs and t.family != "megatron":
         raise _err("deallocate_pipeline_outputs false keeps Megatron's stage outputs until backward: it needs "
                    f"framework megatron (got {t.framework})", "parallel.deallocate_pipeline_outputs")
     for key in ("exp_avg_dtype", "exp_avg_sq_dtype"):
         if getattr(t, key) is not None and t.optimizer != "adam":
             raise _err(f"{key} ({getattr(t, key)}) sets an Adam moment's storage dtype: it needs optimizer adam (got "
                        f"{t.optimizer})", f"training.{key}")
-    if t.store_param_remainders and (not impl.megatron_layout or t.precision != "bf16" or t.exp_avg_dtype is None
+    if t.store_param_remainders and (t.family != "megatron" or t.precision != "bf16" or t.exp_avg_dtype is None
                                      or t.exp_avg_sq_dtype is None):
         raise _err("store_param_remainders keeps the 16 low bits of Megatron's fp32 master copy beside bf16 "
                    f"weights in the precision-aware optimizer: it needs framework megatron (got {t.framework}), "
@@ -126,11 +116,11 @@ def check_memory_switches(p: ParallelPlan, t: TrainingConfig, impl: Implementati
                    f"{t.exp_avg_dtype}, {t.exp_avg_sq_dtype})", "training.store_param_remainders")
 
 
-def _check_cpu_offloading(p: ParallelPlan, t: TrainingConfig, impl: ImplementationProfile) -> None:
+def _check_cpu_offloading(p: ParallelPlan, t: TrainingConfig) -> None:
     """Megatron-Core TransformerConfig.__post_init__ (NVIDIA/Megatron-LM megatron/core/transformer/
     transformer_config.py at d98e8a64): CPU offloading only without pipeline parallelism and recomputation."""
     n = p.cpu_offloading_num_layers
-    if not impl.megatron_layout:
+    if t.family != "megatron":
         raise _err(f"cpu_offloading_num_layers ({n}) is Megatron's --cpu-offloading-num-layers (Transformer Engine "
                    f"CPU offload): it needs framework megatron (got {t.framework})", "parallel.cpu_offloading_num_layers")
     if p.pp > 1 or p.recompute != "none":
@@ -232,11 +222,10 @@ def _check_op_sac(m: ModelSpec, p: ParallelPlan) -> None:
                    "parallel.selective_ac_option")
 
 
-def check_model_switches(m: ModelSpec, t: TrainingConfig, impl: ImplementationProfile | None = None) -> None:
+def check_model_switches(m: ModelSpec, t: TrainingConfig) -> None:
     """Training switches that hold only for some models: Megatron stores the activation input in fp8 only for
     SwiGLU (TransformerConfig.__post_init__, megatron/core/transformer/transformer_config.py at d98e8a64)."""
-    impl = _impl(t, impl)
-    if t.activation_func_fp8_input_store and (not impl.megatron_layout or not m.glu):
+    if t.activation_func_fp8_input_store and (t.family != "megatron" or not m.glu):
         raise _err("activation_func_fp8_input_store is Megatron's fused bias-SwiGLU storing its input in fp8: it "
                    f"needs framework megatron (got {t.framework}) and a SwiGLU model (got {m.activation})",
                    "training.activation_func_fp8_input_store")
@@ -277,10 +266,8 @@ def check_sequence(p: ParallelPlan, t: TrainingConfig) -> None:
                    f"{local} is not divisible by tp ({p.tp})", "training.seq_len")
 
 
-def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int,
-              impl: ImplementationProfile | None = None) -> int:
+def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
     """experts % ep; expert grid fits (edp integral); MoE with TP needs SP in Megatron. Returns edp."""
-    impl = _impl(t, impl)
     if m.moe is None:
         if p.ep > 1 or p.etp > 1:
             raise _err(f"ep ({p.ep}) / etp ({p.etp}) > 1 needs a MoE model; {m.name} is dense", "parallel.ep")
@@ -294,7 +281,7 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int,
         raise _err(f"expert data parallel = tp*cp*ulysses*dp / (ep*etp): tp ({p.tp}) * cp ({p.cp}) * ulysses "
                    f"({p.ulysses}) * dp ({dp}) = {span} is not divisible by ep ({p.ep}) * etp ({p.etp})",
                    "parallel.ep")
-    if impl.megatron_layout and p.tp > 1 and not p.sp:
+    if t.family == "megatron" and p.tp > 1 and not p.sp:
         raise _err(f"MoE with tp ({p.tp}) > 1 needs sp: true in Megatron", "parallel.sp")
     return span // (p.ep * p.etp)
 

@@ -108,8 +108,9 @@ def price(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency, host: Hos
     other_fwd = mem_op_seconds(program.memops, gpu, eff, "fwd", attention=False)
     other_bwd = mem_op_seconds(program.memops, gpu, eff, "bwd", attention=False)
     issue = host is not None and program.host_issue
-    host_fwd, host_bwd = host.layer(program.kind == "moe", program.local_experts) if issue else (0.0, 0.0)
-    syncs = host.layer_syncs(program.kind == "moe") if issue else (1.0, 1.0)
+    moe = program.kind == "moe"
+    host_fwd, host_bwd = host.layer(moe, program.local_experts) if issue else (0.0, 0.0)
+    ckpt_fwd, ckpt_bwd = (host.checkpoint_fwd_s, host.checkpoint_bwd_s) if issue else (0.0, 0.0)
     att = program.attention
     return LayerTime(
         fwd_s=by_phase["fwd"] + attn_fwd + other_fwd,
@@ -119,7 +120,7 @@ def price(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency, host: Hos
         fwd_flops=program.fwd_flops, bwd_flops=program.bwd_flops,
         attn_fwd_flops=att.fwd_flops if att is not None else 0.0,
         module_fwd=_module_forwards(program, gemm_s, gpu, eff), host_fwd_s=host_fwd, host_bwd_s=host_bwd,
-        host_syncs_fwd=syncs[0], host_syncs_bwd=syncs[1])
+        host_ckpt_fwd_s=ckpt_fwd, host_ckpt_bwd_s=ckpt_bwd, host_runs_ahead=issue and host.runs_ahead(moe))
 
 
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,

@@ -15,8 +15,6 @@ from simulator.errors import UserError
 from simulator.hardware import ClusterSpec, FabricSpec, load_cluster, load_node
 from simulator.hardware.calibration import calibration_system_problem, load_calibration
 from simulator.implementation.moe_settings import MoeSettings
-from simulator.implementation.profiles import ImplementationProfile
-from simulator.implementation.registry import scenario_implementation
 from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec, load_hf_config, load_model_preset
 from simulator.model.strict import build
@@ -32,11 +30,12 @@ from simulator.plan import (
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
 from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
-TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "moe", "serving", "sweep", "zip",
-                  "search", "implementation")
+TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "implementation", "moe", "serving",
+                  "sweep", "zip", "search")
 
 
 class SystemSection(BaseModel):
@@ -135,8 +134,6 @@ class Fixed:
     calibration_path: str | None
     notes: tuple[str, ...]
     serving: ServingConfig | None = None
-    implementation: ImplementationProfile | None = None
-    """``training.framework``'s profile with ``implementation:`` on it (None: the framework's, unchanged)"""
 
     @property
     def gpus(self) -> int:
@@ -173,36 +170,25 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     system = _system(data.get("system"), document)
     cluster = _cluster(system)
     model = _model(data.get("model"), document)
-    serving = build(ServingConfig, data["serving"], key_prefix="serving") if data.get("serving") else None
+    profile = scenario_profile(data, document.file)
+    serving = (build(ServingConfig, with_defaults(data["serving"], profile.serving_defaults), key_prefix="serving")
+               if data.get("serving") else None)
     parallel = (build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
                 if with_parallel or serving is not None else None)
-    training = build(TrainingConfig, _serving_training(data, serving, parallel, system, cluster),
-                     key_prefix="training")
+    training_data = training_with_profile(_serving_training(data, serving, parallel, system, cluster), profile,
+                                          data.get("implementation") is not None)
+    training = build(TrainingConfig, training_data, key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
-    implementation = _implementation(data.get("implementation"), training, document)
-    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving, implementation), parallel
-
-
-def _implementation(spec: Any, training: TrainingConfig, document: Document) -> ImplementationProfile | None:
-    """``implementation:``: a profile file (relative to the scenario that names it) or a mapping of overrides
-    (docs/implementation_profiles.md); None when the scenario has none."""
-    if spec is None:
-        return None
-    file, _ = document.where("implementation")
-    impl = scenario_implementation(training.framework, spec, base_dir=Path(file).parent if file else None)
-    if not impl.trains:
-        raise UserError(f"profile {impl.name!r} is a serving engine's (family {impl.family}); a training scenario "
-                        "needs a training profile", key_path="implementation")
-    return impl
+    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
 
 
 def scenario_from_document(document: Document) -> Scenario:
     """Build a :class:`Scenario` from merged data; errors carry key paths (the caller adds file and line)."""
     fixed, parallel = _parts(document, with_parallel=True)
-    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend, fixed.implementation)
+    plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend)
     check_timeline(plan)
     return fixed.with_plan(plan, document.file)
 

@@ -36,10 +36,10 @@ class ScenarioSchema(BaseModel):
     model: _model_section()  # type: ignore[valid-type]
     parallel: ParallelPlan | None = None
     training: TrainingConfig | None = None
-    moe: MoeSettings | None = Field(None, description="MoE layers: EP backend, routing skew, overlap (docs/moe.md)")
     implementation: str | dict[str, Any] | None = Field(
-        None, description="an implementation profile file, or a mapping of profile fields overriding "
-                          "training.framework's profile (optional file: to start from); docs/implementation_profiles.md")
+        None, description="a profile file (path) or overrides of the profile training.framework names "
+                          "(docs/implementation_profiles.md)")
+    moe: MoeSettings | None = Field(None, description="MoE layers: EP backend, routing skew, overlap (docs/moe.md)")
     serving: ServingConfig | None = Field(None, description="simulator serve: workload and engine (docs/serving.md)")
     sweep: dict[str, list[Any]] | None = Field(
         None, description="dotted key -> list of values; the sweep is their cartesian product")

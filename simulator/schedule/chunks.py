@@ -18,7 +18,7 @@ from simulator.pricing.compute import embedding_time, head_time
 from simulator.pricing.groups import GroupTimer
 from simulator.program import CROSS_ENTROPY_BYTES
 from simulator.schedule.cache import Fixed, StepCache
-from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost, settle_host
+from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost, settle_issue
 from simulator.schedule.inputs import LayerInputs, MoeInputs, StepInputs, layer_times, moe_timings
 from simulator.traffic import CommOp
 
@@ -147,17 +147,16 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
             e = cache.get(_embedding, fixed, EmbeddingInputs(li.shape, accum, li.fsdp_copy_bytes))
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
-            fwd.host_gpu += e.fwd_s
-            bwd.host_gpu += e.bwd_s
         if stage == last and chunk == len(counts) - 1:
             h = cache.get(_head, fixed, HeadInputs(li.shape, li.dtype, accum, copy, c.cross_entropy,
                                                    li.fsdp_copy_bytes))
-            step_host = li.host.per_step_s / 2 if li.host is not None else 0.0   # head and loss: half each way
-            fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops, host_issue=step_host, host_gpu=h.fwd_s))
-            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s, host_issue=step_host, host_gpu=h.bwd_s))
-        settle_host(fwd)
-        settle_host(bwd)
+            fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
+            bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s))
+            if li.host is not None and li.host.step_s > 0:   # embedding, head and loss kernels of the micro-batch
+                bwd.issue += li.host.step_s
         boundary_cost(c.timer, c.pipeline_ops, c.pp, c.vpp, stage, chunk, fwd, bwd)
+        settle_issue(fwd)
+        settle_issue(bwd)
         out.append((fwd, bwd, n / max(len(layers_of), 1)))
     return out
 

@@ -42,8 +42,9 @@ class Cost:
     host: float = 0.0
     wgrad: float = 0.0
     exposed_intra: float = 0.0
-    host_issue: float = 0.0
-    host_gpu: float = 0.0
+    issue: float = 0.0
+    """host seconds to issue kernels of layers the host runs ahead across (no sync inside them): the chunk turns
+    them into ``host`` over its whole forward or backward (:func:`settle_issue`), not layer by layer"""
 
     @property
     def total(self) -> float:
@@ -52,7 +53,7 @@ class Cost:
     def copy(self) -> Cost:
         """An independent copy (its per-dimension dicts too), to add to without touching a shared cost."""
         return Cost(self.compute, self.recompute, dict(self.exposed), dict(self.comm), self.flops, self.host,
-                    self.wgrad, self.exposed_intra, self.host_issue, self.host_gpu)
+                    self.wgrad, self.exposed_intra, self.issue)
 
     def scaled_compute(self, factor: float) -> Cost:
         """This cost with its compute and recompute seconds x ``factor`` (the slowest GPU's pace; the host wait is
@@ -82,8 +83,7 @@ class Cost:
         self.host += other.host * times
         self.wgrad += other.wgrad * times
         self.exposed_intra += other.exposed_intra * times
-        self.host_issue += other.host_issue * times
-        self.host_gpu += other.host_gpu * times
+        self.issue += other.issue * times
         exposed, comm, other_exposed, other_comm = self.exposed, self.comm, other.exposed, other.comm
         for d in DIMS:
             exposed[d] += other_exposed[d] * times
@@ -154,28 +154,24 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
         _comm_cost([o for o in mine if o.scope == "layer_recompute"], timer, stage, _windows(lt, cp, "fwd"), bwd,
                    overlap)
     # an eager framework: each phase takes at least the host time to issue its kernels (full recompute issues the
-    # forward's again inside backward, its syncs too)
-    _host(fwd, lt.host_fwd_s, lt.host_syncs_fwd > 0)
+    # forward's again inside backward, and the checkpoint wrapper adds its own)
     full = recompute == "full"
-    _host(bwd, lt.host_bwd_s + (lt.host_fwd_s if full else 0.0), lt.host_syncs_bwd > 0 or (full and lt.host_syncs_fwd > 0))
+    host_fwd = lt.host_fwd_s + (lt.host_ckpt_fwd_s if full else 0.0)
+    host_bwd = lt.host_bwd_s + (lt.host_fwd_s + lt.host_ckpt_bwd_s if full else 0.0)
+    if lt.host_runs_ahead:          # no sync inside the layer: the chunk settles the wait over all its layers
+        fwd.issue, bwd.issue = host_fwd, host_bwd
+    else:
+        fwd.host = host_wait(host_fwd, fwd.total)
+        bwd.host = host_wait(host_bwd, bwd.total)
     return fwd, bwd
 
 
-def _host(cost: Cost, issue_s: float, synced: bool) -> None:
-    """The host side of one layer phase: with a device-to-host sync inside, the phase is its own segment and takes
-    ``max(GPU, host)`` now; without, its host and GPU seconds join the chunk's segment (:func:`settle_host`)."""
-    if synced:
-        cost.host = host_wait(issue_s, cost.total)
-    elif issue_s > 0:
-        cost.host_issue, cost.host_gpu = issue_s, cost.total
-
-
-def settle_host(cost: Cost) -> Cost:
-    """Close the host segment of a chunk phase: between two syncs the host runs ahead across layers, so the
-    segment takes ``max(GPU work, host issue)`` over all of it (docs/implementation_profiles.md)."""
-    cost.host += host_wait(cost.host_issue, cost.host_gpu)
-    cost.host_issue = cost.host_gpu = 0.0
-    return cost
+def settle_issue(cost: Cost) -> None:
+    """Turn the host issue time of a chunk's run-ahead layers into the GPU's wait: the chunk's forward (or
+    backward) takes at least the host time to issue it, ``max(GPU, host)`` over the whole segment."""
+    if cost.issue > 0:
+        cost.host += host_wait(cost.issue, cost.total)
+        cost.issue = 0.0
 
 
 def microbatch_dp_cost(ops: tuple[CommOp, ...], timer: GroupTimer, stage: int, share: float, fwd: Cost,

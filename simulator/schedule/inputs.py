@@ -16,7 +16,6 @@ from simulator.compute import ComputeEfficiency, default_efficiency
 from simulator.compute.host import HostIssueCosts
 from simulator.compute.layer import LayerTime, mean_layer_time
 from simulator.hardware import GpuSpec
-from simulator.implementation.profiles import ImplementationProfile
 from simulator.model import ModelSpec, RankShape, layer_kinds
 from simulator.moe import DEFAULT_MOE_SETTINGS, MoeSettings
 from simulator.plan import ResolvedPlan
@@ -24,6 +23,7 @@ from simulator.plan.config import ParallelPlan
 from simulator.plan.recipe import Recipe
 from simulator.pricing.compute import layer_time
 from simulator.pricing.groups import GroupTimer
+from simulator.pricing.host import host_issue_costs
 from simulator.pricing.moe_layer import MoeLayerTiming, moe_layer_timing
 from simulator.program import PERMUTE_CHAINS
 from simulator.schedule.cache import Fixed, StepCache
@@ -52,20 +52,10 @@ class LayerInputs(NamedTuple):
     sort_chunks: bool
 
 
-def host_costs(impl: ImplementationProfile) -> HostIssueCosts:
-    """The host issue costs of an implementation profile, as the layer pricing reads them (a hashable value)."""
-    dense, moe, expert = impl.layer_host_s(False, 0), impl.layer_host_s(True, 0), impl.expert_host_s()
-    return HostIssueCosts(moe_fwd_s=moe[0], moe_bwd_s=moe[1], per_expert_fwd_s=expert[0], per_expert_bwd_s=expert[1],
-                          source=f"implementation profile {impl.name} (simulator/implementation/profiles/)",
-                          dense_fwd_s=dense[0], dense_bwd_s=dense[1],
-                          syncs=(*impl.layer_syncs(False, 0), *impl.layer_syncs(True, 1)),
-                          per_step_s=impl.step_host_s())
-
-
 def layer_inputs(plan: ResolvedPlan, dtype: str, moe: MoeSettings) -> LayerInputs:
     """The :class:`LayerInputs` of ``plan`` with GEMM dtype ``dtype`` under the ``moe:`` settings."""
     r = plan.recipe
-    host = host_costs(plan.implementation) if plan.training.host_launch == "eager" else None
+    host = host_issue_costs(plan.training.profile) if plan.training.host_launch == "eager" else None
     # Megatron's all-to-all dispatcher (backend nccl) sorts the received rows by local expert and back
     sort_chunks = plan.moe_backend.sorted_by_expert and plan.shape.ep > 1 and plan.shape.local_experts > 1
     return LayerInputs(plan.shape, dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes, r.grad_accum_bytes,

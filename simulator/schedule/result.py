@@ -121,7 +121,7 @@ class StepResult:
     def events(self) -> list[TraceEvent]:
         """Timeline bars for the trace: compute ops per stage, the comm busy time inside each op per dimension, the
         host-bound time inside each op (lane ``host``), pipeline transfers, and the step's tail (DP reduction,
-        optimizer and its host wait, parameter gather)."""
+        optimizer, parameter gather)."""
         out: list[TraceEvent] = []
         for stage, tl in enumerate(self.timelines):
             for kind, mb, chunk, start, end in tl.ops:   # kind F, B, or W (a deferred weight gradient)

@@ -36,7 +36,7 @@ from simulator.plan import ResolvedPlan, moe_backend
 from simulator.pricing.overlap import coefficients
 from simulator.schedule.cache import StepCache
 from simulator.schedule.chunks import all_chunk_costs, middle_signatures
-from simulator.schedule.costs import Cost, layer_costs, settle_host
+from simulator.schedule.costs import Cost, layer_costs
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
 from simulator.schedule.inputs import StepInputs, build_inputs
 from simulator.schedule.result import StepResult
@@ -183,8 +183,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
-        host_s=total.host + tails[k][3],
-        optimizer_s=tails[k][1] - tails[k][3], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
+        host_s=total.host,
+        optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,
         hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
@@ -206,4 +206,4 @@ def layer_step_times(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *
     fwd, bwd = layer_costs(ctx.layers[kind], ctx.traffic.layer, "moe" if kind else "dense", plan.parallel.recompute,
                            plan.parallel.cp, ctx.timer, stage, ctx.moe[stage] if kind else None,
                            plan.parallel.recomputed_modules)
-    return settle_host(fwd).total, settle_host(bwd).total
+    return fwd.total, bwd.total

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from simulator.compute.host import host_wait
 from simulator.compute.optimizer import optimizer_time
-from simulator.model import ModelSpec
 from simulator.pricing.groups import GroupTimer
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.cache import Fixed, StepCache
@@ -68,15 +66,14 @@ def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], sta
     r = plan.recipe
     owned = (params.dense / plan.dense_shard_degree + params.expert / plan.expert_shard_degree if r.stage >= 1
              else params.dense + params.expert)
+    eff, fraction = ctx.eff, plan.training.profile.optimizer.bandwidth_fraction
+    if fraction is not None and eff.optimizer_efficiency is None:   # the implementation's measured rate
+        eff = eff.model_copy(update={"optimizer_efficiency": fraction})
     opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
-                         ctx.eff) * slowest
-    wait = host_wait(optimizer_host_s(ctx, stage, owned), opt)   # the host issuing a for-loop optimizer's kernels
+                         eff) * slowest
     if trace:
         events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
-        if wait > 0:
-            events.append(TraceEvent(stage, "host", "optimizer issue (GPU waits)", t + opt, wait))
-    t += opt + wait
-    opt += wait
+    t += opt
     for op, call, timing in gathers:
         window = sum(dp_window(f, timing.on_network, backward=False) for f in fwd)
         ex = exposed(call - call * min(1.0, bucket), window, timing.interference) + call * min(1.0, bucket) \
@@ -85,30 +82,7 @@ def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], sta
         if trace:
             events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
-    return out, opt, events, wait
-
-
-def layer_tensors(model: ModelSpec, moe: bool) -> int:
-    """Parameter tensors of one transformer layer (what a for-loop optimizer visits one by one): q, k, v, o and
-    two norms, the MLP's two or three matrices (each routed expert's, plus the router, in a MoE layer), and their
-    biases where the model has them."""
-    mlp = 3 if model.glu else 2
-    n = 4 + 2 + (mlp * model.moe.experts + 1 if moe and model.moe is not None else mlp)
-    if model.has_qkv_bias:
-        n += 3
-    if model.linear_bias:
-        n += 1 + mlp
-    return n
-
-
-def optimizer_host_s(ctx: StepInputs, stage: int, owned: float) -> float:
-    """Host seconds to issue the stage's optimizer step (the implementation profile's kernels per tensor and per
-    parameter, and its syncs); 0 with CUDA graphs captured (``training.host_launch``)."""
-    plan = ctx.plan
-    if plan.training.host_launch != "eager":
-        return 0.0
-    tensors = sum(layer_tensors(ctx.model, ctx.model.is_moe_layer(i)) for i in plan.stage_layers[stage])
-    return plan.implementation.optimizer_host_s(tensors, owned)
+    return out, opt, events
 
 
 def comm_rows(ctx: StepInputs, stage: int) -> tuple[CommRow, ...]:

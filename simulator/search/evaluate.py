@@ -153,7 +153,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
         key = tuple(parallel.items())
     parallel = _built(ctx, "parallel", key,
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
-    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, ctx.fixed.implementation)
+    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
     check_timeline(plan)
     return plan
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.errors import UserError
-from simulator.implementation.registry import profile_named
 from simulator.plan.schedules import searched_schedules
 from simulator.scenario.load import Fixed
 from simulator.scenario.search_section import SearchSection
@@ -82,7 +81,7 @@ def _powers_of_two(limit: int) -> tuple[int, ...]:
 
 def _defaults(fixed: Fixed) -> dict[str, tuple[Any, ...]]:
     m, node_gpus = fixed.model, fixed.cluster.node.gpus
-    megatron = (fixed.implementation or profile_named(fixed.training.framework)).megatron_layout
+    megatron = fixed.training.family == "megatron"
     return {
         "gpus": (fixed.gpus,),
         "tp": _powers_of_two(node_gpus),

@@ -48,6 +48,9 @@ class Path:
     def edges(self) -> list[tuple[str, str]]:
         return list(zip(self.hops, self.hops[1:], strict=False))
 
+#: views by their GPUs kept per topology (:meth:`Topology.with_ranks_on`); emptied when this many
+_RANK_VIEWS_MAX = 4096
+
 
 class Topology:
     """A cluster as a networkx graph, with path, bandwidth and link-sharing queries.
@@ -74,13 +77,15 @@ class Topology:
         view with other ranks (:meth:`with_ranks_on`) or rules (:meth:`on_real_split`) starts an empty one."""
         self.flow_cache: dict[tuple, float] = {}
         """Max-flows inside one NVLink domain (domain 0's template), by their arguments; shared by views."""
+        self._rank_views: dict[tuple[int, ...], Topology] = {}
+        """:meth:`with_ranks_on`'s views by their GPUs (a view's indices are its own ranks: each view starts empty)."""
 
     def _view(self, **changes) -> Topology:
         """A shallow copy that shares the graph, the domain template and the path cache, with ``changes`` applied
         and the caches that depend on which GPU holds which rank (placements, the real-split view) left behind."""
         view = copy.copy(self)
         view.__dict__ = {k: v for k, v in self.__dict__.items() if k != "_real_split"}
-        view.__dict__.update(changes, placement_cache={})
+        view.__dict__.update(changes, placement_cache={}, _rank_views={})
         return view
 
     def on_real_split(self) -> Topology:
@@ -97,9 +102,16 @@ class Topology:
     def with_ranks_on(self, gpus: tuple[int, ...]) -> Topology:
         """This topology with rank r on GPU ``gpus[r]`` (a submodule of a multimodal plan on its own GPUs: the
         engine places a plan's rank r on ``gpus[r]``); groups spread unevenly over domains are priced on their real
-        split."""
-        names = self.gpus
-        return self._view(gpus=[names[g] for g in gpus], uneven_groups=True)
+        split. Built once per ``gpus`` and kept, so a plan search that prices a submodule on the same GPUs again reuses
+        the view's placements (each view starts an empty placement cache)."""
+        views = self._rank_views
+        view = views.get(gpus)
+        if view is None:
+            if len(views) >= _RANK_VIEWS_MAX:
+                views.clear()
+            names = self.gpus
+            view = views[gpus] = self._view(gpus=[names[g] for g in gpus], uneven_groups=True)
+        return view
 
     @cached_property
     def graph(self) -> nx.DiGraph:

@@ -192,7 +192,33 @@ def hf_decode_report() -> Report:
                   not misses, gated=False)
 
 
+def hf_train_report() -> Report:
+    """HF Transformers / timm training steps on one H200 with the hf_transformers profile: step time and peak
+    allocated memory, calibration rows marked (simulator/validation/hf_train.py)."""
+    from simulator.validation import hf_train
+
+    rows = [r for r in hf_train.train_rows() if r.kind == "train"]
+    table = tuple((r.case, "calibration" if r.calibration else "validation", round(r.measured_s * 1e3, 1),
+                   round(r.predicted_s * 1e3, 1), round(r.host_s * 1e3, 1), _pct(r.time_error),
+                   round(r.measured_bytes / 2**30, 2), round(r.predicted_bytes / 2**30, 2), _pct(r.memory_error))
+                  for r in rows)
+    held = [r for r in rows if not r.calibration]
+
+    def median(values: list[float]) -> float:
+        values = sorted(values)
+        return values[len(values) // 2]
+
+    time_med, mem_med = median([r.time_error for r in held]), median([r.memory_error for r in held])
+    mem_ok = sum(abs(r.memory_error) <= 0.05 for r in rows)
+    return Report("hf_train", "HF Transformers / timm training on one H200 (profile hf_transformers): step time and "
+                  "peak allocated memory", ("case", "row", "measured ms", "predicted ms", "host wait ms", "error",
+                                            "measured GiB", "predicted GiB", "error"), table,
+                  f"validation rows: step time signed median {time_med:+.1%} (target 5%), peak memory signed median "
+                  f"{mem_med:+.1%}; {mem_ok}/{len(rows)} peaks within 5%", abs(time_med) <= 0.05 and
+                  abs(mem_med) <= 0.05, gated=False)
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
            "published": published_report, "serving": serving_report,
-           "hf_decode": hf_decode_report}
+           "hf_decode": hf_decode_report, "hf_train": hf_train_report}

@@ -40,10 +40,3 @@ def test_every_data_file_matches_a_package_data_pattern():
     assert len(data) > 100  # profiles, scenarios, efficiency tables, validation data (through the links too)
     missed = [str(p.relative_to(PACKAGE)) for p in data if not any(fnmatch(p.name, pat) for pat in patterns)]
     assert not missed, f"not shipped in the wheel (add a pattern to pyproject.toml): {missed}"
-
-
-def test_implementation_profiles_ship_inside_the_package():
-    from simulator.implementation.registry import PROFILE_DIR, profile_names
-
-    assert PROFILE_DIR == PACKAGE / "implementation" / "profiles" and (PROFILE_DIR / "__init__.py").is_file()
-    assert {"megatron", "pytorch", "hf_transformers", "vllm"} <= set(profile_names())

@@ -46,12 +46,17 @@ def test_ring_all_reduce_dgx_a100_by_hand():
 
 
 def test_nvls_busbw_dgx_h100_by_hand():
-    # 2 x 370.8 x 0.85 x (k-1)/(k+1), k = 8 -> 490.28 GB/s bus bandwidth; latency 25 us.
+    # 2 x 370.8 x 0.85 x (k-1)/(k+1), k = 8 -> 490.28 GB/s bus bandwidth; latency 25 us; plus the pipeline fill
+    # of two loops of 16 channels x 8 heads x chunk (128 KiB from 1 GiB up, 64 KiB from 64 MiB up; enqueue.cc).
     model = build_cost_model(placement_for_profile("dgx_h100", 8))
-    size = 2**34
-    t = evaluate(model, "all_reduce", [size], "nvls").times_s[0]
     bus = 2 * 370.8e9 * 0.85 * 7 / 9
-    assert t == pytest.approx(25e-6 + size * 14 / 8 / bus, rel=1e-9)
+    for size, chunk in ((2**34, 2**17), (2**30, 2**17), (2**27, 2**16)):
+        t = evaluate(model, "all_reduce", [size], "nvls").times_s[0]
+        assert t == pytest.approx(25e-6 + (size + 2 * 128 * chunk) * 14 / 8 / bus, rel=1e-9)
+    # 128 MiB: 8 MiB loops, 16 MiB of fill -> 416.5 GB/s busbw (485.7 at 4 GiB); "256M is too small to reach
+    # peak bandwidth" on 8 H100 with NVLS (sjeaugey, NVIDIA/nccl-tests#212)
+    t = evaluate(model, "all_reduce", [2**27], "nvls").times_s[0]
+    assert 2**27 / t * 14 / 8 == pytest.approx(416.5e9, rel=5e-4)
 
 
 def test_message_rate_proxy_vs_ibgda():
@@ -156,3 +161,51 @@ def test_plot_busbw_writes_png(tmp_path):
 def test_shipped_h200_calibration_loads():
     cal = load_calibration(Path(__file__).parents[2] / "hardware_profiles" / "calibration" / "h200_x2.yaml")
     assert {(e.link_class, e.protocol) for e in cal.entries} >= {("nvlink", "simple"), ("shm", "auto")}
+
+
+def test_nvls_fill_is_a_step_uncalibrated_and_absent_from_a_calibrated_line():
+    """DGX H100 (16 x 8 = 128 concurrent ops): the chunk is 32 KiB below 64 MiB and 64 KiB from 64 MiB up, so the
+    uncalibrated fill jumps from 2 x 4 MiB to 2 x 8 MiB there; a calibrated NVLink Simple line already holds the
+    measured fill, and its NVLS time stays one straight line across the step."""
+    from simulator.hardware.calibration import Calibration, CalibrationEntry
+
+    placement = placement_for_profile("dgx_h100", 8)
+    sizes = np.array([32.0, 64.0, 96.0]) * 2**20
+    t = evaluate(build_cost_model(placement), "all_reduce", sizes, "nvls").times_s
+    bus = 2 * 370.8e9 * 0.85 * 7 / 9
+    assert (t[1] - t[0]) - (t[2] - t[1]) == pytest.approx(2 * 4 * 2**20 * 14 / 8 / bus, rel=1e-6)
+    entry = CalibrationEntry(link_class="nvlink", protocol="simple", latency_s=2e-5, small_bw_Bps=3e11,
+                             fill_latency_s=3e-5, bandwidth_Bps=3e11)
+    model = build_cost_model(placement, calibration=Calibration(entries=(entry,)))
+    t = evaluate(model, "all_reduce", sizes, "nvls").times_s
+    assert t[1] - t[0] == pytest.approx(t[2] - t[1], rel=1e-9)
+
+
+def test_nvls_tree_pays_the_same_two_loops_with_its_own_chunk_rule():
+    """2x DGX H100 (NVLS tree, 16 ranks): 16 multi-node channels x 8 heads = 128 ops, chunk min(128 KiB, 128 KiB on
+    2 nodes), no NVLS-tree step below (4 GiB >= 32 x 128 x 128 KiB = 512 MiB): the fill is 2 x 16 MiB; at 32 MiB the
+    chunk steps to 64 KiB (32 MiB < 4 x 128 x 128 KiB = 64 MiB, not < 1 x 128 x 64 KiB = 8 MiB) -> 2 x 8 MiB."""
+    from simulator.collectives.algorithms import nvls_tree_loop_bytes
+
+    assert list(nvls_tree_loop_bytes([2.0**32, 2.0**25], 128, 2**17)) == [128 * 2**17, 128 * 2**16]
+    model = build_cost_model(placement_for_profile("dgx_h100", 16, 8))
+    sizes = np.array([2.0**32, 2.0**25])
+    fill = evaluate(model, "all_reduce", sizes, "nvls_tree").times_s
+    no_fill = np.array([model.tables["all_reduce"].terms[i] for i, (a, p) in enumerate(
+        zip(model.tables["all_reduce"].algorithms, model.tables["all_reduce"].protocols, strict=True))
+        if a == "nvls_tree" and p == "simple"][0])
+    line = no_fill[2] + no_fill[3] * sizes
+    assert fill - line == pytest.approx(2 * no_fill[3] * np.array([16, 8]) * 2**20, rel=1e-9)
+
+
+def test_auto_chooses_by_nccls_tuner_terms_and_prices_the_fill():
+    """DGX H100, 8 ranks, 2 MiB all_reduce: without the fill NVLS (25 us + 2 MiB x 1.75 / 490.28 GB/s = 32.5 us) beats
+    the ring (42.0 us), so NCCL's tuner picks it and so does the model's auto; it then runs with two loops of fill,
+    each one 2 MiB loop (16 KiB chunks x 128: 2 MiB < 2 x 128 x 32 KiB): 25 + 6 MiB x 1.75 / 490.28 GB/s = 47.5 us,
+    slower than the ring row it did not choose."""
+    model = build_cost_model(placement_for_profile("dgx_h100", 8))
+    auto = evaluate(model, "all_reduce", [2.0**21])
+    bus = 2 * 370.8e9 * 0.85 * 7 / 9
+    assert auto.algorithms[0] == "nvls"
+    assert auto.times_s[0] == pytest.approx(25e-6 + 3 * 2**21 * 1.75 / bus, rel=1e-9)
+    assert evaluate(model, "all_reduce", [2.0**21], "ring").times_s[0] < auto.times_s[0]

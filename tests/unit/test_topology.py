@@ -168,3 +168,16 @@ def test_nvlink_is_preferred_even_when_one_plane_is_narrower_than_pcie():
     assert len(paths) == 4 and all(p.transport == "nvlink" for p in paths)
     assert paths[0].bottleneck_Bps == pytest.approx(50 * GB)  # 2 links x 25 GB/s per switch plane
     assert topo.pair_bandwidth(0, 5) == pytest.approx(200 * GB)
+
+
+def test_rank_views_are_kept_per_gpus_and_indexed_by_their_own_ranks(dgx_a100_x2):
+    """with_ranks_on builds one view per GPU tuple (a plan search reuses its placements); a view's own views index
+    the view's ranks, not the cluster's."""
+    from simulator.collectives import place_group
+
+    second = dgx_a100_x2.with_ranks_on(tuple(range(8, 16)))
+    assert dgx_a100_x2.with_ranks_on(tuple(range(8, 16))) is second
+    assert place_group(second, [0, 1, 2, 3]) is place_group(dgx_a100_x2.with_ranks_on(tuple(range(8, 16))), [0, 1, 2, 3])
+    assert second.with_ranks_on((0, 1)).gpus == ["n1.gpu0", "n1.gpu1"]
+    assert dgx_a100_x2.with_ranks_on((0, 1)).gpus == ["n0.gpu0", "n0.gpu1"]
+    assert second.placement_cache is not dgx_a100_x2.placement_cache

@@ -1,0 +1,274 @@
+"""Implementation profiles: what a framework really runs, as data (docs/implementation_profiles.md).
+
+A profile names a framework and version and says how it realises a program: how many kernels a layer launches and
+what each costs the host to issue, which device-to-host syncs empty the launch queue, the optimizer's
+implementation, the MoE experts' implementation, the attention kernel, the K/V cache, and the defaults it gives
+the ``training:`` and ``serving:`` keys that choose memory lifetimes and fused kernels. Every number or choice
+carries its source (``sources``: dotted field -> framework file at a commit, or a measurement under
+``benchmarks/device/``).
+
+The shipped profiles are YAML files in ``simulator/implementation/frameworks/``; ``training.framework: NAME``
+picks one (:func:`profile_named`), ``implementation: path.yaml`` reads a profile file (one written by
+``simulator calibrate --trace``) and ``implementation: {file: ..., FIELD: ...}`` overrides fields
+(:func:`resolve_profile`). ``base:`` makes a profile inherit every field it does not give from another.
+
+``family`` says which memory and activation accounting rules apply (``megatron``: Megatron-Core's buffers and
+saved tensors; ``pytorch``: plain PyTorch modules): consumers read ``family`` and the other attributes, never a
+profile's name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from simulator.caching import memo
+from simulator.errors import UserError
+from simulator.yamlio import is_file, read_yaml, validation_error_to_user_error
+
+FRAMEWORKS_DIR = Path(__file__).resolve().parent / "frameworks"
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+Family = Literal["megatron", "pytorch"]
+
+
+class HostCosts(BaseModel):
+    """Host (CPU) seconds to issue work eagerly, on the host the profile was measured on."""
+
+    model_config = _STRICT
+
+    per_kernel_s: float = Field(0.0, ge=0, le=1e-3, description="one kernel of a forward, from Python (and of a "
+                                                                "backward unless backward_kernel_s is given)")
+    backward_kernel_s: float | None = Field(None, ge=0, le=1e-3, description="one kernel of a backward (the "
+                                                                           "autograd engine issues it)")
+    per_sync_s: float = Field(0.0, ge=0, le=1e-2, description="one device-to-host synchronisation's own host cost")
+
+    @property
+    def backward_s(self) -> float:
+        """Host seconds per backward kernel."""
+        return self.per_kernel_s if self.backward_kernel_s is None else self.backward_kernel_s
+    checkpoint_forward_layer_s: float = Field(
+        0.0, ge=0, le=1e-1, description="extra forward host seconds of a layer under activation checkpointing "
+                                        "(the checkpoint wrapper and its saved-tensor hooks)")
+    checkpoint_backward_layer_s: float = Field(
+        0.0, ge=0, le=1e-1, description="extra backward host seconds of a checkpointed layer (besides its "
+                                        "recomputed forward's kernels)")
+
+
+class KernelCounts(BaseModel):
+    """Kernels launched per transformer layer and micro-batch, eagerly (no CUDA graph)."""
+
+    model_config = _STRICT
+
+    dense_forward: float = Field(0.0, ge=0, le=1e5)
+    dense_backward: float = Field(0.0, ge=0, le=1e5)
+    moe_forward: float = Field(0.0, ge=0, le=1e5, description="a MoE layer without its experts")
+    moe_backward: float = Field(0.0, ge=0, le=1e5)
+    per_expert_forward: float = Field(0.0, ge=0, le=1e4, description="each local expert adds")
+    per_expert_backward: float = Field(0.0, ge=0, le=1e4)
+    per_step: float = Field(0.0, ge=0, le=1e6, description="per micro-batch outside the layers, forward and "
+                                                           "backward: embedding, final norm, head, loss")
+
+
+class MeasuredLayerHost(BaseModel):
+    """Host seconds to issue one MoE layer, measured whole (replaces kernels x per-kernel seconds)."""
+
+    model_config = _STRICT
+
+    moe_forward_s: float = Field(ge=0, le=1.0)
+    moe_backward_s: float = Field(ge=0, le=1.0)
+    per_expert_forward_s: float = Field(ge=0, le=1e-1)
+    per_expert_backward_s: float = Field(ge=0, le=1e-1)
+
+
+class SyncCounts(BaseModel):
+    """Device-to-host synchronisations that empty the launch queue: the host cannot issue past them."""
+
+    model_config = _STRICT
+
+    dense_forward: float = Field(0.0, ge=0, le=1e4, description="per dense layer forward")
+    moe_forward: float = Field(0.0, ge=0, le=1e4, description="per MoE layer forward (token counts read on the "
+                                                              "host)")
+    per_expert_forward: float = Field(0.0, ge=0, le=1e3, description="per local expert per forward (a per-expert "
+                                                                     "loop that reads its rows on the host)")
+    per_step: float = Field(0.0, ge=0, le=1e4, description="per optimizer step (loss.item(), grad clipping)")
+
+
+class OptimizerImpl(BaseModel):
+    """How the optimizer step runs."""
+
+    model_config = _STRICT
+
+    impl: Literal["fused", "foreach", "for_loop"] = "fused"
+    bandwidth_fraction: float | None = Field(
+        None, gt=0, le=1, description="fraction of the GPU's HBM bandwidth the step achieves (measured); null: the "
+                                      "GPU's memory efficiency")
+    elements_per_kernel: float = Field(
+        20_971_520.0, gt=0, description="fused/foreach: parameters per launch (multi_tensor_apply: 320 blocks of "
+                                        "65,536 elements)")
+
+
+def _pairs(value: Any) -> Any:
+    """A mapping given in YAML as a sorted tuple of pairs (frozen, hashable, order-free)."""
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return value
+
+
+class Profile(BaseModel):
+    """One implementation profile (module docstring)."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1, max_length=64)
+    label: str = ""
+    family: Family = "megatron"
+    version: str = ""
+    base: str | None = Field(None, description="the profile whose fields this one inherits")
+    launch: Literal["eager", "compile", "cuda_graphs"] = "eager"
+    host: HostCosts = HostCosts()
+    kernels: KernelCounts = KernelCounts()
+    measured_host: MeasuredLayerHost | None = None
+    syncs: SyncCounts = SyncCounts()
+    optimizer: OptimizerImpl = OptimizerImpl()
+    moe_experts: Literal["grouped_gemm", "per_expert_loop", "te_grouped_linear", "deepgemm"] = "grouped_gemm"
+    attention: str = "fused"
+    kv_cache: Literal["paged", "concat", "static"] = "paged"
+    training_defaults: tuple[tuple[str, Any], ...] = ()
+    serving_defaults: tuple[tuple[str, Any], ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+
+    _pair_fields = field_validator("training_defaults", "serving_defaults", "sources", mode="before")(_pairs)
+
+    def source_of(self, field: str) -> str | None:
+        """The source recorded for dotted ``field`` or for the nearest section above it."""
+        sources = dict(self.sources)
+        parts = field.split(".")
+        while parts:
+            found = sources.get(".".join(parts))
+            if found is not None:
+                return found
+            parts.pop()
+        return None
+
+    @property
+    def layer_syncs(self) -> bool:
+        """Whether a dense layer's forward empties the launch queue (the host cannot run ahead across layers)."""
+        return self.syncs.dense_forward > 0
+
+    @property
+    def moe_syncs(self) -> bool:
+        """Whether a MoE layer's forward empties the launch queue."""
+        return self.syncs.moe_forward > 0 or self.syncs.per_expert_forward > 0
+
+
+def _read(path: Path | str) -> tuple[dict, Any]:
+    located = read_yaml(path)
+    if not isinstance(located.data, dict):
+        raise UserError("an implementation profile is a mapping (name, family, host, kernels, ...)", file=str(path))
+    return located.data, located
+
+
+def _build(data: dict, file: str | None, located: Any = None, key_prefix: str | None = None) -> Profile:
+    try:
+        return Profile(**data)
+    except ValidationError as exc:
+        raise validation_error_to_user_error(exc, file=file, located=located, key_prefix=key_prefix) from None
+    except TypeError as exc:
+        raise UserError(f"not a profile mapping: {exc}", file=file, key_path=key_prefix) from None
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``, mappings merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _raw_shipped() -> dict[str, tuple[dict, Path]]:
+    out = {}
+    for path in sorted(FRAMEWORKS_DIR.glob("*.yaml")):
+        data, _ = _read(path)
+        out[path.stem] = (data, path)
+    return out
+
+
+def _expanded(name: str, raw: dict[str, tuple[dict, Path]], seen: tuple[str, ...] = ()) -> dict:
+    """The data of shipped profile ``name`` with its ``base:`` chain merged under it."""
+    data, path = raw[name]
+    base = data.get("base")
+    if base is None:
+        return data
+    if base not in raw or base in seen + (name,):
+        raise UserError(f"base {base!r} is not a shipped profile (or forms a cycle)", file=str(path), key_path="base")
+    return _merge(_merged_base(_expanded(base, raw, seen + (name,))), data)
+
+
+def _merged_base(data: dict) -> dict:
+    """A base's data without what a derived profile must not inherit (its name, label, version, sources are
+    merged key by key like every mapping)."""
+    return {k: v for k, v in data.items() if k not in ("name", "label", "version")}
+
+
+@memo(maxsize=None, loaded=True)
+def shipped_profiles() -> dict[str, Profile]:
+    """Every profile in ``frameworks/``, by name (its file stem), with ``base:`` chains merged."""
+    raw = _raw_shipped()
+    out = {}
+    for name, (_, path) in raw.items():
+        profile = _build(_expanded(name, raw), str(path))
+        if profile.name != name:
+            raise UserError(f"profile name {profile.name!r} differs from its file name {name!r}", file=str(path),
+                            key_path="name")
+        out[name] = profile
+    return out
+
+
+def profile_names() -> tuple[str, ...]:
+    return tuple(shipped_profiles())
+
+
+def profile_named(name: str) -> Profile:
+    """The shipped profile ``name``; an unknown name is a :class:`UserError` listing the names."""
+    profiles = shipped_profiles()
+    if name not in profiles:
+        raise UserError(f"unknown framework {name!r} (shipped implementation profiles: {', '.join(profiles)}; or "
+                        "give a profile file with `implementation: path.yaml`)", key_path="training.framework")
+    return profiles[name]
+
+
+def resolve_profile(framework: str, section: Any, scenario_file: str | None) -> Profile:
+    """The profile a scenario runs: the shipped ``framework``, then ``section`` (the scenario's
+    ``implementation:``: a profile file's path, or a mapping of overrides with an optional ``file:``) on top."""
+    if section is None:
+        return profile_named(framework)
+    if isinstance(section, str):
+        section = {"file": section}
+    if not isinstance(section, dict):
+        raise UserError(f"expected a profile file's path or a mapping of profile fields, got "
+                        f"{type(section).__name__}", key_path="implementation")
+    data = profile_named(framework).model_dump(mode="python")
+    data = {k: (dict(v) if k in ("training_defaults", "serving_defaults", "sources") else v) for k, v in data.items()}
+    overrides = dict(section)
+    file = overrides.pop("file", None)
+    if file is not None:
+        if not isinstance(file, str):
+            raise UserError("expected a path", key_path="implementation.file")
+        base_dir = Path(scenario_file).parent if scenario_file else Path.cwd()
+        path = Path(file) if Path(file).is_absolute() else base_dir / file
+        if not is_file(path):
+            raise UserError(f"profile file {str(path)!r} does not exist", key_path="implementation.file")
+        loaded, located = _read(path)
+        if loaded.get("base") is not None:
+            data = profile_named(str(loaded["base"])).model_dump(mode="python")
+            data = {k: (dict(v) if k in ("training_defaults", "serving_defaults", "sources") else v)
+                    for k, v in data.items()}
+        data = _merge(data, loaded)
+        _build(data, str(path), located)        # the file alone must be valid: errors point into it
+    merged = _merge(data, overrides)
+    merged.setdefault("name", framework)
+    return _build(merged, None, key_prefix="implementation")
