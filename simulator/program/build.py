@@ -29,7 +29,14 @@ from simulator.model import (
     logits_flops,
 )
 from simulator.plan import ResolvedPlan
-from simulator.program.memops import LayerShape, eager_memops, embedding_memops, head_memops, layer_memops
+from simulator.program.memops import (
+    LayerShape,
+    eager_chain_memops,
+    eager_memops,
+    embedding_memops,
+    head_memops,
+    layer_memops,
+)
 from simulator.program.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, PermuteChain
 from simulator.program.ops import AttentionOp, Gemm, GemmKernel, LayerProgram, MemOp
 from simulator.traffic import CommOp, layer_traffic
@@ -164,7 +171,7 @@ def layer_program(model: ModelSpec, sh: RankShape, dtype: str, *, layer_index: i
                        sort_chunks=moe and sort_chunks)
     params = layer_params(model, layer_index)
     if eager:
-        mem += eager_memops(model, shape, rank_numel(params, sh), amp=amp)
+        mem = eager_chain_memops(model, shape, mem, amp=amp) + eager_memops(model, shape, rank_numel(params, sh), amp=amp)
     if quantized(dtype):
         mem += fp8_cast_memops(linear, fp8_cast_bytes)
     mem += parameter_pass_memops(params, sh, grad_accum_bytes, fsdp_copy_bytes)

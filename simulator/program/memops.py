@@ -19,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.model import ModelSpec
-from simulator.program.op_chains import FUSED_CROSS_ENTROPY, FUSED_PERMUTE, SEQUENTIAL_ASSEMBLY, PermuteChain
+from simulator.program.op_chains import (
+    EAGER_CHAINS,
+    FUSED_CROSS_ENTROPY,
+    FUSED_PERMUTE,
+    SEQUENTIAL_ASSEMBLY,
+    PermuteChain,
+)
 from simulator.program.ops import MemOp
 
 
@@ -125,3 +131,29 @@ def eager_memops(model: ModelSpec, shape: LayerShape, layer_params: float, *, am
     return ops + [MemOp("eager.layout_and_casts", "fwd", fwd * th, kernel="eager"),
                   MemOp("eager.layout_and_casts", "bwd", bwd * th, kernel="eager")]
 
+
+def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *, amp: bool = False) -> list[MemOp]:
+    """``ops`` (:func:`layer_memops`) with the RMSNorms, RoPE, SwiGLU and residual adds of plain eager PyTorch
+    priced as the measured chains of Hugging Face's Llama / Qwen2 layer
+    (:data:`simulator.program.op_chains.EAGER_CHAINS`) in place of the fused kernels' bytes; an op is replaced only
+    where the model uses that form (RMSNorm, SwiGLU, bf16 residual adds without dropout; RoPE is emitted only for
+    rotary models). Norms and residual adds see ``norm_tokens`` (tokens / tp under sequence parallelism), as the
+    fused kernels they replace."""
+    per = {"tokens_hidden": shape.norm_tokens * model.hidden, "tokens_qk": shape.tokens * shape.qk_width,
+           "tokens_ffn": shape.tokens * shape.ffn_local}
+    skip = set()
+    if model.norm != "rmsnorm":
+        skip |= {"norm1", "norm2"}
+    if not model.glu:
+        skip.add("activation")
+    if model.dropout > 0 or amp:   # measured in bf16 without dropout; :func:`eager_memops` prices amp's fp32 adds
+        skip |= {"bias_dropout_add.attn", "bias_dropout_add.mlp"}
+    out = []
+    for o in ops:
+        chain = EAGER_CHAINS.get(o.name) if o.name not in skip else None
+        if chain is None:
+            out.append(o)
+            continue
+        fwd, bwd, unit = chain
+        out.append(MemOp(o.name, o.phase, (fwd if o.phase == "fwd" else bwd) * per[unit], o.attention, "chain"))
+    return out

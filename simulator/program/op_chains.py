@@ -162,3 +162,22 @@ CROSS_ENTROPY_BYTES: dict[str, tuple[float, float]] = {"fused": FUSED_CROSS_ENTR
 """The loss chain (``Recipe.cross_entropy``: ``training.cross_entropy`` with Megatron, ``pytorch`` with plain
 PyTorch) -> (forward, backward) bytes per logit (unfused: :func:`fit_unfused_cross_entropy`, pytorch:
 :func:`fit_torch_cross_entropy` of the H200 logs, rounded)."""
+
+EAGER_CHAINS: dict[str, tuple[float, float, str]] = {
+    "norm1": (52.9, 103.6, "tokens_hidden"), "norm2": (52.9, 103.6, "tokens_hidden"),
+    "rope": (52.4, 69.2, "tokens_qk"), "activation": (9.3, 16.4, "tokens_ffn"),
+    "bias_dropout_add.attn": (5.5, 26.0, "tokens_hidden"), "bias_dropout_add.mlp": (5.5, 26.0, "tokens_hidden"),
+}
+"""Plain eager PyTorch's chains for a Hugging Face Llama / Qwen2 layer (transformers 5.17 modeling_llama.py and
+modeling_qwen2.py): layer op -> (forward, backward) copy-equivalent bytes per element of the op's tensor (tokens x
+hidden for the RMSNorms and residual adds, tokens x (q + k heads) x head dim for RoPE, tokens x FFN width for
+SwiGLU). The RMSNorm is ``x.to(float32)``, ``pow(2).mean(-1)``, ``rsqrt``, ``mul``, ``.to(bf16)``, ``weight *``
+(8 kernels forward, 14 backward: PowBackward, MeanBackward, RsqrtBackward, the casts' backward, the weight
+gradient's reduction); RoPE is ``q * cos + rotate_half(q) * sin`` for q and k (rotate_half: two slices, ``neg``,
+``cat``; 10 kernels forward, 18 backward with the slices' zero-filled gradients); SwiGLU is ``silu(gate) * up``;
+a residual add's backward includes the accumulation of the branch gradients. Fitted on the Kineto trace of
+Qwen2.5-0.5B at 8 x 2048 (``simulator/validation/data/h200_traces``, ``benchmarks/hf_trace_gap.py``: each class's
+kernel time x HBM bandwidth x the Hopper table's memory_efficiency, per element: no streaming copy ran in the
+traced step, so the table's achievable rate, 4.8 TB/s x 0.803, stands in for the copy rate). Checked on Llama-3.2-1B
+at 8 x 2048: every class and phase within 4% except the residual backward (18.2, 30% below). At 4 x 1024 (both
+models) the norms, SwiGLU and residual forward stay within 6%, RoPE runs 9-19% above its fit (shorter kernels)."""

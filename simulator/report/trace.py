@@ -1,8 +1,8 @@
 """Chrome trace (Trace Event Format, opens in Perfetto and chrome://tracing) of a simulated step.
 
 One process per pipeline stage, one thread per stream: ``compute``, ``host`` (the GPU waiting for an eager
-framework's host to issue kernels) and one per communication dimension
-(``tp comm``, ``cp comm``, ``pp comm``, ``dp comm``, ...). Complete events (``ph: X``) with microsecond times.
+framework to issue its kernels: docs/implementation_profiles.md) and one per communication dimension (``tp comm``,
+``cp comm``, ``pp comm``, ``dp comm``, ...). Complete events (``ph: X``) with microsecond times.
 """
 
 from __future__ import annotations

@@ -119,9 +119,8 @@ class StepResult:
         }
 
     def events(self) -> list[TraceEvent]:
-        """Timeline bars for the trace: compute ops per stage, the comm busy time inside each op per dimension, the
-        host-bound time inside each op (lane ``host``), pipeline transfers, and the step's tail (DP reduction,
-        optimizer, parameter gather)."""
+        """Timeline bars for the trace: compute ops per stage, the comm busy time inside each op per dimension,
+        pipeline transfers, and the step's tail (DP reduction, optimizer, parameter gather)."""
         out: list[TraceEvent] = []
         for stage, tl in enumerate(self.timelines):
             for kind, mb, chunk, start, end in tl.ops:   # kind F, B, or W (a deferred weight gradient)
@@ -132,10 +131,11 @@ class StepResult:
                     continue
                 # dual schedules: one per-micro-batch cost per rank for both phases
                 comm = self.chunk_comm_s[stage][min(chunk, len(self.chunk_comm_s[stage]) - 1)][0 if kind == "F" else 1]
-                for dim, t in comm.items():     # "host": the GPU waiting for the host to issue kernels
+                for dim, t in comm.items():     # the comm busy time per dim, and the GPU's wait for the host
                     if t > 0:
-                        stream = "host" if dim == "host" else f"{dim} comm"
-                        out.append(TraceEvent(stage, stream, f"{dim} {label}", start, t))
+                        stream, name = ("host", f"host issue wait {label}") if dim == "host" else (
+                            f"{dim} comm", f"{dim} {label}")
+                        out.append(TraceEvent(stage, stream, name, start, t))
                 send = (kind == "F" and stage < len(self.timelines) - 1) or (kind == "B" and stage > 0)
                 if send and self.p2p_s > 0:
                     out.append(TraceEvent(stage, "pp comm", f"send {label}", end, self.p2p_s))

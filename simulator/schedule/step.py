@@ -190,7 +190,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
         hardware_flops_per_gpu=flops, peak_flops=peak_flops(ctx.gpu, ctx.dtype),
         comm=comm_rows(ctx, k) if comm_table else (),
         critical_stage=k, stage_end_s=tuple(ends), stage_busy_s=tuple(busy), timelines=tuple(timelines),
-        chunk_comm_s=tuple(tuple(({**f.comm, "host": f.host}, {**b.comm, "host": b.host}) for f, b in c)
+        chunk_comm_s=tuple(tuple((dict(f.comm, host=f.host), dict(b.comm, host=b.host)) for f, b in c)
                            for c in chunks) if comm_table else (),
         tail_events=tuple(e for tl in tails for e in tl[2]), p2p_s=p2p,
         moe=ctx.moe[k].summary() if ctx.moe[k] is not None else None)

@@ -143,3 +143,30 @@ def test_no_framework_name_is_compared_outside_the_profiles():
             if pattern.search(line) and "c.framework" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_trace_shows_the_host_lane():
+    """The Chrome trace of a host-bound step has a ``host`` thread whose bars add up to the step's host wait."""
+    from simulator.report.trace import chrome_trace
+
+    result = simulate(load_scenario(dict(_tiny(), implementation=_hand_profile(1e-3))))
+    trace = chrome_trace(result.step)
+    threads = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert "host" in threads
+    host_us = sum(e["dur"] for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] == threads["host"])
+    assert host_us == pytest.approx(result.step.host_s * 1e6, rel=1e-9)
+
+
+def test_serving_engine_profiles_set_the_serving_keys():
+    """``training.framework`` on a serving scenario fills the engine's kernels, cache and graph keys the scenario
+    did not write: hf_transformers' eager generate (hf_eager kernels, concatenating cache, no graphs), vLLM's fused
+    kernels, paged cache and CUDA graphs."""
+    from simulator.validation.serving_hf import hf_scenario
+
+    data = hf_scenario("eager", "llama-3.2-1b", 1, 512)
+    for key in ("kernels", "kv_cache_impl"):
+        del data["serving"][key]
+    hf = load_scenario(dict(data, training=dict(data["training"], framework="hf_transformers"))).serving
+    assert (hf.kernels, hf.kv_cache_impl, hf.cuda_graphs) == ("hf_eager", "concat", False)
+    vllm = load_scenario(dict(data, training=dict(data["training"], framework="vllm"))).serving
+    assert (vllm.kernels, vllm.kv_cache_impl, vllm.cuda_graphs) == ("fused", "paged", True)

@@ -113,11 +113,13 @@ def _gpu_round_trip(stats, model, a, b):
 @pytest.mark.parametrize("model, a, b", ROUND_TRIPS)
 def test_gpu_round_trip(stats, model, a, b):
     """Efficiency fitted on one shape's trace and scenario prices the other shape's GPU busy time within 5%
-    (measured: Qwen2.5-0.5B +2.4% and -2.1%, Llama-3.2-1B -2.2% and +1.9%; with the shipped table: -20%, -20%,
-    -16%, -14%)."""
+    (measured: Qwen2.5-0.5B +2.4% and -2.1%, Llama-3.2-1B -2.2% and +1.9%). With the shipped table the program
+    was -20%, -20%, -16%, -14% before it priced Hugging Face's RMSNorm / RoPE / SwiGLU / residual chains
+    (EAGER_CHAINS) and is +5.6%, +3.0%, +7.5%, +8.7% with them: what is left is the shipped bf16 GEMM rate, 11-15%
+    slower than these traces' GEMMs (benchmarks/hf_trace_gap.py)."""
     result = _gpu_round_trip(stats, model, a, b)
     assert abs(result.error) < 0.05
-    assert result.baseline_error < -0.10      # the shipped table is optimistic on HF training steps (issue 28)
+    assert 0.0 < result.baseline_error < 0.10      # the shipped table's GEMMs are slower than the traces'
 
 
 #: calibrated on the host-bound small shape, predicting the GPU-bound large one. The other direction overstates the

@@ -59,7 +59,7 @@ def _mlperf_gpt3(id, ver, repo, resdir, cfg, nodes, gbs, mbs, tp, pp, vpp, step,
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True),
                       training=dict(seq_len=2048, micro_batch=mbs, global_batch=gbs, precision="fp8",
-                                    grad_reduce_dtype="bf16")))
+                                    grad_reduce_dtype="bf16", framework="nemo")))
 
 
 def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
@@ -87,7 +87,7 @@ def _mlperf_405b(id, resdir, cfg, nodes, gbs, step):
                                     distributed_optimizer=True, overlap_grad_reduce=True, overlap_param_gather=True,
                                     tp_comm_overlap=True, pipeline_layers=[1] + [2] * 62 + [1]),
                       training=dict(seq_len=8192, micro_batch=1, global_batch=gbs, precision="fp8",
-                                    grad_reduce_dtype="bf16")))
+                                    grad_reduce_dtype="bf16", framework="nemo")))
 
 
 N31 = "NVIDIA/benchmarks/gpt3/implementations/pytorch"
@@ -196,4 +196,5 @@ RUNS.append(dict(
                   parallel=dict(tp=4, pp=12, dp=8, sp=False, recompute="full", zero=1,
                                 pipeline_layers=[5] + [6] * 10 + [5]),
                   training=dict(seq_len=2048, micro_batch=2, global_batch=2048, precision="bf16",
-                                attention="unfused", grad_accumulation="separate_fp32", cross_entropy="unfused"))))
+                                attention="unfused", grad_accumulation="separate_fp32", cross_entropy="unfused",
+                                framework="deepspeed"))))

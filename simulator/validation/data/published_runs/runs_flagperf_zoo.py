@@ -41,7 +41,8 @@ def _flag_llama(id, preset, nodes, tp, pp, gbs, tok_gpu, mem, readme, cfg, seq=8
         scenario=dict(name=id, system=dict(profile=profile, nodes=nodes), model=dict(preset=preset),
                       parallel=dict(tp=tp, pp=pp, dp=dp, sp=tp > 1, recompute="selective", distributed_optimizer=True),
                       training=dict(seq_len=seq, micro_batch=1, global_batch=gbs, precision="bf16",
-                                    attention_kernel="flash2", cross_entropy="unfused")))
+                                    attention_kernel="flash2", cross_entropy="unfused",
+                                    framework="megatron_core_te")))
 
 
 R70 = "training/nvidia/llama3_70B-megatron/README.md"
@@ -246,7 +247,8 @@ RUNS += [
                        parallel=dict(tp=8, pp=2, dp=2, ep=1, etp=8, sp=True, recompute="selective",
                                      distributed_optimizer=True),
                        training=dict(seq_len=4096, micro_batch=3, global_batch=1200, precision="bf16",
-                                     attention_kernel="flash2", cross_entropy="unfused"),
+                                     attention_kernel="flash2", cross_entropy="unfused",
+                                    framework="megatron_core_te"),
                        moe=dict(distribution="uniform", permute="gather_scatter"))),
     dict(id="flagperf_qwen15moe_a800_8", group="moe", source=f"FlagPerf (BAAI) NVIDIA Megatron case, {FLAG}",
          source_locator=(f"{_QWR} (性能指标 table: A800 1x8, bf16, TP1PP2DP4, 7450.7 token/p/s, mem 66/80); "
@@ -277,6 +279,7 @@ RUNS += [
                                   moe=dict(experts=8, top_k=2, expert_ffn_hidden=5504)),
                        parallel=dict(tp=1, pp=2, dp=4, ep=1, recompute="selective", distributed_optimizer=True),
                        training=dict(seq_len=8192, micro_batch=1, global_batch=512, precision="bf16",
-                                     attention_kernel="flash2", cross_entropy="unfused"),
+                                     attention_kernel="flash2", cross_entropy="unfused",
+                                    framework="megatron_core_te"),
                        moe=dict(distribution="uniform", permute="gather_scatter", experts="sequential"))),
 ]
