@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.caching import memo
+from simulator.implementation.profiles import profile_named
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.shape import rank_shape
@@ -33,7 +34,7 @@ class ActContext:
     shape: RankShape
     recompute: str = "none"
     attention: str = "unfused"
-    framework: str = "megatron"
+    pytorch_layout: bool = False  # what plain PyTorch modules save (the recipe's eager accounting); else Megatron's
     dtype_bytes: int = 2
     moe_load: str = "expected"   # expected | worst (dropless) ; capacity factor comes from the model
     recompute_modules: frozenset[str] | None = None  # selective: Megatron --recompute-modules; None = core_attn
@@ -49,6 +50,8 @@ class ActContext:
               sp: bool = False, ep: int = 1, etp: int = 1, **settings) -> ActContext:
         """A context from raw degrees (tests and notebooks; plans pass their resolved shape)."""
         shape = rank_shape(model, seq_len, micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp)
+        if "framework" in settings:     # an implementation profile's name: its family's accounting
+            settings["pytorch_layout"] = profile_named(settings.pop("framework")).family == "pytorch"
         return cls(shape, **settings)
 
     @property
@@ -71,7 +74,7 @@ def _heads_per_rank(m: ModelSpec, c: ActContext) -> tuple[float, float]:
     K/V heads are replicated when tp > kv_heads or kv_heads/tp < ulysses (Megatron-Core GQA; DeepSpeed-Ulysses).
     """
     q, kv = c.shape.heads, c.shape.kv_heads
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         kv = q                                   # repeat_kv expands K/V to every query head before SDPA
     return q, kv
 
@@ -86,7 +89,7 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
         ("attn.k", by * rows * kv_heads * d, f"{by}*b*s/cp*kv_heads_per_rank*d_head  [K for QK^T]"),
         ("attn.v", by * rows * kv_heads * dv, f"{by}*b*s/cp*kv_heads_per_rank*d_v  [V for PV]"),
     ]
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items.append(("attn.sdpa_out", by * rows * q_heads * dv, f"{by}*T*a*d_v/t  [SDPA output]"))
     if c.attention == "flash" or c.recomputed("core_attn"):
         if c.attention == "flash":
@@ -102,7 +105,7 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
 
 def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
     by, h, r, tok = c.dtype_bytes, m.hidden, c.rep, c.tokens
-    gathered = tok if c.framework == "pytorch" else r    # Megatron keeps the SP shard and re-gathers in backward
+    gathered = tok if c.pytorch_layout else r    # Megatron keeps the SP shard and re-gathers in backward
     items: list[Item] = [("attn.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
     if not c.recomputed("layernorm"):
         items.append(("attn.qkv_in", by * gathered * h, f"{by}*r*h  [QKV GEMM input]"))
@@ -118,7 +121,7 @@ def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
     items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.shape.tp, f"{by}*T*a*d_v/t  [output projection input]"))
     if m.dropout > 0:
         items.append(("attn.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items += _norm_stats(m, c, "attn")
     return items
 
@@ -134,7 +137,7 @@ def mlp_core_items(m: ModelSpec, c: ActContext, tokens: float, ffn: float, width
     if not m.glu:
         return [(f"{prefix}.act_in", by * tokens * f, f"{by}*T*f/t  [GeLU input]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
-    if c.framework == "megatron":
+    if not c.pytorch_layout:
         ab = by if c.act_input_bytes is None else c.act_input_bytes
         return [(f"{prefix}.act_in", ab * tokens * 2 * f, f"{ab:g}*T*2f/t  [SwiGLU input: gate and up]"),
                 (f"{prefix}.fc2_in", by * tokens * f, f"{by}*T*f/t  [fc2 input]")]
@@ -187,14 +190,14 @@ def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
     if moe_layer:
         items += _moe_block(m, c)
     else:
-        fc1_in = c.tokens if c.framework == "pytorch" else r
+        fc1_in = c.tokens if c.pytorch_layout else r
         if not c.recomputed("layernorm") or c.recomputed("mlp"):   # the MLP checkpoint keeps its input
             items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
         if not c.recomputed("mlp"):
             items += mlp_core_items(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
     if m.dropout > 0:
         items.append(("mlp.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items += _norm_stats(m, c, "mlp")
     return items
 

@@ -36,7 +36,7 @@ def stage_extra_activations(rp: ResolvedPlan, c: ActContext, stage: int, flight:
                                 f"{MASK_BYTES}*r*h x {flight:g} in flight", scaling="in_flight"))
     items += _stage_outputs(rp, c, stage, flight)
     if rp.holds_stage(stage, first=False):
-        out_in = c.tokens if c.framework == "pytorch" else c.rep
+        out_in = c.tokens if c.pytorch_layout else c.rep
         items.append(MemoryItem("activations", "final_norm.input", by * c.rep * m.hidden, f"{by}*r*h x 1 in flight",
                                 scaling="micro_batch"))
         items.append(MemoryItem("activations", "output_layer.input", by * out_in * m.hidden,
@@ -81,11 +81,11 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
                         scaling="micro_batch"),
              MemoryItem("transient", "logits.16bit", c.dtype_bytes * n,
                         f"{c.dtype_bytes}*T*v/t  [16-bit logits before the fp32 cast]", scaling="micro_batch")]
-    if rp.recipe.cross_entropy == "unfused" and c.framework != "pytorch":
+    if rp.recipe.cross_entropy == "unfused" and not c.pytorch_layout:
         items.append(MemoryItem("transient", "loss.fp32_cast", FP32 * n,
                                 "4*T*v/t  [logits.float(), alive beside the shifted fp32 logits]",
                                 scaling="micro_batch"))
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items += [MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
                              "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]",
                              scaling="micro_batch"),

@@ -52,7 +52,7 @@ def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActConte
     """The plan's :class:`ActContext`: its rank shape and the recipe's accounting choices (the multimodal layer
     prices its cross-attention and pooler activations under the same one)."""
     return ActContext(rp.shape, recompute=rp.parallel.recompute, attention=rp.training.attention,
-                      framework="pytorch" if rp.recipe.eager else "megatron", dtype_bytes=rp.recipe.activation,
+                      pytorch_layout=rp.recipe.eager, dtype_bytes=rp.recipe.activation,
                       moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None,
                       selective_op=rp.parallel.selective_ac_option == "op",
                       act_input_bytes=FP8 if rp.recipe.act_input_fp8 else None)

@@ -80,25 +80,25 @@ def cross_attention_items(spec: MultimodalSpec, sub: SubmoduleSpec, plan: Resolv
     r = c.rep
     items: list[Item] = [("cross.norm_q_in", by * r * h, f"{by}*r*h  [query norm input]")]
     if not c.recomputed("layernorm"):
-        q_in = rows if c.framework == "pytorch" else r
+        q_in = rows if c.pytorch_layout else r
         items += [("cross.q_in", by * q_in * h, f"{by}*r*h  [Q GEMM input]"),
                   ("cross.kv_in", by * keys_rows * h_kv, f"{by}*b*N*h_kv  [K and V GEMM input: normed image tokens]")]
     items += [("cross.q", by * rows * h / t, f"{by}*b*T*h/t  [Q for QK^T]"),
               ("cross.k", by * keys_rows * h / t, f"{by}*b*N*h/t  [K for QK^T]"),
               ("cross.v", by * keys_rows * h / t, f"{by}*b*N*h/t  [V for PV]")]
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items.append(("cross.sdpa_out", by * rows * h / t, f"{by}*b*T*h/t  [SDPA output]"))
     items += _scores(c, rows, c.shape.heads, n_img, "cross", m.dropout)
     items.append(("cross.proj_in", by * rows * h / t, f"{by}*b*T*h/t  [output projection input]"))
     if m.dropout > 0:
         items.append(("cross.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         n = 2 if m.norm == "layernorm" else 1
         items.append(("cross.norm_stats", 4 * n * (r + keys_rows), f"{4 * n}*(b*T + b*N)  [fp32 norm statistics]"))
     if sub.cross_attention_mlp:
         items += [("cross.mlp.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
         if not c.recomputed("layernorm") or c.recomputed("mlp"):
-            items.append(("cross.mlp.fc1_in", by * (rows if c.framework == "pytorch" else r) * h,
+            items.append(("cross.mlp.fc1_in", by * (rows if c.pytorch_layout else r) * h,
                           f"{by}*r*h  [fc1 input]"))
         if not c.recomputed("mlp"):
             items += mlp_core_items(m, c, rows, m.ffn, t, "cross.mlp")
@@ -124,7 +124,7 @@ def pooler_items(pool: PoolerSpec, queries: int, sub: SubmoduleSpec, c: ActConte
         (f"{tag}.k", by * b * n * w / t, f"{by}*b*N*w/t  [K for QK^T]"),
         (f"{tag}.v", by * b * n * w / t, f"{by}*b*N*w/t  [V for PV]"),
     ]
-    if c.framework == "pytorch":
+    if c.pytorch_layout:
         items.append((f"{tag}.sdpa_out", by * rows * w / t, f"{by}*b*q*w/t  [SDPA output]"))
     items += _scores(c, rows, heads_per_rank(pool.heads, t), n, tag, dropout)
     items.append((f"{tag}.proj_in", by * rows * w / t, f"{by}*b*q*w/t  [output projection input]"))
