@@ -130,21 +130,6 @@ def test_run_ahead_vs_per_layer_sync():
     assert 4e-3 < diff < 4e-3 + (base.step.step_s - base.step.optimizer_s)
 
 
-def test_no_framework_name_is_compared_outside_the_profiles():
-    """Consumers read a profile's attributes (family, host, kernels, ...), never test its name."""
-    import re
-    offenders = []
-    names = "|".join(shipped_profiles())
-    pattern = re.compile(rf"\.framework\s*(==|!=|in)\s*[\"'(]?\s*[\"']({names})[\"']")
-    for path in (ROOT / "simulator").rglob("*.py"):
-        if "implementation" in path.parts:
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if pattern.search(line) and "c.framework" not in line:
-                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert not offenders, offenders
-
-
 def test_trace_shows_the_host_lane():
     """The Chrome trace of a host-bound step has a ``host`` thread whose bars add up to the step's host wait."""
     from simulator.report.trace import chrome_trace

@@ -241,8 +241,12 @@ def test_plans_sharing_one_cache_give_exactly_each_plan_alone():
 
 def test_clear_process_caches_empties_what_a_search_fills():
     """The benchmark's cold start: after a search, :func:`clear_process_caches` leaves its caches empty."""
+    from simulator.memory import estimate_memory
+
     ctx = search_context(MOE)
-    prepare_step(ctx.fixed.model, resolve(ctx, BASE), ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe)
+    plan = resolve(ctx, BASE)
+    prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe)
+    estimate_memory(plan, cluster=ctx.fixed.cluster)      # a search prices memory too (the NCCL communicators)
     assert ranks._grid_groups.cache_info().currsize > 0 and nccl._communicator_bytes.cache_info().currsize > 0
     clear_process_caches()
     assert ranks._grid_groups.cache_info().currsize == 0 and fast_timeline._graph.cache_info().currsize == 0
