@@ -25,14 +25,20 @@ from dataclasses import dataclass
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS
 from simulator.compute.efficiency import default_efficiency
 from simulator.compute.host import EAGER_PYTORCH_H200_HOST as HOST
+from simulator.implementation.profiles import profile_named
 from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
 from simulator.pricing.overlap import coefficients as overlap_coefficients
-from simulator.program.op_chains import CROSS_ENTROPY_BYTES, PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY
+from simulator.program.op_chains import CROSS_ENTROPY_BYTES, EAGER_CHAINS, PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY
+from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S
 
 KORTHIKANTI = "published, outside the development set"
 KERNEL = "published kernel or NCCL benchmark"
+
+
+def _hf():
+    return profile_named("hf_transformers")
 H200 = "measured on this project's H200"
 
 
@@ -98,6 +104,17 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
     FittedConstant("program/op_chains.py PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY", "MoE permute chains (copy bytes)",
                    lambda: (tuple(PERMUTE_CHAINS), SEQUENTIAL_ASSEMBLY.bwd_per_expert), H200,
                    "7 shapes, validation/data/h200_moe_chains/moe_dispatch_paths.jsonl"),
+    FittedConstant("implementation/frameworks/hf_transformers.yaml host, optimizer.bandwidth_fraction",
+                   "HF eager host seconds per kernel (fwd, bwd), checkpoint wrapper per layer, fused AdamW bandwidth",
+                   lambda: (_hf().host.per_kernel_s, _hf().host.backward_kernel_s, _hf().host.checkpoint_forward_layer_s,
+                            _hf().host.checkpoint_backward_layer_s, _hf().optimizer.bandwidth_fraction), H200,
+                   "Qwen2.5 rows of validation/data/h200_hf/train.jsonl (Llama-3.2-1B, OLMoE, ViT validate)"),
+    FittedConstant("program/op_chains.py EAGER_CHAINS", "HF eager RMSNorm, RoPE, SwiGLU, residual chains",
+                   lambda: tuple(EAGER_CHAINS), H200, "the Qwen2.5-0.5B 8x2048 Kineto trace (Llama's validates)"),
+    FittedConstant("serving/backends.py HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S",
+                   "HF generate host seconds per kernel (eager) and per token (compiled)",
+                   lambda: (HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S), H200,
+                   "calibration rows of validation/data/h200_hf/decode*.jsonl (simulator validate hf_decode)"),
     FittedConstant("program/op_chains.py CROSS_ENTROPY_BYTES", "unfused cross entropy (copy bytes per logit)",
                    lambda: dict(CROSS_ENTROPY_BYTES), H200, "4 shapes, validation/data/h200_moe_chains"),
     FittedConstant("moe/coefficients.py normal_nvlink_efficiency", "DeepEP normal kernels' NVLink efficiency",
