@@ -147,7 +147,9 @@ def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *,
     (:data:`simulator.program.op_chains.EAGER_CHAINS`) in place of the fused kernels' bytes; an op is replaced only
     where the model uses that form (RMSNorm, SwiGLU, bf16 residual adds without dropout; RoPE is emitted only for
     rotary models). Norms and residual adds see ``norm_tokens`` (tokens / tp under sequence parallelism), as the
-    fused kernels they replace."""
+    fused kernels they replace. A model with ``qk_norm`` adds the same RMSNorm chain over q and k (tokens x (q + k
+    heads) x head dim): OLMoE's q_norm / k_norm, 112 us each per layer forward in the 4-layer OLMoE trace
+    (``h200_traces/olmoe_l4_grouped_mm_mb4_s1024.json.gz``), as the input norm over the same [4, 1024, 2048]."""
     per = {"tokens_hidden": shape.norm_tokens * model.hidden, "tokens_qk": shape.tokens * shape.qk_width,
            "tokens_ffn": shape.tokens * shape.ffn_local}
     skip = set()
@@ -165,4 +167,8 @@ def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *,
             continue
         fwd, bwd, unit = chain
         out.append(MemOp(o.name, o.phase, (fwd if o.phase == "fwd" else bwd) * per[unit], o.attention, "chain"))
+    if model.qk_norm and model.norm == "rmsnorm":   # q_norm / k_norm: the same eager RMSNorm over q and k
+        fwd, bwd, _ = EAGER_CHAINS["norm1"]
+        out += [MemOp("norm_qk", "fwd", fwd * per["tokens_qk"], kernel="chain"),
+                MemOp("norm_qk", "bwd", bwd * per["tokens_qk"], kernel="chain")]
     return out
