@@ -135,6 +135,10 @@ class Profile(BaseModel):
     syncs: SyncCounts = SyncCounts()
     optimizer: OptimizerImpl = OptimizerImpl()
     moe_experts: Literal["grouped_gemm", "per_expert_loop", "te_grouped_linear", "deepgemm"] = "grouped_gemm"
+    moe_permute: Literal["fused", "index_select", "index_copy", "gather_scatter", "hf_grouped_mm",
+                         "hf_expert_loop"] | None = Field(
+        None, description="the MoE block's chain outside its GEMMs as this implementation writes it "
+                          "(simulator/program/op_chains.py PERMUTE_CHAINS); null: the scenario's moe.permute")
     attention: str = "fused"
     kv_cache: Literal["paged", "concat", "static"] = "paged"
     training_defaults: tuple[tuple[str, Any], ...] = ()

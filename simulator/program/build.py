@@ -168,7 +168,7 @@ def layer_program(model: ModelSpec, sh: RankShape, dtype: str, *, layer_index: i
                        expert_ffn_local=model.moe.expert_ffn_hidden / sh.etp if moe else 0.0)
     mem = layer_memops(model, shape, unfused_attention=not flash, moe_routed_tokens=sh.routed_rows if moe else 0.0,
                        permute=permute, sequential_experts=sh.local_experts if moe and sequential_experts else 0.0,
-                       sort_chunks=moe and sort_chunks)
+                       sort_chunks=moe and sort_chunks, local_experts=sh.local_experts if moe else 0.0)
     params = layer_params(model, layer_index)
     if eager:
         mem = eager_chain_memops(model, shape, mem, amp=amp) + eager_memops(model, shape, rank_numel(params, sh), amp=amp)

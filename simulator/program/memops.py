@@ -42,13 +42,15 @@ class LayerShape:
 
 
 def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0,
-                 permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0, sort_chunks: bool = False
-                 ) -> list[MemOp]:
+                 permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0, sort_chunks: bool = False,
+                 local_experts: float = 0.0) -> list[MemOp]:
     """Memory-bound kernels of one layer, forward and backward (bytes from the module docstring's table).
     ``permute``: the MoE permute + unpermute chain; ``sequential_experts``: the local expert count when experts run
     one by one (SequentialMLP's output assembly), 0 for a grouped GEMM; ``sort_chunks``: the all-to-all
     dispatcher's second reordering of the received rows by local expert and back (Megatron
-    ``sort_chunks_by_idxs``: TE's fused kernel or split + cat, both read and write each row once)."""
+    ``sort_chunks_by_idxs``: TE's fused kernel or split + cat, both read and write each row once). A chain that
+    owns the experts' activation prices it in place of the fused bytes, and one with per-expert weight-gradient
+    traffic adds it for ``local_experts`` experts (:class:`simulator.program.op_chains.PermuteChain`)."""
     h, tn, drop = model.hidden, shape.norm_tokens, model.dropout > 0
     bda_f, bda_b = (7.0, 5.0) if drop else (6.0, 4.0)
     act_f, act_b = (6.0, 10.0) if model.glu else (4.0, 6.0)
@@ -79,9 +81,16 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
             fwd, bwd = SEQUENTIAL_ASSEMBLY.bytes(moe_routed_tokens, h, sequential_experts)
             ops += [MemOp("expert_assembly", "fwd", fwd, kernel="chain"),
                     MemOp("expert_assembly", "bwd", bwd, kernel="chain")]
-        if shape.expert_ffn_local:  # the routed experts' activation (SwiGLU / GeLU) over the routed rows
-            ops += [MemOp("expert_activation", "fwd", act_f * moe_routed_tokens * shape.expert_ffn_local),
-                    MemOp("expert_activation", "bwd", act_b * moe_routed_tokens * shape.expert_ffn_local)]
+        rf = moe_routed_tokens * shape.expert_ffn_local
+        if rf and permute.owns_activation:   # the framework's own SwiGLU chain over the routed rows
+            ops += [MemOp("expert_activation", "fwd", permute.fwd_act * rf, kernel="chain"),
+                    MemOp("expert_activation", "bwd", permute.bwd_act * rf, kernel="chain")]
+        elif rf:  # the routed experts' activation (SwiGLU / GeLU) over the routed rows
+            ops += [MemOp("expert_activation", "fwd", act_f * rf), MemOp("expert_activation", "bwd", act_b * rf)]
+        if permute.bwd_expert_param and local_experts:
+            params = local_experts * (3 if model.glu else 2) * h * shape.expert_ffn_local
+            ops.append(MemOp("expert_weight_grad", "bwd", permute.bwd_expert_param * local_experts * params,
+                             kernel="chain"))
         if model.moe is not None and model.moe.shared_ffn:
             act = act_f if model.glu else 4.0
             ops.append(MemOp("shared_activation", "fwd", act * shape.tokens * model.moe.shared_ffn))
@@ -138,7 +147,9 @@ def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *,
     (:data:`simulator.program.op_chains.EAGER_CHAINS`) in place of the fused kernels' bytes; an op is replaced only
     where the model uses that form (RMSNorm, SwiGLU, bf16 residual adds without dropout; RoPE is emitted only for
     rotary models). Norms and residual adds see ``norm_tokens`` (tokens / tp under sequence parallelism), as the
-    fused kernels they replace."""
+    fused kernels they replace. A model with ``qk_norm`` adds the same RMSNorm chain over q and k (tokens x (q + k
+    heads) x head dim): OLMoE's q_norm / k_norm, 112 us each per layer forward in the 4-layer OLMoE trace
+    (``h200_traces/olmoe_l4_grouped_mm_mb4_s1024.json.gz``), as the input norm over the same [4, 1024, 2048]."""
     per = {"tokens_hidden": shape.norm_tokens * model.hidden, "tokens_qk": shape.tokens * shape.qk_width,
            "tokens_ffn": shape.tokens * shape.ffn_local}
     skip = set()
@@ -156,4 +167,8 @@ def eager_chain_memops(model: ModelSpec, shape: LayerShape, ops: list[MemOp], *,
             continue
         fwd, bwd, unit = chain
         out.append(MemOp(o.name, o.phase, (fwd if o.phase == "fwd" else bwd) * per[unit], o.attention, "chain"))
+    if model.qk_norm and model.norm == "rmsnorm":   # q_norm / k_norm: the same eager RMSNorm over q and k
+        fwd, bwd, _ = EAGER_CHAINS["norm1"]
+        out += [MemOp("norm_qk", "fwd", fwd * per["tokens_qk"], kernel="chain"),
+                MemOp("norm_qk", "bwd", bwd * per["tokens_qk"], kernel="chain")]
     return out

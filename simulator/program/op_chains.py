@@ -56,17 +56,28 @@ CROSS_ENTROPY_DATA = "simulator/validation/data/h200_moe_chains/cross_entropy.js
 @dataclass(frozen=True)
 class PermuteChain:
     """Copy-equivalent bytes of the permute + unpermute of one MoE layer and micro-batch, per routed row x hidden
-    element and per token x hidden element, forward and backward."""
+    element and per token x hidden element, forward and backward. A chain that also covers the experts' SwiGLU
+    (``fwd_act`` / ``bwd_act``: per routed row x expert FFN element, in place of the fused activation's bytes) and
+    the per-expert weight-gradient traffic of a loop that indexes stacked expert weights (``bwd_expert_param``:
+    per expert parameter of the layer, per local expert) is a whole framework's MoE block outside its GEMMs
+    (:data:`HF_EXPERT_CHAINS`)."""
 
     fwd_row: float
     fwd_token: float
     bwd_row: float
     bwd_token: float
+    fwd_act: float = 0.0
+    bwd_act: float = 0.0
+    bwd_expert_param: float = 0.0
 
     def bytes(self, rows: float, tokens: float, hidden: float) -> tuple[float, float]:
         """(forward, backward) copy-equivalent bytes for ``rows`` routed rows of ``tokens`` tokens."""
         return ((self.fwd_row * rows + self.fwd_token * tokens) * hidden,
                 (self.bwd_row * rows + self.bwd_token * tokens) * hidden)
+
+    @property
+    def owns_activation(self) -> bool:
+        return bool(self.fwd_act or self.bwd_act)
 
 
 @dataclass(frozen=True)
@@ -145,11 +156,45 @@ def fit_torch_cross_entropy(path: str | Path | None = None) -> tuple[float, floa
     return _fit_cross_entropy(_rows(path or CROSS_ENTROPY_DATA), "torch_s", "torch_fwd_s")
 
 
+HF_EXPERT_CHAINS: dict[str, PermuteChain] = {
+    "hf_grouped_mm": PermuteChain(fwd_row=64.31, fwd_token=14.69, bwd_row=96.31, bwd_token=7.81,
+                                  fwd_act=21.72, bwd_act=35.91),
+    "hf_expert_loop": PermuteChain(fwd_row=129.86, fwd_token=19.14, bwd_row=230.17, bwd_token=51.11,
+                                   fwd_act=46.69, bwd_act=98.37, bwd_expert_param=7.49),
+}
+"""Hugging Face Transformers 5.17's MoE block outside its GEMMs (OlmoeSparseMoeBlock and the experts
+implementations of integrations/moe.py), fitted on the Kineto traces of one training step of OLMoE-1B-7B reduced to
+4 layers on one H200 (``simulator/validation/data/h200_traces/olmoe_l4_*``; ``benchmarks/hf_moe_trace_classes.py``
+``fit_chain``: each class's GPU seconds per layer x the H200's priced memory rate, 4.8 TB/s x 0.803, over its
+unit at T = 4096 tokens, top-8, R = 32768 routed rows, h = 2048, f = 1024, 64 experts). Per layer, forward /
+backward, microseconds:
+
+| class | grouped_mm | eager loop | unit |
+|---|---|---|---|
+| router softmax, topk (its GEMM apart) | 32 / 17 | 42 / 111 | T h |
+| argsort / histc / cumsum / where / nonzero / one_hot | 74 / 36 | 366 / 1,084 | R h |
+| row gather, inverse gather, index_add_ and their index_put backward | 122 / 431 | 825 / 2,172 | R h |
+| masked_fill of the gathered rows and both GEMM outputs | 688 / 749 | - | R h |
+| routing-weight multiply, sum over k | 226 / 456 | 252 / 703 | R h |
+| zero fills | 10 / 5 | 817 / 49 | R h |
+| SwiGLU on the chunked gate/up output | 189 / 313 | 407 / 856 | R f |
+| per-expert weight gradient (SelectBackward: zeros + add) | - | - / 50,052 | expert params x E |
+| expert GEMMs (priced as GEMMs, not here) | 752 / 1,536 | 1,037 / 2,134 | |
+
+``grouped_mm`` (transformers' default) argsorts the R expert ids, gathers the rows, masks rows of out-of-range
+experts with ``masked_fill`` three times, runs two ``torch._grouped_mm``, weights, un-permutes and sums over k;
+the eager loop indexes ``gate_up_proj[e]`` / ``down_proj[e]`` of the stacked [E, ...] weights per expert hit,
+whose backward (SelectBackward) writes a zero gradient the size of the whole stacked tensor and adds it into the
+accumulated gradient: 2 + 6 bytes per parameter per expert by hand, 7.49 measured (the fills and adds stream
+slightly faster than the table's rate). One traced shape: the split between the units is by the tensor each class
+touches, not a fit over shapes."""
+
 PERMUTE_CHAINS: dict[str, PermuteChain] = {
     "fused": FUSED_PERMUTE,
     "index_select": PermuteChain(fwd_row=29.82, fwd_token=7.41, bwd_row=56.01, bwd_token=6.17),
     "index_copy": PermuteChain(fwd_row=34.70, fwd_token=13.53, bwd_row=63.12, bwd_token=2.70),
     "gather_scatter": PermuteChain(fwd_row=51.81, fwd_token=7.87, bwd_row=59.91, bwd_token=3.80),
+    **HF_EXPERT_CHAINS,
 }
 """``moe.permute`` -> its copy-equivalent bytes (module docstring; the measured rows are
 :func:`fit_permute_chains` of the H200 log, rounded, and a test re-derives them)."""

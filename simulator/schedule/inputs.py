@@ -58,8 +58,10 @@ def layer_inputs(plan: ResolvedPlan, dtype: str, moe: MoeSettings) -> LayerInput
     host = host_issue_costs(plan.training.profile) if plan.training.host_launch == "eager" else None
     # Megatron's all-to-all dispatcher (backend nccl) sorts the received rows by local expert and back
     sort_chunks = plan.moe_backend.sorted_by_expert and plan.shape.ep > 1 and plan.shape.local_experts > 1
+    # an implementation profile that writes its own MoE block (Hugging Face's) names its chain
+    permute = plan.training.profile.moe_permute or moe.permute
     return LayerInputs(plan.shape, dtype, r.attention, r.eager, r.amp_casts, r.fp8_cast_bytes, r.grad_accum_bytes,
-                       r.fsdp_copy_bytes, host, moe.permute, moe.experts == "sequential", sort_chunks)
+                       r.fsdp_copy_bytes, host, permute, moe.experts == "sequential", sort_chunks)
 
 
 def layer_times(cache: StepCache, fixed: Fixed, li: LayerInputs) -> tuple[tuple[bool, LayerTime], ...]:

@@ -30,7 +30,13 @@ from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
 from simulator.pricing.overlap import coefficients as overlap_coefficients
-from simulator.program.op_chains import CROSS_ENTROPY_BYTES, EAGER_CHAINS, PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY
+from simulator.program.op_chains import (
+    CROSS_ENTROPY_BYTES,
+    EAGER_CHAINS,
+    HF_EXPERT_CHAINS,
+    PERMUTE_CHAINS,
+    SEQUENTIAL_ASSEMBLY,
+)
 from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S
 
 KORTHIKANTI = "published, outside the development set"
@@ -111,6 +117,11 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
                    "Qwen2.5 rows of validation/data/h200_hf/train.jsonl (Llama-3.2-1B, OLMoE, ViT validate)"),
     FittedConstant("program/op_chains.py EAGER_CHAINS", "HF eager RMSNorm, RoPE, SwiGLU, residual chains",
                    lambda: tuple(EAGER_CHAINS), H200, "the Qwen2.5-0.5B 8x2048 Kineto trace (Llama's validates)"),
+    FittedConstant("program/op_chains.py HF_EXPERT_CHAINS; hf_per_expert_loop.yaml syncs.per_expert_forward",
+                   "HF MoE block outside its GEMMs (grouped_mm, eager loop; copy bytes) and the loop's syncs",
+                   lambda: (dict(HF_EXPERT_CHAINS), profile_named("hf_per_expert_loop").syncs.per_expert_forward),
+                   H200, "the 4-layer OLMoE-1B-7B Kineto traces, validation/data/h200_traces/olmoe_l4_* "
+                   "(the 16-layer rows validate)"),
     FittedConstant("serving/backends.py HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S",
                    "HF generate host seconds per kernel (eager) and per token (compiled)",
                    lambda: (HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S), H200,
