@@ -24,46 +24,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from simulator import load_scenario, simulate  # noqa: E402
+from simulator.validation import hf_train  # noqa: E402
 
-DATA = ROOT / "simulator" / "validation" / "data" / "h200_hf" / "train.jsonl"
-TRAINER = DATA.parent / "trainer.jsonl"
-
-#: inline model blocks: the published configs (benchmarks/device/hf_common.py CONFIGS, the HF repos cited there)
-MODELS = {
-    "qwen2.5-0.5b": dict(layers=24, hidden=896, heads=14, kv_heads=2, ffn_hidden=4864, vocab=151936,
-                         activation="swiglu", norm="rmsnorm", tied_embeddings=True, qkv_bias=True),
-    "llama-3.2-1b": dict(layers=16, hidden=2048, heads=32, kv_heads=8, head_dim=64, ffn_hidden=8192, vocab=128256,
-                         activation="swiglu", norm="rmsnorm", tied_embeddings=True),
-    "qwen2.5-1.5b": dict(layers=28, hidden=1536, heads=12, kv_heads=2, ffn_hidden=8960, vocab=151936,
-                         activation="swiglu", norm="rmsnorm", tied_embeddings=True, qkv_bias=True),
-    "olmoe-1b-7b": dict(layers=16, hidden=2048, heads=16, ffn_hidden=1024, vocab=50304, activation="swiglu",
-                        norm="rmsnorm", tied_embeddings=False, qk_norm=True,
-                        moe=dict(experts=64, top_k=8, expert_ffn_hidden=1024)),
-    "vit_base_patch16_224": dict(layers=12, hidden=768, heads=12, ffn_hidden=3072, vocab=1000, activation="gelu",
-                                 norm="layernorm", linear_bias=True, position_embedding="learned", max_position=197,
-                                 tied_embeddings=False),
-}
+DATA = hf_train.DATA / "train.jsonl"
+TRAINER = hf_train.DATA / "trainer.jsonl"
+#: inline model blocks: the published configs (one table: simulator/validation/hf_train.py MODELS)
+MODELS = hf_train.MODELS
 
 
 def scenario_for(run: dict) -> dict:
-    name = run["model"]
-    vit = run["section"] == "vit"
-    trainer = run["section"] == "trainer"
-    mb = run["batch"] if vit else run["micro_batch"]
-    seq = 197 if vit else run["seq"]
-    label = f"{name} {mb}x{seq}" + (" ckpt" if run.get("checkpointing") else "")
-    if run["section"] == "moe":
-        label += f" experts={run.get('experts_applied')}"
-    if trainer:
-        label += " Trainer"
-    return {
-        "name": label.replace(" ", "-"),
-        "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
-        "model": dict(MODELS[name], name=name),
-        "parallel": {"dp": 1, "recompute": "full" if run.get("checkpointing") else "none"},
-        "training": {"seq_len": seq, "micro_batch": mb, "global_batch": mb,
-                     "precision": "amp_bf16" if vit or trainer else "pure_bf16", "framework": "pytorch", "optimizer": "adam"},
-    }
+    """Today's scenario for a measured case, as priced before implementation profiles (``framework: pytorch``)."""
+    return hf_train.scenario_for(run, "pytorch")
 
 
 def gap_rows(paths: tuple[Path, ...] = (DATA, TRAINER)) -> list[dict]:
