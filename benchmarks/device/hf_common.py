@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -265,3 +266,23 @@ def autocast(device, enabled: bool):
     if not enabled:
         return nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
+def run_case(log, base: dict, clock: Clock, need_s: float, fn) -> bool:
+    """Measure one case through ``fn`` (returns the measured dict) unless less than ``need_s`` is left."""
+    row = dict(base)
+    if clock.left() < need_s:
+        row["skipped"] = f"{clock.left():.0f} s left, {need_s:.0f} s needed"
+        log.row(row)
+        return False
+    t = time.perf_counter()
+    try:
+        row.update(fn())
+    except Exception as exc:  # noqa: BLE001 - one failed case must not lose the others
+        row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+    row["case_wall_s"] = time.perf_counter() - t
+    log.row(row)
+    gc.collect()
+    if is_cuda(base.get("device", "cuda")):
+        torch.cuda.empty_cache()
+    return "error" not in row

@@ -39,6 +39,7 @@ from hf_common import (  # noqa: E402
     is_cuda,
     median,
     profile_phases,
+    run_case,
     sync,
     warm_clocks,
 )
@@ -123,23 +124,6 @@ def measure(model, name, batch, prompt, static, args, device) -> dict:
     return res
 
 
-def run(log, clock, base, need_s, fn, device):
-    row = dict(base)
-    if clock.left() < need_s:
-        row["skipped"] = f"{clock.left():.0f} s left, {need_s:.0f} s needed"
-        log.row(row)
-        return
-    t = time.perf_counter()
-    try:
-        row.update(fn())
-    except Exception as exc:  # noqa: BLE001 - one failed case must not lose the others
-        row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    row["case_wall_s"] = time.perf_counter() - t
-    log.row(row)
-    if is_cuda(device):
-        torch.cuda.empty_cache()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -169,8 +153,8 @@ def main() -> None:
                         prompt_ = prompt if not args.tiny else prompt // 16
                         base = {"section": "decode", "mode": "eager", "cache": "DynamicCache", "model": name,
                                 "batch": batch, "prompt": prompt_, "new_tokens": NEW_TOKENS, "device": device}
-                        run(log, clock, base, 25, functools.partial(
-                            measure, model, name, batch, prompt_, False, args, device), device)
+                        run_case(log, base, clock, 25, functools.partial(
+                            measure, model, name, batch, prompt_, False, args, device))
         if "compiled" in modes:
             for cname, batch, _ in COMPILED:
                 if cname != name:
@@ -179,8 +163,8 @@ def main() -> None:
                 base = {"section": "decode", "mode": "compiled", "cache": "StaticCache", "model": name,
                         "batch": batch, "prompt": prompt_, "new_tokens": NEW_TOKENS, "device": device}
                 with torch.inference_mode():
-                    run(log, clock, base, 100, functools.partial(
-                        measure, model, name, batch, prompt_, True, args, device), device)
+                    run_case(log, base, clock, 100, functools.partial(
+                        measure, model, name, batch, prompt_, True, args, device))
         del model
         gc.collect()
         if is_cuda(device):

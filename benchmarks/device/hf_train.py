@@ -53,6 +53,7 @@ from hf_common import (  # noqa: E402
     peak,
     profile_phases,
     reset_peak,
+    run_case,
     sync,
     warm_clocks,
 )
@@ -180,26 +181,6 @@ def measure(device, forward_loss, opt, steps: int, warmups: int, memory: bool = 
             res["trace_file"] = os.path.basename(gz)
             res["trace_bytes_gz"] = os.path.getsize(gz)
     return res
-
-
-def run_case(log, base: dict, clock: Clock, need_s: float, fn) -> bool:
-    """Measure one case through ``fn`` (returns the measured dict) unless less than ``need_s`` is left."""
-    row = dict(base)
-    if clock.left() < need_s:
-        row["skipped"] = f"{clock.left():.0f} s left, {need_s:.0f} s needed"
-        log.row(row)
-        return False
-    t = time.perf_counter()
-    try:
-        row.update(fn())
-    except Exception as exc:  # noqa: BLE001 - one failed case must not lose the others
-        row["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    row["case_wall_s"] = time.perf_counter() - t
-    log.row(row)
-    if is_cuda(base.get("device", "cuda")):
-        gc.collect()
-        torch.cuda.empty_cache()
-    return "error" not in row
 
 
 def ckpt_kwargs(model):
