@@ -5,7 +5,9 @@ of simulator/validation/data/h200_hf/ (benchmarks/device/hf_train.py, hf_trainer
 Each case is the scenario a user writes: one H200, the model's published dims, ``framework: hf_transformers``
 (``hf_trainer`` for the Trainer rows), ``precision: pure_bf16`` (bf16 parameters, gradients and AdamW moments: the
 plain loop's torch.optim.AdamW keeps its state in the parameters' dtype; ``amp_bf16`` for ViT and the Trainer,
-which keep fp32 parameters), ``recompute: full`` for ``gradient_checkpointing_enable()``. The profile's host
+which keep fp32 parameters), ``recompute: full`` for ``gradient_checkpointing_enable()``, ``recompute: selective`` with
+``selective_ac_option: op`` for torchtitan's per-op policy on every decoder layer (``sac.jsonl``; only its peak
+memory is modelled). The profile's host
 constants and the optimizer's bandwidth were fitted on Qwen2.5 rows (``CALIBRATION``): the Llama-3.2-1B, OLMoE and
 ViT rows validate them.
 """
@@ -21,6 +23,8 @@ from simulator.scenario.load import load_scenario
 
 DATA = Path(__file__).parent / "data" / "h200_hf"
 FILES = ("train.jsonl", "trainer.jsonl")
+#: torchtitan's op-level selective checkpointing applied to the HF layers (benchmarks/device/hf_sac.py)
+SAC_FILES = ("sac.jsonl",)
 
 #: dims from each model's config.json on the Hugging Face Hub (benchmarks/device/hf_common.py CONFIGS)
 MODELS = {
@@ -48,7 +52,8 @@ def scenario_for(run: dict, framework: str | None = None) -> dict:
     name, section = run["model"], run["section"]
     vit, trainer = section == "vit", section == "trainer"
     mb, seq = (run["batch"], 197) if vit else (run["micro_batch"], run["seq"])
-    label = f"{name} {mb}x{seq}" + (" ckpt" if run.get("checkpointing") else "")
+    ckpt = run.get("checkpointing")
+    label = f"{name} {mb}x{seq}" + (" op-SAC" if ckpt == "op_sac" else " ckpt" if ckpt else "")
     if section == "moe":
         label += f" experts={run.get('experts_applied')}"
     label += " Trainer" if trainer else ""
@@ -56,7 +61,8 @@ def scenario_for(run: dict, framework: str | None = None) -> dict:
                             "hf_per_expert_loop" if run.get("experts_applied") == "eager" else "hf_transformers")
     return {"name": label.replace(" ", "-"), "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
             "model": dict(MODELS[name], name=name),
-            "parallel": {"dp": 1, "recompute": "full" if run.get("checkpointing") else "none"},
+            "parallel": ({"dp": 1, "recompute": "selective", "selective_ac_option": "op"} if ckpt == "op_sac" else
+                         {"dp": 1, "recompute": "full" if ckpt else "none"}),
             "training": {"seq_len": seq, "micro_batch": mb, "global_batch": mb, "optimizer": "adam",
                          "precision": "amp_bf16" if vit or trainer else "pure_bf16", "framework": profile}}
 
@@ -65,7 +71,7 @@ def scenario_for(run: dict, framework: str | None = None) -> dict:
 class TrainRow:
     case: str
     model: str
-    kind: str                   # train, host_probe
+    kind: str                   # train, host_probe, sac
     measured_s: float
     predicted_s: float
     host_s: float               # the model's host wait in the step
@@ -87,7 +93,7 @@ class TrainRow:
 
 def measured_runs(files: tuple[str, ...] = FILES) -> list[dict]:
     runs = [json.loads(line) for f in files for line in (DATA / f).read_text().splitlines() if line.strip()]
-    return [r for r in runs if r.get("section") in ("dense", "moe", "vit", "trainer") and "step_s_median" in r]
+    return [r for r in runs if r.get("section") in ("dense", "moe", "vit", "trainer", "sac") and "step_s_median" in r]
 
 
 def train_rows(framework: str | None = None, files: tuple[str, ...] = FILES) -> list[TrainRow]:
@@ -96,7 +102,8 @@ def train_rows(framework: str | None = None, files: tuple[str, ...] = FILES) -> 
     for run in measured_runs(files):
         scenario = scenario_for(run, framework)
         result = simulate(load_scenario(scenario))
-        rows.append(TrainRow(scenario["name"], run["model"], "train" if run["section"] == "trainer" else run["case"],
+        rows.append(TrainRow(scenario["name"], run["model"], "sac" if run["section"] == "sac" else
+                             "train" if run["section"] == "trainer" else run["case"],
                              run["step_s_median"], result.step.step_s, result.step.host_s,
                              run["peak_allocated_bytes"], result.memory.peak_bytes))
     return rows
