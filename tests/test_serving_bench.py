@@ -94,7 +94,7 @@ def test_length_distributions_and_seed():
 
 def test_csv_lengths_and_times(tmp_path):
     """A lengths CSV with a header is used in order and repeated; a times CSV gives the arrivals and the count."""
-    (tmp_path / "len.csv").write_text("input,output\n10,2\n20,3\n")
+    (tmp_path / "len.csv").write_text("# tokens\ninput,output\n10,2\n20,3\n")
     (tmp_path / "t.csv").write_text("# seconds\n0\n0.5\n2\n")
     w = Workload(lengths_csv="len.csv", arrival={"process": "csv", "path": "t.csv"})
     t, i, o, _ = workload_stream(w, 1, 1, 1000, 16, tmp_path)
@@ -151,3 +151,18 @@ def test_bench_json_has_the_contract_keys(tmp_path, capsys):
     # 20 requests 1 s apart, each alone: 19 s + one request's e2e; TPOT = ITL (every gap one decode step)
     assert b["duration_s"] == pytest.approx(19 + b["e2e_s"]["mean"])
     assert b["tpot_s"]["mean"] == pytest.approx(b["itl_s"]["mean"])
+
+
+def test_decreasing_arrival_times_and_a_missing_csv(tmp_path, capsys):
+    """Times must not decrease (the CSV's line is named); a CSV that does not exist is blamed on the scenario's key."""
+    from simulator.cli import main
+
+    (tmp_path / "t.csv").write_text("0\n2\n1\n")
+    path = tmp_path / "w.yaml"
+    path.write_text(SCENARIO + "    arrival: {process: csv, path: t.csv}\n")
+    assert main(["serve", str(path), "--bench"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 't.csv'}:3: serving.workload.arrival.path: arrival time 1 s comes before" in err
+    path.write_text(SCENARIO + "    lengths_csv: none.csv\n")
+    assert main(["serve", str(path), "--bench"]) == 2
+    assert f"{path}:11: serving.workload.lengths_csv:" in capsys.readouterr().err

@@ -66,9 +66,9 @@ def render_bench(b: dict) -> str:
     lines = [f"benchmark: {b['requests']:,} requests in {b['duration_s']:.4g} s (ramp-up and drain included)",
              f"  request throughput  {b['request_throughput']:.4g} requests/s",
              f"  output throughput   {b['output_tokens_per_s']:.4g} tokens/s",
-             "  latency (ms)        mean       p50       p90       p99"]
+             "  latency (ms)          mean         p50         p90         p99"]
     for name in ("ttft", "tpot", "itl", "e2e"):
         st = b[f"{name}_s"]
-        cells = ["-" if st[k] is None else f"{st[k] * 1e3:.4g}" for k in ("mean", "p50", "p90", "p99")]
-        lines.append(f"  {name.upper():<16}" + "".join(f"{c:>10}" for c in cells))
+        cells = ["-" if st[k] is None else f"{st[k] * 1e3:,.2f}" for k in ("mean", "p50", "p90", "p99")]
+        lines.append(f"  {name.upper():<16}" + "".join(f"{c:>12}" for c in cells))
     return "\n".join(lines)

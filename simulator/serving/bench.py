@@ -34,22 +34,23 @@ KEY = "serving.workload"
 
 
 def _csv_rows(path: Path, key: str, columns: int) -> list[tuple[int, list[float]]]:
-    """(line, values) of the CSV's data rows: ``columns`` numbers each; a first line that is not numbers is a header;
+    """(line, values) of the CSV's data rows: ``columns`` numbers each; a first row that is not numbers is a header;
     blank lines and ``#`` comments are skipped. A bad row is a UserError at that line of the CSV."""
     if not path.is_file():
         raise UserError(f"{path}: no such file", key_path=key)
     if path.stat().st_size > MAX_CSV_BYTES:
         raise UserError(f"{path} is {path.stat().st_size:,} bytes, more than {MAX_CSV_BYTES:,}", key_path=key)
-    rows = []
+    rows, header = [], True
     for line, text in enumerate(path.read_text(errors="replace").splitlines(), 1):
         text = text.split("#", 1)[0].strip()
         if not text:
             continue
         cells = [c.strip() for c in text.split(",")]
+        first, header = header, False
         try:
             values = [float(c) for c in cells]
         except ValueError:
-            if not rows and line == 1:
+            if first:
                 continue  # a header
             raise UserError(f"row {text!r} is not {columns} number(s)", file=str(path), line=line,
                             key_path=key) from None
