@@ -9,7 +9,7 @@ is taken to serve as it does.
 Metrics (vLLM ``vllm/benchmarks/serve.py`` ``calculate_metrics``; SGLang ``python/sglang/bench_serving.py``
 ``calculate_metrics``; commits in docs/serving.md), over every request, ramp-up and drain included:
 
-- duration: last completion - first arrival (the benchmark's clock starts as it sends the first request);
+- duration: last completion, from the benchmark's start (t = 0; the first request leaves after one gap);
 - request_throughput = completed requests / duration; output_tokens_per_s = output tokens / duration;
 - TTFT = first token - arrival; e2e = last token - arrival;
 - TPOT = (e2e - TTFT) / (output tokens - 1), per request, only requests with more than one output token;
@@ -64,8 +64,9 @@ def _csv_rows(path: Path, key: str, columns: int) -> list[tuple[int, list[float]
 
 
 def arrivals(w: Workload, n: int, rng: np.random.Generator, base: Path) -> np.ndarray:
-    """Arrival times (s) of ``n`` requests to the system; the first at 0 (vLLM sends it at once, then waits a gap
-    before each next one). A CSV gives its own times (and count)."""
+    """Arrival times (s after the benchmark starts) of ``n`` requests to the system, as vLLM's ``get_request`` sends
+    them: request i after the sum of the first i + 1 gaps, the sums scaled so the last is exactly n / rate (the
+    benchmark closes the 1-2% gap a random sum leaves). A CSV gives its own times (and count)."""
     a = w.arrival
     if a.process == "csv":
         rows = _csv_rows(base / a.path, f"{KEY}.arrival.path", 1)
@@ -78,9 +79,13 @@ def arrivals(w: Workload, n: int, rng: np.random.Generator, base: Path) -> np.nd
     if a.rate is None:
         return np.zeros(n)
     if a.process == "constant":
-        return np.arange(n) / a.rate
-    gaps = rng.exponential(1.0 / a.rate, n) if a.process == "poisson" else rng.gamma(a.shape, 1.0 / (a.rate * a.shape), n)
-    return np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+        gaps = np.full(n, 1.0 / a.rate)
+    elif a.process == "poisson":
+        gaps = rng.exponential(1.0 / a.rate, n)
+    else:
+        gaps = rng.gamma(a.shape, 1.0 / (a.rate * a.shape), n)
+    times = np.cumsum(gaps)
+    return times * (n / a.rate / times[-1])
 
 
 def lengths(d: LengthDistribution | None, default: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -149,7 +154,7 @@ def bench(w: Workload | None, *, input_len: int, output_len: int, num_requests: 
         run = run_loop(times[order], ins[order], outs[order], costs, limits, cached=cached[order])
     except ValueError as exc:  # a request the engine can never admit
         raise UserError(f"a request of the workload cannot be served: {exc}", key_path=KEY) from None
-    duration = float(run.finish_s.max() - run.arrival_s.min())
+    duration = float(run.finish_s.max())  # the clock starts with the benchmark, at t = 0
     first, fin, arr = run.first_token_s, run.finish_s, run.arrival_s
     many = run.output_len > 1
     return {"requests": int(len(order)) * replicas, "duration_s": duration,
