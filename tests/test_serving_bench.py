@@ -8,6 +8,7 @@ import pytest
 from simulator.implementation.workload import Workload
 from simulator.serving.bench import _stats, bench, workload_stream
 from simulator.serving.loop import LoopCosts, LoopLimits, run_loop
+from simulator.serving.rate import closed_loop_point
 
 MS = 1e-3
 #: decode 10 ms a step whatever the batch; prefill 1 ms per token computed
@@ -56,6 +57,10 @@ def test_default_workload_is_the_loop_with_every_request_at_zero():
     for name in ("ttft", "tpot", "e2e"):
         assert b[f"{name}_s"]["mean"] == pytest.approx(m[f"{name}_mean_s"])
         assert b[f"{name}_s"]["p90"] == pytest.approx(m[f"{name}_p90_s"])
+    # and the throughput simulate_closed_loop (vllm bench serve --max-concurrency 20 --num-prompts 20) reports
+    closed = closed_loop_point(20, 20, replicas=1, gpus=1, input_len=30, output_len=4, costs=FLAT,
+                               limits=LoopLimits(kv_blocks=200, block_tokens=1))
+    assert b["output_tokens_per_s"] == pytest.approx(closed["tokens_per_s"])
 
 
 def test_prefix_hits_skip_prefill_of_whole_pages():
