@@ -1,4 +1,4 @@
-"""``simulator serve SCENARIO [--json] [--csv FILE] [--plot FILE]`` (docs/serving.md)."""
+"""``simulator serve SCENARIO [--json] [--bench] [--csv FILE] [--plot FILE]`` (docs/serving.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ def register(subparsers) -> None:
                                                 "(scenario with a serving: section)")
     serve.add_argument("scenario", type=scenario_path, help="scenario YAML with training.mode: inference and a serving: section")
     serve.add_argument("--json", action="store_true", help="print the JSON object of docs/serving.md")
+    serve.add_argument("--bench", action="store_true",
+                       help="simulate the whole request stream (serving.workload, serving.num_requests) and report "
+                            "throughput and TTFT / TPOT / ITL / e2e as vLLM's and SGLang's benchmark scripts do")
     serve.add_argument("--csv", metavar="FILE", type=output_path,
                        help="write the latency-throughput curve (one row per concurrency; the static batch when "
                             "serving.concurrency is not set) as CSV")
@@ -23,21 +26,25 @@ def register(subparsers) -> None:
 
 def _serve(args) -> int:
     from simulator.cli.run_cmd import load
-    from simulator.entries.serve import simulate_serving
+    from simulator.entries.serve import simulate_bench, simulate_serving
     from simulator.errors import UserError
     from simulator.report.serving import curve_rows, render_serving
     from simulator.scenario.document import read_document
 
     try:
-        result = simulate_serving(load(args.scenario, args.force_calibration))
+        scenario = load(args.scenario, args.force_calibration)
+        result = simulate_serving(scenario)
+        bench = simulate_bench(scenario) if args.bench else None
     except UserError as exc:  # a rule checked while serving (the cache, the replicas): name the file and line
         if exc.file is None and exc.key_path:
             raise read_document(args.scenario).locate(exc) from None
         raise
     if args.json:
-        print_json(result.to_dict(), indent=2)
+        print_json({**result.to_dict(), **({"bench": bench} if bench is not None else {})}, indent=2)
     else:
         print(render_serving(result))
+        if bench is not None:
+            print(render_bench(bench))
     if args.csv:
         import pandas as pd
 
@@ -52,3 +59,16 @@ def _serve(args) -> int:
         if not args.json:
             print(f"wrote {path}")
     return 0
+
+
+def render_bench(b: dict) -> str:
+    """The ``--bench`` block of the text report: throughput over the whole run, then the latency statistics (ms)."""
+    lines = [f"benchmark: {b['requests']:,} requests in {b['duration_s']:.4g} s (ramp-up and drain included)",
+             f"  request throughput  {b['request_throughput']:.4g} requests/s",
+             f"  output throughput   {b['output_tokens_per_s']:.4g} tokens/s",
+             "  latency (ms)          mean         p50         p90         p99"]
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        st = b[f"{name}_s"]
+        cells = ["-" if st[k] is None else f"{st[k] * 1e3:,.2f}" for k in ("mean", "p50", "p90", "p99")]
+        lines.append(f"  {name.upper():<16}" + "".join(f"{c:>12}" for c in cells))
+    return "\n".join(lines)

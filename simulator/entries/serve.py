@@ -3,6 +3,8 @@ scenario with a ``serving:`` section (docs/serving.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from simulator.compute.efficiency import default_efficiency
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
@@ -10,6 +12,7 @@ from simulator.memory import MemoryReport, estimate_memory
 from simulator.scenario.load import Scenario
 from simulator.serving import ServeResult, serve
 from simulator.serving.backends import EXPERT_KERNELS
+from simulator.serving.bench import bench
 from simulator.serving.metrics import loop_costs, loop_limits
 from simulator.serving.rate import closed_loop_point
 from simulator.serving.step import StepContext
@@ -34,6 +37,17 @@ def simulate_closed_loop(scenario: Scenario, concurrency: int, num_requests: int
     return closed_loop_point(concurrency, num_requests, replicas=rp.dp, gpus=rp.world_size,
                              input_len=scenario.serving.input_len, output_len=scenario.serving.output_len,
                              costs=loop_costs(ctx, rp), limits=loop_limits(ctx, rp, memory))
+
+
+def simulate_bench(scenario: Scenario) -> dict:
+    """``simulator serve --bench``: the scenario's request stream (``serving.workload``, ``serving.num_requests``)
+    through the serving loop, measured as vLLM's and SGLang's benchmark scripts measure it
+    (simulator/serving/bench.py)."""
+    ctx, memory = _context(scenario)
+    rp, s = scenario.plan, scenario.serving
+    base = Path(scenario.file).parent if scenario.file else Path.cwd()
+    return bench(s.workload, input_len=s.input_len, output_len=s.output_len, num_requests=s.num_requests,
+                 replicas=rp.dp, base=base, costs=loop_costs(ctx, rp), limits=loop_limits(ctx, rp, memory))
 
 
 def simulate_serving(scenario: Scenario) -> ServeResult:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.workload import Workload
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
 MAX_PREFILL_STEPS = 4096
@@ -101,6 +102,9 @@ class ServingConfig(BaseModel):
         None, ge=1, le=1_000_000, description="largest batch of the request-rate simulation (vLLM max_num_seqs); "
                                               "null: only the K/V cache limits it")
 
+    workload: Workload | None = Field(
+        None, description="request stream of simulator serve --bench (lengths, prefix hits, arrivals; "
+                          "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")
     disaggregation: Disaggregation | None = Field(
         None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
 

@@ -76,6 +76,8 @@ class _Request:
     first_token: float | None = None
     finish: float | None = None
     preempted: int = 0
+    cached: int = 0          # prompt tokens whose K/V a prefix cache holds: computed without prefill
+    last_token: float = math.nan
 
     @property
     def known(self) -> int:
@@ -89,7 +91,7 @@ class LoopRun:
     arrival_s: np.ndarray
     first_token_s: np.ndarray
     finish_s: np.ndarray
-    output_len: int
+    output_len: np.ndarray
     steps: int
     preemptions: int
     batch_mean: float
@@ -99,14 +101,17 @@ class LoopRun:
     duration_s: float
     drained_s: float = math.nan
     step_batches: tuple[int, ...] = field(default=(), repr=False)
+    #: every inter-token gap of every request (s), as distinct values and how many gaps had each
+    itl_s: tuple[np.ndarray, np.ndarray] = field(default=(np.zeros(0), np.zeros(0, int)), repr=False)
 
     def metrics(self, warmup: float = WARMUP) -> dict:
         """TTFT, TPOT and end-to-end latency (mean and quantiles, seconds) over the requests after the warm-up."""
         start = int(len(self.arrival_s) * warmup)
         arr, first, fin = self.arrival_s[start:], self.first_token_s[start:], self.finish_s[start:]
         series = {"ttft": first - arr, "e2e": fin - arr}
-        if self.output_len > 1:
-            series["tpot"] = (fin - first) / (self.output_len - 1)
+        out_len = self.output_len[start:]
+        if (out_len > 1).any():  # TPOT of the requests with more than one output token
+            series["tpot"] = ((fin - first) / np.maximum(out_len - 1, 1))[out_len > 1]
         out: dict = {"requests_measured": int(len(arr))}
         for name in ("ttft", "tpot", "e2e"):
             values = series.get(name)
@@ -122,13 +127,20 @@ def poisson_arrivals(rate: float, n: int, seed: int) -> np.ndarray:
     return np.cumsum(rng.exponential(1.0 / rate, n))
 
 
-def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits,
-             refill: int = 0) -> LoopRun:
+def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, limits: LoopLimits,
+             refill: int = 0, cached: np.ndarray | None = None) -> LoopRun:
     """Serve requests arriving at ``arrivals_s`` (sorted, seconds) through the scheduler of the module docstring.
+    ``input_len`` / ``output_len``: tokens of every request, or one per request (arrays); ``cached``: prompt tokens
+    per request a prefix cache already holds (they take pages but no prefill; kept over a preemption).
     ``refill``: that many more requests, each sent when one finishes (a closed loop: ``len(arrivals_s)`` requests
     at t = 0 keep that many in flight, as ``vllm bench serve --max-concurrency`` does)."""
-    _check_limits(input_len, output_len, limits)
-    requests = [_Request(float(t), input_len, output_len) for t in arrivals_s]
+    n_arr = len(arrivals_s)
+    ins, outs = (np.broadcast_to(np.asarray(v, dtype=np.int64), (n_arr,)) for v in (input_len, output_len))
+    hits = np.zeros(n_arr, np.int64) if cached is None else np.asarray(cached, dtype=np.int64)
+    _check_limits(int(ins.max(initial=1)), int(outs.max(initial=1)), limits)
+    requests = [_Request(float(t), int(i), int(o), computed=int(c), cached=int(c))
+                for t, i, o, c in zip(arrivals_s, ins, outs, hits, strict=True)]
+    gaps: Counter = Counter()
     total = len(requests) + refill
     pages = _Pages(limits.kv_blocks, limits.block_tokens)
     waiting: deque[_Request] = deque()
@@ -145,7 +157,7 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         nxt_arrival = requests[nxt].arrival if nxt < len(requests) else math.inf
         k = _decode_run(running, waiting, pages, limits)
         if k:  # k pure decode steps in a row: priced step by step, applied at once
-            k, now = _apply_decode_run(running, pages, costs, k, now, nxt_arrival)
+            k, now = _apply_decode_run(running, pages, costs, k, now, nxt_arrival, gaps)
             steps += k
             batches.extend([len(running)] * k)
             blocks_peak = max(blocks_peak, pages.used)
@@ -163,7 +175,7 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         steps += 1
         batches.append(len(work))
         blocks_peak = max(blocks_peak, pages.used)
-        _apply_step(work, now)
+        _apply_step(work, now, gaps)
         if nxt == len(requests) and not waiting and math.isnan(drained):
             drained = now  # every request has arrived and been admitted
         ended = _finish(running, pages, now)
@@ -171,11 +183,13 @@ def run_loop(arrivals_s: np.ndarray, input_len: int, output_len: int, costs: Loo
         _send(requests, min(ended, total - len(requests)), now)
     return LoopRun(arrival_s=np.array([r.arrival for r in requests]),
                    first_token_s=np.array([r.first_token for r in requests]),
-                   finish_s=np.array([r.finish for r in requests]), output_len=output_len, steps=steps,
+                   finish_s=np.array([r.finish for r in requests]),
+                   output_len=np.array([r.output for r in requests]), steps=steps,
                    preemptions=preemptions, batch_mean=float(np.mean(batches)) if batches else 0.0,
                    batch_max=max(batches, default=0), blocks_peak=blocks_peak, waiting_at_last_arrival=last_wait,
                    duration_s=now, drained_s=drained,
-                   step_batches=tuple(batches))
+                   step_batches=tuple(batches),
+                   itl_s=(np.array(list(gaps), dtype=float), np.array(list(gaps.values()), dtype=np.int64)))
 
 
 def _send(requests: list[_Request], n: int, now: float) -> None:
@@ -198,7 +212,7 @@ def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:
 
 
 def _apply_decode_run(running: list[_Request], pages: _Pages, costs: LoopCosts, k: int, now: float,
-                      next_arrival: float) -> tuple[int, float]:
+                      next_arrival: float, gaps: Counter) -> tuple[int, float]:
     """Advance every running request by up to ``k`` decode steps, stopping after the step during which the next
     request arrives (it is admitted at the step boundary); returns the steps taken and the new time."""
     b = len(running)
@@ -209,18 +223,25 @@ def _apply_decode_run(running: list[_Request], pages: _Pages, costs: LoopCosts, 
         r.computed += k
         r.generated += k
         pages.grow(r, r.computed)
+        gaps[now + float(times[0]) - r.last_token] += 1
+        r.last_token = now + float(times[k - 1])
+    for d in np.diff(times[:k]):
+        gaps[float(d)] += b
     return k, now + float(times[k - 1])
 
 
-def _apply_step(work: list[tuple[_Request, int]], now: float) -> None:
+def _apply_step(work: list[tuple[_Request, int]], now: float, gaps: Counter) -> None:
     """After a step ending at ``now``: each request computed its tokens; one whose known tokens are all computed
-    samples the next (the first is its first token)."""
+    samples the next (the first is its first token; each later one adds its gap to ``gaps``)."""
     for r, n in work:
         r.computed += n
         if r.computed == r.known:
             r.generated += 1
             if r.first_token is None:
                 r.first_token = now
+            else:
+                gaps[now - r.last_token] += 1
+            r.last_token = now
 
 
 def _finish(running: list[_Request], pages: _Pages, now: float) -> int:
@@ -300,7 +321,7 @@ def _schedule(running: list[_Request], waiting: deque[_Request], pages: _Pages, 
         while not pages.grow(r, r.computed + n):
             victim = running.pop()  # the most recently admitted
             pages.free(victim)
-            victim.computed = 0
+            victim.computed = victim.cached
             victim.preempted += 1
             waiting.appendleft(victim)
             preempted += 1

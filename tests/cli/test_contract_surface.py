@@ -84,7 +84,7 @@ JSON_RUNS = {
                    "--json"],
     "moe": ["moe", "--system", "hgx_h800", "--nodes", "2", "--ep", "16", "--tokens", "4096", "--hidden", "7168",
             "--top-k", "8", "--experts", "256", "--json"],
-    "serve": ["serve", SERVE_SCENARIO, "--json"],
+    "serve": ["serve", SERVE_SCENARIO, "--bench", "--json"],
     "search": ["search", str(Path(__file__).resolve().parents[2] / "scenarios" / "search_llama3_8b_h100.yaml"),
                "--top", "2", "--json"],
 }
