@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -286,3 +287,17 @@ def run_case(log, base: dict, clock: Clock, need_s: float, fn) -> bool:
     if is_cuda(base.get("device", "cuda")):
         torch.cuda.empty_cache()
     return "error" not in row
+
+
+def device_parser(steps: bool = True, budget_s: float = 300) -> argparse.ArgumentParser:
+    """The options every HF device script takes: --out, --device, --tiny (a CPU dry run), --budget-s, and with
+    ``steps`` the timed and warm-up step counts."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--budget-s", type=float, default=budget_s)
+    if steps:
+        parser.add_argument("--steps", type=int, default=6)
+        parser.add_argument("--warmups", type=int, default=3)
+    return parser

@@ -20,7 +20,6 @@ under torch.profiler; (kernels(9) - kernels(1)) / 8, likewise launch calls and r
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import os
@@ -35,6 +34,7 @@ from hf_common import (  # noqa: E402
     Clock,
     Log,
     build_causal_lm,
+    device_parser,
     env_info,
     is_cuda,
     median,
@@ -125,14 +125,10 @@ def measure(model, name, batch, prompt, static, args, device) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true")
+    parser = device_parser(steps=False)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-profile", dest="profile", action="store_false")
     parser.add_argument("--modes", default="eager,compiled")
-    parser.add_argument("--budget-s", type=float, default=300)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--compiled-prompt", type=int, default=512, help="prompt length of the compiled cases")
     args = parser.parse_args()

@@ -19,7 +19,6 @@ everything else. A fresh policy (fresh counter) per checkpointed call, as torcht
 
 from __future__ import annotations
 
-import argparse
 import collections
 import functools
 import gc
@@ -30,7 +29,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_common import Clock, Log, allocated, build_causal_lm, env_info, is_cuda, run_case, warm_clocks  # noqa: E402
+from hf_common import (  # noqa: E402
+    Clock,
+    Log,
+    allocated,
+    build_causal_lm,
+    device_parser,
+    env_info,
+    is_cuda,
+    run_case,
+    warm_clocks,
+)
 from hf_train import SHAPES, ckpt_kwargs, lm_loss, measure  # noqa: E402
 
 MODELS = ("qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b")
@@ -140,13 +149,7 @@ def run(args, log, clock, device):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--warmups", type=int, default=3)
-    parser.add_argument("--budget-s", type=float, default=300)
+    parser = device_parser(steps=True)
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
     clock = Clock(args.budget_s)

@@ -28,7 +28,6 @@ calls and synchronising runtime calls, total and per phase (hf_common.profile_ph
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import os
@@ -46,6 +45,7 @@ from hf_common import (  # noqa: E402
     allocated,
     autocast,
     build_causal_lm,
+    device_parser,
     env_info,
     gzip_file,
     is_cuda,
@@ -291,15 +291,9 @@ def vit(args, log, clock, device):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
+    parser = device_parser(steps=True)
     parser.add_argument("--traces", default=None)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--warmups", type=int, default=3)
     parser.add_argument("--sections", default="dense,moe,vit")
-    parser.add_argument("--budget-s", type=float, default=300)
     parser.add_argument("--models", default=",".join(DENSE), help="dense models, in order")
     args = parser.parse_args()
     args.traces = args.traces or args.out

@@ -18,7 +18,6 @@ steps. Kernels per step: (kernels of a 4-step train() - kernels of a 2-step trai
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import os
@@ -30,7 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_common import Clock, Log, build_causal_lm, env_info, is_cuda, median, peak, profile_phases, reset_peak, sync  # noqa: E402,I001
+from hf_common import device_parser, Clock, Log, build_causal_lm, env_info, is_cuda, median, peak, profile_phases, reset_peak, sync  # noqa: E402,I001
 
 CASES = (("qwen2.5-0.5b", 4, 1024), ("qwen2.5-0.5b", 8, 2048), ("llama-3.2-1b", 4, 1024),
          ("llama-3.2-1b", 8, 2048))
@@ -82,13 +81,7 @@ def measure(model, mb: int, seq: int, args, device) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true")
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--warmups", type=int, default=3)
-    parser.add_argument("--budget-s", type=float, default=300)
+    parser = device_parser(steps=True)
     args = parser.parse_args()
     clock = Clock(args.budget_s)
     log = Log(os.path.join(args.out, "trainer.jsonl"))
