@@ -78,6 +78,9 @@ def _placement_arguments(parser: argparse.ArgumentParser, required: bool = True)
     parser.add_argument("--gpus-per-node", type=positive_int, help="ranks per node (default: as many as fit)")
     parser.add_argument("--nodes", type=bounded_int(1, MAX_NODES, "a node count"),
                         help="nodes the group spans (default: ranks / gpus-per-node)")
+    parser.add_argument("--nvlink-domain-nodes", type=positive_int, metavar="N",
+                        help="nodes of each multi-node NVLink domain in use (as system.nvlink_domain_nodes; 2 to the "
+                             "profile's domain size; default: all)")
 
 
 def _placement(args, **overrides):
@@ -93,6 +96,8 @@ def _placement(args, **overrides):
         raise UserError(f"--ranks {args.ranks} != --gpus-per-node {per_node} x --nodes {nodes}")
     if args.no_nvls:
         overrides["nvls"] = False
+    if args.nvlink_domain_nodes is not None:
+        overrides["domain_nodes"] = args.nvlink_domain_nodes
     return placement_for_profile(args.system, args.ranks, per_node, **overrides)
 
 

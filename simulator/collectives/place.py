@@ -181,22 +181,24 @@ def _vendor(cpu_model: str) -> str:
 
 
 @memo(maxsize=32, loaded=True)
-def _topology(profile: str, nodes: int) -> Topology:
-    return Topology(load_cluster(profile, nodes))
+def _topology(profile: str, nodes: int, domain_nodes: int | None = None) -> Topology:
+    return Topology(load_cluster(profile, nodes, domain_nodes=domain_nodes))
 
 
 def placement_for_profile(profile: str, n_ranks: int, ranks_per_node: int | None = None,
                           **overrides) -> GroupPlacement:
     """A group of ``n_ranks`` on a cluster of node profile ``profile``: the first ``ranks_per_node`` GPUs (default:
     as many as fit) of as many nodes as needed (a multi-node NVLink domain counts its nodes: 72 ranks on
-    ``gb200_nvl72`` are 4 per tray on 18 trays, one domain). ``overrides`` as in :func:`place_group`."""
-    gpus_per_node = _topology(profile, 1).cluster.node.gpus
+    ``gb200_nvl72`` are 4 per tray on 18 trays, one domain). ``domain_nodes``: nodes of each multi-node NVLink domain
+    in use (as the scenario's ``system.nvlink_domain_nodes``). ``overrides`` as in :func:`place_group`."""
+    domain_nodes = overrides.pop("domain_nodes", None)
+    gpus_per_node = _topology(profile, 1, domain_nodes).cluster.node.gpus
     rpn = ranks_per_node or min(n_ranks, gpus_per_node)
     if rpn > gpus_per_node or n_ranks % rpn:
         raise UserError(f"{n_ranks} ranks at {rpn} per node do not fit {profile} ({gpus_per_node} GPUs per node)",
                         key_path="ranks")
     nodes = n_ranks // rpn
-    topology = _topology(profile, nodes)
+    topology = _topology(profile, nodes, domain_nodes)
     gpus = [f"n{n}.gpu{i}" for n in range(nodes) for i in range(rpn)]
     net_issue = overrides.pop("net_issue", "cpu_proxy")
     return place_group(topology, gpus, net_issue=net_issue, **overrides)
