@@ -267,7 +267,8 @@ def check_sequence(p: ParallelPlan, t: TrainingConfig) -> None:
 
 
 def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
-    """experts % ep; expert grid fits (edp integral); MoE with TP needs SP in Megatron. Returns edp."""
+    """experts % ep; expert grid fits (edp integral); MoE training with TP needs SP in Megatron (serving engines such
+    as vLLM run MoE under TP without SP, so an inference plan is priced as they run it). Returns edp."""
     if m.moe is None:
         if p.ep > 1 or p.etp > 1:
             raise _err(f"ep ({p.ep}) / etp ({p.etp}) > 1 needs a MoE model; {m.name} is dense", "parallel.ep")
@@ -281,7 +282,7 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
         raise _err(f"expert data parallel = tp*cp*ulysses*dp / (ep*etp): tp ({p.tp}) * cp ({p.cp}) * ulysses "
                    f"({p.ulysses}) * dp ({dp}) = {span} is not divisible by ep ({p.ep}) * etp ({p.etp})",
                    "parallel.ep")
-    if t.family == "megatron" and p.tp > 1 and not p.sp:
+    if t.family == "megatron" and t.mode == "train" and p.tp > 1 and not p.sp:
         raise _err(f"MoE with tp ({p.tp}) > 1 needs sp: true in Megatron", "parallel.sp")
     return span // (p.ep * p.etp)
 

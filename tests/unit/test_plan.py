@@ -162,3 +162,10 @@ def test_one_group_equals_the_plans_rank_groups(parallel):
     for dim in ("tp", "cp", "ulysses", "dp", "pp", "etp", "ep", "edp", "dp_cp"):
         for group in rp.rank_groups(dim):
             assert all(rp.rank_group_of(dim, r) == group for r in group), dim
+
+
+def test_moe_serving_with_tp_runs_without_sp():
+    # vLLM and SGLang run MoE under tensor parallelism without sequence parallelism: only training needs sp: true
+    infer = {"seq_len": 4096, "micro_batch": 8, "global_batch": 32, "mode": "inference"}
+    plan = resolve_plan(MIXTRAL, {"tp": 2, "ep": 4}, infer, 8)
+    assert (plan.parallel.tp, plan.parallel.sp, plan.dp, plan.edp) == (2, False, 4, 2)
