@@ -282,7 +282,7 @@ def resolve_recipe(plan: ParallelPlan, training: TrainingConfig) -> Recipe:
         grads_freed_between_steps=eager and training.grad_set_to_none,
         amp_casts=eager and training.precision == "amp_bf16" and stage < 3,
         serve_param=row.serve_param,
-        kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.serve_param,
+        kv_cache=KV_CACHE_BYTES[training.kv_cache_dtype] if training.kv_cache_dtype else row.activation,
         moe_dispatch_dtype="fp8" if row.gemm in QUANTIZED_BYTES else "bf16",
         grad_accum_bytes=SEPARATE_FP32_ACCUMULATION_BYTES if training.grad_accumulation == "separate_fp32" else 0.0,
         cross_entropy="pytorch" if eager else (training.cross_entropy or "fused"),
