@@ -41,11 +41,12 @@ def test_kv_handoff_inside_an_nvlink_domain_stays_on_nvlink():
 
 def test_mla_handoff_is_the_latent_cache():
     """DeepSeek-V3 (MLA) with DP attention, EP 16 on two DGX H100, 8 prefill replicas (node 0), 8 decode (node 1):
-    one GPU's cache is 61 layers x 4096 tokens x (512 latent + 64 rope) x 1 B (the fp8 recipe's cache element); no
-    K/V heads, no TP split; across nodes: RDMA."""
+    one GPU's cache is 61 layers x 4096 tokens x (512 latent + 64 rope) x 2 B (the cache element defaults to the
+    activation dtype, bf16, also under the fp8 recipe: docs/interface.md kv_cache_dtype); no K/V heads, no TP split;
+    across nodes: RDMA."""
     k = simulate_serving(load_scenario(_disagg("dgx_h100", 2, "deepseek-v3", {"tp": 1, "ep": 16}, "fp8", 8))
                          ).disaggregation["kv_transfer"]
-    assert k["bytes_per_gpu"] == 61 * 4096 * (512 + 64) * 1
+    assert k["bytes_per_gpu"] == 61 * 4096 * (512 + 64) * 2
     assert k["link"] == "network"
 
 
