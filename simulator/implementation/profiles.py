@@ -213,8 +213,8 @@ def _expanded(name: str, raw: dict[str, tuple[dict, Path]], seen: tuple[str, ...
 
 
 def _merged_base(data: dict) -> dict:
-    """A base's data without what a derived profile must not inherit (its name, label, version, sources are
-    merged key by key like every mapping)."""
+    """A base's data without what names the base itself (name, label, version); every other field, ``sources``
+    included, is inherited and merged key by key."""
     return {k: v for k, v in data.items() if k not in ("name", "label", "version")}
 
 
