@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from trace_classes import _GEMM, _events, _Ops  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from benchmarks.trace_classes import _GEMM, _events, _Ops  # noqa: E402
 
 TRACES = ROOT / "simulator" / "validation" / "data" / "h200_traces"
 FILES = {"grouped_mm": "olmoe_l4_grouped_mm_mb4_s1024.json.gz", "eager": "olmoe_l4_eager_mb4_s1024.json.gz"}
@@ -126,7 +126,6 @@ UNITS = {"row": ("routing index ops", "row gather/scatter", "masked_fill", "weig
 def copy_rate() -> float:
     """Bytes per second of a memory-bound op on the H200 as the simulator prices it (HBM bandwidth x the Hopper
     table's memory_efficiency): the rate that turns a class's measured time into copy-equivalent bytes."""
-    sys.path.insert(0, str(ROOT))
     from simulator.compute.efficiency import default_efficiency
     from simulator.hardware.loader import load_gpu
 

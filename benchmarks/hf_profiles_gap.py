@@ -15,9 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from hf_gap import DATA, TRAINER, scenario_for  # noqa: E402
-
+from benchmarks.hf_gap import DATA, TRAINER, scenario_for  # noqa: E402
 from simulator import load_scenario, simulate  # noqa: E402
 
 

@@ -17,10 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from hf_gap import DATA, MODELS, scenario_for  # noqa: E402
-from trace_classes import CLASSES, trace_classes  # noqa: E402
-
+from benchmarks.hf_gap import DATA, MODELS, scenario_for  # noqa: E402
+from benchmarks.trace_classes import CLASSES, trace_classes  # noqa: E402
 from simulator import load_scenario  # noqa: E402
 from simulator.compute.efficiency import default_efficiency  # noqa: E402
 from simulator.compute.layer import fused_attention_seconds, memory_seconds  # noqa: E402

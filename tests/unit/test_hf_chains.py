@@ -3,7 +3,6 @@ equivalent bytes fitted on Qwen2.5-0.5B and checked on Llama-3.2-1B, and the pro
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,7 @@ from simulator.program import layer_program
 from simulator.program.op_chains import EAGER_CHAINS
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from trace_classes import trace_classes  # noqa: E402
+from benchmarks.trace_classes import trace_classes  # noqa: E402
 
 TRACES = ROOT / "simulator" / "validation" / "data" / "h200_traces"
 GPU, EFF = load_gpu("h200_sxm"), default_efficiency("hopper")
@@ -121,7 +119,7 @@ def test_gpu_bound_hf_rows():
     """The GPU-bound Hugging Face rows (8 x 2048, checkpointing off, one H200; measured host time below the step):
     predicted step within 5% of the measured median (simulator/validation/data/h200_hf/train.jsonl). Predicted
     with the chains: 196.1, 335.8, 426.6 ms against 191.9, 321.1, 410.6 measured (without: 148.7, 263.8, 330.6)."""
-    from hf_gap import gap_rows
+    from benchmarks.hf_gap import gap_rows
     rows = {r["case"]: r for r in gap_rows() if r["kind"] == "train"}
     for case, measured, predicted in (("qwen2.5-0.5b-8x2048", 191.9, 196.1), ("llama-3.2-1b-8x2048", 321.1, 335.8),
                                       ("qwen2.5-1.5b-8x2048", 410.6, 426.6)):

@@ -4,7 +4,6 @@ Kineto traces on one H200 (benchmarks/hf_moe_trace_classes.py), the copy-equival
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ from simulator.program.memops import LayerShape, layer_memops
 from simulator.program.op_chains import FUSED_PERMUTE, HF_EXPERT_CHAINS, PERMUTE_CHAINS
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import hf_moe_trace_classes as moe_trace  # noqa: E402
+import benchmarks.hf_moe_trace_classes as moe_trace  # noqa: E402
 
 GPU, EFF = load_gpu("h200_sxm"), default_efficiency("hopper")
 RATE = GPU.memory.bandwidth * EFF.memory_efficiency   # 4.8e12 B/s x 0.803 = 3.854e12 B/s
