@@ -74,7 +74,8 @@ def gap_table(trace: str) -> list[tuple[str, float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", nargs="+", default=sorted(p.name for p in TRACES.glob("*.json.gz")))
+    named = sorted({json.loads(line).get("trace_file") for line in DATA.read_text().splitlines() if line.strip()} - {None})
+    parser.add_argument("--trace", nargs="+", default=named, help="dense training traces that train.jsonl names")
     args = parser.parse_args()
     for trace in args.trace:
         rows = gap_table(trace)
