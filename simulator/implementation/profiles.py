@@ -245,6 +245,12 @@ def profile_named(name: str) -> Profile:
     return profiles[name]
 
 
+def _data_of(profile: Profile) -> dict:
+    """``profile`` as the mapping a YAML file gives (its pair tuples back as mappings), to merge fields onto."""
+    data = profile.model_dump(mode="python")
+    return {k: (dict(v) if k in ("training_defaults", "serving_defaults", "sources") else v) for k, v in data.items()}
+
+
 def resolve_profile(framework: str, section: Any, scenario_file: str | None) -> Profile:
     """The profile a scenario runs: the shipped ``framework``, then ``section`` (the scenario's
     ``implementation:``: a profile file's path, or a mapping of overrides with an optional ``file:``) on top."""
@@ -255,8 +261,7 @@ def resolve_profile(framework: str, section: Any, scenario_file: str | None) -> 
     if not isinstance(section, dict):
         raise UserError(f"expected a profile file's path or a mapping of profile fields, got "
                         f"{type(section).__name__}", key_path="implementation")
-    data = profile_named(framework).model_dump(mode="python")
-    data = {k: (dict(v) if k in ("training_defaults", "serving_defaults", "sources") else v) for k, v in data.items()}
+    data = _data_of(profile_named(framework))
     overrides = dict(section)
     file = overrides.pop("file", None)
     if file is not None:
@@ -268,9 +273,7 @@ def resolve_profile(framework: str, section: Any, scenario_file: str | None) -> 
             raise UserError(f"profile file {str(path)!r} does not exist", key_path="implementation.file")
         loaded, located = _read(path)
         if loaded.get("base") is not None:
-            data = profile_named(str(loaded["base"])).model_dump(mode="python")
-            data = {k: (dict(v) if k in ("training_defaults", "serving_defaults", "sources") else v)
-                    for k, v in data.items()}
+            data = _data_of(profile_named(str(loaded["base"])))
         data = _merge(data, loaded)
         _build(data, str(path), located)        # the file alone must be valid: errors point into it
     merged = _merge(data, overrides)
