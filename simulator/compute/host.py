@@ -16,8 +16,9 @@ and reports the difference as ``host`` (the GPU waiting for the host).
 
 ``H`` per layer, measured on the H200's host (``benchmarks/device/moe_host_overhead.py``: one Qwen3-235B-A22B
 layer per rank in plain PyTorch, issued while a sleep kernel holds the GPU, so the host never waits; medians of
-three rounds, data in ``simulator/validation/data/h200_host/moe_host.jsonl``; :func:`fit_host_costs` re-derives
-the table from it and a test pins it):
+three rounds, data in ``simulator/validation/data/h200_host/moe_host.jsonl``; the numbers live in the
+``megatron`` implementation profile's ``measured_host`` (simulator/implementation/frameworks/megatron.yaml), and
+:func:`fit_host_costs` re-derives them from the data and a test pins them):
 
 - a MoE layer: forward 2.26 ms + 57.2 us per local expert, backward 2.88 ms + 92.1 us per local expert (least
   squares over 9 (tp, local experts) cases, 1-32 experts). The per-expert part is the expert loop of TE's
@@ -85,14 +86,6 @@ class HostIssueCosts:
     def runs_ahead(self, moe: bool) -> bool:
         """Whether a layer of this kind lets the host issue past it without waiting for the GPU."""
         return self.moe_runs_ahead if moe else self.dense_runs_ahead
-
-
-#: measured on the H200 machine's host (module docstring); re-derived from HOST_DATA by a test
-EAGER_PYTORCH_H200_HOST = HostIssueCosts(
-    moe_fwd_s=2.259e-3, moe_bwd_s=2.876e-3,
-    per_expert_fwd_s=57.23e-6, per_expert_bwd_s=92.12e-6,
-    source="benchmarks/device/moe_host_overhead.py on the H200 (torch 2.11, plain PyTorch eager, one Qwen3-235B "
-           "layer per rank at 4K tokens), medians of 3 rounds: " + HOST_DATA)
 
 
 def case_medians(path: str | Path | None = None) -> dict[tuple[str, int, int], dict[str, float]]:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS
 from simulator.compute.efficiency import default_efficiency
-from simulator.compute.host import EAGER_PYTORCH_H200_HOST as HOST
 from simulator.implementation.profiles import profile_named
 from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
@@ -104,8 +103,8 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
     FittedConstant("compute_efficiency.yaml *.attention_efficiency", "fused attention fwd+bwd fraction of peak",
                    lambda: _hopper().attention_efficiency, KERNEL,
                    "FlashAttention-3 paper Fig. 5/6 and FlashAttention-2 Fig. 4, read between"),
-    FittedConstant("compute/host.py EAGER_PYTORCH_H200_HOST", "host issue time of an eager MoE layer (s)",
-                   lambda: (HOST.moe_fwd_s, HOST.moe_bwd_s, HOST.per_expert_fwd_s, HOST.per_expert_bwd_s), H200,
+    FittedConstant("implementation/frameworks/megatron.yaml measured_host", "host issue time of an eager MoE layer (s)",
+                   lambda: tuple(profile_named("megatron").measured_host.model_dump().values()), H200,
                    "9 cases, validation/data/h200_host/moe_host.jsonl"),
     FittedConstant("program/op_chains.py PERMUTE_CHAINS, SEQUENTIAL_ASSEMBLY", "MoE permute chains (copy bytes)",
                    lambda: (tuple(PERMUTE_CHAINS), SEQUENTIAL_ASSEMBLY.bwd_per_expert), H200,

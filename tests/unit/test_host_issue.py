@@ -7,7 +7,6 @@ import pytest
 import yaml
 
 from simulator.compute.host import (
-    EAGER_PYTORCH_H200_HOST,
     HostIssueCosts,
     case_medians,
     fit_host_costs,
@@ -15,25 +14,30 @@ from simulator.compute.host import (
 )
 from simulator.compute.layer import LayerTime
 from simulator.entries.simulate import simulate
+from simulator.implementation.profiles import profile_named
+from simulator.pricing.host import host_issue_costs
 from simulator.scenario.load import load_scenario
 from simulator.schedule.costs import layer_costs
 from simulator.validation import published
+
+#: the eager MoE host floor of the megatron profile (measured on the H200)
+MEGATRON_HOST = host_issue_costs(profile_named("megatron"))
 
 
 def test_table_is_the_fit_of_its_measurement():
     """The constants are the least-squares fit of the H200 log (medians of 3 rounds), to the digits written."""
     fit = fit_host_costs()
     for name in ("moe_fwd_s", "moe_bwd_s", "per_expert_fwd_s", "per_expert_bwd_s"):
-        assert getattr(EAGER_PYTORCH_H200_HOST, name) == pytest.approx(getattr(fit, name), rel=5e-4)
+        assert getattr(MEGATRON_HOST, name) == pytest.approx(getattr(fit, name), rel=5e-4)
 
 
 def test_moe_layer_host_seconds_by_hand():
     """16 local experts: 2.259 ms + 16 x 57.23 us = 3.1747 ms forward; 2.876 ms + 16 x 92.12 us = 4.3499 ms
     backward. A dense layer carries no floor (module docstring)."""
-    fwd, bwd = EAGER_PYTORCH_H200_HOST.layer(True, 16)
+    fwd, bwd = MEGATRON_HOST.layer(True, 16)
     assert fwd == pytest.approx(3.17468e-3, rel=1e-6)
     assert bwd == pytest.approx(4.34992e-3, rel=1e-6)
-    assert EAGER_PYTORCH_H200_HOST.layer(False, 0) == (0.0, 0.0)
+    assert MEGATRON_HOST.layer(False, 0) == (0.0, 0.0)
 
 
 def test_max_of_gpu_and_host_matches_the_proxys_eager_time():

@@ -10,12 +10,16 @@ from hypothesis import strategies as st
 
 from simulator.compute import default_efficiency
 from simulator.compute.gemm import gemm_times, peak_flops
-from simulator.compute.host import EAGER_PYTORCH_H200_HOST
 from simulator.hardware import load_gpu
+from simulator.implementation.profiles import profile_named
 from simulator.model import load_model_preset
 from simulator.plan.shape import rank_shape
 from simulator.pricing.compute import gemm_op_seconds, layer_time, price
+from simulator.pricing.host import host_issue_costs
 from simulator.program import PERMUTE_CHAINS, AttentionOp, Gemm, LayerProgram, MemOp, layer_program
+
+#: the eager MoE host floor of the megatron profile (measured on the H200)
+MEGATRON_HOST = host_issue_costs(profile_named("megatron"))
 
 GPU, EFF = load_gpu("h200_sxm"), default_efficiency("hopper")
 
@@ -56,7 +60,7 @@ def test_a_layer_time_is_the_sum_of_its_priced_ops():
     m = load_model_preset("mixtral-8x7b")
     p = layer_program(m, rank_shape(m, 4096, 1, tp=2, ep=4, sp=True), "fp8", layer_index=0,
                       fp8_cast_bytes=(1.0, 2.0))
-    lt = price(p, GPU, EFF, EAGER_PYTORCH_H200_HOST)
+    lt = price(p, GPU, EFF, MEGATRON_HOST)
     secs = dict(zip(p.gemms, gemm_op_seconds(p.gemms, GPU, EFF), strict=True))
     rate = GPU.memory.bandwidth * EFF.memory_efficiency
     mem_fwd = sum(o.bytes for o in p.memops_in("fwd")) / rate + EFF.launch_s * len(p.memops_in("fwd"))
@@ -111,7 +115,7 @@ def test_layer_time_matches_the_values_before_the_program(case, expected):
     if "permute" in kw:
         kw["permute"] = PERMUTE_CHAINS[kw["permute"]]
     if kw.pop("host", False):
-        kw["host"] = EAGER_PYTORCH_H200_HOST
+        kw["host"] = MEGATRON_HOST
     lt = layer_time(m, rank_shape(m, 4096, 1, tp=tp, ep=ep, sp=tp > 1), GPU, EFF, dtype, layer_index=m.layers - 1,
                     attention=attention, **kw)
     got = (lt.fwd_s, lt.bwd_s, lt.attn_fwd_s, lt.recompute_s("full"), lt.recompute_s("selective"),

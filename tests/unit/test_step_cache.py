@@ -16,11 +16,12 @@ from functools import cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.compute.host import EAGER_PYTORCH_H200_HOST
 from simulator.errors import UserError
+from simulator.implementation.profiles import profile_named
 from simulator.memory import estimate, nccl
 from simulator.plan import ranks
 from simulator.pricing.groups import GroupTimer
+from simulator.pricing.host import host_issue_costs
 from simulator.pricing.moe_layer import MoeLayerTiming
 from simulator.schedule import fast_timeline
 from simulator.schedule.cache import StepCache
@@ -49,6 +50,9 @@ from simulator.schedule.tails import P2pInputs, _p2p
 from simulator.search.caches import clear_process_caches
 from simulator.search.evaluate import resolve
 from simulator.search.run import candidates, search_context
+
+#: the eager MoE host floor of the megatron profile (measured on the H200)
+MEGATRON_HOST = host_issue_costs(profile_named("megatron"))
 
 MOE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "mixtral-8x7b"},
        "training": {"seq_len": 4096, "global_batch": 64},
@@ -112,7 +116,7 @@ def _base_args():
         "shape": [b.layer.shape, c.layer.shape], "dtype": ["fp8"], "attention": ["sdpa", "unfused"],
         "eager": [not li.eager], "amp_casts": [not li.amp_casts], "fp8_cast_bytes": [(li.fp8_cast_bytes[0] + 2.0, 1.0)],
         "grad_accum_bytes": [li.grad_accum_bytes + 4.0], "fsdp_copy_bytes": [(2.0, 4.0)],
-        "host": [None if li.host else EAGER_PYTORCH_H200_HOST], "permute": ["index_select", "gather_scatter"],
+        "host": [None if li.host else MEGATRON_HOST], "permute": ["index_select", "gather_scatter"],
         "sequential_experts": [not li.sequential_experts], "sort_chunks": [not li.sort_chunks]}
     moe = ci.moe
     moe_alts = {"timer": [c.timer], "layer": [_replace(li, attention="sdpa")], "etp": [2], "pp": [2]}
