@@ -8,9 +8,12 @@ What it shows (docs/step_time.md, "GEMM rate: which measurement"):
   and the large squares) are predicted within 6% each, 1-3% slow on average: the sweep's short graph replays run at
   boost clocks, the kit's back-to-back runs nearer the power-capped sustained clock (a 25 s bf16 8192^3 loop ran at
   656 TFLOP/s, SM 1440 MHz at the 700 W limit: simulator/validation/data/h200_power);
-- products with a 1536-2048 dimension at 4096 tokens are predicted 10-30% slow: the wave-quantization term charges
-  a partial last wave that cuBLAS's Hopper kernels (persistent, stream-K) largely avoid. This is a known
-  pessimism of the shape model, pinned here so that a change to it shows.
+- products with a 1536-2048 dimension at 4096 tokens are predicted 10-30% slow, most of it the additive
+  ``launch_s`` (2.68 us per kernel, fitted to the kit's eager back-to-back runs): without it the products under
+  0.1 TFLOP are 1.1% slow at the median (+8.3% with it). The serving decode rows need that per-kernel cost for their
+  tiny kernels (with 0.5 us they come out 20-26% fast), so a kernel is better priced as a floor plus a small gap,
+  max(floor, work) + gap, than as launch + work: the open item of the shape model, pinned here so that a change
+  to it shows.
 """
 
 import json
