@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simulator.collectives.custom_allreduce import choose
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.hardware import GpuSpec
 from simulator.hardware.calibration import Calibration
@@ -101,19 +102,29 @@ def _log(entries: list, op: CommOp, t: OpTiming, backend: str) -> None:
                         "time_s": t.call_s, "name": op.name})
 
 
+def _custom_all_reduce(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, op: CommOp, stage: int
+                       ) -> OpTiming | None:
+    """A TP all-reduce by the serving engine's custom kernel (``serving.tp_allreduce``), where its rule runs one
+    (:func:`simulator.collectives.custom_allreduce.choose`: one node, NVLink, the engine's group sizes and size
+    limit): the kernel's measured latency where a table covers the call (Hopper, the TP size and buffer of
+    :data:`simulator.serving.backends.TP_ALLREDUCE`), else the one-/two-shot model; None: NCCL."""
+    engine = ctx.serving.tp_allreduce
+    if engine == "nccl" or op.dim != "tp" or op.op != "all_reduce":
+        return None
+    placement = timer.model("tp", stage).placement
+    chosen = choose(engine, placement, op.bytes)
+    if chosen is None:
+        return None
+    table = B.TP_ALLREDUCE.get(engine)
+    measured = (table.time_s(rp.parallel.tp, op.bytes)
+                if table is not None and ctx.gpu.architecture == table.architecture else None)
+    return OpTiming(chosen[1] if measured is None else measured, f"{engine}/{chosen[0]}", "nvlink")
+
+
 def _comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
-    """One call of ``op`` on stage ``stage``'s group (:class:`GroupTimer`), except a TP all-reduce where the serving
-    engine's custom kernel has a measured table (Hopper, the TP group on NVLink in one node, a TP size and buffer
-    the table covers: :data:`simulator.serving.backends.TP_ALLREDUCE`)."""
-    table = B.TP_ALLREDUCE[ctx.serving.tp_allreduce] if op.dim == "tp" and op.op == "all_reduce" else None
-    if table is not None and ctx.gpu.architecture == table.architecture:
-        model = timer.model("tp", stage)
-        t = table.time_s(rp.parallel.tp, op.bytes) if model.placement.n_nodes == 1 and timer.link(model) == "nvlink" \
-            else None
-        if t is not None:
-            _log(log, op, OpTiming(t, ctx.serving.tp_allreduce, "nvlink"), rp.moe_backend.name)
-            return t
-    t = timer.time(op, stage)
+    """One call of ``op`` on stage ``stage``'s group (:class:`GroupTimer`), or by the serving engine's custom
+    all-reduce kernel (:func:`_custom_all_reduce`)."""
+    t = _custom_all_reduce(ctx, rp, timer, op, stage) or timer.time(op, stage)
     _log(log, op, t, rp.moe_backend.name)
     return t.call_s
 
