@@ -262,8 +262,9 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
         graphs = False  # the step cannot be captured: the host issues every kernel
     # the per-layer tensor-parallel all-reduces (attention and MLP outputs), issued through torch.distributed
     per_layer = sum(op.dim == "tp" and op.op == "all_reduce" for op in serving_layer_traffic(rp, batch))
-    collectives = per_layer * microbatches * sum(layer < model.layers for s in range(p.pp)
-                                                 for layer in rp.stage_layers[s])
+    collectives = per_layer * microbatches * sum((2 if halves and model.is_moe_layer(layer) else 1)
+                                                 for s in range(p.pp) for layer in rp.stage_layers[s]
+                                                 if layer < model.layers)  # two-batch overlap: MoE layers twice
     kernels += collectives
     host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:
