@@ -79,10 +79,16 @@ class ServingConfig(BaseModel):
                             "deepep_low_latency for decode")
     expert_kernel: Literal["triton_fused", "cutlass_grouped", "deepgemm"] = Field(
         "triton_fused", description="MoE expert GEMM kernel (vLLM fused_moe Triton, CUTLASS grouped, DeepGEMM)")
-    tp_allreduce: Literal["nccl", "vllm_custom", "sglang_custom"] = Field(
-        "nccl", description="TP all-reduce: nccl (the collectives model: LL/LL128/NVLS, ring/tree) or a custom "
-                            "kernel's measured latency (Hopper, NVLink, TP 2/4/8, up to 1 MiB; NCCL's model "
-                            "elsewhere)")
+    tp_allreduce: Literal["nccl", "vllm_custom", "sglang_custom", "trtllm_custom"] = Field(
+        "nccl", description="TP all-reduce: nccl (the collectives model: LL/LL128/NVLS, ring/tree) or an engine's "
+                            "custom one-shot / two-shot kernel under the engine's rule (one node, NVLink, its group "
+                            "sizes and size limit; simulator/collectives/custom_allreduce.py): measured latency on "
+                            "Hopper at TP 2/4/8 up to 1 MiB, the fitted one-/two-shot model elsewhere; NCCL where "
+                            "the engine calls NCCL. The vllm, sglang and tensorrt_llm profiles default to their own")
+    two_batch_overlap: bool = Field(
+        False, description="MoE layers run as two micro-batches, one's dispatch/combine under the other's compute "
+                           "(SGLang --enable-two-batch-overlap, vLLM --enable-dbo; DeepSeek's prefill and decode); "
+                           "priced per phase in simulator/serving/tbo.py; only with EP > 1")
     kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
     gpu_memory_utilization: float = Field(
         0.92, gt=0, le=1, description="share of each GPU's HBM the engine may fill with weights, transients and the "

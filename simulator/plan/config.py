@@ -39,6 +39,10 @@ class ParallelPlan(BaseModel):
     megatron_fsdp: Literal["optim", "optim_grads", "optim_grads_params"] | None = Field(
         None, description="Megatron-FSDP sharding strategy (needs distributed_optimizer)")
     etp: int = Field(1, ge=1, description="expert tensor parallel size; expert data parallel is derived")
+    redundant_experts: int = Field(
+        0, ge=0, le=4096, description="EPLB: extra replicas of the busiest experts, (experts + R) / ep slots per EP "
+                                      "rank placed to balance the ranks' load (deepseek-ai/EPLB; vLLM "
+                                      "--num-redundant-experts, SGLang --ep-num-redundant-experts); docs/moe.md")
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
     schedule: ScheduleName = Field(
         ONE_F_ONE_B.name, description="pipeline schedule: 1f1b (interleaved when vpp > 1), gpipe, DeepSeek's "

@@ -85,7 +85,8 @@ class ResolvedPlan(BaseModel):
             p = self.parallel
             hit = self._shapes[batch] = rank_shape(self.model, batch.new, batch.sequences, tp=p.tp, cp=p.cp,
                                                    ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp,
-                                                   vocab_padding=self.recipe.megatron_vocab_padding)
+                                                   vocab_padding=self.recipe.megatron_vocab_padding,
+                                                   redundant_experts=p.redundant_experts)
         return hit
 
     @cached_property

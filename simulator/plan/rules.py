@@ -275,6 +275,10 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
         return dp * p.tp * p.cp * p.ulysses
     if m.moe.experts % p.ep:
         raise _err(f"experts ({m.moe.experts}) is not divisible by ep ({p.ep})", "parallel.ep")
+    if (m.moe.experts + p.redundant_experts) % p.ep:
+        raise _err(f"EPLB places experts ({m.moe.experts}) + redundant_experts ({p.redundant_experts}) = "
+                   f"{m.moe.experts + p.redundant_experts} slots evenly over ep ({p.ep}): not divisible",
+                   "parallel.redundant_experts")
     if m.moe.expert_ffn_hidden % p.etp:
         raise _err(f"expert_ffn_hidden ({m.moe.expert_ffn_hidden}) is not divisible by etp ({p.etp})", "parallel.etp")
     span = dp * p.tp * p.cp * p.ulysses

@@ -77,7 +77,8 @@ def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
 
 
 def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
-               ep: int = 1, etp: int = 1, sp: bool = False, vocab_padding: bool = False) -> RankShape:
+               ep: int = 1, etp: int = 1, sp: bool = False, vocab_padding: bool = False,
+               redundant_experts: int = 0) -> RankShape:
     """The :class:`RankShape` of ``model`` for ``micro_batch`` sequences of ``seq_len`` new tokens under these
     degrees (module docstring for the rules). Plans call it through ``ResolvedPlan.shape_of``; tests and notebooks
     may call it directly."""
@@ -92,6 +93,6 @@ def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1,
         tokens=tokens, norm_tokens=norm_tokens, q_rows=micro_batch * seq_len / cp,
         heads=heads_per_rank(model.heads, tp, ulysses), kv_heads=kv_attn, heads_tp=heads_per_rank(model.heads, tp),
         kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
-        ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
+        ffn=model.ffn / tp, local_experts=(moe.experts + redundant_experts) / ep if moe else 0.0,
         routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0,
         vocab_tp=padded_vocab(model.vocab, tp, vocab_padding) / tp)

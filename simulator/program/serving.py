@@ -35,10 +35,13 @@ from simulator.traffic import serving_layer_traffic
 _BIG_KERNELS = 5
 
 
-def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float) -> float:
-    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``."""
+def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float, redundant: int = 0) -> float:
+    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``; with EPLB's
+    ``redundant`` replicas the rank holds ``(E + R) / ep`` slots, each hit by a token's selection with about
+    ``k / (E + R)``."""
     moe = model.moe
-    return moe.experts / ep * (1.0 - (1.0 - moe.top_k / moe.experts) ** (tokens_per_rank * ep))
+    slots = moe.experts + redundant
+    return slots / ep * (1.0 - (1.0 - moe.top_k / slots) ** (tokens_per_rank * ep))
 
 
 def _linear(ops, dtype: str, weights: str) -> list[Gemm]:
@@ -63,7 +66,7 @@ def _dense_gemms(model: ModelSpec, sh, layer_index: int, dtype: str, weights: st
 
 def _expert_gemms(rp: ResolvedPlan, sh, dtype: str, weights: str, expert_kernel, imbalance: float) -> list[Gemm]:
     """The touched experts' GEMMs: one grouped GEMM over ``touched`` experts of ``routed rows / touched`` rows."""
-    touched = max(touched_experts(rp.model, rp.parallel.ep, sh.norm_tokens), 1e-9)
+    touched = max(touched_experts(rp.model, rp.parallel.ep, sh.norm_tokens, rp.parallel.redundant_experts), 1e-9)
     rows = sh.routed_rows / touched
     slowdown = imbalance / expert_kernel.relative(rows)
     return [Gemm(g.name, "fwd", g.m, g.k, g.n, g.batch, g.density, g.dtype, "grouped_expert", g.weight_dtype, slowdown)

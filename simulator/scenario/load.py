@@ -30,6 +30,7 @@ from simulator.plan import (
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.moe_section import resolve_histogram
 from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
 from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
@@ -179,6 +180,7 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
                                           data.get("implementation") is not None)
     training = build(TrainingConfig, training_data, key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
+    moe = resolve_histogram(moe, model, document.file)
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
