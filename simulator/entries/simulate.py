@@ -31,6 +31,10 @@ SUMMARY_KEYS = (
     "throughput.tokens_per_s", "throughput.model_tflops_per_gpu", "throughput.mfu", "throughput.hfu")
 
 
+#: the whole run's columns of :meth:`Result.summary` (scenarios with ``run:``)
+RUN_SUMMARY_KEYS = ("days", "gpu_hours", "goodput", "interruptions", "energy_MWh", "cost")
+
+
 @dataclass(frozen=True)
 class Result:
     """Predictions for one scenario. ``to_dict()``: docs/interface.md's JSON; ``to_frame()``: one row."""
@@ -99,6 +103,9 @@ class Result:
         row.update({f"time.exposed_{d}_s": v for d, v in t.exposed_comm_s.items()})
         row.update({"throughput.tokens_per_s": t.tokens_per_s, "throughput.model_tflops_per_gpu":
                     t.model_tflops_per_gpu, "throughput.mfu": t.mfu, "throughput.hfu": t.hfu})
+        if self.run is not None:
+            run = self.run.to_dict()
+            row.update({f"run.{k}": run[k] for k in RUN_SUMMARY_KEYS})
         return row
 
     def to_frame(self):

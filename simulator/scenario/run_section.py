@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 CheckpointMode = Literal["sync", "async", "in_memory"]
 StorageTarget = Literal["local_nvme", "pfs"]
@@ -44,11 +44,12 @@ class CheckpointSection(_Strict):
     filesystem_Bps: float | None = Field(
         None, gt=0, description="aggregate bandwidth of the parallel file system, bytes/s (caps nodes x per-node)")
 
-    @model_validator(mode="after")
-    def _fixed_interval_positive(self) -> CheckpointSection:
-        if isinstance(self.interval_s, float) and self.interval_s <= 0:
-            raise ValueError(f"interval_s must be > 0 seconds, got {self.interval_s}")
-        return self
+    @field_validator("interval_s")
+    @classmethod
+    def _fixed_interval_positive(cls, value: float | str) -> float | str:
+        if isinstance(value, float) and value <= 0:
+            raise ValueError(f"a fixed interval must be > 0 seconds, got {value}")
+        return value
 
 
 class FailureRates(_Strict):
