@@ -90,7 +90,7 @@ class MonteCarlo(_Strict):
 
 
 class RunSection(_Strict):
-    """``run:``: a whole training run (CONTRACT.md "Whole training run")."""
+    """``run:``: a whole training run (docs/interface.md, the run: keys)."""
 
     tokens: float | None = Field(None, gt=0, description="tokens to train (or steps)")
     steps: int | None = Field(None, gt=0, description="optimizer steps to train (or tokens)")

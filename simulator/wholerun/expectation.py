@@ -34,7 +34,7 @@ class TimeBreakdown:
 
     @property
     def goodput(self) -> float:
-        """Productive step time over wall time (CONTRACT.md ``run.goodput``)."""
+        """Productive step time over wall time (docs/interface.md ``run.goodput``)."""
         return self.productive_s / self.wall_s
 
 

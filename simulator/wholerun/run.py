@@ -43,7 +43,7 @@ def run_steps(section: RunSection, global_batch: int, seq_len: int) -> list[tupl
 
 @dataclass(frozen=True)
 class WholeRun:
-    """The run's predictions (CONTRACT.md "Whole training run"; every field defined in docs/whole_run.md)."""
+    """The run's predictions (docs/interface.md, the run: keys; every field defined in docs/whole_run.md)."""
 
     tokens: float
     steps: float
@@ -107,21 +107,23 @@ def _storage_Bps(section: RunSection, cluster: ClusterSpec) -> float:
     return value
 
 
-def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, memory: MemoryReport, nodes: int
+def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state_bytes: float, nodes: int
           ) -> CheckpointCost:
     gpu = cluster.node.gpu
     host_copy = pcie_bandwidth_Bps(gpu.pcie.generation, gpu.pcie.lanes)
-    return checkpoint_cost(checkpoint_bytes(rp), per_gpu_state_bytes(memory), nodes, host_copy, section.checkpoint,
+    return checkpoint_cost(checkpoint_bytes(rp), gpu_state_bytes, nodes, host_copy, section.checkpoint,
                            _storage_Bps(section, cluster))
 
 
-def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus: int, memory: MemoryReport,
-              stages: list[tuple[float, StepResult]]) -> WholeRun:
-    """The run of ``stages`` ((steps, that batch's step)) on ``gpus`` GPUs of ``cluster``."""
+def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus: int,
+              memory: MemoryReport | float, stages: list[tuple[float, StepResult]]) -> WholeRun:
+    """The run of ``stages`` ((steps, that batch's step)) on ``gpus`` GPUs of ``cluster``; ``memory`` is the plan's
+    memory report or the saved state bytes one GPU holds (:func:`per_gpu_state_bytes`)."""
     nodes = math.ceil(gpus / cluster.node.gpus)
     rate = failure_rate_per_s(component_counts(cluster, gpus), section.failures)
     mtbf = 1.0 / rate if rate > 0 else math.inf
-    cost = _cost(section, rp, cluster, memory, nodes)
+    gpu_state = memory if isinstance(memory, float | int) else per_gpu_state_bytes(memory)
+    cost = _cost(section, rp, cluster, gpu_state, nodes)
     productive = sum(n * step.step_s for n, step in stages)
     interval = interval_seconds(section.checkpoint, cost, mtbf)
     if isinstance(section.checkpoint.interval_s, float) and interval > productive:
