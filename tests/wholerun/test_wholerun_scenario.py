@@ -93,3 +93,17 @@ def test_bad_run_input_exits_2_with_file_line_key_and_rule(tmp_path, capsys, fra
     assert "Traceback" not in err
     if key != "run":
         assert f"{path}:{line}" in err, err
+
+
+def test_every_run_key_docs_interface_names_is_printed(capsys):
+    """docs/interface.md "Whole training run": each key of its JSON block is in ``simulator run --json``."""
+    import re
+
+    text = (ROOT / "docs" / "interface.md").read_text().split("## Whole training run", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```\n(.*?)```", text, flags=re.S).group(1)
+    documented = set(re.findall(r'"(\w+)"\s*:', block))
+    assert {"days", "goodput", "interruptions", "checkpoint", "stall_s", "energy_MWh", "cost"} <= documented
+    assert main(["run", str(SCENARIO), "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["run"]
+    keys = set(run) | set(run["checkpoint"])
+    assert documented - {"run"} <= keys, sorted(documented - {"run"} - keys)
