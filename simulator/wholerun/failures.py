@@ -27,14 +27,23 @@ def table() -> dict:
 
 def component_counts(cluster: ClusterSpec, gpus: int) -> dict[str, int]:
     """How many of each component the job depends on: its GPUs, its nodes (host and software), their NICs, and the
-    leaf switches its NICs plug into (half of a leaf's ports face nodes in a non-blocking fat tree)."""
+    switches of the two-level Clos its NICs use (:func:`clos_switches`); none on one node."""
     node = cluster.node
     nodes = math.ceil(gpus / node.gpus)
     nics = nodes * (node.nics.count if node.nics else 0)
     fabric = cluster.effective_fabric
-    leaf_ports = getattr(fabric, "leaf_ports", None) if fabric is not None else None
-    switches = math.ceil(nics / (leaf_ports / 2)) if nodes > 1 and leaf_ports else 0
+    switches = clos_switches(nics, fabric.leaf_ports, fabric.oversubscription) if nodes > 1 and fabric else 0
     return {"gpu": gpus, "host": nodes, "nic": nics, "switch": switches, "software": nodes}
+
+
+def clos_switches(nics: int, leaf_ports: int, oversubscription: float) -> int:
+    """Leaf and spine switches of a two-level Clos for ``nics`` ports: a leaf gives ``leaf_ports x o / (1 + o)``
+    ports to nodes and the rest up (``o``: down-link to up-link ratio); the spines terminate every up-link."""
+    down = max(1, math.floor(leaf_ports * oversubscription / (1 + oversubscription)))
+    leaves = math.ceil(nics / down)
+    if leaves <= 1:
+        return leaves
+    return leaves + math.ceil(leaves * (leaf_ports - down) / leaf_ports)
 
 
 def failure_rate_per_s(counts: dict[str, int], section: FailureSection) -> float:

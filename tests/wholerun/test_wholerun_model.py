@@ -95,3 +95,16 @@ def test_monte_carlo_is_seeded_and_agrees_with_the_expectation():
     assert a.wall_s[0] == pytest.approx(expected.wall_s, rel=0.02)
     assert a.wall_s[1] <= a.wall_s[0] <= a.wall_s[2]
     assert not math.isnan(a.wall_s[0])
+
+
+def test_component_counts_of_a_two_level_clos():
+    from simulator.hardware import load_cluster
+    from simulator.wholerun.failures import clos_switches, component_counts
+
+    # 64-port leaves, non-blocking: 32 down and 32 up; 1024 NICs need 32 leaves and 32 x 32 / 64 = 16 spines
+    assert clos_switches(1024, 64, 1.0) == 48
+    assert clos_switches(20, 64, 1.0) == 1
+    # 16 DGX H100 (8 NICs each) on the profile's 64-port fabric: 128 NICs, 4 leaves, 2 spines
+    counts = component_counts(load_cluster("dgx_h100", 16), 128)
+    assert counts == {"gpu": 128, "host": 16, "nic": 128, "switch": 6, "software": 16}
+    assert component_counts(load_cluster("dgx_h100", 1), 8)["switch"] == 0
