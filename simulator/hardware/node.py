@@ -114,6 +114,15 @@ class FabricSpec(Spec):
     switch_latency: Seconds = Field(description="port-to-port latency of one switch")
 
 
+class StorageSpec(Spec):
+    """Where a node writes checkpoints (the whole-run model, docs/whole_run.md "Checkpoints"), bytes/s per node."""
+
+    network_write: Bandwidth | None = Field(None, description="the node's storage-network link to a parallel file "
+                                                              "system (line rate: an upper bound)")
+    local_write: Bandwidth | None = Field(None, description="the node's local NVMe drives together")
+    source: str = Field(description="where the figures come from")
+
+
 class NodeSpec(Spec):
     """One server. Indices of GPUs and NICs are node-local (0..count-1)."""
 
@@ -131,6 +140,7 @@ class NodeSpec(Spec):
     nics: NicSpec | None = None
     latency: NodeLatencies
     fabric: FabricSpec | None = Field(None, description="default fabric when nodes of this kind form a cluster")
+    storage: StorageSpec | None = Field(None, description="checkpoint storage links (null: give them in run.checkpoint)")
 
     @model_validator(mode="after")
     def _wiring(self) -> NodeSpec:

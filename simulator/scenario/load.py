@@ -32,11 +32,12 @@ from simulator.scenario.document import Document, merge, read_document
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
 from simulator.scenario.moe_section import resolve_histogram
 from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
+from simulator.scenario.run_section import RunSection
 from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "implementation", "moe", "serving",
-                  "sweep", "zip", "search")
+                  "sweep", "zip", "search", "run")
 
 
 class SystemSection(BaseModel):
@@ -82,6 +83,8 @@ class Scenario(BaseModel):
     """Warnings about the input that the user chose to override (a forced calibration)."""
     serving: ServingConfig | None = None
     """``serving:`` (``simulator serve``); None for other scenarios."""
+    run: RunSection | None = None
+    """``run:``: the whole training run (simulator/wholerun/); None without the section."""
 
     @property
     def gpus(self) -> int:
@@ -135,6 +138,7 @@ class Fixed:
     calibration_path: str | None
     notes: tuple[str, ...]
     serving: ServingConfig | None = None
+    run: RunSection | None = None
 
     @property
     def gpus(self) -> int:
@@ -152,7 +156,8 @@ class Fixed:
         """The full scenario of one resolved plan on these fixed parts."""
         return Scenario(file=file, name=self.name, system=self.system, cluster=self.cluster, model=self.model,
                         parallel=plan.parallel, training=plan.training, plan=plan,
-                        calibration_path=self.calibration_path, moe=self.moe, notes=self.notes, serving=self.serving)
+                        calibration_path=self.calibration_path, moe=self.moe, notes=self.notes, serving=self.serving,
+                        run=self.run)
 
 
 def fixed_parts(document: Document) -> Fixed:
@@ -184,7 +189,19 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
-    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
+    run = _run(data.get("run"), document)
+    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving, run), parallel
+
+
+def _run(data: Any, document: Document) -> RunSection | None:
+    """``run:`` validated, knowing where its keys were written (rules checked with the step time name them)."""
+    if data is None:
+        return None
+    section = build(RunSection, data, key_prefix="run")
+    if (document.data.get("training") or {}).get("mode") == "inference" or document.data.get("serving"):
+        raise UserError("run: is a training run; this scenario is inference or serving", key_path="run")
+    where = {key[len("run."):]: origin for key, origin in document.origins.items() if key.startswith("run.")}
+    return section.located(where)
 
 
 def scenario_from_document(document: Document) -> Scenario:

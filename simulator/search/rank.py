@@ -7,7 +7,8 @@ from typing import Any
 from simulator.traffic import DIMS
 
 #: objective -> (row column, True when larger is better)
-OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", True)}
+OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", True),
+              "days": ("run_days", False), "cost": ("run_cost", False), "energy": ("run_energy_MWh", False)}
 
 #: the columns that describe a plan (the deterministic tie-break, and what the tables print)
 PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding", "micro_batch")
