@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.speculative import SpeculativeConfig
 from simulator.implementation.workload import Workload
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
@@ -107,6 +108,9 @@ class ServingConfig(BaseModel):
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")
     disaggregation: Disaggregation | None = Field(
         None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
+    speculative: SpeculativeConfig | None = Field(
+        None, description="speculative decoding (simulator/implementation/speculative.py, docs/speculative.md); "
+                          "null: one token per decode step")
 
     @field_validator("concurrency")
     @classmethod
@@ -135,6 +139,17 @@ class ServingConfig(BaseModel):
         if forced is not None and self.cuda_graphs != forced:
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
+
+    @model_validator(mode="after")
+    def _draft_within_the_output(self):
+        """A draft of k tokens needs more than k tokens left to generate: the model counts E tokens per iteration
+        over the whole output."""
+        spec = self.speculative
+        if spec is not None and spec.num_speculative_tokens >= self.output_len:
+            raise UserError(f"a draft of num_speculative_tokens {spec.num_speculative_tokens} is longer than the "
+                            f"output_len {self.output_len} tokens it would speculate on: k must be below output_len",
+                            key_path="serving.speculative.num_speculative_tokens")
         return self
 
     @model_validator(mode="after")
