@@ -35,7 +35,7 @@ from simulator.errors import UserError
 from simulator.implementation.speculative import EAGLE3_DRAFT_VOCAB, SpeculativeConfig
 from simulator.memory import MemoryReport
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
-from simulator.memory.items import MemoryItem, StageMemory
+from simulator.memory.items import MemoryItem
 from simulator.model import ModelSpec
 from simulator.model.params import ParamTensor, head_params, layer_params, local_numel, mtp_head_params
 from simulator.plan import Batch, ResolvedPlan, resolve_plan
