@@ -112,9 +112,13 @@ def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decod
     cap = float("inf")
     if not decode_kernel.split_kv:
         cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
-    return CacheAttentionOp(flops, kv, keys, model.dhead, decode=True,
+    # a call form that reads K/V for every query head (PyTorch SDPA without enable_gqa), copying it first per call
+    call = sh.heads_tp / sh.kv_heads_tp if decode_kernel.expanded and mla is None else 1.0
+    copy = (1 + call) * kv if decode_kernel.copy_efficiency is not None and call > 1 else 0.0
+    return CacheAttentionOp(flops, kv * call, keys, model.dhead, decode=True,
                             kv_read_efficiency=decode_kernel.kv_read_efficiency, kv_cap_Bps=cap,
-                            compute_efficiency=decode_kernel.compute_efficiency)
+                            compute_efficiency=decode_kernel.compute_efficiency, floor_s=decode_kernel.floor_s,
+                            copy_bytes=copy, copy_efficiency=decode_kernel.copy_efficiency or 1.0)
 
 
 def _cache_memops(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, kv_cache, cache_len: int) -> list[MemOp]:

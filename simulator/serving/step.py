@@ -86,10 +86,13 @@ class StepContext:
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
-    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run)."""
+    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run);
+    ``torch_sdpa`` the SDPA call form of ``serving.attention_call`` or the kernel set."""
     name = ctx.serving.attention
     if name == "flash_decoding" and ctx.model.mla is not None:
         name = "flash_mla"
+    if name == "torch_sdpa":  # PyTorch SDPA's rate depends on how it is called (serving.attention_call)
+        return B.SDPA_CALLS[ctx.serving.attention_call or B.KERNEL_SETS[ctx.serving.kernels].sdpa_call]
     return B.ATTENTION_KERNELS[name]
 
 
