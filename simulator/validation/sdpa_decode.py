@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+
+from simulator.caching import memo
 
 DATA = Path(__file__).parent / "data" / "h200_sdpa" / "sdpa_decode.jsonl"
 #: measured form -> the model's call form (simulator/serving/backends.py SDPA_CALLS)
@@ -55,7 +56,7 @@ def measured() -> list[dict]:
     return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
 
-@cache
+@memo(maxsize=8)
 def _plan(q_heads: int, kv_heads: int, head_dim: int):
     """A one-layer model of the row's attention shape on one H200 (only its attention op is priced)."""
     from simulator.scenario import load_scenario
