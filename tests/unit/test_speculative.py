@@ -127,3 +127,49 @@ def test_bad_speculation_exits_2_with_file_line_key_and_rule(tmp_path, capsys, s
     err = capsys.readouterr().err
     assert f"{path}:" in err and key in err
     assert pytest.importorskip("re").search(rule, err)
+
+
+def test_draft_model_passes_are_decode_steps_of_the_draft_on_the_targets_tp():
+    """method draft_model: k = 2 passes, each a decode step of the draft model (here 2 layers of the small model's
+    shape) on the target's TP degree at contexts 1000 and 1001; its weights are the whole draft model's."""
+    from simulator.plan import resolve_plan
+    from simulator.plan.params import stage_params
+
+    draft = {**MODEL, "layers": 2}
+    spec = {"method": "draft_model", "num_speculative_tokens": 2, "acceptance_rate": 0.7, "draft_model": draft}
+    sc = load_scenario(scenario(spec))
+    ctx, _ = _context(sc)
+    assert ctx.draft_model.layers == 2
+    it = iteration(ctx, sc.plan, 4, 1000)
+    training = {**sc.plan.training.model_dump(exclude_defaults=True), "global_batch": 4}
+    drp = resolve_plan(ctx.draft_model, {"tp": 1}, training, 1)
+    dctx = replace(ctx, model=ctx.draft_model)
+    passes = [step_time(dctx, drp, Batch(4, 1, 1000 + i), phase="decode", graphs=True).step_s for i in range(2)]
+    assert it.draft_s == pytest.approx(sum(passes), rel=1e-12)
+    weights, kv_token, _ = draft_bytes(ctx, sc.plan)
+    sp = stage_params(drp, 0)
+    assert weights == (sp.dense + sp.expert) * 2 and kv_token == 2 * (2 * 128 * 2 * 2)
+
+
+def test_mtp_drafts_with_the_last_layers_kind_and_counts_the_module():
+    """method mtp on a small MoE model with one MTP module: a draft pass prices the last (MoE) layer, the shared
+    embedding and LM head and the 2h -> h eh_proj; the module's weights are its layer plus enorm, hnorm and eh_proj."""
+    from simulator.model.params import layer_params, mtp_head_params
+
+    moe = {**MODEL, "mtp_layers": 1, "moe": {"experts": 8, "top_k": 2, "expert_ffn_hidden": 512,
+                                               "first_dense_layers": 1}}
+    spec = {"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": 0.9}
+    sc = load_scenario(scenario(spec, moe))
+    ctx, _ = _context(sc)
+    it = iteration(ctx, sc.plan, 2, 500)
+    assert it.expected_tokens == pytest.approx(1.9)
+    weights, _, _ = draft_bytes(ctx, sc.plan)
+    module = sum(t.numel for t in mtp_head_params(sc.model) + layer_params(sc.model, sc.model.layers))
+    assert weights == module * 2
+    from simulator.serving.speculative import _fc_s, drafter
+
+    d = drafter(ctx, sc.plan)
+    assert d.plan.stage_layers == ((3,),) and sc.model.is_moe_layer(3) and d.fc_inputs == 2
+    one = step_time(replace(ctx, model=d.plan.model), d.plan, Batch(2, 1, 500), phase="decode", graphs=True)
+    assert one.breakdown_s["experts"] > 0  # the MTP layer is MoE, as the last layer
+    assert it.draft_s == pytest.approx(one.step_s + _fc_s(ctx, d, 2), rel=1e-12)
