@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.speculative import SpeculativeConfig
 from simulator.implementation.workload import Workload
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
@@ -74,6 +75,12 @@ class ServingConfig(BaseModel):
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
                                       "(one CTA per sequence and K/V head) or flash_mla")
+    attention_call: Literal["folded_gqa", "gqa_single_call", "repeat_kv", "expanded_cache"] | None = Field(
+        None, description="attention torch_sdpa: how SDPA is called at decode (simulator/serving/backends.py "
+                          "SDPA_CALLS): folded_gqa (query group folded into each K/V head's rows), gqa_single_call "
+                          "(enable_gqa, all query heads in one call), repeat_kv (K/V expanded per call) or "
+                          "expanded_cache (K/V stored per query head); null: the kernel set's (hf_eager: "
+                          "gqa_single_call, others folded_gqa)")
     all2all_backend: Literal[A2A_BACKENDS] = Field(  # type: ignore[valid-type]
         AUTO.name, description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "
                             "deepep_low_latency for decode")
@@ -113,6 +120,9 @@ class ServingConfig(BaseModel):
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")
     disaggregation: Disaggregation | None = Field(
         None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
+    speculative: SpeculativeConfig | None = Field(
+        None, description="speculative decoding (simulator/implementation/speculative.py, docs/speculative.md); "
+                          "null: one token per decode step")
 
     @field_validator("concurrency")
     @classmethod
@@ -141,6 +151,30 @@ class ServingConfig(BaseModel):
         if forced is not None and self.cuda_graphs != forced:
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
+
+    @model_validator(mode="after")
+    def _sdpa_call(self):
+        """``attention_call`` is PyTorch SDPA's; a static cache already expands K/V (kv_cache_impl prices it)."""
+        call = self.attention_call
+        if call is not None and self.attention != "torch_sdpa":
+            raise UserError(f"attention_call {call} is how PyTorch SDPA is called: it needs attention: torch_sdpa "
+                            f"(got {self.attention})", key_path="serving.attention_call")
+        if call in ("repeat_kv", "expanded_cache") and self.kv_cache_impl == "static":
+            raise UserError(f"kv_cache_impl static already expands K/V to every query head (priced with the cache); "
+                            f"attention_call {call} would expand it twice: use folded_gqa or leave it out",
+                            key_path="serving.attention_call")
+        return self
+
+    @model_validator(mode="after")
+    def _draft_within_the_output(self):
+        """A draft of k tokens needs more than k tokens left to generate: the model counts E tokens per iteration
+        over the whole output."""
+        spec = self.speculative
+        if spec is not None and spec.num_speculative_tokens >= self.output_len:
+            raise UserError(f"a draft of num_speculative_tokens {spec.num_speculative_tokens} is longer than the "
+                            f"output_len {self.output_len} tokens it would speculate on: k must be below output_len",
+                            key_path="serving.speculative.num_speculative_tokens")
         return self
 
     @model_validator(mode="after")

@@ -29,6 +29,7 @@ from simulator.plan import (
 )
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
+from simulator.scenario.draft import check_speculative
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
 from simulator.scenario.moe_section import resolve_histogram
 from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
@@ -189,6 +190,7 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
+    check_speculative(model, serving, document.where("serving.speculative.draft_model.hf_config")[0])
     run = _run(data.get("run"), document)
     return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving, run), parallel
 

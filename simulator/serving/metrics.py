@@ -37,6 +37,7 @@ from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
+from simulator.serving.speculative import speculative_decode_time, with_draft
 from simulator.serving.step import StepContext, StepTime, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
@@ -157,7 +158,10 @@ def _sum_steps(steps: list[StepTime]) -> StepTime:
 
 def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> StepTime:
     """One decode step of ``seqs`` sequences with ``past`` cached tokens each; with pipeline parallelism the
-    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines)."""
+    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines). With
+    ``serving.speculative`` one iteration (drafts and verify) over its expected tokens (serving/speculative.py)."""
+    if ctx.serving.speculative is not None:
+        return speculative_decode_time(ctx, rp, seqs, past)
     m = min(rp.parallel.pp, seqs)
     per = math.ceil(seqs / m)
     return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=ctx.serving.cuda_graphs, microbatches=m)
@@ -302,7 +306,7 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     HBM holds beside the weights, the runtime and the transients of one step of that budget."""
     s = ctx.serving
     budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget))
+    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget)))
     blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size,
                          utilization=s.gpu_memory_utilization)
     return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)

@@ -82,14 +82,19 @@ class StepContext:
     moe_settings: MoeSettings
     topology: Topology
     calibration: Calibration | None = None
+    draft_model: ModelSpec | None = None
+    """``serving.speculative`` method draft_model: the draft model (the scenario layer resolves it)"""
 
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
-    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run)."""
+    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run);
+    ``torch_sdpa`` the SDPA call form of ``serving.attention_call`` or the kernel set."""
     name = ctx.serving.attention
     if name == "flash_decoding" and ctx.model.mla is not None:
         name = "flash_mla"
+    if name == "torch_sdpa":  # PyTorch SDPA's rate depends on how it is called (serving.attention_call)
+        return B.SDPA_CALLS[ctx.serving.attention_call or B.KERNEL_SETS[ctx.serving.kernels].sdpa_call]
     return B.ATTENTION_KERNELS[name]
 
 
@@ -147,7 +152,7 @@ def _add(acc: dict[str, float], priced: dict[str, float]) -> None:
         acc[key] += value
 
 
-def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
+def _layer(ctx, rp, timer, stage, layer, batch, acc, log, verify=False) -> None:
     """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives."""
     moe = ctx.model.is_moe_layer(layer)
     imbalance = timer.moe_routing(stage).imbalance if moe and rp.parallel.ep > 1 else 1.0
@@ -156,7 +161,7 @@ def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
         kv_token_bytes=kv_cache_bytes_per_token_layer(rp), kernels=B.KERNEL_SETS[ctx.serving.kernels],
         decode_kernel=_decode_kernel(ctx), expert_kernel=B.EXPERT_KERNELS[ctx.serving.expert_kernel],
         imbalance=imbalance, kv_cache=B.KV_CACHES[ctx.serving.kv_cache_impl],
-        cache_len=ctx.serving.input_len + ctx.serving.output_len)
+        cache_len=ctx.serving.input_len + ctx.serving.output_len, verify=verify)
     _add(acc, price_serving(program, ctx.gpu, ctx.eff))
     for op in program.comm:
         acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
@@ -166,13 +171,13 @@ def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
 _BEFORE_ROUTER = ("gemm", "attention", "memory_ops", "launch", "tp_comm")
 
 
-def _tbo_layer(ctx, rp, halves, stage, layer, acc, log) -> None:
+def _tbo_layer(ctx, rp, halves, stage, layer, acc, log, verify: bool = False) -> None:
     """Add one MoE layer of two overlapped micro-batches to ``acc`` (:mod:`simulator.serving.tbo`): each half's
     classes as priced, and as ``ep_comm`` only what its dispatch/combine adds beyond the compute they hide under."""
     parts, ep = [], {"dispatch": [], "combine": []}
     for i, (timer, half) in enumerate(halves):
         one, sub = dict.fromkeys(OP_CLASSES, 0.0), []
-        _layer(ctx, rp, timer, stage, layer, half, one, sub)
+        _layer(ctx, rp, timer, stage, layer, half, one, sub, verify)
         parts.append(one)
         for name in ep:
             ep[name].append(sum(e["time_s"] for e in sub if e["dim"] == "ep" and e["op"] == name))
@@ -187,12 +192,14 @@ def _tbo_layer(ctx, rp, halves, stage, layer, acc, log) -> None:
 
 
 def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch,
-           log: list, halves=None) -> tuple[dict[str, float], int]:
-    """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
+           log: list, halves=None, verify: bool = False) -> tuple[dict[str, float], int]:
+    """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included). A
+    speculative verify step (``verify``) takes logits of every new token, not only each sequence's last."""
     model, p = ctx.model, rp.parallel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc = dict.fromkeys(OP_CLASSES, 0.0)
-    # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
+    # MTP modules (model.mtp_layers, after the last layer) only draft under speculative decoding: priced apart
+    # (simulator/serving/speculative.py)
     layers = [layer for layer in rp.stage_layers[stage] if layer < model.layers]
     kernels = kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
     kinds: dict[bool, list[int]] = {}
@@ -203,9 +210,9 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
         before = len(log)
         if moe and halves is not None:  # two-batch overlap: each MoE layer runs twice, on half the batch
             kernels += (kset.per_layer + kset.per_moe_layer) * len(group)
-            _tbo_layer(ctx, rp, halves, stage, group[0], one, log)
+            _tbo_layer(ctx, rp, halves, stage, group[0], one, log, verify)
         else:
-            _layer(ctx, rp, timer, stage, group[0], batch, one, log)
+            _layer(ctx, rp, timer, stage, group[0], batch, one, log, verify)
         for entry in log[before:]:
             entry["count"] = len(group)
         for key, value in one.items():
@@ -214,9 +221,10 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
         _add(acc, price_serving(serving_embedding_program(rp, batch), ctx.gpu, ctx.eff))
     if stage == p.pp - 1:
         kernels += kset.per_step
-        _add(acc, price_serving(serving_head_program(rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
+        logits = Batch(batch.tokens, 1, batch.cached) if verify else batch
+        _add(acc, price_serving(serving_head_program(rp, logits, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
                                 ctx.gpu, ctx.eff))
-        ops = serving_step_traffic(rp, batch)
+        ops = serving_step_traffic(rp, logits)
     else:
         ops = serving_boundary_traffic(rp, batch)
     for op in ops:
@@ -238,7 +246,8 @@ def _tbo_halves(ctx: StepContext, rp: ResolvedPlan, batch: Batch, phase: str):
 def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, graphs: bool,
               microbatches: int = 1) -> StepTime:
     """One step of ``batch`` (its sequences adding ``new`` tokens on ``cached`` ones; module docstring) under the
-    scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``.
+    scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``. ``phase``: prefill, decode, or verify (a
+    speculative verify step: decode's kernels and backend over ``new`` = k + 1 tokens per sequence, logits of each).
 
     ``microbatches`` m > 1 (pipeline parallelism, decode): the step's sequences are m micro-batches of ``seqs`` each
     in flight over the stages at once (vLLM's virtual engines); every sequence advances one token in
@@ -249,7 +258,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
     halves = _tbo_halves(ctx, rp, batch, phase)
-    stages = [_stage(ctx, rp, timer, stage, batch, log, halves) for stage in range(p.pp)]
+    stages = [_stage(ctx, rp, timer, stage, batch, log, halves, phase == "verify") for stage in range(p.pp)]
     acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
     kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())
@@ -269,7 +278,7 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
-    serial = kset.step_host_s if phase == "decode" else 0.0  # host work the GPU waits for (HF compiled generate)
+    serial = kset.step_host_s if phase != "prefill" else 0.0  # host work the GPU waits for (HF compiled generate)
     acc["host"] += serial
     return StepTime(step_s=max(gpu_s, host) + serial, breakdown_s=acc, kernels=kernels, gpu_s=gpu_s,
                     comm=tuple(log))

@@ -36,7 +36,7 @@ from simulator.program.op_chains import (
     PERMUTE_CHAINS,
     SEQUENTIAL_ASSEMBLY,
 )
-from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S
+from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S, SDPA_CALLS
 
 KORTHIKANTI = "published, outside the development set"
 KERNEL = "published kernel or NCCL benchmark"
@@ -125,6 +125,12 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
                    "HF generate host seconds per kernel (eager) and per token (compiled)",
                    lambda: (HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S), H200,
                    "calibration rows of validation/data/h200_hf/decode*.jsonl (simulator validate hf_decode)"),
+    FittedConstant("serving/backends.py SDPA_CALLS gqa_single_call, repeat_kv, expanded_cache",
+                   "PyTorch SDPA decode by call form: streaming efficiency, per-call floor (s), expansion copy rate",
+                   lambda: {k: (v.kv_read_efficiency, v.floor_s, v.copy_efficiency) for k, v in SDPA_CALLS.items()
+                            if k != "folded_gqa"}, H200,
+                   "calibration rows of validation/data/h200_sdpa/sdpa_decode.jsonl (batch 128 x 4K, batch 1 x 1K; "
+                   "validation/sdpa_decode.py fit, the other 96 rows validate)"),
     FittedConstant("program/op_chains.py CROSS_ENTROPY_BYTES", "unfused cross entropy (copy bytes per logit)",
                    lambda: dict(CROSS_ENTROPY_BYTES), H200, "4 shapes, validation/data/h200_moe_chains"),
     FittedConstant("moe/coefficients.py normal_nvlink_efficiency", "DeepEP normal kernels' NVLink efficiency",
