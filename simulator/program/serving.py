@@ -36,7 +36,8 @@ _BIG_KERNELS = 5
 
 
 def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float, redundant: int = 0) -> float:
-    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``; with EPLB's
+    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``, where
+    ``tokens_per_rank`` x ep are the distinct tokens the expert group routes; with EPLB's
     ``redundant`` replicas the rank holds ``(E + R) / ep`` slots, each hit by a token's selection with about
     ``k / (E + R)``."""
     moe = model.moe
@@ -66,7 +67,10 @@ def _dense_gemms(model: ModelSpec, sh, layer_index: int, dtype: str, weights: st
 
 def _expert_gemms(rp: ResolvedPlan, sh, dtype: str, weights: str, expert_kernel, imbalance: float) -> list[Gemm]:
     """The touched experts' GEMMs: one grouped GEMM over ``touched`` experts of ``routed rows / touched`` rows."""
-    touched = max(touched_experts(rp.model, rp.parallel.ep, sh.norm_tokens, rp.parallel.redundant_experts), 1e-9)
+    # the expert group's distinct tokens are routed rows x ep / top_k (tokens TP ranks share counted once, expert-TP
+    # shards' copies too: simulator/plan/shape.py)
+    distinct_per_rank = sh.routed_rows / rp.model.moe.top_k
+    touched = max(touched_experts(rp.model, rp.parallel.ep, distinct_per_rank, rp.parallel.redundant_experts), 1e-9)
     rows = sh.routed_rows / touched
     slowdown = imbalance / expert_kernel.relative(rows)
     return [Gemm(g.name, "fwd", g.m, g.k, g.n, g.batch, g.density, g.dtype, "grouped_expert", g.weight_dtype, slowdown)
