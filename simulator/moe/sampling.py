@@ -87,19 +87,38 @@ def _sample_equal(u: np.ndarray, log_p: np.float32, k: int, nodes: int, node_lim
     return out
 
 
+#: :func:`_top_of_uniforms` keeps, per row, the uniforms below ``_SPAN * (k + 1) / columns`` (about 2.5 (k + 1) of
+#: them; a row with fewer than k + 1 is partitioned whole)
+_SPAN = 2.5
+
+
 def _top_of_uniforms(u: np.ndarray, log_p: np.float32, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(columns of each row's k smallest u, the rows for which those may not be the top k scores
-    ``log_p + gumbel(u)``: the k-th score ties the (k+1)-th, or the float32 copy of u that is partitioned (half the
-    work of float64) ties there); needs k < columns."""
-    u32 = u.astype(np.float32)  # rounding keeps the order of distinct values or makes them equal (caught below)
-    part = np.argpartition(u32, k, axis=1)
-    top, after = part[:, :k], part[:, k]
-    flat_top = np.arange(len(u))[:, None] * u.shape[1] + top  # row-major flat indices: cheaper than take_along_axis
-    flat_after = flat_top[:, 0] - top[:, 0] + after
+    ``log_p + gumbel(u)``: the k-th score ties the (k+1)-th); needs k < columns.
+
+    Only the uniforms below a threshold (about 2.5 (k + 1) per row) are partitioned: the k + 1 smallest of a row are
+    among them whenever it has k + 1 of them (rows with fewer are partitioned whole). Which k a row keeps is decided
+    by the float64 u; the scores (float32) are computed for those k and the (k+1)-th only."""
+    n, columns = u.shape
+    flat = np.flatnonzero(u < min(1.0, _SPAN * (k + 1) / columns))
+    rows = flat // columns
+    counts = np.bincount(rows, minlength=n)
+    width = max(int(counts.max()), k + 1)
+    at = np.arange(flat.size) + np.repeat(np.arange(n) * width - (np.cumsum(counts) - counts), counts)
+    padded = np.full(n * width, 2.0)  # above every uniform
+    padded[at] = u.ravel()[flat]
+    cols = np.zeros(n * width, dtype=np.int64)
+    cols[at] = flat - rows * columns
+    part = np.argpartition(padded.reshape(n, width), k, axis=1)
+    picked = cols[(np.arange(n) * width)[:, None] + part[:, :k + 1]]
+    short = np.flatnonzero(counts <= k)
+    if short.size:  # rows without k + 1 candidates: partitioned whole
+        picked[short] = np.argpartition(u[short], k, axis=1)[:, :k + 1]
+    top, after = picked[:, :k], picked[:, k]
+    flat_top = np.arange(n)[:, None] * columns + top  # row-major flat indices: cheaper than take_along_axis
     kth = (log_p + _gumbel_of(u.ravel()[flat_top])).min(axis=1)
-    next_score = log_p + _gumbel_of(u.ravel()[flat_after])
-    close = u32.ravel()[flat_top].max(axis=1) >= u32.ravel()[flat_after]
-    return np.ascontiguousarray(top), np.flatnonzero(close | (kth <= next_score))
+    next_score = log_p + _gumbel_of(u.ravel()[flat_top[:, 0] - top[:, 0] + after])
+    return top, np.flatnonzero(kth <= next_score)
 
 
 def _top_in_kept(grouped: np.ndarray, kept: np.ndarray, k: int) -> np.ndarray:

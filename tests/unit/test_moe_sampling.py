@@ -79,3 +79,15 @@ def test_equal_weights_scores_tied_by_float32_rounding():
     assert len(np.unique(close.astype(np.float32))) == 10 and first[3] == first[4] and first[2] > first[3]
     fast = np.sort(_sample_equal(u, log_p, 4, 1, None), axis=1)
     assert np.array_equal(fast, _plain(u, log_p, 4, 1, None))
+
+
+def test_rows_with_few_small_uniforms_are_partitioned_whole():
+    """Rows with fewer than k + 1 uniforms under the candidate threshold (here every other row, its uniforms moved
+    to [0.5, 1)) beside ordinary rows: each keeps its k smallest uniforms, as the plain path does."""
+    u = np.random.default_rng(13).random(size=(2000, 256))
+    u[::2] = 0.5 + 0.5 * u[::2]
+    u[::4, :5] = 0.01 * np.arange(1, 6)  # 5 candidates only: still fewer than k + 1
+    log_p = np.log(np.float32(1 / 256))
+    fast = np.sort(_sample_equal(u, log_p, 8, 1, None), axis=1)
+    assert np.array_equal(fast, _plain(u, log_p, 8, 1, None))
+    assert np.array_equal(fast, np.sort(np.argsort(u, axis=1)[:, :8], axis=1))
