@@ -13,7 +13,15 @@ def register(subparsers) -> None:
                         help="with `published`: leave-one-source-out error beside the in-sample error, and the "
                              "fitted constants each fold re-fits (opt-in: slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="build the tables in N processes (default: the CPU count, at most 4; 1 = in this "
+                             "process); the output is the same")
     parser.set_defaults(handler=_validate)
+
+
+#: the tables by their build time on an idle 2-core machine, longest first (benchmarks/bench_validate.py --reports):
+#: handed to the worker processes in this order, so the long ones start first
+_LONGEST_FIRST = ("published", "deepep", "serving", "step", "hf_decode", "collectives", "hf_train")
 
 
 def _validate(args) -> int:
@@ -28,7 +36,9 @@ def _validate(args) -> int:
             raise UserError(f"--cv applies to the published table only; got {args.names}: "
                             "run `simulator validate published --cv`")
         return _cross_validate(args)
-    reports = [REPORTS[name]() for name in args.names or list(REPORTS)]
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {args.jobs}", key_path="--jobs")
+    reports = _build(list(args.names or REPORTS), args.jobs)
     if args.json:
         return _print_json({"reports": {r.name: _report_dict(r) for r in reports}}, reports)
     failed, open_ = [], []
@@ -41,6 +51,32 @@ def _validate(args) -> int:
     print(f"{len(reports) - len(failed) - len(open_)} passed, {len(failed)} failed"
           + (f", {len(open_)} open targets ({', '.join(open_)})" if open_ else ""))
     return 1 if failed else 0
+
+
+def _build(names: list[str], jobs: int | None) -> list:
+    """The reports of ``names``, in that order, built in up to ``jobs`` forked processes (each table is independent:
+    pure functions of the shipped data). A table whose worker fails is built again here, so an error surfaces as
+    it would in one process."""
+    import os
+
+    from simulator.validation.reports import REPORTS
+
+    jobs = min(jobs or min(os.cpu_count() or 1, 4), len(names))
+    if jobs <= 1 or not hasattr(os, "fork"):
+        return [REPORTS[name]() for name in names]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    order = sorted(names, key=lambda n: _LONGEST_FIRST.index(n) if n in _LONGEST_FIRST else len(_LONGEST_FIRST))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {name: pool.submit(REPORTS[name]) for name in order}
+        built = {}
+        for name in names:
+            try:
+                built[name] = futures[name].result()
+            except Exception:  # noqa: BLE001 - rebuilt in this process, where its error is raised as usual
+                built[name] = REPORTS[name]()
+    return [built[name] for name in names]
 
 
 def _print_report(report, markdown: bool) -> None:

@@ -73,7 +73,7 @@ def collectives_report() -> Report:
                _pct(r["error"]), r["source"]) for r in info]
     return Report("collectives", "Published all_reduce bus bandwidth, 4 GiB, profile placements (GB/s)",
                   ("row", "algorithm", "predicted", "published", "error", "source"), tuple(table),
-                  f"max |error| {worst:.1%} over gated rows (gate 10%)", worst <= coll.PUBLISHED_TOLERANCE)
+                  f"max |error| {worst:.1%} over gated rows (gate 10%)", bool(worst <= coll.PUBLISHED_TOLERANCE))
 
 
 def _h200_report(name: str, folder: str, fit_ops: tuple[str, ...], targets: tuple[str, ...], title: str) -> Report:

@@ -46,6 +46,21 @@ def test_validate_prints_tables_and_passes(capsys):
     assert "DGX H100 8 ranks NVLS" in out
 
 
+def test_validate_json_and_jobs_print_what_one_process_prints(capsys):
+    """--json writes every table's verdict as a JSON true/false (the collectives gate was a numpy bool, which
+    json refused: an internal error); two worker processes print what one does, in the order asked."""
+    import json
+
+    assert main(["validate", "collectives", "memory", "--json", "--jobs", "1"]) == 0
+    one = capsys.readouterr().out
+    assert json.loads(one)["reports"]["collectives"]["passed"] is True
+    assert list(json.loads(one)["reports"]) == ["collectives", "memory"]
+    assert main(["validate", "collectives", "memory", "--json", "--jobs", "2"]) == 0
+    assert capsys.readouterr().out == one
+    assert main(["validate", "memory", "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
 def test_validate_unknown_table_is_a_user_error(capsys):
     assert main(["validate", "nope"]) == 2
     assert "unknown validation table(s) ['nope']" in capsys.readouterr().err
