@@ -14,14 +14,15 @@ def register(subparsers) -> None:
                              "fitted constants each fold re-fits (opt-in: slower)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="build the tables in N processes (default: the CPU count, at most 4; 1 = in this "
-                             "process); the output is the same")
+                        help="processes that build the tables (default: 2 where there are 2 CPUs; 1 = this "
+                             "process only); the output is the same")
     parser.set_defaults(handler=_validate)
 
 
-#: the tables by their build time on an idle 2-core machine, longest first (benchmarks/bench_validate.py --reports):
-#: handed to the worker processes in this order, so the long ones start first
-_LONGEST_FIRST = ("published", "deepep", "serving", "step", "hf_decode", "collectives", "hf_train")
+#: tables built in one worker process beside the others (in this process) when --jobs allows: the DeepEP table
+#: (sampled routings, about half of the CPU time on one core) with the tables that share its collective caches;
+#: the rest share the training and serving caches (benchmarks/bench_validate.py --reports)
+_WORKER_TABLES = ("deepep", "collectives", "h200", "kit")
 
 
 def _validate(args) -> int:
@@ -54,29 +55,32 @@ def _validate(args) -> int:
 
 
 def _build(names: list[str], jobs: int | None) -> list:
-    """The reports of ``names``, in that order, built in up to ``jobs`` forked processes (each table is independent:
-    pure functions of the shipped data). A table whose worker fails is built again here, so an error surfaces as
-    it would in one process."""
+    """The reports of ``names``, in that order; with ``jobs`` > 1 the :data:`_WORKER_TABLES` among them are built
+    in a forked worker process while this one builds the rest (every table is a pure function of the shipped
+    data). If the worker fails, its tables are built again here, so an error surfaces as in one process."""
     import os
 
-    from simulator.validation.reports import REPORTS
-
-    jobs = min(jobs or min(os.cpu_count() or 1, 4), len(names))
-    if jobs <= 1 or not hasattr(os, "fork"):
-        return [REPORTS[name]() for name in names]
+    jobs = min(jobs or os.cpu_count() or 1, 2)
+    aside = [name for name in names if name in _WORKER_TABLES]
+    if jobs < 2 or not aside or len(aside) == len(names) or not hasattr(os, "fork"):
+        return list(_build_here(names).values())
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    order = sorted(names, key=lambda n: _LONGEST_FIRST.index(n) if n in _LONGEST_FIRST else len(_LONGEST_FIRST))
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {name: pool.submit(REPORTS[name]) for name in order}
-        built = {}
-        for name in names:
-            try:
-                built[name] = futures[name].result()
-            except Exception:  # noqa: BLE001 - rebuilt in this process, where its error is raised as usual
-                built[name] = REPORTS[name]()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        future = pool.submit(_build_here, aside)
+        built = _build_here([name for name in names if name not in aside])
+        try:
+            built.update(future.result())
+        except Exception:  # noqa: BLE001 - rebuilt in this process, where its error is raised as usual
+            built.update(_build_here(aside))
     return [built[name] for name in names]
+
+
+def _build_here(names: list[str]) -> dict:
+    from simulator.validation.reports import REPORTS
+
+    return {name: REPORTS[name]() for name in names}
 
 
 def _print_report(report, markdown: bool) -> None:
