@@ -44,7 +44,7 @@ class _Graph:
     """The dependency graph of one (schedule, pp, vpp, m), its ops in level order: each op's two predecessors as
     positions in that order (``n``: none, a constant 0) and the column of its duration in a flattened
     ``(pp, vpp, 2)`` duration array; ``sizes`` the number of ops of each level (a level is a slice of these
-    arrays) and ``last`` the position of every stage's last op."""
+    arrays), ``last`` the position of every stage's last op and ``position`` every op's (stage-major)."""
 
     n: int
     prev: np.ndarray
@@ -52,6 +52,7 @@ class _Graph:
     col: np.ndarray
     sizes: np.ndarray
     last: np.ndarray
+    position: np.ndarray
 
 
 @memo(maxsize=256)
@@ -64,7 +65,7 @@ def _graph(schedule: Schedule | str, pp: int, vpp: int, m: int) -> _Graph:
     position[order] = np.arange(n)
     position[n] = n
     return _Graph(n, position[prev.ravel()[order]], position[dep.ravel()[order]], dur.ravel()[order],
-                  np.bincount(lv), position[np.arange(1, pp + 1) * k - 1])
+                  np.bincount(lv), position[np.arange(1, pp + 1) * k - 1], position[:n])
 
 
 def dependencies(schedule: Schedule | str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
