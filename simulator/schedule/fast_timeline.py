@@ -240,24 +240,36 @@ def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
     return ends
 
 
+#: the plan search's ``timeline`` column for each ``Schedule.fast`` kind
+FAST_LABELS = {"closed_form": "closed form", "steady": "steady state", "levels": "levels"}
+
+
 def fast_timelines(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray
                    ) -> list[list[StageTimeline]]:
     """Stage timelines (no op list) of a batch of plans of one structure, by the schedule's ``fast`` kind:
-    "closed_form" (GPipe) by :func:`gpipe_ends`, "levels" (1F1B and interleaved 1F1B) by :func:`level_ends`.
-    ``durations``: ``(batch, pp, vpp, 2)``."""
+    "closed_form" (GPipe) by :func:`gpipe_ends`, "steady" (1F1B and interleaved 1F1B) by
+    :func:`simulator.schedule.steady.steady_ends`, "levels" by :func:`level_ends`. ``durations``:
+    ``(batch, pp, vpp, 2)``."""
     return fast_timelines_many([(schedule, pp, vpp, m, durations)])[0]
 
 
 def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
                         ) -> list[list[list[StageTimeline]]]:
     """:func:`fast_timelines` of several structures, ``jobs`` of ``(schedule, pp, vpp, m, durations)``: the
-    1F1B ones in one sweep (:func:`level_ends_many`)."""
-    closed = [as_schedule(job[0]).fast == "closed_form" for job in jobs]
-    levels = [job for job, c in zip(jobs, closed, strict=True) if not c]
+    "levels" ones in one sweep (:func:`level_ends_many`)."""
+    from simulator.schedule.steady import steady_ends
+
+    kinds = [as_schedule(job[0]).fast for job in jobs]
+    levels = [job for job, kind in zip(jobs, kinds, strict=True) if kind == "levels"]
     by_levels = iter(level_ends_many(levels) if levels else [])
     out = []
-    for (_, _, _, m, durations), c in zip(jobs, closed, strict=True):
-        ends = gpipe_ends(m, durations) if c else next(by_levels)
+    for (schedule, pp, vpp, m, durations), kind in zip(jobs, kinds, strict=True):
+        if kind == "closed_form":
+            ends = gpipe_ends(m, durations)
+        elif kind == "steady":
+            ends = steady_ends(schedule, pp, vpp, m, durations)
+        else:
+            ends = next(by_levels)
         busy = m * durations.sum(axis=(2, 3))
         out.append([[StageTimeline((), e, u, e - u, 0.0) for e, u in zip(ends_b, busy_b, strict=True)]
                     for ends_b, busy_b in zip(ends.tolist(), busy.tolist(), strict=True)])

@@ -8,7 +8,8 @@ For each candidate (docs/search.md, "The fast path"):
    plans whose device peak plus the headroom exceeds HBM, before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
-   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
+   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by its steady state, both exact
+   and flat in micro-batches); a plan
    whose MoE layers overlap two micro-batches (``moe.microbatch_overlap``) falls back to the replay, the only
    timeline that pairs them, and so does a DualPipe / DualPipeV / ZB-H1 / ZB-V plan
    (:mod:`simulator.schedule.dual_timeline`);
@@ -45,7 +46,7 @@ from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
-from simulator.schedule.fast_timeline import fast_timelines_many
+from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
 from simulator.search.space import INNER, OUTER, Space, parallel_of
 from simulator.topology import topology_of
@@ -321,7 +322,7 @@ def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
         jobs = [(*structure, np.stack([prepared[i][1].duration_array() for i in members]))
                 for structure, members in groups.items()]
         for (structure, members), job in zip(groups.items(), fast_timelines_many(jobs) if jobs else [], strict=True):
-            label = "closed form" if structure[0].fast == "closed_form" else "levels"
+            label = FAST_LABELS[structure[0].fast]
             for i, tl in zip(members, job, strict=True):
                 timelines[i], how[i] = tl, label
         out.rows += [_row(point, parts, memory, timelines[i], how[i])

@@ -1,0 +1,94 @@
+"""The evaluators without the replay (GPipe's closed form, 1F1B's and interleaved 1F1B's steady-state
+extrapolation) equal the event replay within 1e-9 relative on random per-stage forward and backward times, and the
+steady one replays a schedule whose length does not grow with the micro-batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simulator.schedule.steady as steady
+from simulator.plan.pipeline import stage_orders
+from simulator.plan.schedules import SCHEDULES
+from simulator.schedule.fast_timeline import fast_timelines
+from simulator.schedule.timeline import run_timeline
+
+
+def _replay_ends(schedule: str, pp: int, vpp: int, m: int, d: np.ndarray) -> np.ndarray:
+    return np.array([[t.end_s for t in run_timeline(stage_orders(schedule, pp, vpp, m),
+                                                    [list(d[b, i, :, 0]) for i in range(pp)],
+                                                    [list(d[b, i, :, 1]) for i in range(pp)], 0.0)]
+                     for b in range(d.shape[0])])
+
+
+@st.composite
+def _case(draw):
+    schedule = draw(st.sampled_from([n for n, s in SCHEDULES.items() if s.fast is not None]))
+    pp = draw(st.integers(1, 10))
+    vpp = draw(st.sampled_from([1, 2, 3])) if SCHEDULES[schedule].interleaves and pp > 1 else 1
+    m = pp * draw(st.integers(1, 12)) if vpp > 1 else draw(st.integers(1, 90))
+    shape = draw(st.sampled_from(["random", "middle alike", "uniform"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    d = rng.uniform(0.05, 3.0, size=(3, pp, vpp, 2))
+    if shape == "middle alike" and pp > 2:     # a real plan's stages: the first and last differ, the rest alike
+        d[:, 1:-1] = d[:, 1:2]
+    if shape == "uniform":
+        d[...] = d[:, :1, :1]
+    return schedule, pp, vpp, m, d
+
+
+@settings(max_examples=150, deadline=None)
+@given(_case())
+def test_every_fast_evaluator_equals_the_replay(case):
+    schedule, pp, vpp, m, d = case
+    ref = _replay_ends(schedule, pp, vpp, m, d)
+    got = np.array([[t.end_s for t in plan] for plan in fast_timelines(schedule, pp, vpp, m, d)])
+    assert np.abs(got - ref).max() <= 1e-9 * np.abs(ref).max()
+
+
+def test_one_f_one_b_by_hand():
+    """Equal stages, forward 1 s and backward 2 s: 1F1B takes (m + p - 1)(f + b) (Narayanan et al., SC'21, Sec.
+    2.2: the bubble is (p - 1)(f + b)), here (100 + 3) x 3 = 309 s on stage 0 at p 4, m 100; stage 3 ends its last
+    backward 3 x 2 s earlier (stages 2, 1, 0 each run one more 2 s backward after it)."""
+    d = np.zeros((1, 4, 1, 2))
+    d[..., 0], d[..., 1] = 1.0, 2.0
+    ends = steady.steady_ends("1f1b", 4, 1, 100, d)[0]
+    assert ends.tolist() == pytest.approx([309.0, 307.0, 305.0, 303.0], rel=1e-12)
+
+
+def test_steady_state_replays_a_short_schedule(monkeypatch):
+    """The cost is flat in micro-batches: at p 8 and 100,000 micro-batches only a schedule of 2p + 6 = 22
+    micro-batches is replayed (by levels); a last
+    stage 1.5x slower than the rest sets the pace, (m - 1) x its f + b plus one pass of every stage."""
+    seen = []
+    real = steady._all_ends
+    monkeypatch.setattr(steady, "_all_ends", lambda *a: seen.append(a[3]) or real(*a))
+    d = np.ones((1, 8, 1, 2))
+    d[0, -1] *= 1.5
+    m = 100_000
+    ends = steady.steady_ends("1f1b", 8, 1, m, d)[0]
+    assert seen == [22]
+    # the critical path: stage 7's m forwards and backwards (3 s each pair) behind 7 forwards of 1 s, then 7
+    # backwards of 1 s up to stage 0
+    assert ends[0] == pytest.approx(7 * 1.0 + m * 3.0 + 7 * 1.0, rel=1e-12)
+
+
+def test_simulate_uses_the_steady_state_and_equals_the_replay():
+    """``simulate()`` times 1F1B without the replay; the replay (kept for traces) gives the same step within
+    1e-9, and the trace still has every op."""
+    from simulator import load_scenario, simulate
+    from simulator.schedule import simulate_step
+    from simulator.topology import topology_of
+
+    scenario = load_scenario({"system": {"profile": "dgx_h100", "nodes": 4}, "model": {"preset": "llama3-8b"},
+                              "parallel": {"tp": 8, "pp": 4},
+                              "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 64}})
+    fast = simulate(scenario).step
+    replay = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), replay=True)
+    assert not any(t.ops for t in fast.timelines)
+    assert fast.step_s == pytest.approx(replay.step_s, rel=1e-9)
+    assert fast.bubble_s == pytest.approx(replay.bubble_s, rel=1e-9, abs=1e-12)
+    assert [len(t.ops) for t in fast.op_timelines()] == [2 * 64] * 4   # dp 1: 64 micro-batches, a forward and a backward each
