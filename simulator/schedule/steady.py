@@ -138,7 +138,7 @@ def steady_ends(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: 
     rows = durations.reshape(durations.shape[0], -1)
     out = np.empty((rows.shape[0], pp))
     todo = np.arange(rows.shape[0])
-    short = m % shift + shift * max(1, -(-(2 * pp + 6 * shift) // shift))
+    short = m % shift + shift * max(1, -(-(pp + 6 * shift) // shift))
     k = 2 * m * vpp
     last = np.arange(1, pp + 1) * k - 1
     while todo.size:
