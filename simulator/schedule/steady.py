@@ -134,6 +134,10 @@ def steady_ends(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: 
     """Stage ends ``(batch, pp)`` for ``durations`` ``(batch, pp, vpp, 2)`` (module docstring); within 1e-9
     relative of the replay (a hypothesis test), flat in m."""
     sched = as_schedule(schedule)
+    if sched.one_f_one_b_form and vpp == 1 and m >= pp:
+        from simulator.schedule.one_f_one_b_form import one_f_one_b_ends
+
+        return one_f_one_b_ends(m, durations)
     shift = sched.steady_period(pp, vpp)
     rows = durations.reshape(durations.shape[0], -1)
     out = np.empty((rows.shape[0], pp))

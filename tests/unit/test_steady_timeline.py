@@ -1,6 +1,7 @@
-"""The evaluators without the replay (GPipe's closed form, 1F1B's and interleaved 1F1B's steady-state
-extrapolation) equal the event replay within 1e-9 relative on random per-stage forward and backward times, and the
-steady one replays a schedule whose length does not grow with the micro-batches."""
+"""The evaluators without the replay (GPipe's closed form, 1F1B's closed form around its steady state, interleaved
+1F1B's steady-state extrapolation) equal the event replay within 1e-9 relative on random per-stage forward and
+backward times, p, m and v; hand-checked ends at 10^5 micro-batches; the interleaved one replays a schedule whose
+length does not grow with the micro-batches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 import simulator.schedule.steady as steady
 from simulator.plan.pipeline import stage_orders
 from simulator.plan.schedules import SCHEDULES
-from simulator.schedule.fast_timeline import fast_timelines
+from simulator.schedule.fast_timeline import fast_timelines, level_ends
+from simulator.schedule.one_f_one_b_form import one_f_one_b_ends
 from simulator.schedule.timeline import run_timeline
 
 
@@ -55,25 +57,35 @@ def test_one_f_one_b_by_hand():
     backward 3 x 2 s earlier (stages 2, 1, 0 each run one more 2 s backward after it)."""
     d = np.zeros((1, 4, 1, 2))
     d[..., 0], d[..., 1] = 1.0, 2.0
-    ends = steady.steady_ends("1f1b", 4, 1, 100, d)[0]
+    ends = one_f_one_b_ends(100, d)[0]
     assert ends.tolist() == pytest.approx([309.0, 307.0, 305.0, 303.0], rel=1e-12)
 
 
-def test_steady_state_replays_a_short_schedule(monkeypatch):
-    """The cost is flat in micro-batches: at p 8 and 100,000 micro-batches only a schedule of 2p + 6 = 22
-    micro-batches is replayed (by levels); a last
-    stage 1.5x slower than the rest sets the pace, (m - 1) x its f + b plus one pass of every stage."""
-    seen = []
-    real = steady._all_ends
-    monkeypatch.setattr(steady, "_all_ends", lambda *a: seen.append(a[3]) or real(*a))
+def test_one_f_one_b_closed_form_at_a_hundred_thousand_micro_batches():
+    """A last stage 1.5x slower than the others sets the pace: its m forward + backward pairs (3 s each) behind
+    7 forwards of 1 s, then 7 backwards of 1 s up to stage 0: 7 + 3 m + 7 s at p 8, m 100,000."""
     d = np.ones((1, 8, 1, 2))
     d[0, -1] *= 1.5
     m = 100_000
-    ends = steady.steady_ends("1f1b", 8, 1, m, d)[0]
-    assert seen == [22]
-    # the critical path: stage 7's m forwards and backwards (3 s each pair) behind 7 forwards of 1 s, then 7
-    # backwards of 1 s up to stage 0
-    assert ends[0] == pytest.approx(7 * 1.0 + m * 3.0 + 7 * 1.0, rel=1e-12)
+    ends = one_f_one_b_ends(m, d)[0]
+    assert ends[0] == pytest.approx(7.0 + m * 3.0 + 7.0, rel=1e-12)
+    assert ends[-1] == pytest.approx(7.0 + m * 3.0, rel=1e-12)
+
+
+def test_interleaved_replays_a_short_schedule(monkeypatch):
+    """The cost is flat in micro-batches: interleaved 1F1B at p 4, v 2 and 4,000 micro-batches replays (by levels)
+    only a schedule of 28 = 4 x ceil((p + 6 p) / p) micro-batches, and extrapolates it to the level sweep's ends."""
+    seen = []
+    real = steady._all_ends
+    monkeypatch.setattr(steady, "_all_ends", lambda *a: seen.append(a[3]) or real(*a))
+    rng = np.random.default_rng(7)
+    d = rng.uniform(0.5, 1.0, size=(2, 4, 2, 2))
+    d[:, -1] *= 1.5
+    m = 4000
+    ends = steady.steady_ends("1f1b", 4, 2, m, d)
+    assert seen == [28]
+    ref = level_ends("1f1b", 4, 2, m, d)
+    assert np.abs(ends - ref).max() <= 1e-12 * ref.max()
 
 
 def test_simulate_uses_the_steady_state_and_equals_the_replay():

@@ -42,6 +42,9 @@ class Schedule:
     """timeline kind: "stages" (orders of whole backwards) or "split" (F, B, W orders)"""
     fast: ClassVar[str | None] = None
     """the timeline without the replay: "closed_form", "steady", "levels" or None (replay only)"""
+    one_f_one_b_form: ClassVar[bool] = False
+    """its orders without interleaving are 1F1B's (p - i - 1 warm-up forwards, F B pairs, the backwards left):
+    :mod:`simulator.schedule.one_f_one_b_form` times them in closed form around the steady state"""
     interleaves: ClassVar[bool] = False
     """runs virtual stages (vpp > 1) when the plan asks for them"""
     v_shape: ClassVar[bool] = False

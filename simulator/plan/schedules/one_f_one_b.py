@@ -1,8 +1,9 @@
 """1F1B (Megatron-LM ``pipeline_parallel/schedules.py``; Narayanan et al., SC'21, Sec. 2.2): stage i runs
 min(p - i - 1, m) warm-up forwards, then alternates one forward and one backward, then drains the remaining
 backwards. With vpp > 1 it is interleaved 1F1B (:mod:`simulator.plan.schedules.interleaved`). ``simulate()`` and
-the plan search evaluate it by its steady state (:func:`simulator.schedule.steady.steady_ends`: a short schedule
-replayed by levels, then the repeating period extrapolated exactly), flat in micro-batches."""
+the plan search evaluate it by its steady state, flat in micro-batches: without interleaving in closed form
+around it (:func:`simulator.schedule.one_f_one_b_form.one_f_one_b_ends`), interleaved by a short schedule
+replayed by levels and the repeating period extrapolated (:func:`simulator.schedule.steady.steady_ends`)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class OneFOneB(Schedule):
     """One forward, one backward (module docstring); interleaved when vpp > 1."""
 
     fast: ClassVar[str | None] = "steady"
+    one_f_one_b_form: ClassVar[bool] = True
     interleaves: ClassVar[bool] = True
     searched: ClassVar[bool] = True
 
