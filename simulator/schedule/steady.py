@@ -45,6 +45,8 @@ class Periods:
 
     ops: np.ndarray
     lookback: int
+    first: int = 0
+    """the earliest period the state may repeat at (the later ones all follow the repeating edges)"""
 
 
 @memo(maxsize=256)
@@ -123,7 +125,7 @@ def _repeat(ends: np.ndarray, p: Periods) -> tuple[np.ndarray, np.ndarray]:
     bad_c = np.cumsum(np.concatenate([np.zeros((1, flat.shape[1]), dtype=np.int64),
                                       (~same_c).astype(np.int64)]), axis=0)
     # period t (index t - 1 of diff) qualifies when periods t - d + 1 .. t repeat, with one constant
-    t = np.arange(d, flat.shape[0])     # t - 1 < periods - 2: the state repeats before the last period
+    t = np.arange(max(d, p.first), flat.shape[0])   # t - 1 < periods - 2: it repeats before the last period
     ok = (bad[t] - bad[t - d] == 0) & (bad_c[t] - bad_c[t - d + 1] == 0)
     found = ok.any(axis=0)
     first = t[np.argmax(ok, axis=0)] - 1 if t.size else np.zeros(flat.shape[1], dtype=np.int64)

@@ -45,6 +45,7 @@ from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs
 from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.inputs import StepInputs, build_inputs
 from simulator.schedule.result import StepResult
+from simulator.schedule.split_steady import split_timelines
 from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.tails import comm_rows, p2p_s, stage_tail
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
@@ -135,12 +136,18 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
 
 def fast_or_replay(parts: StepParts) -> list[StageTimeline]:
     """The stage timelines (ends and busy seconds, no op list) by the schedule's evaluator without the replay
-    (``Schedule.fast``: :func:`simulator.schedule.fast_timeline.fast_timelines`), or the replay where it has none
-    or MoE micro-batch overlap pairs ops (only the replay pairs them)."""
-    schedule, p = parts.ctx.plan.schedule, parts.ctx.plan.parallel
-    if schedule.fast is None or parts.pairing() is not None:
+    (``Schedule.fast``: :func:`simulator.schedule.fast_timeline.fast_timelines`; the schedules that split the
+    backward: :func:`simulator.schedule.split_steady.split_timelines`), or the replay where it has none or MoE
+    micro-batch overlap pairs a stage's ops (only the stage replay pairs them)."""
+    schedule, p, m = parts.ctx.plan.schedule, parts.ctx.plan.parallel, parts.ctx.plan.num_microbatches
+    if schedule.fast is None:
         return replay_timelines(parts)
-    return fast_timelines(schedule, p.pp, p.vpp, parts.ctx.plan.num_microbatches, parts.duration_array()[None])[0]
+    if schedule.replay == "split":     # F&B pairs are part of its orders: the evaluator prices them as the replay
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        return split_timelines(schedule, p.pp, m, costs, coefficients()["overlap_interference"])
+    if parts.pairing() is not None:
+        return replay_timelines(parts)
+    return fast_timelines(schedule, p.pp, p.vpp, m, parts.duration_array()[None])[0]
 
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:
