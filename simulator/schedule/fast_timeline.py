@@ -257,9 +257,13 @@ def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarr
                         ) -> list[list[list[StageTimeline]]]:
     """:func:`fast_timelines` of several structures, ``jobs`` of ``(schedule, pp, vpp, m, durations)``: the
     "levels" ones in one sweep (:func:`level_ends_many`)."""
-    from simulator.schedule.steady import steady_ends
+    from simulator.schedule.steady import first_short, steady_ends
 
     kinds = [as_schedule(job[0]).fast for job in jobs]
+    # a steady job whose short schedule is not much shorter (under half) joins the union level sweep, whose
+    # levels the batch's other structures pay for anyway
+    kinds = ["levels" if kind == "steady" and 2 * first_short(as_schedule(s), pp, vpp, m) >= m else kind
+             for kind, (s, pp, vpp, m, _) in zip(kinds, jobs, strict=True)]
     levels = [job for job, kind in zip(jobs, kinds, strict=True) if kind == "levels"]
     by_levels = iter(level_ends_many(levels) if levels else [])
     out = []

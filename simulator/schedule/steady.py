@@ -32,6 +32,11 @@ from simulator.caching import memo
 from simulator.plan.pipeline import stage_order_grid
 from simulator.plan.schedules import Schedule, as_schedule
 
+#: 1F1B without interleaving runs the union level sweep up to this many micro-batches per stage, its closed form
+#: beyond (measured on the plan search's case (a), benchmarks/search_throughput.py: the level sweep is O(m + p)
+#: numpy calls shared by every structure of a batch, the closed form O(transient) calls per structure)
+LEVELS_UP_TO = 4
+
 #: a difference of two periods counts as the constant c when within this share of the window's largest end
 #: (float rounding of the sums is ~1e-16 of it; the extrapolation adds at most K times this error)
 REPEAT_RTOL = 1e-13
@@ -132,6 +137,18 @@ def _repeat(ends: np.ndarray, p: Periods) -> tuple[np.ndarray, np.ndarray]:
     return found, c[first, np.arange(ends.shape[1])]
 
 
+def first_short(schedule: Schedule, pp: int, vpp: int, m: int) -> int:
+    """The micro-batches of the first short schedule :func:`steady_ends` replays (module docstring); at least m:
+    it replays m itself (the level sweep), and :func:`simulator.schedule.fast_timeline.fast_timelines_many` lays
+    such jobs in its union sweep instead."""
+    if schedule.one_f_one_b_form and vpp == 1 and m >= pp:
+        # the closed form replays nothing; below LEVELS_UP_TO x pp micro-batches its steady periods (a few numpy
+        # calls each, plan by plan) cost more than the union level sweep's share (2 (m + p) levels for a batch)
+        return m if m <= LEVELS_UP_TO * pp else 0
+    shift = schedule.steady_period(pp, vpp)
+    return m % shift + shift * max(1, -(-(pp + 6 * shift) // shift))
+
+
 def steady_ends(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray) -> np.ndarray:
     """Stage ends ``(batch, pp)`` for ``durations`` ``(batch, pp, vpp, 2)`` (module docstring); within 1e-9
     relative of the replay (a hypothesis test), flat in m."""
@@ -144,7 +161,7 @@ def steady_ends(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: 
     rows = durations.reshape(durations.shape[0], -1)
     out = np.empty((rows.shape[0], pp))
     todo = np.arange(rows.shape[0])
-    short = m % shift + shift * max(1, -(-(pp + 6 * shift) // shift))
+    short = first_short(sched, pp, vpp, m)
     k = 2 * m * vpp
     last = np.arange(1, pp + 1) * k - 1
     while todo.size:
