@@ -10,7 +10,7 @@ at pp 8 x 64 micro-batches (dp 8, global batch 512) and at pp 64 x 1024 micro-ba
   - ``simulate()``: the whole prediction (memory, step, breakdown, comm table);
   - the event replay (``simulate_step(..., replay=True)``), the reference and what a trace runs;
 and the ratio of the pp 64 x 1024 cost to the pp 8 x 64 cost (the issue's target: within 2x).
-Run: ``PYTHONPATH=. python benchmarks/flat_timeline.py [--repeats 7]`` (also printed by search_throughput.py).
+Run: ``PYTHONPATH=. python benchmarks/flat_timeline.py [--repeats 15]`` (also printed by search_throughput.py).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def measure(pp: int, m: int, repeats: int) -> dict[str, float]:
             "step_s": step}
 
 
-def flat_report(repeats: int = 7) -> str:
+def flat_report(repeats: int = 15) -> str:
     """The table of :func:`measure` at both shapes and the ratios, as printed."""
     rows = {shape: measure(*shape, repeats) for shape in SHAPES}
     small, large = rows[SHAPES[0]], rows[SHAPES[1]]
@@ -96,7 +96,7 @@ def flat_report(repeats: int = 7) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=15)
     print(flat_report(parser.parse_args().repeats))
 
 
