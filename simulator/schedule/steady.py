@@ -15,8 +15,11 @@ periods. A schedule of m micro-batches is the same graph as one of m' = m - K S 
 inserted: every op after the insertion ends K c later. So the evaluator replays (by levels, bit-identical to the
 replay: :func:`simulator.schedule.fast_timeline.level_ends`) a short schedule of m' micro-batches (m' = m mod S
 plus enough periods for the warm-up, the transient and the cool-down: a few p), finds the first period from which
-the state repeats (each difference within 1e-13 of the window's magnitude, so the extrapolated end is within
-~1e-13 K relative of the replay's), and adds K c to its stage ends. Where the short schedule reaches no repeating
+the state repeats (each difference within ``REPEAT_RTOL`` = 1e-13 of the window's magnitude |X_t|), and adds
+K c to its stage ends. Error bound: a max-plus map is non-expansive in the max norm, so a state off a true repeat
+by at most e = 1e-13 |X_t| keeps each later period within e of "the one before plus c", and the K inserted
+periods add at most K e; against the end (about |X_t| + K c, with |X_t| <= t c for t periods replayed) that is
+at most 1e-13 t relative: below 1e-10 for the few hundred periods a short schedule has. Where the short schedule reaches no repeating
 state (a transient longer than its steady run: stages whose forward + backward times nearly tie), m' is doubled,
 up to m itself (then it is the level sweep of m). Its cost: O(m' v) levels of numpy calls, a function of p and
 v, not of m.
