@@ -25,6 +25,11 @@ backward the backward of j on u + 1 (the own forward on the last virtual stage).
 
 Both return ``end[b, i]`` (seconds) for plan b and stage i; busy time is ``m * sum_c (f_ic + b_ic)`` and, with
 zero lag, no time is spent waiting for a transfer in flight.
+
+Since issue 30, 1F1B and interleaved 1F1B are "steady" schedules (:mod:`simulator.schedule.one_f_one_b_form`,
+:mod:`simulator.schedule.steady`, docs/pipeline_timelines.md): flat in micro-batches. The level sweep evaluates
+their short schedules, and a steady job whose short schedule is not much shorter than its own (small m) joins
+the union sweep of :func:`fast_timelines_many` directly.
 """
 
 from __future__ import annotations
@@ -228,16 +233,18 @@ def level_ends_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
 
 
 def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
-    """GPipe stage ends in closed form (module docstring); ``durations`` ``(batch, pp, 1, 2)``."""
+    """GPipe stage ends in closed form (module docstring); ``durations`` ``(batch, pp, 1, 2)``. Every (i, k >= i)
+    term at once: sum_{l=i..k} b_l from prefix sums, max_{l=i..k} b_l by a running maximum along k."""
     f, b = durations[:, :, 0, 0], durations[:, :, 0, 1]
     release = np.cumsum(f, axis=1) + (m - 1) * np.maximum.accumulate(f, axis=1)   # F(k, m-1)
     pp = f.shape[1]
-    ends = np.empty_like(f)
-    for i in range(pp):
-        seg = b[:, i:]
-        total = release[:, i:] + np.cumsum(seg, axis=1) + (m - 1) * np.maximum.accumulate(seg, axis=1)
-        ends[:, i] = total.max(axis=1)
-    return ends
+    prefix = np.zeros((b.shape[0], pp + 1))
+    prefix[:, 1:] = np.cumsum(b, axis=1)
+    upper = np.triu(np.ones((pp, pp), dtype=bool))                                # [i, k]: k >= i
+    # max b_{i..k}: the stages before i filled with 0, below every duration (none is negative)
+    span_max = np.maximum.accumulate(np.where(upper, b[:, None, :], 0.0), axis=2)
+    total = release[:, None, :] + prefix[:, None, 1:] - prefix[:, :pp, None] + (m - 1) * span_max
+    return np.where(upper, total, -np.inf).max(axis=2)
 
 
 #: the plan search's ``timeline`` column for each ``Schedule.fast`` kind
