@@ -20,6 +20,7 @@ from simulator.plan.ranks import (
     grid_groups,
     group_containing,
 )
+from simulator.plan.offload import Offload, offload_of
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
 from simulator.plan.shape import Batch, padded_vocab, rank_shape
@@ -60,6 +61,11 @@ class ResolvedPlan(BaseModel):
             return self
         return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields},
                              "moe_backend": backend})
+
+    @cached_property
+    def offload(self) -> Offload:
+        """What the plan keeps off the GPU (:mod:`simulator.plan.offload`)."""
+        return offload_of(self.parallel, self.training)
 
     @cached_property
     def recipe(self) -> Recipe:
