@@ -25,6 +25,10 @@ from simulator.plan.config import ParallelPlan, TrainingConfig
 
 ParamDevice = Literal["none", "cpu", "nvme"]
 
+#: bytes per offloaded parameter of the fp32 gradient the CPU optimizer reads (DeepSpeed stage_1_and_2.py
+#: single_partition_of_fp32_groups[i].grad; Megatron hybrid_optimizer.py's fp32 CPU gradient copies)
+HOST_GRAD_BYTES = 4.0
+
 
 @dataclass(frozen=True)
 class Offload:

@@ -11,6 +11,7 @@ from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.offload import Offload, offload_of
 from simulator.plan.ranks import (
     ALL_DIMS,
     COMBINED,
@@ -20,7 +21,6 @@ from simulator.plan.ranks import (
     grid_groups,
     group_containing,
 )
-from simulator.plan.offload import Offload, offload_of
 from simulator.plan.recipe import Recipe, resolve_recipe
 from simulator.plan.schedules import Schedule, schedule_named
 from simulator.plan.shape import Batch, padded_vocab, rank_shape
