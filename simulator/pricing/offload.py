@@ -118,12 +118,15 @@ def param_fetch_s(owned: float, off: Offload, rb: Recipe, rates: HostRates, micr
 
 def activation_offload_s(layer_bytes: float, layers: int, offloaded: int, rates: HostRates, micro_batches: int,
                          forward_s: float, backward_s: float) -> float:
-    """Megatron activation offload (Transformer Engine ``cpu_offload.py``: layer i's saved tensors go down while
-    layer i+1 runs forward and come back while layer i+1 runs backward): ``layer_bytes`` per offloaded layer and
-    micro-batch each way, against one layer's share of the micro-batch's ``forward_s`` / ``backward_s`` (the stage's
-    ``layers`` share it evenly): ``m x N x (max(0, c - f / L) + max(0, c - b / L))`` with ``c = layer_bytes / B_h``."""
+    """Megatron activation offload over Transformer Engine's ``OffloadSynchronizer`` (cpu_offload.py at 00382b96):
+    layer i's saved tensors (``layer_bytes``, i = 1..N) go down on the copy stream once its forward ends, one copy
+    after another, and must be down before layer L - N + i starts its forward; each comes back one layer ahead in
+    backward, under the next layer's backward. With ``c = layer_bytes / B_h`` and a layer's share ``f = forward_s /
+    L``, ``b = backward_s / L`` of the micro-batch's chunks, the copy stream stalls the forward by
+    ``max(0, max over i of i c - (L - N + i - 2) f)`` (the largest at i = 1 or i = N) and each reload the backward by
+    ``max(0, c - b)``; per step ``m x`` (the forward stall + ``N x`` the reload's)."""
     if offloaded == 0:
         return 0.0
-    copy = layer_bytes / rates.link_Bps
-    return micro_batches * offloaded * (hidden_behind(copy, forward_s / layers) +
-                                        hidden_behind(copy, backward_s / layers))
+    copy, f, b = layer_bytes / rates.link_Bps, forward_s / layers, backward_s / layers
+    forward = max(0.0, copy - (layers - offloaded - 1) * f, offloaded * copy - (layers - 2) * f)
+    return micro_batches * (forward + offloaded * hidden_behind(copy, b))

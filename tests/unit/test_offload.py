@@ -123,11 +123,14 @@ def _pytorch_zero3():
     return ParallelPlan(zero=3), TrainingConfig(framework="pytorch")
 
 
-def test_activation_offload_exposes_what_a_layer_cannot_hide():
-    """Megatron activation offload, 6 of 12 layers, 0.5 GB saved per layer: 0.02 s each way at 25 GB/s, against a
-    layer's 0.12 / 12 = 0.01 s forward (0.01 exposed) and 0.24 / 12 = 0.02 s backward (hidden); 2 micro-batches:
-    2 x 6 x 0.01 = 0.12 s."""
-    assert activation_offload_s(0.5 * GB, 12, 6, RATES, 2, 0.12, 0.24) == pytest.approx(0.12, rel=1e-9)
+def test_activation_offload_exposes_what_the_copy_stream_cannot_hide():
+    """Megatron activation offload, 6 of 12 layers, 0.5 GB saved per layer: c = 0.02 s each way at 25 GB/s, a
+    layer's forward f = 0.12 / 12 = 0.01 s, backward b = 0.24 / 12 = 0.02 s. Down: copy i ends at f + i c and must
+    end before layer 12 - 6 + i starts at (12 - 6 + i - 1) f: the sixth is 0.13 - 0.11 = 0.02 s late (the first is
+    early: 0.03 - 0.06). Up: each reload 0.02 s under a 0.02 s backward, hidden. 2 micro-batches: 0.04 s; with
+    f = 0.03 s (forward 0.36 s) the stream keeps up: 0."""
+    assert activation_offload_s(0.5 * GB, 12, 6, RATES, 2, 0.12, 0.24) == pytest.approx(0.04, rel=1e-9)
+    assert activation_offload_s(0.5 * GB, 12, 6, RATES, 2, 0.36, 0.24) == 0.0
     assert activation_offload_s(0.5 * GB, 12, 0, RATES, 2, 0.12, 0.24) == 0.0
 
 
