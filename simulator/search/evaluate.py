@@ -271,7 +271,7 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
            "mfu": step.mfu, "tokens_per_s": step.tokens_per_s,
            "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,
            "compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
-           "optimizer_s": step.optimizer_s, "host_s": step.host_s,
+           "optimizer_s": step.optimizer_s, "host_s": step.host_s, "offload_s": step.offload_s,
            "timeline": how}
     row.update({f"exposed_{d}_s": step.exposed_comm_s[d] for d in DIMS})
     return row

@@ -203,3 +203,21 @@ def test_offload_choices_follow_the_framework_and_the_node():
         "none", "optimizer", "params_cpu", "params_nvme"}
     assert set(offload_choices(_fixed("hgx_h200", framework="pytorch"))) == {"none", "optimizer", "params_cpu"}
     assert offload_choices(_fixed("dgx_a100_40gb")) == {"none": {}}
+
+
+def test_a_search_finds_13b_on_one_a100_only_with_offload():
+    """The search of the 13B case: without offload nothing fits and memory is named (196.7 GiB at least, on an
+    80 GiB GPU); with ``optimizer_cpu_offload`` pinned, ZeRO 1-3 fit (zero 0 is refused: ZeRO-Offload needs a ZeRO
+    stage) and the fast path's step equals ``simulate()``'s, offload included."""
+    from simulator.search import search
+
+    data = {"system": ONE_A100, "model": GPT13B, "training": TRAINING,
+            "search": {"tp": [1], "vpp": [1], "schedule": ["1f1b"], "recompute": ["full"], "micro_batch": [4]}}
+    with pytest.raises(UserError, match="out of memory"):
+        search(data)
+    result = search({**data, "parallel": {"optimizer_cpu_offload": True}})
+    assert sorted(p["sharding"] for p in result.plans) == ["zero1", "zero2", "zero3"]
+    zero2 = next(p for p in result.plans if p["sharding"] == "zero2")
+    reference = _run({"zero": 2, "optimizer_cpu_offload": True}).step
+    assert zero2["step_s"] == pytest.approx(reference.step_s, rel=1e-9)
+    assert zero2["offload_s"] == pytest.approx(reference.offload_s, rel=1e-9)
