@@ -3,7 +3,7 @@ optimizer step (docs/offload.md for the formulas, sources and the hand-checked c
 
 Rates, per GPU when every GPU of the job's node does the same at once:
 - host link ``B_h`` = :func:`simulator.topology.host.host_link_Bps` x ``host_copy_efficiency`` (data/offload.yaml);
-- CPU ``B_c`` = the node's ``cpu.memory_bandwidth`` x ``cpu_stream_efficiency`` / GPUs of the job on the node: the
+- CPU ``B_c`` = the node's ``cpu.memory_bandwidth`` x ``cpu_optimizer_efficiency`` / GPUs of the job on the node: the
   CPU Adam step streams ``2 main + 2 moments + 4 + param`` bytes per parameter (read and write the fp32 master and
   each moment, read the fp32 gradient, write the 16-bit parameter: DeepSpeed's ``DeepSpeedCPUAdam`` step, Megatron's
   CPU Adam on the ``HybridDeviceOptimizer``'s CPU copies), so its time is bytes / ``B_c``;
@@ -28,7 +28,7 @@ from simulator.topology.host import host_link_Bps
 
 @memo(maxsize=8, loaded=True)
 def offload_coefficients() -> dict[str, float]:
-    """``host_copy_efficiency`` and ``cpu_stream_efficiency`` from ``data/offload.yaml``."""
+    """``host_copy_efficiency`` and ``cpu_optimizer_efficiency`` from ``data/offload.yaml``."""
     text = (resources.files("simulator.pricing") / "data" / "offload.yaml").read_text(encoding="utf-8")
     return {k: float(v["value"]) for k, v in yaml.safe_load(text).items()}
 
@@ -49,7 +49,7 @@ def host_rates(topology: Topology, world_size: int) -> HostRates:
     gpus = min(world_size, node.gpus)
     k = offload_coefficients()
     link = host_link_Bps(topology, gpus) * k["host_copy_efficiency"]
-    cpu = (node.cpu.memory_bandwidth or 0.0) * k["cpu_stream_efficiency"] / gpus
+    cpu = (node.cpu.memory_bandwidth or 0.0) * k["cpu_optimizer_efficiency"] / gpus
     if node.nvme is None:
         return HostRates(link, cpu)
     return HostRates(link, cpu, node.nvme.drives * node.nvme.read_bandwidth / gpus,
@@ -79,7 +79,7 @@ class OffloadTimes:
 def optimizer_offload(owned: float, off: Offload, rb: Recipe, rates: HostRates, micro_batches: int,
                       backward_s: float) -> OffloadTimes:
     """The optimizer share ``f`` of ``owned`` parameters on the host (``n = f x owned``):
-    gradients down ``n x grad`` B, the CPU step ``n x`` :func:`cpu_adam_bytes` B, parameters up ``n x param`` B.
+    gradients down ``n x grad`` B (4 B, fp32, for ZeRO-Offload), the CPU step ``n x`` :func:`cpu_adam_bytes` B, parameters up ``n x param`` B.
 
     - gradients leaving during backward (ZeRO-Offload, FSDP2: ``off.grads_on_host``): each micro-batch's reduced
       gradients go down under its backward (``backward_s`` per micro-batch; DeepSpeed accumulates them on the
@@ -92,7 +92,9 @@ def optimizer_offload(owned: float, off: Offload, rb: Recipe, rates: HostRates, 
     n = owned * off.optimizer_fraction
     if n == 0:
         return OffloadTimes()
-    d2h = n * rb.grad / rates.link_Bps
+    # DeepSpeed casts each gradient to fp32 on the GPU before its copy down (stage_1_and_2.py
+    # async_inplace_copy_grad_to_fp32_buffer_from_gpu at edaa7221); Megatron copies its main gradients as they are
+    d2h = n * (HOST_GRAD_BYTES if off.grads_on_host else rb.grad) / rates.link_Bps
     cpu = n * cpu_adam_bytes(rb) / rates.cpu_Bps
     h2d = n * rb.param / rates.link_Bps if off.param_device == "none" else 0.0
     if off.param_device == "nvme":

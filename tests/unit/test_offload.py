@@ -23,12 +23,12 @@ GB = 1e9
 PCIE4_X16 = 16 * 16e9 * 128 / 130 / 8            # 31.5077 GB/s per direction
 PCIE5_X16 = 2 * PCIE4_X16                        # 63.0154 GB/s
 HOST_COPY = 0.88                                 # data/offload.yaml host_copy_efficiency
-CPU_STREAM = 0.75                                # data/offload.yaml cpu_stream_efficiency
+CPU_EFF = 0.12                                   # data/offload.yaml cpu_optimizer_efficiency
 
 #: a 13B-class GPT (40 layers, h 5120), the ZeRO-Offload paper's headline size (Ren et al. 2021: 13B on one GPU)
 GPT13B = {"layers": 40, "hidden": 5120, "heads": 40, "vocab": 50304}
 ONE_A100 = {"profile": "dgx_a100_80gb", "nodes": 1, "gpus": 1}
-TRAINING = {"seq_len": 1024, "micro_batch": 4, "global_batch": 16, "precision": "bf16", "framework": "pytorch"}
+TRAINING = {"seq_len": 1024, "micro_batch": 16, "global_batch": 16, "precision": "bf16", "framework": "pytorch"}
 
 
 def _run(parallel):
@@ -52,12 +52,12 @@ def test_offload_is_the_only_way_13b_fits_on_one_a100_80gb():
     80 GB. ZeRO-Offload (zero 2, offload_optimizer cpu) keeps only the 2 B weights on the GPU (26.2 GB) and
     16 B per parameter on the host (4 master + 8 moments + 4 fp32 gradient: 209.6 GB of the node's 2 TB).
 
-    Its cost, by hand (one GPU alone on its PCIe Gen4 x16 link: B_h = 31.508 x 0.88 = 27.727 GB/s; the CPU step
-    at 409.6 GB/s x 0.75 = 307.2 GB/s over 30 B per parameter):
-    - CPU Adam: 13.0989e9 x 30 / 307.2e9 = 1.27919 s, in the optimizer's time;
-    - gradients down, 2 B each per micro-batch: 26.198 GB / 27.727 GB/s = 0.94485 s under each micro-batch's
-      backward (longer), so hidden;
-    - parameters up after the step: 0.94485 s exposed: the breakdown's offload."""
+    Its cost, by hand, for one step of 16 x 1024 tokens in one micro-batch (one GPU alone on its PCIe Gen4 x16
+    link: B_h = 31.508 x 0.88 = 27.727 GB/s; the CPU step at 409.6 GB/s x 0.12 = 49.15 GB/s over 30 B per
+    parameter):
+    - CPU Adam: 13.0989e9 x 30 / 49.152e9 = 7.9949 s, in the optimizer's time;
+    - gradients down in fp32, 4 B each: 52.40 GB / 27.727 GB/s = 1.8897 s under the backward (longer), hidden;
+    - bf16 parameters up after the step: 26.198 GB / 27.727 GB/s = 0.94485 s exposed: the breakdown's offload."""
     n = 13_098_854_400
     for zero in (0, 1, 2, 3):
         assert _run({"zero": zero}).memory.oom
@@ -68,8 +68,9 @@ def test_offload_is_the_only_way_13b_fits_on_one_a100_80gb():
     assert stage.bucket("gradients") == stage.bucket("main_params") == stage.bucket("optimizer") == 0.0
     assert host_bytes(r.scenario.plan, 0) == (16 * n, 0.0)
     link = PCIE4_X16 * HOST_COPY
-    cpu_s = n * 30 / (409.6e9 * CPU_STREAM)
-    assert cpu_s == pytest.approx(1.27919, rel=1e-5)
+    cpu_s = n * 30 / (409.6e9 * CPU_EFF)
+    assert cpu_s == pytest.approx(7.9949, rel=1e-5)
+    assert 4 * n / link == pytest.approx(1.8897, rel=1e-4)
     assert 2 * n / link == pytest.approx(0.94485, rel=1e-5)
     assert r.step.offload_s == pytest.approx(2 * n / link, rel=1e-9)
     # the same step without offload (out of memory, but timed): its GPU optimizer streams n x (update + 2 B of
@@ -174,7 +175,7 @@ def test_host_memory_capacity_is_checked():
         check_host_memory(rp, load_cluster("dgx_a100_80gb"))
     assert err.value.key_path == "parallel.optimizer_cpu_offload"
     with pytest.raises(UserError, match="cpu.memory_capacity"):
-        check_host_memory(rp, load_cluster("dgx_a100_40gb"))
+        check_host_memory(rp, load_cluster("h200_x2"))
 
 
 def test_the_scenario_exits_2_on_a_bad_offload_key(tmp_path, capsys):
@@ -202,7 +203,7 @@ def test_offload_choices_follow_the_framework_and_the_node():
     assert set(offload_choices(_fixed("dgx_h100", framework="pytorch"))) == {
         "none", "optimizer", "params_cpu", "params_nvme"}
     assert set(offload_choices(_fixed("hgx_h200", framework="pytorch"))) == {"none", "optimizer", "params_cpu"}
-    assert offload_choices(_fixed("dgx_a100_40gb")) == {"none": {}}
+    assert offload_choices(_fixed("h200_x2")) == {"none": {}}
 
 
 def test_a_search_finds_13b_on_one_a100_only_with_offload():
@@ -212,7 +213,7 @@ def test_a_search_finds_13b_on_one_a100_only_with_offload():
     from simulator.search import search
 
     data = {"system": ONE_A100, "model": GPT13B, "training": TRAINING,
-            "search": {"tp": [1], "vpp": [1], "schedule": ["1f1b"], "recompute": ["full"], "micro_batch": [4]}}
+            "search": {"tp": [1], "vpp": [1], "schedule": ["1f1b"], "recompute": ["full"], "micro_batch": [16]}}
     with pytest.raises(UserError, match="out of memory"):
         search(data)
     result = search({**data, "parallel": {"optimizer_cpu_offload": True}})
