@@ -222,3 +222,37 @@ def test_a_search_finds_13b_on_one_a100_only_with_offload():
     reference = _run({"zero": 2, "optimizer_cpu_offload": True}).step
     assert zero2["step_s"] == pytest.approx(reference.step_s, rel=1e-9)
     assert zero2["offload_s"] == pytest.approx(reference.offload_s, rel=1e-9)
+
+
+def test_megatron_half_offload_on_a_dgx_h100_by_hand():
+    """Megatron --optimizer-cpu-offload --optimizer-offload-fraction 0.5 with the distributed optimizer, 8 GPUs of a
+    DGX H100 (dp 8): the owned shard keeps half its master weights and moments on the GPU (the gradient buffer stays
+    whole); of the n = owned / 2 offloaded parameters the CPU steps n x 30 B at 614.4 GB/s x 0.12 / 8 GPUs, the fp32
+    main gradients go down (4 B) and bf16 parameters up (2 B) at 63.0 / 2 x 0.88 GB/s each, in turn (or hidden under
+    the CPU step with --overlap-cpu-optimizer-d2h-h2d)."""
+    base = {"system": {"profile": "dgx_h100", "nodes": 1},
+            "model": {"layers": 24, "hidden": 2048, "heads": 16, "vocab": 50304},
+            "training": {"seq_len": 2048, "micro_batch": 2, "global_batch": 64}}
+    plain = simulate(load_scenario({**base, "parallel": {"distributed_optimizer": True}}))
+    half = {"distributed_optimizer": True, "optimizer_cpu_offload": True, "optimizer_offload_fraction": 0.5}
+    r = simulate(load_scenario({**base, "parallel": half}))
+    before, after = plain.memory.stages[0], r.memory.stages[0]
+    assert after.bucket("main_params") == before.bucket("main_params") / 2
+    assert after.bucket("optimizer") == before.bucket("optimizer") / 2
+    assert after.bucket("gradients") == before.bucket("gradients")
+    n = before.bucket("main_params") / 4 / 2            # owned x 4 B on the GPU before; half of owned offloaded
+    link = PCIE5_X16 / 2 * HOST_COPY
+    assert r.step.offload_s == pytest.approx(n * 4 / link + n * 2 / link, rel=1e-9)
+    cpu_s = n * 30 / (614.4e9 * CPU_EFF / 8)
+    assert r.step.optimizer_s == pytest.approx(cpu_s + plain.step.optimizer_s * _gpu_share(plain), rel=1e-9)
+    overlapped = simulate(load_scenario({**base, "parallel": {**half, "overlap_cpu_optimizer_d2h_h2d": True}}))
+    assert overlapped.step.offload_s == 0.0            # max(d2h, CPU, h2d) is the CPU step
+    assert overlapped.step.step_s == pytest.approx(r.step.step_s - r.step.offload_s, rel=1e-9)
+
+
+def _gpu_share(plain) -> float:
+    """The share of the plain GPU optimizer step left with half the owned shard offloaded: the update of the half
+    kept plus zeroing the whole gradient buffer, (u / 2 + 4 x 8) / (u + 4 x 8) for update bytes u per owned parameter
+    and the 4 B fp32 main gradient of each of the 8x as many local parameters."""
+    u = plain.scenario.plan.recipe.optimizer_update_bytes
+    return (u / 2 + 4 * 8) / (u + 4 * 8)
