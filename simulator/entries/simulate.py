@@ -8,7 +8,7 @@ from typing import Any
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
-from simulator.memory.offload import check_host_memory, offloaded_activation_bytes
+from simulator.memory.offload import check_host_memory, offload_memory, offloaded_activation_bytes
 from simulator.plan import resolve_plan
 from simulator.scenario.load import Scenario
 from simulator.schedule import StepResult, simulate_step
@@ -56,7 +56,7 @@ class Result:
             "parallel": {"tp": s.parallel.tp, "pp": s.parallel.pp, "dp": s.plan.dp, "cp": s.parallel.cp,
                          "ep": s.parallel.ep, "ulysses": s.parallel.ulysses, "vpp": s.parallel.vpp},
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
-                       "oom": self.memory.oom},
+                       "oom": self.memory.oom, **offload_memory(s.plan, s.cluster)},
             **(self.step.to_dict() if self.step is not None else {}),
             **({"run": self.run.to_dict()} if self.run is not None else {}),
             "warnings": self.warnings(),

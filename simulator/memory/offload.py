@@ -82,3 +82,13 @@ def check_host_memory(rp: ResolvedPlan, cluster: ClusterSpec) -> None:
         if nvme > room:
             raise UserError(f"offload_param nvme needs {nvme / GB:,.1f} GB of NVMe per node, but {node.name} has "
                             f"{room / GB:,.1f} GB", key_path=key)
+
+
+def offload_memory(rp: ResolvedPlan, cluster: ClusterSpec) -> dict[str, float]:
+    """The JSON's ``memory`` keys of offload (docs/offload.md; none without offload): the largest stage's bytes per
+    GPU in host memory and on NVMe, and the node's host memory."""
+    if not rp.offload.any or rp.training.mode == "inference":
+        return {}
+    per_gpu = [host_bytes(rp, s) for s in range(rp.parallel.pp)]
+    return {"host_offload_bytes": max(h for h, _ in per_gpu), "nvme_offload_bytes": max(n for _, n in per_gpu),
+            "host_capacity_bytes": cluster.node.cpu.memory_capacity or 0.0}

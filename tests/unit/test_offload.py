@@ -67,6 +67,9 @@ def test_offload_is_the_only_way_13b_fits_on_one_a100_80gb():
     assert stage.bucket("weights") == 2 * n
     assert stage.bucket("gradients") == stage.bucket("main_params") == stage.bucket("optimizer") == 0.0
     assert host_bytes(r.scenario.plan, 0) == (16 * n, 0.0)
+    memory = r.to_dict()["memory"]
+    assert (memory["host_offload_bytes"], memory["nvme_offload_bytes"]) == (16 * n, 0.0)
+    assert memory["host_capacity_bytes"] == 2e12
     link = PCIE4_X16 * HOST_COPY
     cpu_s = n * 30 / (409.6e9 * CPU_EFF)
     assert cpu_s == pytest.approx(7.9949, rel=1e-5)
