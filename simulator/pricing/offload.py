@@ -6,7 +6,8 @@ Rates, per GPU when every GPU of the job's node does the same at once:
 - CPU ``B_c`` = the node's ``cpu.memory_bandwidth`` x ``cpu_optimizer_efficiency`` / GPUs of the job on the node: the
   CPU Adam step streams ``2 main + 2 moments + 4 + param`` bytes per parameter (read and write the fp32 master and
   each moment, read the fp32 gradient, write the 16-bit parameter: DeepSpeed's ``DeepSpeedCPUAdam`` step, Megatron's
-  CPU Adam on the ``HybridDeviceOptimizer``'s CPU copies), so its time is bytes / ``B_c``;
+  CPU Adam on the ``HybridDeviceOptimizer``'s CPU copies), so its time is bytes / ``B_c``; the efficiency (0.12) is
+  fitted to DeepSpeed's published ZeRO-Offload cost on a DGX A100 (simulator/validation/data/deepspeed_offload.csv);
 - NVMe (ZeRO-Infinity ``offload_param: nvme``): the node's drives' sequential read / write shared by its GPUs.
 
 Copies run on the copy engines, so a hidden copy does not slow the compute (no interference term).
@@ -20,6 +21,7 @@ from importlib import resources
 import yaml
 
 from simulator.caching import memo
+from simulator.errors import UserError
 from simulator.plan.offload import HOST_GRAD_BYTES, Offload
 from simulator.plan.recipe import Recipe
 from simulator.topology import Topology
@@ -49,7 +51,10 @@ def host_rates(topology: Topology, world_size: int) -> HostRates:
     gpus = min(world_size, node.gpus)
     k = offload_coefficients()
     link = host_link_Bps(topology, gpus) * k["host_copy_efficiency"]
-    cpu = (node.cpu.memory_bandwidth or 0.0) * k["cpu_optimizer_efficiency"] / gpus
+    if node.cpu.memory_bandwidth is None:
+        raise UserError(f"offload needs the host memory bandwidth of node profile {node.name}: add "
+                        "cpu.memory_bandwidth (with memory_source) to it", key_path="system.profile")
+    cpu = node.cpu.memory_bandwidth * k["cpu_optimizer_efficiency"] / gpus
     if node.nvme is None:
         return HostRates(link, cpu)
     return HostRates(link, cpu, node.nvme.drives * node.nvme.read_bandwidth / gpus,
