@@ -64,6 +64,8 @@ def check_host_memory(rp: ResolvedPlan, cluster: ClusterSpec) -> None:
     key = ("parallel.offload_param" if rp.offload.param_device != "none" else
            "parallel.optimizer_cpu_offload" if rp.offload.optimizer_fraction else "parallel.cpu_offloading_num_layers")
     if node.cpu.memory_capacity is None or node.cpu.memory_bandwidth is None:
+        if key == "parallel.cpu_offloading_num_layers":
+            return          # activation offload is priced on the link alone; its host bytes cannot be checked
         raise UserError(f"offload needs the host memory of node profile {node.name}: add cpu.memory_capacity and "
                         "cpu.memory_bandwidth (with memory_source) to it", key_path=key)
     gpus = min(rp.world_size, node.gpus)

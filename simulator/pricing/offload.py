@@ -40,7 +40,8 @@ class HostRates:
     """Achievable per-GPU rates of the host side, B/s (module docstring)."""
 
     link_Bps: float
-    cpu_Bps: float
+    cpu_Bps: float | None
+    """None: the node profile has no ``cpu.memory_bandwidth`` (only activation offload can be priced)"""
     nvme_read_Bps: float | None = None
     nvme_write_Bps: float | None = None
 
@@ -51,10 +52,7 @@ def host_rates(topology: Topology, world_size: int) -> HostRates:
     gpus = min(world_size, node.gpus)
     k = offload_coefficients()
     link = host_link_Bps(topology, gpus) * k["host_copy_efficiency"]
-    if node.cpu.memory_bandwidth is None:
-        raise UserError(f"offload needs the host memory bandwidth of node profile {node.name}: add "
-                        "cpu.memory_bandwidth (with memory_source) to it", key_path="system.profile")
-    cpu = node.cpu.memory_bandwidth * k["cpu_optimizer_efficiency"] / gpus
+    cpu = None if node.cpu.memory_bandwidth is None else node.cpu.memory_bandwidth * k["cpu_optimizer_efficiency"] / gpus
     if node.nvme is None:
         return HostRates(link, cpu)
     return HostRates(link, cpu, node.nvme.drives * node.nvme.read_bandwidth / gpus,
@@ -97,6 +95,9 @@ def optimizer_offload(owned: float, off: Offload, rb: Recipe, rates: HostRates, 
     n = owned * off.optimizer_fraction
     if n == 0:
         return OffloadTimes()
+    if rates.cpu_Bps is None:
+        raise UserError("optimizer_cpu_offload steps the optimizer on the CPU: the node profile needs "
+                        "cpu.memory_bandwidth (with memory_source)", key_path="parallel.optimizer_cpu_offload")
     # DeepSpeed casts each gradient to fp32 on the GPU before its copy down (stage_1_and_2.py
     # async_inplace_copy_grad_to_fp32_buffer_from_gpu at edaa7221); Megatron copies its main gradients as they are
     d2h = n * (HOST_GRAD_BYTES if off.grads_on_host else rb.grad) / rates.link_Bps

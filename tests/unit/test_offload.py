@@ -148,6 +148,8 @@ def test_activation_offload_now_costs_time_on_the_host_link():
     offloaded = simulate(load_scenario({**scenario, "parallel": {"cpu_offloading_num_layers": 4}}))
     assert offloaded.step.offload_s > 0
     assert offloaded.step.step_s == pytest.approx(plain.step.step_s + offloaded.step.offload_s, rel=1e-9)
+    unknown_host = {**scenario, "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1}}   # no cpu.memory_* fields
+    assert simulate(load_scenario({**unknown_host, "parallel": {"cpu_offloading_num_layers": 4}})).step.offload_s > 0
 
 
 @pytest.mark.parametrize("parallel, training, key, rule", [
