@@ -52,3 +52,11 @@ def test_report_passes():
     report = REPORTS["whole_run"]()
     assert report.passed and report.gated
     assert len(report.rows) == len(ROWS)
+
+
+def test_dcp_staging_is_the_copy_of_one_gpus_shard():
+    """Llama3-70B's fp32 weights and Adam moments (12 B per parameter) over 1856 GPUs, copied over PCIe Gen5 x16
+    (16 lanes x 32 GT/s x 128/130 / 8 = 63.0 GB/s): 846.6 GB / 1856 / 63.0 GB/s = 7.24 ms."""
+    row = ROWS["pytorch_dcp_async_staging_1856"]
+    pcie_Bps = 16 * 32e9 * 128 / 130 / 8
+    assert row.predicted == pytest.approx(846.6e9 / 1856 / pcie_Bps, rel=1e-3)
