@@ -9,10 +9,9 @@ overrides, run through :func:`simulator.entries.simulate.simulate`). The rows we
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-
 import yaml
 
+from simulator.caching import memo
 from simulator.entries.simulate import simulate
 from simulator.scenario.document import merge
 from simulator.scenario.load import load_scenario
@@ -72,7 +71,7 @@ def _scenario(spec: dict, bases: dict):
     return load_scenario(VALIDATION_DATA / extends, overrides)
 
 
-@cache
+@memo(maxsize=1, loaded=True)
 def whole_run_rows() -> tuple[WholeRunRow, ...]:
     """Every row of the data file with the model's value."""
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
