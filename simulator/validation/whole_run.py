@@ -9,6 +9,7 @@ overrides, run through :func:`simulator.entries.simulate.simulate`). The rows we
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import yaml
 
 from simulator.caching import memo
