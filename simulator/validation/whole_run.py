@@ -23,6 +23,7 @@ DATA = VALIDATION_DATA / "whole_run_published.yaml"
 #: issue 31's tolerance on every published figure
 TOLERANCE = 0.15
 TIB = 2**40
+WEEK_DAYS = 7.0
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,14 @@ class WholeRunRow:
 
 
 def _quantity(run: dict, name: str) -> float:
-    """A key of the run's JSON (dotted for nested keys), or ``mtbf_h`` / ``checkpoint_TiB`` (hours, TiB)."""
+    """A key of the run's JSON (dotted for nested keys), or ``mtbf_h`` / ``checkpoint_TiB`` /
+    ``interruptions_per_week`` (hours, TiB, expected interruptions per 7 days of wall time)."""
     if name == "mtbf_h":
         return run["mtbf_s"] / HOUR
     if name == "checkpoint_TiB":
         return run["checkpoint"]["bytes"] / TIB
+    if name == "interruptions_per_week":
+        return run["interruptions"] / run["days"] * WEEK_DAYS
     value = run
     for part in name.split("."):
         value = value[part]
