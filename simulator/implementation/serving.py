@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.scheduler import EngineScheduler
 from simulator.implementation.workload import Workload
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
@@ -102,6 +103,10 @@ class ServingConfig(BaseModel):
         None, ge=1, le=1_000_000, description="largest batch of the request-rate simulation (vLLM max_num_seqs); "
                                               "null: only the K/V cache limits it")
 
+    scheduler: EngineScheduler | None = Field(
+        None, description="the engine's scheduling policy and memory rule (vllm_v1, sglang, trtllm; the engine "
+                          "profiles give it: simulator/implementation/scheduler.py); null: vLLM V1's rule with "
+                          "prefill and decode priced as two steps")
     workload: Workload | None = Field(
         None, description="request stream of simulator serve --bench (lengths, prefix hits, arrivals; "
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")

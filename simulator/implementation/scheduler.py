@@ -1,0 +1,82 @@
+"""``serving.scheduler:``: the serving engine's scheduling policy and memory rule, as data (docs/engine_schedulers.md).
+
+The engine profiles (``frameworks/vllm.yaml``, ``sglang.yaml``, ``tensorrt_llm.yaml``) give it in their
+``serving_defaults``; a scenario may override any field. The behaviour each ``policy`` names lives in one place,
+:mod:`simulator.serving.scheduler` (one policy object per engine, chosen by this name). Left out (``null``), the
+serving loop keeps its original vLLM-like rule, with prefill and decode priced as two steps.
+
+Every default below is an engine default, with its source file and commit:
+
+- ``vllm_v1``: vllm-project/vllm ``vllm/v1/core/sched/scheduler.py`` and ``vllm/engine/arg_utils.py``
+  (``get_batch_defaults``: 8192 batched tokens, 1024 sequences for the OpenAI server on GPUs of 70 GiB or more)
+  @ 99d7eb5d6a51; the cache is ``gpu_memory_utilization`` of TOTAL memory less everything else
+  (``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``).
+- ``sglang``: sgl-project/sglang ``python/sglang/srt/managers/schedule_policy.py`` (``PrefillAdder``) @ ad0119fdde51,
+  ``python/sglang/srt/environ.py`` (new-token ratio 0.7, min factor 0.14, decay over 600 steps, estimate clipped at
+  4096 tokens) @ 21ff4b08a196, ``python/sglang/srt/server_args.py`` (``mem_fraction_static = (total - reserved) /
+  total``, reserved ``12 + (tp x pp) / 2`` GiB on GPUs of 90-160 GiB; chunked prefill 8192) @ 469c63e54e7d.
+- ``trtllm``: NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp`` (GuaranteedNoEvict and
+  MaxUtilization) @ cf6abc45df6e, ``tensorrt_llm/llmapi/llm_args.py`` (``KvCacheConfig.free_gpu_memory_fraction``
+  0.9 of the FREE memory after the weights and activations; ``max_batch_size`` 2048, ``max_num_tokens`` 8192)
+  @ fcd3f3168280.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+GiB = 2**30
+
+
+class EngineScheduler(BaseModel):
+    """One engine's scheduling rule (module docstring). The step's limits stay in ``serving.max_batched_tokens``
+    (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens), ``serving.max_num_seqs``
+    (max_num_seqs, max_running_requests, max_batch_size) and ``serving.gpu_memory_utilization`` (the engine's memory
+    fraction: of total memory for vLLM, mem_fraction_static for SGLang, of free memory for TensorRT-LLM)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Literal["vllm_v1", "sglang", "trtllm"] = Field(
+        description="vllm_v1 (running first, preempt the newest by recompute, then FCFS admission within the token "
+                    "budget), sglang (prefill-first steps admitted by the new-token-ratio reservation, retract on "
+                    "decode OOM) or trtllm (capacity scheduler of `capacity`, in-flight batching)")
+    chunked_prefill: bool = Field(True, description="a prompt may be split over steps (vLLM V1 always; SGLang "
+                                                    "chunked_prefill_size; TensorRT-LLM enable_chunked_prefill)")
+    mixed_batch: bool | None = Field(None, description="prefill chunks and decodes of one step run as ONE forward "
+                                                       "(vLLM V1, TensorRT-LLM in-flight batching); false: a step "
+                                                       "is a prefill batch or a decode batch (SGLang without "
+                                                       "--enable-mixed-chunk); null: the policy's default")
+    capacity: Literal["guaranteed_no_evict", "max_utilization"] = Field(
+        "guaranteed_no_evict", description="trtllm: GUARANTEED_NO_EVICT (admit only when the blocks of every "
+                                           "admitted request's full length fit; never evicts) or MAX_UTILIZATION "
+                                           "(admit what this step needs; pause the newest started request)")
+    new_token_ratio: float = Field(0.7, ge=0, le=1, description="sglang: initial share of each running request's "
+                                                                "remaining output reserved at admission")
+    min_new_token_ratio_factor: float = Field(0.14, ge=0, le=1, description="sglang: floor of the ratio, as a "
+                                                                            "share of its initial value")
+    new_token_ratio_decay_steps: int = Field(600, ge=1, le=10**7, description="sglang: decode steps over which the "
+                                                                              "ratio decays to its floor")
+    clip_max_new_tokens: int = Field(4096, ge=1, le=10**7, description="sglang: remaining output counted at most "
+                                                                       "this many tokens per request")
+    reserved_base_gib: float = Field(12.0, ge=0, le=1024, description="sglang: memory kept out of "
+                                                                      "mem_fraction_static, GiB (H200 row)")
+    reserved_per_rank_gib: float = Field(0.5, ge=0, le=64, description="sglang: plus this many GiB per rank of "
+                                                                       "tp x pp")
+
+    @model_validator(mode="after")
+    def _fields_of_the_policy(self):
+        if self.policy != "trtllm" and "capacity" in self.model_fields_set:
+            raise ValueError(f"capacity is a trtllm setting, not {self.policy}'s")
+        return self
+
+    @property
+    def mixed(self) -> bool:
+        """Whether a step with prefill chunks and decodes is one forward (``mixed_batch``, default: not SGLang)."""
+        return self.policy != "sglang" if self.mixed_batch is None else self.mixed_batch
+
+    @property
+    def reserved_bytes(self) -> tuple[float, float]:
+        """SGLang's reserved memory: (base, per rank of tp x pp) in bytes."""
+        return self.reserved_base_gib * GiB, self.reserved_per_rank_gib * GiB
