@@ -68,4 +68,6 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
               "model": scenario.model.name,
               "parallel": {"tp": p.tp, "pp": p.pp, "dp": scenario.plan.dp, "ep": p.ep, "etp": p.etp},
               "serving": scenario.serving.model_dump(mode="json")}
-    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes))
+    base = Path(scenario.file).parent if scenario.file else Path.cwd()
+    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes),
+                 base=base)

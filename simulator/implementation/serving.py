@@ -143,6 +143,14 @@ class ServingConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _rate_sets_the_arrivals(self):
+        if self.request_rate is not None and self.workload is not None and self.workload.arrival.process == "csv":
+            raise ValueError("request_rate sets each point's arrival rate: a csv of arrival times is for "
+                             "simulator serve --bench (leave request_rate out, or use a poisson, constant or gamma "
+                             "arrival process)")
+        return self
+
+    @model_validator(mode="after")
     def _rate_without_disaggregation(self):
         if self.request_rate is not None and self.disaggregation is not None:
             raise ValueError("request_rate is simulated for replicas that prefill and decode; with disaggregation "

@@ -314,17 +314,21 @@ def _step_s(work: list[tuple[_Request, int]], costs: LoopCosts, mixed: bool = Fa
 SATURATION_BATCHES = 4
 
 
-def saturation_rate(input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits, n: int) -> float:
+def saturation_rate(input_len, output_len, costs: LoopCosts, limits: LoopLimits, n: int,
+                    cached: np.ndarray | None = None) -> float:
     """Requests/s one replica sustains with an unbounded queue: requests all queued at t = 0 (``n``, or
     ``SATURATION_BATCHES`` times the largest batch the cache or ``max_num_seqs`` admits, whichever is more), and
     the completions between the first one and the moment the queue empties, per second. Before the first
     completion the engine fills; after the queue empties it drains with no prefill left, which finishes requests
-    faster than a loaded engine can: both are left out."""
-    batch = limits.kv_blocks // math.ceil((input_len + 1) / limits.block_tokens)
+    faster than a loaded engine can: both are left out. Lengths (and ``cached`` prompt tokens) per request as
+    :func:`run_loop` takes them; requests beyond the arrays' length repeat them."""
+    batch = limits.kv_blocks // math.ceil((float(np.mean(input_len)) + 1) / limits.block_tokens)
     if limits.max_num_seqs is not None:
         batch = min(batch, limits.max_num_seqs)
     n = max(n, SATURATION_BATCHES * batch)
-    run = run_loop(np.zeros(n), input_len, output_len, costs, limits)
+    ins, outs = (np.resize(np.asarray(v, dtype=np.int64), n) for v in (input_len, output_len))
+    hits = None if cached is None else np.resize(np.asarray(cached, dtype=np.int64), n)
+    run = run_loop(np.zeros(n), ins, outs, costs, limits, cached=hits)
     first = float(run.finish_s.min())
     done = int(np.count_nonzero(run.finish_s <= run.drained_s))
     if done < 2 or run.drained_s <= first:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -213,9 +214,10 @@ def curve_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: 
 
 
 def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict[str, Any],
-          notes: tuple[str, ...] = ()) -> ServeResult:
+          notes: tuple[str, ...] = (), base: Path = Path(".")) -> ServeResult:
     """Predict a serving scenario (module docstring). ``rp`` is the scenario's plan; ``memory`` its serving
-    memory for ``batch`` sequences of ``input_len + output_len`` tokens."""
+    memory for ``batch`` sequences of ``input_len + output_len`` tokens; ``base``: the folder workload files are
+    relative to."""
     s = ctx.serving
     check_serving_degrees(rp.parallel)
     prefill, tokens = prefill_time(ctx, rp, s.batch)
@@ -255,7 +257,7 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
                             key_path="serving.request_rate")
         saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
                                        output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
-                                       costs=loop_costs(ctx, rp), limits=limits)
+                                       costs=loop_costs(ctx, rp), limits=limits, workload=s.workload, base=base)
         if not all(p["stable"] for p in rates):
             warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
                             "unstable: the queue grows without bound, no latency is given")
