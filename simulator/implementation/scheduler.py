@@ -14,7 +14,8 @@ Every default below is an engine default, with its source file and commit:
 - ``sglang``: sgl-project/sglang ``python/sglang/srt/managers/schedule_policy.py`` (``PrefillAdder``) @ ad0119fdde51,
   ``python/sglang/srt/environ.py`` (new-token ratio 0.7, min factor 0.14, decay over 600 steps, estimate clipped at
   4096 tokens) @ 21ff4b08a196, ``python/sglang/srt/server_args.py`` (``mem_fraction_static = (total - reserved) /
-  total``, reserved ``12 + (tp x pp) / 2`` GiB on GPUs of 90-160 GiB; chunked prefill 8192) @ 469c63e54e7d.
+  total``, reserved by GPU size: ``9.5 + (tp x pp) / 2`` GiB below 90 GiB (H100), ``12 + (tp x pp) / 2`` GiB
+  below 160 GiB (H200); chunked prefill 8192 on both) @ 469c63e54e7d.
 - ``trtllm``: NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp`` (GuaranteedNoEvict and
   MaxUtilization) @ cf6abc45df6e, ``tensorrt_llm/llmapi/llm_args.py`` (``KvCacheConfig.free_gpu_memory_fraction``
   0.9 of the FREE memory after the weights and activations; ``max_batch_size`` 2048, ``max_num_tokens`` 8192)
@@ -60,10 +61,10 @@ class EngineScheduler(BaseModel):
                                                                               "ratio decays to its floor")
     clip_max_new_tokens: int = Field(4096, ge=1, le=10**7, description="sglang: remaining output counted at most "
                                                                        "this many tokens per request")
-    reserved_base_gib: float = Field(12.0, ge=0, le=1024, description="sglang: memory kept out of "
-                                                                      "mem_fraction_static, GiB (H200 row)")
-    reserved_per_rank_gib: float = Field(0.5, ge=0, le=64, description="sglang: plus this many GiB per rank of "
-                                                                       "tp x pp")
+    reserved_gib: tuple[tuple[float, float, float], ...] = Field(
+        ((20, 2.8, 0.1), (35, 2.8, 0.1), (90, 9.5, 0.5), (100, 12.0, 0.5), (160, 12.0, 0.5), (1e9, 32.0, 0.0)),
+        description="sglang: memory kept out of mem_fraction_static by GPU size, rows (below GiB, base GiB, GiB per "
+                    "rank of tp x pp): the first row whose bound exceeds the GPU's memory applies")
 
     @model_validator(mode="after")
     def _fields_of_the_policy(self):
@@ -76,7 +77,9 @@ class EngineScheduler(BaseModel):
         """Whether a step with prefill chunks and decodes is one forward (``mixed_batch``, default: not SGLang)."""
         return self.policy != "sglang" if self.mixed_batch is None else self.mixed_batch
 
-    @property
-    def reserved_bytes(self) -> tuple[float, float]:
-        """SGLang's reserved memory: (base, per rank of tp x pp) in bytes."""
-        return self.reserved_base_gib * GiB, self.reserved_per_rank_gib * GiB
+    def reserved_bytes(self, total_bytes: float, ranks: int) -> float:
+        """SGLang's reserved memory on a GPU of ``total_bytes`` with ``ranks`` = tp x pp (server_args.py)."""
+        for below, base, per_rank in self.reserved_gib:
+            if total_bytes < below * GiB:
+                return (base + per_rank * ranks) * GiB
+        return 0.0

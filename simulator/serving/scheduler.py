@@ -192,8 +192,7 @@ class Sglang(VllmV1):
                       ranks: int) -> float:
         total = memory.hbm_capacity_bytes or 0.0
         if not given:
-            base, per_rank = self.config.reserved_bytes
-            utilization = (total - base - per_rank * ranks) / total
+            utilization = (total - self.config.reserved_bytes(total, ranks)) / total
         return utilization * total - stage.bucket("weights")
 
     def _remaining(self, r: Any) -> int:

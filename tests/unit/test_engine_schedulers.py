@@ -71,8 +71,9 @@ def test_sglang_prefill_runs_alone_while_vllm_mixes_it_with_the_decodes():
 def test_memory_rules_by_hand():
     """100 GiB GPU, 2 GiB runtime, a stage of 60 GiB at its peak of which 20 GiB cache and 30 GiB weights.
     vLLM 0.9: 0.9 x 100 - (2 - 0.61) - 40 = 48.61 GiB (fraction of TOTAL memory); TensorRT-LLM 0.9: 0.9 x (100 - 2
-    - 40) = 52.2 GiB (fraction of FREE memory); SGLang at TP 8 without a fraction: (100 - 12 - 8 x 0.5) / 100 = 0.84
-    of total for weights and cache: 84 - 30 = 54 GiB; with mem_fraction_static 0.8: 50 GiB."""
+    - 40) = 52.2 GiB (fraction of FREE memory); SGLang at TP 8 without a fraction (a GPU of 100-160 GiB): (100 - 12
+    - 8 x 0.5) / 100 = 0.84 of total for weights and cache: 84 - 30 = 54 GiB; with mem_fraction_static 0.8: 50 GiB.
+    On an 80 GiB GPU at TP 1 SGLang keeps 9.5 + 0.5 = 10 GiB out."""
     memory = SimpleNamespace(hbm_capacity_bytes=100 * GiB, runtime_bytes=2 * GiB)
     stage = SimpleNamespace(peak=60 * GiB, bucket=lambda name: {"weights": 30 * GiB}[name])
     kv = 20 * GiB
@@ -83,6 +84,7 @@ def test_memory_rules_by_hand():
     sg = Sglang(EngineScheduler(policy="sglang"))
     assert sg.kv_free_bytes(memory, stage, kv, 0.92, False, 8) == pytest.approx(54 * GiB)
     assert sg.kv_free_bytes(memory, stage, kv, 0.8, True, 8) == pytest.approx(50 * GiB)
+    assert EngineScheduler(policy="sglang").reserved_bytes(80 * GiB, 1) == 10 * GiB
 
 
 def test_engine_profiles_carry_their_rules_with_sources():
