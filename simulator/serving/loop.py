@@ -1,7 +1,10 @@
 """The serving loop: an iteration-level simulation of one replica under open-loop (Poisson) arrivals, with a paged
 K/V cache that caps the batch and preemption by recompute when it is full (docs/serving.md, "Request-rate curve").
 
-Scheduler (vLLM V1's, one engine step per iteration):
+Each step's work comes from the engine's policy object (``LoopLimits.scheduler``: simulator/serving/scheduler.py,
+docs/engine_schedulers.md: vLLM V1, SGLang, TensorRT-LLM); an engine that runs a step's prefill chunks and decodes as
+one forward has the step priced as one batch (``LoopCosts.mixed_s``). Without a scheduler the rule is vLLM V1's,
+priced as below:
 
 1. Running requests in admission order each ask for the tokens they still have to compute: 1 for a decoding
    request (the token sampled last step), the rest of the prompt (at most the step's token budget,
