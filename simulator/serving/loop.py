@@ -77,7 +77,7 @@ class LoopLimits:
     scheduler: EngineScheduler | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # requests are told apart by identity: two with equal fields are still two requests
 class _Request:
     arrival: float
     prompt: int
@@ -183,6 +183,9 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
         preemptions += preempted
         if not work:
             if not preempted:
+                if nxt_arrival == math.inf:  # nothing runs, nothing arrives: the queue can never start
+                    raise ValueError(f"the engine's scheduler cannot admit the {len(waiting)} waiting request(s) "
+                                     "with nothing else running (a request larger than its admission rule allows)")
                 now = nxt_arrival  # idle until the next arrival
             continue
         now += _step_s(work, costs, limits.scheduler is not None and limits.scheduler.mixed)

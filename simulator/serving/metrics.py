@@ -255,9 +255,12 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
             raise UserError(f"the K/V cache holds {blocks * s.kv_block_size} tokens per replica, less than one "
                             f"sequence of {s.input_len + s.output_len}: no request rate can be served",
                             key_path="serving.request_rate")
-        saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
-                                       output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
-                                       costs=loop_costs(ctx, rp), limits=limits, workload=s.workload, base=base)
+        try:
+            saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
+                                           output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
+                                           costs=loop_costs(ctx, rp), limits=limits, workload=s.workload, base=base)
+        except ValueError as exc:  # a request the engine can never admit
+            raise UserError(f"a request cannot be served: {exc}", key_path="serving.request_rate") from None
         if not all(p["stable"] for p in rates):
             warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
                             "unstable: the queue grows without bound, no latency is given")

@@ -237,7 +237,9 @@ class Sglang(VllmV1):
         decoding = [r for r in running if _decoding(r)]
         retracted = 0
         while decoding and sum(max(0, pages.needed(r.computed + 1) - r.blocks) for r in decoding) > pages.free_pages:
-            victim = min(decoding, key=lambda r: (r.generated, -r.prompt))
+            # SGLang sorts by (outputs, -prompt) descending and pops the last: the fewest outputs, the longest prompt,
+            # and among equals the newest
+            victim = min(reversed(decoding), key=lambda r: (r.generated, -r.prompt))
             decoding.remove(victim)
             running.remove(victim)
             _requeue(victim, pages, waiting)

@@ -54,6 +54,24 @@ def test_sglang_reserves_the_running_requests_future_tokens():
     assert vllm.first_token_s * 1e3 == pytest.approx([8, 8])
 
 
+def test_sglang_retracts_the_newest_of_the_fewest_outputs_when_a_decode_step_does_not_fit():
+    """7 one-token pages, remaining output clipped at 1 token: A (2 + 1 = 3 < 7) and B (3 < 7 - 3) are admitted and
+    prefilled together (4 ms, first tokens), decode once (14 ms: 6 pages used). The next decode needs 2 pages, 1 is
+    free: B (as few outputs as A, the newer) is retracted and A ends at 24 ms; B recomputes its prompt and 2 outputs
+    (4 tokens, 4 ms) and samples its last token at 28 ms."""
+    run = run_loop(np.zeros(2), 2, 3, FLAT, limits(7, "sglang", clip_max_new_tokens=1))
+    assert run.first_token_s * 1e3 == pytest.approx([4, 4])
+    assert run.finish_s * 1e3 == pytest.approx([24, 28])
+    assert run.preemptions == 1
+
+
+def test_a_request_the_admission_rule_never_takes_is_an_error_not_a_hang():
+    """SGLang admits only while input + output < free tokens: 4 + 6 on a 10-token cache never starts, although its
+    9 cached tokens (the last output is never written) would fit."""
+    with pytest.raises(ValueError, match="cannot admit the 1 waiting request"):
+        run_loop(np.zeros(1), 4, 6, FLAT, limits(10, "sglang"))
+
+
 def test_sglang_prefill_runs_alone_while_vllm_mixes_it_with_the_decodes():
     """A at t = 0 and B at 5 ms, prompt 4 + output 3, a roomy cache. Both: A prefills (4 ms), decodes to 14 ms,
     then B is admitted. SGLang: a prefill step of B alone (4 ms: B's first token at 18 ms), then decode steps of
