@@ -72,11 +72,6 @@ class EngineScheduler(BaseModel):
             raise ValueError(f"capacity is a trtllm setting, not {self.policy}'s")
         return self
 
-    @property
-    def mixed(self) -> bool:
-        """Whether a step with prefill chunks and decodes is one forward (``mixed_batch``, default: not SGLang)."""
-        return self.policy != "sglang" if self.mixed_batch is None else self.mixed_batch
-
     def reserved_bytes(self, total_bytes: float, ranks: int) -> float:
         """SGLang's reserved memory on a GPU of ``total_bytes`` with ``ranks`` = tp x pp (server_args.py)."""
         for below, base, per_rank in self.reserved_gib:

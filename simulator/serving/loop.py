@@ -188,7 +188,7 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
                                      "with nothing else running (a request larger than its admission rule allows)")
                 now = nxt_arrival  # idle until the next arrival
             continue
-        now += _step_s(work, costs, limits.scheduler is not None and limits.scheduler.mixed)
+        now += _step_s(work, costs, policy.mixed)
         steps += 1
         batches.append(len(work))
         blocks_peak = max(blocks_peak, pages.used)

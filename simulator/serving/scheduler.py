@@ -91,8 +91,19 @@ def engine_budget_bytes(memory: MemoryReport, utilization: float) -> float:
 class VllmV1:
     """vLLM V1's scheduler (module docstring); also the loop's rule without ``serving.scheduler``."""
 
+    #: whether the engine runs a step's prefill chunks and decodes as one forward unless ``mixed_batch`` says
+    MIXED = True
+
     def __init__(self, config: EngineScheduler | None = None):
         self.config = config
+
+    @property
+    def mixed(self) -> bool:
+        """A step with prefill chunks is one forward (``mixed_batch``, else the engine's default); without a
+        scheduler the loop prices prefill and decode as two steps, as before engine profiles."""
+        if self.config is None:
+            return False
+        return self.MIXED if self.config.mixed_batch is None else self.config.mixed_batch
 
     def kv_free_bytes(self, memory: MemoryReport, stage: Any, kv: float, utilization: float, given: bool,
                       ranks: int) -> float:
@@ -180,6 +191,8 @@ class TrtLlm(VllmV1):
 
 class Sglang(VllmV1):
     """SGLang's scheduler (module docstring): prefill-first steps, admission by the new-token ratio, retraction."""
+
+    MIXED = False  # --enable-mixed-chunk is off by default
 
     def __init__(self, config: EngineScheduler):
         super().__init__(config)

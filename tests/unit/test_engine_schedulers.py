@@ -14,7 +14,7 @@ from simulator.memory.runtime import CUDA_CONTEXT_BYTES
 from simulator.plan import Batch
 from simulator.scenario import load_scenario
 from simulator.serving.loop import LoopCosts, LoopLimits, run_loop
-from simulator.serving.scheduler import Sglang, TrtLlm, VllmV1
+from simulator.serving.scheduler import Sglang, TrtLlm, VllmV1, policy_of
 from simulator.serving.step import mixed_step_time, step_time
 
 MS, GiB = 1e-3, 2**30
@@ -110,8 +110,9 @@ def test_engine_profiles_carry_their_rules_with_sources():
         profile = profile_named(name)
         assert dict(profile.serving_defaults)["scheduler"]["policy"] == policy
         assert "@" in profile.source_of("serving_defaults.scheduler")
-    assert EngineScheduler(policy="sglang").mixed is False
-    assert EngineScheduler(policy="vllm_v1").mixed and EngineScheduler(policy="trtllm").mixed
+    assert policy_of(EngineScheduler(policy="sglang")).mixed is False
+    assert policy_of(EngineScheduler(policy="vllm_v1")).mixed and policy_of(EngineScheduler(policy="trtllm")).mixed
+    assert policy_of(EngineScheduler(policy="sglang", mixed_batch=True)).mixed and policy_of(None).mixed is False
 
 
 def scenario(framework: str | None = None, **serving) -> dict:
