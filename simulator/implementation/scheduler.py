@@ -19,7 +19,8 @@ Every default below is an engine default, with its source file and commit:
 - ``trtllm``: NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp`` (GuaranteedNoEvict and
   MaxUtilization) @ cf6abc45df6e, ``tensorrt_llm/llmapi/llm_args.py`` (``KvCacheConfig.free_gpu_memory_fraction``
   0.9 of the FREE memory after the weights and activations; ``max_batch_size`` 2048, ``max_num_tokens`` 8192)
-  @ fcd3f3168280.
+  @ fcd3f3168280; trtllm-bench's max_batch_size / max_num_tokens rule (``limits: trtllm_bench``):
+  ``tensorrt_llm/bench/build/tuning.py`` ``calc_engine_setting``, ``finetune_setting`` @ a7e572fb20c6.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class EngineScheduler(BaseModel):
                                                                               "ratio decays to its floor")
     clip_max_new_tokens: int = Field(4096, ge=1, le=10**7, description="sglang: remaining output counted at most "
                                                                        "this many tokens per request")
+    limits: Literal["given", "trtllm_bench"] = Field(
+        "given", description="given: serving.max_batched_tokens and max_num_seqs as set; trtllm_bench: trtllm-bench's "
+                             "rule picks them from the model, the GPUs and serving.input_len / output_len "
+                             "(tensorrt_llm/bench/build/tuning.py)")
     reserved_gib: tuple[tuple[float, float, float], ...] = Field(
         ((20, 2.8, 0.1), (35, 2.8, 0.1), (90, 9.5, 0.5), (100, 12.0, 0.5), (160, 12.0, 0.5), (1e9, 32.0, 0.0)),
         description="sglang: memory kept out of mem_fraction_static by GPU size, rows (below GiB, base GiB, GiB per "

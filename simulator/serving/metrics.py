@@ -37,7 +37,7 @@ from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
-from simulator.serving.scheduler import engine_budget_bytes, kv_blocks
+from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, step_limits
 from simulator.serving.step import StepContext, StepTime, mixed_step_time, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
@@ -295,12 +295,14 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     the engine's memory rule gives (``serving.scheduler``: simulator/serving/scheduler.py ``kv_blocks``) beside the
     weights, the runtime and the transients of one step of that budget."""
     s = ctx.serving
-    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
+    tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
+                               s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
+    budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
     step_memory = inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget))
     blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
                        "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp)
-    chunked = s.max_batched_tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
-    return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=chunked,
+    chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
+    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked,
                       scheduler=s.scheduler)
 
 

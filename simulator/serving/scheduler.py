@@ -39,6 +39,8 @@ from typing import Any
 from simulator.implementation.scheduler import EngineScheduler
 from simulator.memory import MemoryReport
 from simulator.memory.runtime import CUDA_CONTEXT_BYTES
+from simulator.model.params import param_counts
+from simulator.plan import ResolvedPlan
 
 
 class Pages:
@@ -296,3 +298,50 @@ def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int,
         best = n if best is None else min(best, n)
     return best if best is not None else 0
 
+
+#: trtllm-bench's bytes per weight and cache element by quantization (tuning.py BYTES_PER_ELEM; others 2)
+TRTLLM_BENCH_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
+def trtllm_bench_limits(params: float, weight_dtype: str, kv_layers: int, kv_heads: int, head_dim: int,
+                        kv_bytes: float, device_bytes: float, tp: int, pp: int, input_len: int, output_len: int,
+                        fraction: float = 0.95) -> tuple[int, int]:
+    """trtllm-bench's ``(max_batch_size, max_num_tokens)`` (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``
+    ``calc_engine_setting`` and ``finetune_setting`` @ a7e572fb20c6), in GiB as it computes them:
+
+    - cache = 0.95 x (tp x pp x device memory - params x bytes per weight); one token's cache = 2 x layers x
+      max(tp, kv_heads) x head_dim x bytes per cache element (fp8 1, else 2); requests = cache / (token x (input + output));
+    - raw batch = min(requests, 4096) / pp, raw tokens = min(raw batch x (1 + input / output), 32768);
+    - batch rounded up to 32 (at least 64) below 256, to 128 below 1024, else to 256; tokens rounded up to 256 (at
+      least 2048) below 4096, to 512 below 8192, else to 1024."""
+    gib = 2**30
+    token = 2 * kv_layers * max(tp, kv_heads) * head_dim * (1.0 if kv_bytes <= 1 else 2.0) / gib
+    engine = params * TRTLLM_BENCH_BYTES.get(weight_dtype, 2.0) / gib
+    cache = (device_bytes / gib * tp * pp - engine) * fraction
+    requests = cache / (token * (input_len + output_len))
+    if requests < 1:
+        raise ValueError(f"trtllm-bench finds no room for one request of {input_len + output_len} tokens beside "
+                         f"{engine:.1f} GiB of weights")
+    raw_bs = min(requests, 4096) / pp
+    raw_token = min(raw_bs * (1 + input_len / output_len), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    else:
+        bs = (128 if raw_bs < 1024 else 256) * math.ceil(raw_bs / (128 if raw_bs < 1024 else 256))
+    if raw_token < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_token / 256))
+    else:
+        tokens = (512 if raw_token < 8192 else 1024) * math.ceil(raw_token / (512 if raw_token < 8192 else 1024))
+    return bs, tokens
+
+
+def step_limits(config: EngineScheduler | None, rp: ResolvedPlan, weight_dtype: str, device_bytes: float,
+                input_len: int, output_len: int, given: tuple[int | None, int | None]) -> tuple[int | None, int | None]:
+    """The step's ``(max tokens, max sequences)``: ``given`` (serving.max_batched_tokens, max_num_seqs), or with
+    ``limits: trtllm_bench`` trtllm-bench's rule (:func:`trtllm_bench_limits`) for the plan's model and GPUs."""
+    if config is None or config.limits == "given":
+        return given
+    m, p = rp.model, rp.parallel
+    bs, tokens = trtllm_bench_limits(param_counts(m)["total"], weight_dtype, m.layers, m.kv_heads, m.dhead,
+                                     rp.recipe.kv_cache, device_bytes, p.tp, p.pp, input_len, output_len)
+    return tokens, bs

@@ -14,7 +14,7 @@ from simulator.memory.runtime import CUDA_CONTEXT_BYTES
 from simulator.plan import Batch
 from simulator.scenario import load_scenario
 from simulator.serving.loop import LoopCosts, LoopLimits, run_loop
-from simulator.serving.scheduler import Sglang, TrtLlm, VllmV1, policy_of
+from simulator.serving.scheduler import Sglang, TrtLlm, VllmV1, policy_of, trtllm_bench_limits
 from simulator.serving.step import mixed_step_time, step_time
 
 MS, GiB = 1e-3, 2**30
@@ -160,3 +160,28 @@ def test_mixed_step_reads_the_weights_once_and_sums_the_attention():
     assert extra == pytest.approx(78.2e-6, rel=1e-3)
     assert mixed["gemm"] == pytest.approx(d["gemm"] + extra, rel=1e-9)
     assert mixed["gemm"] < 0.51 * (d["gemm"] + p["gemm"])
+
+
+def test_trtllm_bench_limits_by_hand():
+    """trtllm-bench's rule for 70.55 B parameters in fp8 (1 B), 80 layers x 8 K/V heads x 128, an fp8 cache, 80 GiB
+    GPUs. TP 4, 1024 + 1024: one token 2 x 80 x 8 x 128 B = 1.526e-4 GiB, weights 65.71 GiB, cache (320 - 65.71) x
+    0.95 = 241.58 GiB = 773.1 requests of 2048 tokens: batch 128 x ceil(773.1 / 128) = 896; tokens 773.1 x 2 = 1546
+    -> the floor 2048. TP 8, 2048 + 128: cache 545.58 GiB = 1643.2 requests: batch 256 x 7 = 1792; tokens 1643.2 x 17
+    = 27,934 -> 1024 x 28 = 28,672."""
+    common = {"params": 70.55e9, "weight_dtype": "fp8", "kv_layers": 80, "kv_heads": 8, "head_dim": 128,
+              "kv_bytes": 1.0, "device_bytes": 80 * GiB, "pp": 1}
+    assert trtllm_bench_limits(**common, tp=4, input_len=1024, output_len=1024) == (896, 2048)
+    assert trtllm_bench_limits(**common, tp=8, input_len=2048, output_len=128) == (1792, 28672)
+
+
+def test_trtllm_bench_limits_reach_the_loop():
+    """``limits: trtllm_bench`` replaces the profile's 8192 tokens / 2048 sequences: Llama-3-70B (70,553,706,496
+    parameters, bf16: 131.41 GiB) at TP 4 on H200s of 143,771 MiB (561.6 GiB), 1024 + 64 tokens: cache (561.6 -
+    131.41) x 0.95 = 408.7 GiB over 2 x 80 x 8 x 128 x 2 B x 1088 = 0.332 GiB a request = 1230.8 requests: batch
+    256 x 5 = 1280, tokens 1230.8 x 17 = 20,924 -> 1024 x 21 = 21,504."""
+    from simulator.serving.metrics import loop_limits
+
+    sc = load_scenario(scenario("tensorrt_llm", scheduler={"limits": "trtllm_bench"}))
+    ctx, memory = _context(sc)
+    lim = loop_limits(ctx, sc.plan, memory)
+    assert (lim.max_batched_tokens, lim.max_num_seqs) == (21504, 1280)
