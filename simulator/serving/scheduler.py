@@ -20,7 +20,8 @@ Requests are the loop's ``_Request`` (``prompt``, ``output``, ``computed``, ``ge
   output, clip) x new_token_ratio`` (``rem_total_tokens``); each admission takes ``input + min(max_new, clip)`` off
   the budget; prompt tokens per step at most ``chunked_prefill_size``, one chunked request at a time. Each decode
   step lowers the ratio by ``(init - min) / decay_steps`` to its floor; a decode step the pages cannot hold retracts
-  the running request with the fewest output tokens (longest prompt on ties) back to the queue and resets the ratio.
+  the running request with the fewest output tokens (longest prompt, then the newest, on ties) to the back of the
+  queue and resets the ratio.
   The static pool is ``mem_fraction_static`` x total memory for weights and cache together.
 - TensorRT-LLM (``capacityScheduler.cpp``): GUARANTEED_NO_EVICT keeps every started request and admits the queue's
   head only if the blocks of its whole length (prompt + output) fit beside the blocks every started request still
@@ -74,12 +75,16 @@ def _decoding(r: Any) -> bool:
     return r.generated > 0 and r.computed == r.known - 1
 
 
-def _requeue(r: Any, pages: Pages, waiting: deque) -> None:
-    """Preempt ``r`` by recompute: its pages freed, back to the front of the queue with its cached prefix only."""
+def _requeue(r: Any, pages: Pages, waiting: deque, front: bool = True) -> None:
+    """Preempt ``r`` by recompute: its pages freed, back to the front (vLLM) or the back (SGLang) of the queue with
+    its cached prefix only."""
     pages.free(r)
     r.computed = r.cached
     r.preempted += 1
-    waiting.appendleft(r)
+    if front:
+        waiting.appendleft(r)
+    else:
+        waiting.append(r)
 
 
 def engine_budget_bytes(memory: MemoryReport, utilization: float) -> float:
@@ -257,7 +262,7 @@ class Sglang(VllmV1):
             victim = min(reversed(decoding), key=lambda r: (r.generated, -r.prompt))
             decoding.remove(victim)
             running.remove(victim)
-            _requeue(victim, pages, waiting)
+            _requeue(victim, pages, waiting, front=False)  # scheduler.py _extend_requests_to_queue appends
             retracted += 1
         if retracted:
             self.ratio = self.init
