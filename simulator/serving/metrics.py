@@ -38,6 +38,7 @@ from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
 from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, step_limits
+from simulator.serving.speculative import speculative_decode_time, with_draft
 from simulator.serving.step import StepContext, StepTime, mixed_step_time, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
@@ -158,7 +159,10 @@ def _sum_steps(steps: list[StepTime]) -> StepTime:
 
 def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> StepTime:
     """One decode step of ``seqs`` sequences with ``past`` cached tokens each; with pipeline parallelism the
-    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines)."""
+    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines). With
+    ``serving.speculative`` one iteration (drafts and verify) over its expected tokens (serving/speculative.py)."""
+    if ctx.serving.speculative is not None:
+        return speculative_decode_time(ctx, rp, seqs, past)
     m = min(rp.parallel.pp, seqs)
     per = math.ceil(seqs / m)
     return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=ctx.serving.cuda_graphs, microbatches=m)
@@ -298,12 +302,11 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
                                s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
     budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget))
+    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget)))
     blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
                        "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp)
     chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
-    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked,
-                      scheduler=s.scheduler)
+    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked, scheduler=s.scheduler)
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:

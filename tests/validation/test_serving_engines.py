@@ -9,8 +9,8 @@ from simulator.validation.serving_engines import engine_rows, summary
 
 #: model / published - 1 of each row when pinned (2026-12-04)
 PINNED = {"vllm_random_2k": 0.321, "vllm_random_4k": 0.220, "vllm_random_32k": -0.681, "vllm_random_128": 1.208,
-          "vllm_sharegpt": 0.976, "vllm_sharegpt_c4_tpot": -0.065, "vllm_sharegpt_tp2": 0.135,
-          "vllm_sharegpt_tp4": 0.047, "sglang_sharegpt": 4.529, "trtllm_sharegpt": 6.501}
+          "vllm_sharegpt": 0.976, "vllm_sharegpt_c4_tpot": -0.065, "vllm_sharegpt_tp2": 0.097,
+          "vllm_sharegpt_tp4": -0.020, "sglang_sharegpt": 4.529, "trtllm_sharegpt": 6.501}
 
 
 def test_published_engine_rows_at_their_pinned_errors(capsys):
