@@ -308,19 +308,20 @@ def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int,
 TRTLLM_BENCH_BYTES = {"fp8": 1.0, "fp4": 0.5}
 
 
-def trtllm_bench_limits(params: float, weight_dtype: str, kv_layers: int, kv_heads: int, head_dim: int,
+def trtllm_bench_limits(params: float, weight_dtype: str, kv_layers: int, kv_heads_held: int, head_dim: int,
                         kv_bytes: float, device_bytes: float, tp: int, pp: int, input_len: int, output_len: int,
                         fraction: float = 0.95) -> tuple[int, int]:
     """trtllm-bench's ``(max_batch_size, max_num_tokens)`` (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``
     ``calc_engine_setting`` and ``finetune_setting`` @ a7e572fb20c6), in GiB as it computes them:
 
     - cache = 0.95 x (tp x pp x device memory - params x bytes per weight); one token's cache = 2 x layers x
-      max(tp, kv_heads) x head_dim x bytes per cache element (fp8 1, else 2); requests = cache / (token x (input + output));
+      K/V heads held over the TP group (``kv_heads_held``: at least one per rank, trtllm-bench's ``max(tp_size,
+      num_key_value_heads)``) x head_dim x bytes per cache element (fp8 1, else 2); requests = cache / (token x (input + output));
     - raw batch = min(requests, 4096) / pp, raw tokens = min(raw batch x (1 + input / output), 32768);
     - batch rounded up to 32 (at least 64) below 256, to 128 below 1024, else to 256; tokens rounded up to 256 (at
       least 2048) below 4096, to 512 below 8192, else to 1024."""
     gib = 2**30
-    token = 2 * kv_layers * max(tp, kv_heads) * head_dim * (1.0 if kv_bytes <= 1 else 2.0) / gib
+    token = 2 * kv_layers * kv_heads_held * head_dim * (1.0 if kv_bytes <= 1 else 2.0) / gib
     engine = params * TRTLLM_BENCH_BYTES.get(weight_dtype, 2.0) / gib
     cache = (device_bytes / gib * tp * pp - engine) * fraction
     requests = cache / (token * (input_len + output_len))
@@ -347,6 +348,6 @@ def step_limits(config: EngineScheduler | None, rp: ResolvedPlan, weight_dtype: 
     if config is None or config.limits == "given":
         return given
     m, p = rp.model, rp.parallel
-    bs, tokens = trtllm_bench_limits(param_counts(m)["total"], weight_dtype, m.layers, m.kv_heads, m.dhead,
+    bs, tokens = trtllm_bench_limits(param_counts(m)["total"], weight_dtype, m.layers, rp.kv_heads_tp * p.tp, m.dhead,
                                      rp.recipe.kv_cache, device_bytes, p.tp, p.pp, input_len, output_len)
     return tokens, bs

@@ -168,7 +168,7 @@ def test_trtllm_bench_limits_by_hand():
     0.95 = 241.58 GiB = 773.1 requests of 2048 tokens: batch 128 x ceil(773.1 / 128) = 896; tokens 773.1 x 2 = 1546
     -> the floor 2048. TP 8, 2048 + 128: cache 545.58 GiB = 1643.2 requests: batch 256 x 7 = 1792; tokens 1643.2 x 17
     = 27,934 -> 1024 x 28 = 28,672."""
-    common = {"params": 70.55e9, "weight_dtype": "fp8", "kv_layers": 80, "kv_heads": 8, "head_dim": 128,
+    common = {"params": 70.55e9, "weight_dtype": "fp8", "kv_layers": 80, "kv_heads_held": 8, "head_dim": 128,
               "kv_bytes": 1.0, "device_bytes": 80 * GiB, "pp": 1}
     assert trtllm_bench_limits(**common, tp=4, input_len=1024, output_len=1024) == (896, 2048)
     assert trtllm_bench_limits(**common, tp=8, input_len=2048, output_len=128) == (1792, 28672)
