@@ -75,6 +75,12 @@ class EngineScheduler(BaseModel):
     def _fields_of_the_policy(self):
         if self.policy != "trtllm" and "capacity" in self.model_fields_set:
             raise ValueError(f"capacity is a trtllm setting, not {self.policy}'s")
+        if self.policy != "trtllm" and self.limits != "given":
+            raise ValueError(f"limits {self.limits} is trtllm-bench's rule, not {self.policy}'s")
+        bounds = [row[0] for row in self.reserved_gib]
+        if not self.reserved_gib or any(v < 0 for row in self.reserved_gib for v in row) or bounds != sorted(bounds):
+            raise ValueError("reserved_gib: rows (below GiB, base GiB, GiB per rank) of numbers at least 0, "
+                             "their bounds increasing")
         return self
 
     def reserved_bytes(self, total_bytes: float, ranks: int) -> float:

@@ -132,6 +132,8 @@ def test_a_scenario_override_merges_into_the_profile_scheduler():
     ({"policy": "sglang", "capacity": "max_utilization"}, "capacity is a trtllm setting"),
     ({"policy": "sglang", "new_token_ratio": 1.5}, "less than or equal to 1"),
     ({"policy": "orca"}, "vllm_v1"),
+    ({"policy": "vllm_v1", "limits": "trtllm_bench"}, "trtllm-bench's rule"),
+    ({"policy": "sglang", "reserved_gib": [[160, 12, 0.5], [90, 9.5, 0.5]]}, "bounds increasing"),
 ])
 def test_bad_scheduler_is_a_located_error(sched, words):
     with pytest.raises(UserError) as err:
