@@ -10,7 +10,7 @@ from simulator.units import GIBI
 
 _COLUMNS = ("rank", "gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding",
             "micro_batch")
-_TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s")
+_TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", "offload_s")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

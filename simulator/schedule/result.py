@@ -69,6 +69,9 @@ class StepResult:
     moe: dict | None = None
     host_s: float = 0.0
     """Seconds the critical stage's GPU waits for the host to issue kernels (eager frameworks)."""
+    offload_s: float = 0.0
+    """Exposed host-link copies of offload on the critical stage (docs/offload.md); the CPU optimizer step is in
+    ``optimizer_s``."""
     replay: Callable[[], list[StageTimeline]] | None = field(default=None, repr=False, compare=False)
     """The event replay of the step's pipeline (every op with its start and end), run on demand by
     :meth:`op_timelines` where :attr:`timelines` came from an evaluator without an op list."""
@@ -82,9 +85,10 @@ class StepResult:
     @property
     def parts(self) -> list[tuple[str, float]]:
         """The critical stage's breakdown, the one list every report reads: ``compute``, ``recompute``, ``bubble``,
-        ``optimizer``, ``host`` and ``exposed <dim>`` per dimension, in seconds; they add up to the step time."""
+        ``optimizer``, ``host``, ``offload`` and ``exposed <dim>`` per dimension, in seconds; they add up to the step
+        time."""
         return [("compute", self.compute_s), ("recompute", self.recompute_s), ("bubble", self.bubble_s),
-                ("optimizer", self.optimizer_s), ("host", self.host_s),
+                ("optimizer", self.optimizer_s), ("host", self.host_s), ("offload", self.offload_s),
                 *((f"exposed {d}", v) for d, v in self.exposed_comm_s.items())]
 
     @property
@@ -118,7 +122,7 @@ class StepResult:
             "time": {"step_s": self.step_s,
                      "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,
                                      "bubble": self.bubble_s, "optimizer": self.optimizer_s,
-                                     "host": self.host_s,
+                                     "host": self.host_s, "offload": self.offload_s,
                                      "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}},
                      "bottleneck": self.bottleneck},
             "throughput": {"tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu,

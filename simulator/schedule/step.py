@@ -98,12 +98,15 @@ class StepParts:
 
 def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                 gpu_speed_sigma: float | None = None, cache: StepCache | None = None) -> StepParts:
+                 gpu_speed_sigma: float | None = None, cache: StepCache | None = None,
+                 offload_activation_bytes: float = 0.0) -> StepParts:
     """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`; ``cache``: the
     :class:`~simulator.schedule.cache.StepCache` the caller shares between plans (plan search), None: one of
     this step's own)."""
     plan = plan if moe is None else plan.with_moe_backend(moe_backend(moe.backend))  # the settings name the backend
     ctx = build_inputs(model, plan, topology, calibration, efficiency, moe, cache)
+    if offload_activation_bytes:
+        ctx = replace(ctx, offload_activation_bytes=offload_activation_bytes)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
     signatures = middle_signatures(ctx)
@@ -112,7 +115,8 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                  gpu_speed_sigma: float | None = None, replay: bool = False) -> StepResult:
+                  gpu_speed_sigma: float | None = None, offload_activation_bytes: float = 0.0,
+                  replay: bool = False) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -125,11 +129,13 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
             None: the plan's backend and the defaults (sequential, uniform routing). Ignored without MoE or ep 1.
         gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
+        offload_activation_bytes: with activation offload (``parallel.cpu_offloading_num_layers``), the saved bytes
+            its layers move to the host per micro-batch (:func:`simulator.memory.offload.offloaded_activation_bytes`).
         replay: time the pipeline by the event replay even where the schedule has a faster evaluator (the result's
             timelines then hold every op; otherwise the replay runs when :meth:`StepResult.op_timelines` is called).
     """
     parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
-                         gpu_speed_sigma=gpu_speed_sigma)
+                         gpu_speed_sigma=gpu_speed_sigma, offload_activation_bytes=offload_activation_bytes)
     result = finish_step(parts, replay_timelines(parts) if replay else fast_or_replay(parts))
     return replace(result, replay=partial(replay_timelines, parts))
 
@@ -199,7 +205,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     exposed_comm["pp"] += timelines[k].wait_pp_s
     exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
-    bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1]
+    offload = tails[k][0].get("offload", 0.0)
+    bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1] - offload
     per_list: dict[int, float] = {}     # middle stages of one signature share their chunk list: sum it once
     for c in chunks:
         if id(c) not in per_list:
@@ -208,7 +215,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
-        host_s=total.host,
+        host_s=total.host, offload_s=offload,
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,

@@ -38,6 +38,7 @@ from simulator.hardware.calibration import calibration_of
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
 from simulator.memory.nccl import nccl_bytes
+from simulator.memory.offload import check_host_memory, offloaded_activation_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
@@ -156,6 +157,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
     check_timeline(plan)
+    check_host_memory(plan, ctx.fixed.cluster)     # offload: the node's host memory holds what it offloads
     return plan
 
 
@@ -199,7 +201,8 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache)
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
     return point, parts, memory
 
 
@@ -269,7 +272,7 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
            "mfu": step.mfu, "tokens_per_s": step.tokens_per_s,
            "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,
            "compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
-           "optimizer_s": step.optimizer_s, "host_s": step.host_s,
+           "optimizer_s": step.optimizer_s, "host_s": step.host_s, "offload_s": step.offload_s,
            "timeline": how}
     row.update({f"exposed_{d}_s": step.exposed_comm_s[d] for d in DIMS})
     return row

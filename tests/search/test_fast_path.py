@@ -128,7 +128,8 @@ def _check_rows(ctx, drawn: list, kind: str) -> None:
         assert _close(row["mfu"], step.mfu)
         assert _close(row["tokens_per_s"], step.tokens_per_s)
         expected = {"compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
-                    "optimizer_s": step.optimizer_s, "host_s": step.host_s, **{f"exposed_{d}_s": v for d, v in step.exposed_comm_s.items()}}
+                    "optimizer_s": step.optimizer_s, "host_s": step.host_s, "offload_s": step.offload_s,
+                    **{f"exposed_{d}_s": v for d, v in step.exposed_comm_s.items()}}
         for term in TERMS:
             assert _close(row[term], expected[term], step.step_s if term == "bubble_s" else 0.0), term
 
