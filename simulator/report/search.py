@@ -39,6 +39,12 @@ def render_search(result, top: int, why_line: str | None) -> str:
     rows = [[str(p[c]) for c in _COLUMNS] + [f"{p['step_s']:.3f}", f"{p['device_peak_bytes'] / GIBI:.1f}",
                                              f"{p['mfu']:.1%}", f"{p['tokens_per_s']:,.0f}"] for p in plans]
     out += _table(header, rows)
+    if plans and "run_days" in plans[0]:   # ranked by a whole-run figure (--objective days|cost|energy)
+        out += ["", "the whole run (run: section): wall-clock days, goodput, energy, cost"]
+        out += _table(["rank", "days", "goodput", "MWh", "cost", "GPU-hours"],
+                      [[str(p["rank"]), f"{p['run_days']:.2f}", f"{p['run_goodput']:.1%}",
+                        f"{p['run_energy_MWh']:,.1f}", f"{p['run_cost']:,.0f}" if p["run_cost"] is not None else "-",
+                        f"{p['run_gpu_hours']:,.0f}"] for p in plans])
     out += ["", "breakdown of the step (s, critical stage): compute, recompute, bubble, optimizer, exposed comm"]
     out += _table(["rank", *(t.removesuffix("_s") for t in _TERMS), "exposed"],
                   [[str(p["rank"]), *(f"{p[t]:.3f}" for t in _TERMS), _exposed(p)] for p in plans])
