@@ -73,4 +73,6 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
     if scenario.serving.speculative is not None:  # one iteration at batch and input_len (docs/speculative.md)
         s = scenario.serving
         header["speculative"] = iteration(ctx, scenario.plan, s.batch, s.input_len).to_dict()
-    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes))
+    base = Path(scenario.file).parent if scenario.file else Path.cwd()
+    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes),
+                 base=base)

@@ -8,6 +8,7 @@ from typing import Any
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory.offload import check_host_memory, offload_memory, offloaded_activation_bytes
 from simulator.plan import resolve_plan
 from simulator.scenario.load import Scenario
 from simulator.schedule import StepResult, simulate_step
@@ -55,7 +56,7 @@ class Result:
             "parallel": {"tp": s.parallel.tp, "pp": s.parallel.pp, "dp": s.plan.dp, "cp": s.parallel.cp,
                          "ep": s.parallel.ep, "ulysses": s.parallel.ulysses, "vpp": s.parallel.vpp},
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
-                       "oom": self.memory.oom},
+                       "oom": self.memory.oom, **offload_memory(s.plan, s.cluster)},
             **(self.step.to_dict() if self.step is not None else {}),
             **({"run": self.run.to_dict()} if self.run is not None else {}),
             "warnings": self.warnings(),
@@ -138,6 +139,7 @@ def simulate(scenario: Scenario) -> Result:
                              cluster=scenario.cluster)
     if scenario.training.mode == "inference":
         return Result(scenario=scenario, memory=memory, step=None)
+    check_host_memory(scenario.plan, scenario.cluster)
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     step = _step(scenario, scenario.plan, calibration)
     if scenario.run is None:
@@ -147,7 +149,8 @@ def simulate(scenario: Scenario) -> Result:
 
 def _step(scenario: Scenario, plan, calibration):
     return simulate_step(scenario.model, plan, topology_of(scenario.cluster), calibration=calibration,
-                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma)
+                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
 
 
 def _whole_run(scenario: Scenario, memory: MemoryReport, step: StepResult, calibration) -> WholeRun:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.scheduler import EngineScheduler
 from simulator.implementation.speculative import SpeculativeConfig
 from simulator.implementation.workload import Workload
 
@@ -115,6 +116,10 @@ class ServingConfig(BaseModel):
         None, ge=1, le=1_000_000, description="largest batch of the request-rate simulation (vLLM max_num_seqs); "
                                               "null: only the K/V cache limits it")
 
+    scheduler: EngineScheduler | None = Field(
+        None, description="the engine's scheduling policy and memory rule (vllm_v1, sglang, trtllm; the engine "
+                          "profiles give it: simulator/implementation/scheduler.py); null: vLLM V1's rule with "
+                          "prefill and decode priced as two steps")
     workload: Workload | None = Field(
         None, description="request stream of simulator serve --bench (lengths, prefix hits, arrivals; "
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")
@@ -151,6 +156,14 @@ class ServingConfig(BaseModel):
         if forced is not None and self.cuda_graphs != forced:
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_sets_the_arrivals(self):
+        if self.request_rate is not None and self.workload is not None and self.workload.arrival.process == "csv":
+            raise ValueError("request_rate sets each point's arrival rate: a csv of arrival times is for "
+                             "simulator serve --bench (leave request_rate out, or use a poisson, constant or gamma "
+                             "arrival process)")
         return self
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.offload import Offload, offload_of
 from simulator.plan.ranks import (
     ALL_DIMS,
     COMBINED,
@@ -60,6 +61,11 @@ class ResolvedPlan(BaseModel):
             return self
         return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields},
                              "moe_backend": backend})
+
+    @cached_property
+    def offload(self) -> Offload:
+        """What the plan keeps off the GPU (:mod:`simulator.plan.offload`)."""
+        return offload_of(self.parallel, self.training)
 
     @cached_property
     def recipe(self) -> Recipe:

@@ -175,7 +175,7 @@ def draft_bytes(ctx: StepContext, rp: ResolvedPlan) -> tuple[float, float, str]:
             tensors.append(ParamTensor("draft.fc", d.fc_inputs * model.hidden ** 2, "replicated", "draft"))
             if spec.method == "eagle3":
                 tensors += [t for t in head_params(d.plan.model) if t.name == "output_layer"]
-        params = sum(local_numel(t, tp=p.tp, kv_ranks=min(p.tp, model.kv), ep=p.ep, etp=p.etp) for t in tensors)
+        params = sum(local_numel(t, tp=p.tp, kv_ranks=rp.shape.kv_ranks, ep=p.ep, etp=p.etp) for t in tensors)
     kv = d.layers * kv_cache_bytes_per_token_layer(d.plan)
     return params * element, kv, f"{spec.method}: {params:.4g} params x {element} B; {d.layers} layers of K/V"
 

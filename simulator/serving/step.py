@@ -32,7 +32,7 @@ on one rank:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from simulator.collectives.custom_allreduce import choose
 from simulator.compute.efficiency import ComputeEfficiency
@@ -45,7 +45,13 @@ from simulator.moe import MoeSettings, sm_slowdown
 from simulator.plan import Batch, ResolvedPlan, serving_backend
 from simulator.pricing.groups import GroupTimer, OpTiming
 from simulator.pricing.serving import price_serving
-from simulator.program import serving_embedding_program, serving_head_program, serving_layer_program
+from simulator.program import (
+    LayerProgram,
+    serving_embedding_program,
+    serving_head_program,
+    serving_layer_program,
+)
+from simulator.program.serving import cache_attention
 from simulator.serving import backends as B
 from simulator.serving.tbo import split_batch, tbo_layer_s
 from simulator.topology import Topology
@@ -152,16 +158,24 @@ def _add(acc: dict[str, float], priced: dict[str, float]) -> None:
         acc[key] += value
 
 
-def _layer(ctx, rp, timer, stage, layer, batch, acc, log, verify=False) -> None:
-    """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives."""
+def _layer(ctx, rp, timer, stage, layer, batch, acc, log, verify=False, parts: tuple[Batch, ...] = ()) -> None:
+    """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives. With ``parts``
+    (a mixed step: ``batch`` is all their new tokens as one) the attention is each part's own op, priced apart."""
     moe = ctx.model.is_moe_layer(layer)
     imbalance = timer.moe_routing(stage).imbalance if moe and rp.parallel.ep > 1 else 1.0
+    kv_bytes, cache, cache_len = (kv_cache_bytes_per_token_layer(rp), B.KV_CACHES[ctx.serving.kv_cache_impl],
+                                  ctx.serving.input_len + ctx.serving.output_len)
     program = serving_layer_program(
         rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu), layer_index=layer,
-        kv_token_bytes=kv_cache_bytes_per_token_layer(rp), kernels=B.KERNEL_SETS[ctx.serving.kernels],
+        kv_token_bytes=kv_bytes, kernels=B.KERNEL_SETS[ctx.serving.kernels],
         decode_kernel=_decode_kernel(ctx), expert_kernel=B.EXPERT_KERNELS[ctx.serving.expert_kernel],
-        imbalance=imbalance, kv_cache=B.KV_CACHES[ctx.serving.kv_cache_impl],
-        cache_len=ctx.serving.input_len + ctx.serving.output_len, verify=verify)
+        imbalance=imbalance, kv_cache=cache, cache_len=cache_len, verify=verify)
+    if parts:
+        program = replace(program, attention=None)
+        for part in parts:
+            op = cache_attention(rp, part, kv_bytes, _decode_kernel(ctx), cache, cache_len)
+            acc["attention"] += price_serving(LayerProgram(kind=program.kind, attention=op), ctx.gpu, ctx.eff)[
+                "attention"]
     _add(acc, price_serving(program, ctx.gpu, ctx.eff))
     for op in program.comm:
         acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
@@ -192,9 +206,10 @@ def _tbo_layer(ctx, rp, halves, stage, layer, acc, log, verify: bool = False) ->
 
 
 def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch,
-           log: list, halves=None, verify: bool = False) -> tuple[dict[str, float], int]:
+           log: list, halves=None, verify: bool = False, parts: tuple[Batch, ...] = ()) -> tuple[dict[str, float], int]:
     """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included). A
-    speculative verify step (``verify``) takes logits of every new token, not only each sequence's last."""
+    speculative verify step (``verify``) takes logits of every new token, not only each sequence's last; a mixed
+    step (``parts``) one token per part's sequence."""
     model, p = ctx.model, rp.parallel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc = dict.fromkeys(OP_CLASSES, 0.0)
@@ -212,7 +227,7 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
             kernels += (kset.per_layer + kset.per_moe_layer) * len(group)
             _tbo_layer(ctx, rp, halves, stage, group[0], one, log, verify)
         else:
-            _layer(ctx, rp, timer, stage, group[0], batch, one, log, verify)
+            _layer(ctx, rp, timer, stage, group[0], batch, one, log, verify, parts)
         for entry in log[before:]:
             entry["count"] = len(group)
         for key, value in one.items():
@@ -221,7 +236,10 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
         _add(acc, price_serving(serving_embedding_program(rp, batch), ctx.gpu, ctx.eff))
     if stage == p.pp - 1:
         kernels += kset.per_step
-        logits = Batch(batch.tokens, 1, batch.cached) if verify else batch
+        if parts:
+            logits = Batch(sum(q.sequences for q in parts), 1)
+        else:
+            logits = Batch(batch.tokens, 1, batch.cached) if verify else batch
         _add(acc, price_serving(serving_head_program(rp, logits, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
                                 ctx.gpu, ctx.eff))
         ops = serving_step_traffic(rp, logits)
@@ -244,7 +262,7 @@ def _tbo_halves(ctx: StepContext, rp: ResolvedPlan, batch: Batch, phase: str):
 
 
 def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, graphs: bool,
-              microbatches: int = 1) -> StepTime:
+              microbatches: int = 1, parts: tuple[Batch, ...] = ()) -> StepTime:
     """One step of ``batch`` (its sequences adding ``new`` tokens on ``cached`` ones; module docstring) under the
     scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``. ``phase``: prefill, decode, or verify (a
     speculative verify step: decode's kernels and backend over ``new`` = k + 1 tokens per sequence, logits of each).
@@ -257,8 +275,8 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase), batch=batch)
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
-    halves = _tbo_halves(ctx, rp, batch, phase)
-    stages = [_stage(ctx, rp, timer, stage, batch, log, halves, phase == "verify") for stage in range(p.pp)]
+    halves = None if parts else _tbo_halves(ctx, rp, batch, phase)  # a mixed step runs as one batch
+    stages = [_stage(ctx, rp, timer, stage, batch, log, halves, phase == "verify", parts) for stage in range(p.pp)]
     acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
     kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())
@@ -282,3 +300,15 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     acc["host"] += serial
     return StepTime(step_s=max(gpu_s, host) + serial, breakdown_s=acc, kernels=kernels, gpu_s=gpu_s,
                     comm=tuple(log))
+
+
+def mixed_step_time(ctx: StepContext, rp: ResolvedPlan, parts: tuple[Batch, ...]) -> StepTime:
+    """One forward over every part of a mixed step (prefill chunks and decodes, each a :class:`Batch`), as vLLM V1
+    and TensorRT-LLM's in-flight batching run it: the layers' GEMMs, memory-bound kernels, experts and collectives
+    on the summed new tokens (``Batch(1, tokens)``: the weights read once), the attention of each part on its own
+    cache, the LM head on one token per sequence. A step with any prefill chunk takes the prefill phase (its
+    all-to-all backend, no CUDA graph: the host issues every kernel, as for a prefill step)."""
+    tokens = sum(q.tokens for q in parts)
+    decode = all(q.new == 1 for q in parts)
+    return step_time(ctx, rp, Batch(1, tokens), phase="decode" if decode else "prefill",
+                     graphs=ctx.serving.cuda_graphs and decode, parts=tuple(parts))

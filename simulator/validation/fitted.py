@@ -28,6 +28,7 @@ from simulator.implementation.profiles import profile_named
 from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
+from simulator.pricing.offload import offload_coefficients
 from simulator.pricing.overlap import coefficients as overlap_coefficients
 from simulator.program.op_chains import (
     CROSS_ENTROPY_BYTES,
@@ -76,6 +77,11 @@ def _ampere():
 
 _T4 = "Korthikanti et al. 2023 Table 4 (one 22B layer forward/backward, 10 numbers, least squares on log time)"
 FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
+    FittedConstant("pricing/data/offload.yaml cpu_optimizer_efficiency",
+                   "CPU optimizer step of offload, fraction of the node's DRAM peak",
+                   lambda: offload_coefficients()["cpu_optimizer_efficiency"], KORTHIKANTI,
+                   "DeepSpeed ZeRO-Offload Qwen2.5-1.5B on a DGX A100 (deepspeedai/DeepSpeed blogs/zenflow-corebinding; "
+                   "the 3B row validates), validation/data/deepspeed_offload.csv"),
     FittedConstant("compute_efficiency.yaml ampere.peak_fraction.bf16/fp16", "A100 GEMM fraction of peak",
                    lambda: _ampere().peak_fraction["bf16"], KORTHIKANTI, _T4),
     FittedConstant("compute_efficiency.yaml ampere.memory_efficiency", "A100 fraction of HBM bandwidth",

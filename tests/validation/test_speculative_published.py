@@ -31,13 +31,13 @@ def tpot():
 
 def test_speedup_within_15_percent_of_the_published(tpot):
     speedup = tpot[False] / tpot[True]
-    assert speedup == pytest.approx(1.73, abs=0.01)
+    assert speedup == pytest.approx(1.75, abs=0.01)   # 1.73 before TP ranks' shared tokens counted once
     assert abs(speedup / PUBLISHED_SPEEDUP - 1) < 0.15
 
 
 def test_per_user_rate_misses_by_the_baseline_factor(tpot):
-    """The per-user rate is 3.1x the published because the model's baseline is (7.3 ms per token against the
+    """The per-user rate is 3.1x the published because the model's baseline is (7.2 ms per token against the
     engine's 22.9 ms): the issue's 15% on this row is not met (docs/speculative.md)."""
-    assert 1 / tpot[True] / PUBLISHED_TOK_S == pytest.approx(3.07, abs=0.02)
+    assert 1 / tpot[True] / PUBLISHED_TOK_S == pytest.approx(3.14, abs=0.02)
     baseline = PUBLISHED_TOK_S / PUBLISHED_SPEEDUP
-    assert 1 / tpot[False] / baseline == pytest.approx(3.13, abs=0.02)
+    assert 1 / tpot[False] / baseline == pytest.approx(3.16, abs=0.02)

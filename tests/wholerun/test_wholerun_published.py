@@ -14,7 +14,7 @@ from simulator.wholerun.failures import component_counts, failure_rate_per_s
 TOLERANCE = 0.15
 HOUR = 3600.0
 
-#: (GPUs, published MTTF in hours): Kokolis et al. 2024 (arXiv 2410.21680, HPCA 2025), Section V, the MTTF
+#: (GPUs, published MTTF in hours): Kokolis et al. 2024 (arXiv 2410.21680, HPCA 2025), the text of Fig. 7, the MTTF
 #: projected from RSC-1's failure rate for jobs of 16,384 and 131,072 GPUs
 KOKOLIS_MTTF_H = [(16384, 1.8), (131072, 0.23)]
 

@@ -38,3 +38,16 @@ def test_a_run_objective_needs_the_run_section():
     plain = {k: v for k, v in SCENARIO.items() if k != "run"}
     with pytest.raises(UserError, match="needs a run: section"):
         search(plain, objective="days")
+
+
+def test_the_search_table_shows_the_whole_run():
+    from simulator.report.search import render_search
+
+    days = search(SCENARIO, objective="days")
+    text = render_search(days, top=2, why_line=None)
+    first = days.plans[0]
+    assert "the whole run (run: section)" in text
+    line = next(ln for ln in text.splitlines() if ln.split()[:2] == ["1", f"{first['run_days']:.2f}"])
+    assert f"{first['run_cost']:,.0f}" in line and f"{first['run_goodput']:.1%}" in line
+    assert "the whole run" not in render_search(search({k: v for k, v in SCENARIO.items() if k != "run"}),
+                                                top=2, why_line=None)
