@@ -15,6 +15,7 @@ NVL72 rack: 18 trays whose 72 GPUs each link to the rack's 18 switch chips). Dom
 from __future__ import annotations
 
 import math
+import re
 
 import networkx as nx
 
@@ -214,21 +215,49 @@ def fabric_layout(spec: NodeSpec, nodes: int, fabric: FabricSpec) -> tuple[int, 
 
 
 def _add_fabric(graph: nx.DiGraph, spec: NodeSpec, nodes: int, fabric: FabricSpec) -> None:
-    nic = spec.nics
-    link = nic.kind
     per_leaf, leaves, spines = fabric_layout(spec, nodes, fabric)
     for j in range(leaves):
         graph.add_node(f"leaf{j}", kind="leaf", index=j)
     for k in range(spines):
         graph.add_node(f"spine{k}", kind="spine", index=k)
+    to_leaf, to_spine = _fabric_link(spec, fabric, "nic"), _fabric_link(spec, fabric, "leaf")
+    edges = []  # both directions of each link (as _link adds them), added at once: 10^5 edges on large clusters
     for node in range(nodes):
-        for i in range(nic.count):
-            leaf = leaf_of(fabric.kind, node, i, per_leaf, nic.count)
-            _link(graph, f"n{node}.nic{i}", f"leaf{leaf}", nic.bandwidth, spec.latency.nic + fabric.switch_latency,
-                  link)
+        for i in range(spec.nics.count):
+            a, b = f"n{node}.nic{i}", f"leaf{leaf_of(fabric.kind, node, i, per_leaf, spec.nics.count)}"
+            edges += [(a, b, to_leaf), (b, a, to_leaf)]
     for j in range(leaves):
         for k in range(spines):
-            _link(graph, f"leaf{j}", f"spine{k}", nic.bandwidth, fabric.switch_latency, link)
+            edges += [(f"leaf{j}", f"spine{k}", to_spine), (f"spine{k}", f"leaf{j}", to_spine)]
+    graph.add_edges_from(edges)  # each edge gets its own copy of the attributes
+
+
+def _fabric_link(spec: NodeSpec, fabric: FabricSpec, lower: str) -> dict:
+    """Attributes of a fabric link (either direction) whose lower end is a ``nic`` (NIC - leaf) or a ``leaf`` (leaf
+    - spine): the NIC's line rate on both; a NIC hop adds the NIC's latency to the switch's."""
+    latency = spec.latency.nic + fabric.switch_latency if lower == "nic" else fabric.switch_latency
+    return {"bandwidth_Bps": float(spec.nics.bandwidth), "latency_s": float(latency), "link": spec.nics.kind}
+
+
+def fabric_edge(cluster: ClusterSpec, u: str, v: str) -> dict:
+    """Attributes of the fabric edge u -> v (``n<node>.nic<i>``, ``leaf<j>``, ``spine<k>``) without building the
+    fabric graph (:func:`fabric_graph` holds the same edges); KeyError if the fabric has no such edge."""
+    spec, fabric = cluster.node, cluster.effective_fabric
+    per_leaf, leaves, spines = fabric_layout(spec, cluster.nodes, fabric)
+    ends = {_FABRIC_VERTEX.fullmatch(x).lastgroup if _FABRIC_VERTEX.fullmatch(x) else None: x for x in (u, v)}
+    if cluster.nodes > 1 and set(ends) == {"nic", "leaf"}:
+        node, nic = (int(x) for x in ends["nic"][1:].split(".nic"))
+        if node < cluster.nodes and nic < spec.nics.count and int(ends["leaf"][4:]) == leaf_of(
+                fabric.kind, node, nic, per_leaf, spec.nics.count):
+            return _fabric_link(spec, fabric, "nic")
+    if cluster.nodes > 1 and set(ends) == {"leaf", "spine"}:
+        if int(ends["leaf"][4:]) < leaves and int(ends["spine"][5:]) < spines:
+            return _fabric_link(spec, fabric, "leaf")
+    raise KeyError((u, v))
+
+
+#: the fabric's vertex names, by kind
+_FABRIC_VERTEX = re.compile(r"(?P<nic>n\d+\.nic\d+)|(?P<leaf>leaf\d+)|(?P<spine>spine\d+)")
 
 
 def leaf_of(kind: str, node: int, nic: int, per_leaf: int, nics_per_node: int) -> int:

@@ -13,6 +13,7 @@ import networkx as nx
 
 from simulator.errors import UserError
 from simulator.hardware import ClusterSpec
+from simulator.topology import build
 from simulator.topology.build import build_graph, domain_template, fabric_graph, relabel_vertex
 
 #: vertex names inside a node: ``n<node>.<kind><index>...`` (``n3.gpu5``, ``n0.nic1``, ``n2.pcie0.g``)
@@ -70,7 +71,6 @@ class Topology:
         self.cluster = cluster
         self._domain_nodes = cluster.domain_nodes
         self._template = domain_template(cluster)
-        self._fabric = fabric_graph(cluster)
         self._path_cache: dict[tuple[str, str], list[Path]] = {}
         self.placement_cache: dict[tuple, object] = {}
         """Placements of groups on this topology (:func:`simulator.collectives.place_group`), by its arguments; a
@@ -112,6 +112,17 @@ class Topology:
             names = self.gpus
             view = views[gpus] = self._view(gpus=[names[g] for g in gpus], uneven_groups=True)
         return view
+
+    @cached_property
+    def _fabric(self) -> nx.DiGraph:
+        """The network's graph, built on first use (:attr:`graph`): routes and edges across domains are answered from
+        the fabric's layout (:meth:`_fabric_route`, :func:`simulator.topology.build.fabric_edge`)."""
+        return fabric_graph(self.cluster)
+
+    @cached_property
+    def _layout(self) -> tuple[int, int, int]:
+        """(nodes per leaf group, leaves, spines) of the fabric (:func:`simulator.topology.build.fabric_layout`)."""
+        return build.fabric_layout(self.cluster.node, self.cluster.nodes, self.cluster.effective_fabric)
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -238,7 +249,7 @@ class Topology:
         du, dv = self.domain_of(u), self.domain_of(v)
         if du is not None and du == dv:
             return self._template.edges[self.to_template(u), self.to_template(v)]
-        return self._fabric.edges[u, v]
+        return build.fabric_edge(self.cluster, u, v)
 
     def _relabel(self, path: Path, domain: int) -> Path:
         if domain == 0:
@@ -280,8 +291,7 @@ class Topology:
 
     def _fabric_route(self, nic_a: str, nic_b: str) -> list[str]:
         """NIC to NIC through the leaves and, when they differ, one spine chosen by a deterministic ECMP hash."""
-        leaf_a = next(v for v in self._fabric.successors(nic_a) if v.startswith("leaf"))
-        leaf_b = next(v for v in self._fabric.successors(nic_b) if v.startswith("leaf"))
+        leaf_a, leaf_b = self._leaf(nic_a), self._leaf(nic_b)
         if leaf_a == leaf_b:
             return [nic_a, leaf_a, nic_b]
         spines = self._spines
@@ -289,10 +299,15 @@ class Topology:
         ib = self.node_of(nic_b) * 1009 + int(nic_b.rsplit("nic", 1)[1])
         return [nic_a, leaf_a, spines[(ia + ib) % len(spines)], leaf_b, nic_b]
 
+    def _leaf(self, nic: str) -> str:
+        """The leaf a NIC plugs into (its one fabric edge up)."""
+        node, index = (int(x) for x in nic[1:].split(".nic"))
+        count = self.cluster.node.nics.count
+        return f"leaf{build.leaf_of(self.cluster.effective_fabric.kind, node, index, self._layout[0], count)}"
+
     @cached_property
     def _spines(self) -> list[str]:
-        return sorted((v for v, k in self._fabric.nodes(data="kind") if k == "spine"),
-                      key=lambda v: self._fabric.nodes[v]["index"])
+        return [f"spine{k}" for k in range(self._layout[2])]
 
     def _make_path(self, hops: list[str]) -> Path:
         edges = [self.edge(u, v) for u, v in zip(hops, hops[1:], strict=False)]

@@ -181,3 +181,34 @@ def test_rank_views_are_kept_per_gpus_and_indexed_by_their_own_ranks(dgx_a100_x2
     assert second.with_ranks_on((0, 1)).gpus == ["n1.gpu0", "n1.gpu1"]
     assert dgx_a100_x2.with_ranks_on((0, 1)).gpus == ["n0.gpu0", "n0.gpu1"]
     assert second.placement_cache is not dgx_a100_x2.placement_cache
+
+
+@pytest.mark.parametrize("profile,nodes,fabric", [
+    ("dgx_h100", 40, None),  # the profile's own fabric: several leaves, spines
+    ("dgx_a100_80gb", 12, {"kind": "fat_tree", "leaf_ports": 40, "oversubscription": 3.0, "switch_latency": "130 ns"}),
+    ("hgx_h800", 9, {"kind": "rail_optimized", "leaf_ports": 16, "oversubscription": 1.0, "switch_latency": "200 ns"}),
+    ("gb200_nvl72", 36, None),  # two racks
+])
+def test_fabric_answered_without_its_graph(profile, nodes, fabric):
+    """Every edge of the fabric graph has the attributes fabric_edge computes from the layout, each NIC's route
+    starts at its graph leaf, a non-edge is a KeyError, and cross-node paths never build the fabric graph."""
+    from simulator.topology.build import fabric_edge, fabric_graph
+
+    cluster = load_cluster(profile, nodes, fabric=fabric)
+    graph = fabric_graph(cluster)
+    assert graph.number_of_edges() > 0
+    for u, v, data in graph.edges(data=True):
+        assert fabric_edge(cluster, u, v) == data
+    topo = Topology(cluster)
+    nics = [v for v, k in graph.nodes(data="kind") if k is None]  # NICs: named by the links only
+    assert len(nics) == nodes * cluster.node.nics.count
+    for nic in nics:
+        assert list(graph.successors(nic)) == [topo._leaf(nic)]
+    spines = sorted((v for v, k in graph.nodes(data="kind") if k == "spine"), key=lambda v: graph.nodes[v]["index"])
+    assert topo._spines == spines
+    for u, v in (("n0.nic0", "spine0"), ("leaf0", "leaf1"), (f"n{nodes}.nic0", "leaf0"), ("n0.gpu0", "leaf0")):
+        assert not graph.has_edge(u, v)
+        with pytest.raises(KeyError):
+            fabric_edge(cluster, u, v)
+    topo.path(0, len(topo.gpus) - 1)
+    assert "_fabric" not in topo.__dict__ and "graph" not in topo.__dict__
