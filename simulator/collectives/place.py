@@ -158,10 +158,10 @@ def _nic_sharing(topology: Topology, names: list[str], concurrent: Sequence[Sequ
     NICs."""
     users: Counter = Counter()
     for group in [names, *concurrent]:
-        members = [topology.gpu(g) for g in group]
-        if len({topology.domain_of(g) for g in members}) > 1:
-            users.update({topology.home_nic(g) for g in members})
-    return max(users[topology.home_nic(g)] for g in names)
+        homes = topology.homes(group)
+        if len({domain for domain, _ in homes}) > 1:
+            users.update({nic for _, nic in homes})
+    return max(users[nic] for _, nic in topology.homes(names))
 
 
 def _arch(compute_capability: str) -> str:

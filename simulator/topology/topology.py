@@ -271,6 +271,22 @@ class Topology:
                 return f"n{node}.nic{complex_.nics[0]}"
         return f"n{node}.nic{local % spec.nics.count}"
 
+    def homes(self, group: Iterable[int | str]) -> list[tuple[int, str]]:
+        """(NVLink domain, :meth:`home_nic`) of each GPU of ``group`` (ranks or vertex names, as :meth:`gpu` takes
+        them): a plan's placement asks this for every GPU of the cluster's concurrent groups."""
+        gpus, known = self.gpus, self._homes
+        return [known[gpus[g] if type(g) is int and 0 <= g < len(gpus) else g if g in known else self.gpu(g)]
+                for g in group]
+
+    @cached_property
+    def _homes(self) -> dict[str, tuple[int, str]]:
+        """:meth:`homes` of every GPU by vertex name, built at once (a name's domain and NIC do not depend on which
+        rank it holds: views share it); a GPU's home NIC has its local index on every node."""
+        spec, per_domain = self.cluster.node, self._domain_nodes
+        nic = [self.home_nic(f"n0.gpu{i}").split(".", 1)[1] for i in range(spec.gpus)]
+        return {f"n{n}.gpu{i}": (n // per_domain, f"n{n}.{nic[i]}") for n in range(self.cluster.nodes)
+                for i in range(spec.gpus)}
+
     def _inter_paths(self, a: str, b: str) -> list[Path]:
         nic_a, nic_b = self.home_nic(a), self.home_nic(b)
         first = self._intra_route(a, nic_a)

@@ -212,3 +212,17 @@ def test_fabric_answered_without_its_graph(profile, nodes, fabric):
             fabric_edge(cluster, u, v)
     topo.path(0, len(topo.gpus) - 1)
     assert "_fabric" not in topo.__dict__ and "graph" not in topo.__dict__
+
+
+@pytest.mark.parametrize("profile,nodes", [("p4d_24xlarge", 3), ("gb200_nvl72", 36), ("dgx_h100", 2)])
+def test_homes_are_each_gpus_domain_and_nic(profile, nodes):
+    """homes() (the table the NIC-sharing count reads) agrees GPU by GPU with domain_of and home_nic, by rank and
+    by name, on a view whose ranks sit on other GPUs too (p4d: 4 NICs for 8 GPUs, one per PCIe complex)."""
+    topo = Topology(load_cluster(profile, nodes))
+    expected = [(topo.domain_of(g), topo.home_nic(g)) for g in topo.gpus]
+    assert topo.homes(range(len(topo.gpus))) == expected
+    assert topo.homes(reversed(topo.gpus)) == expected[::-1]
+    view = topo.with_ranks_on(tuple(range(len(topo.gpus)))[::-1])
+    assert view.homes([0, 1]) == [expected[-1], expected[-2]]
+    with pytest.raises(Exception, match="unknown GPU"):
+        topo.homes([len(topo.gpus)])
