@@ -22,10 +22,12 @@ def sample_topk(n_tokens: int, k: int, p: np.ndarray, nodes: int, node_limit: in
     rows = max(1, _CHUNK_ELEMENTS // experts)
     out = np.empty((n_tokens, k), dtype=np.int64)
     equal = bool(np.all(log_p == log_p[0]))
+    uniforms = np.empty((min(rows, n_tokens), experts)) if equal else None  # one buffer for every chunk's draws
     for start in range(0, n_tokens, rows):
         n = min(rows, n_tokens - start)
         if equal:
-            out[start:start + n] = _sample_equal(rng.random(size=(n, experts)), log_p[0], k, nodes, node_limit)
+            u = rng.random(out=uniforms[:n])  # the same draws as rng.random(size=(n, experts))
+            out[start:start + n] = _sample_equal(u, log_p[0], k, nodes, node_limit)
             continue
         scores = log_p + _gumbel(rng, (n, experts))
         if node_limit is None:

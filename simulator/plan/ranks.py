@@ -45,7 +45,7 @@ def _grid_groups(order: tuple[str, ...], sizes: tuple[int, ...], dims: tuple[str
     outer = [i for i in range(len(rev)) if i not in inner]
     size = int(np.prod([shape[i] for i in inner])) if inner else 1
     groups = np.sort(grid.transpose(outer + inner).reshape(-1, size), axis=1)
-    return tuple(tuple(int(r) for r in row) for row in groups)
+    return tuple(map(tuple, groups.tolist()))  # Python ints, as the rest of the plan holds ranks
 
 
 def group_containing(order: tuple[str, ...], sizes: dict[str, int], dims: tuple[str, ...], rank: int
