@@ -20,9 +20,9 @@ def register(subparsers) -> None:
 
 
 #: tables built in one worker process beside the others (in this process) when --jobs allows: the DeepEP table
-#: (sampled routings, about half of the CPU time on one core) with the tables that share its collective caches;
-#: the rest share the training and serving caches (benchmarks/bench_validate.py --reports)
-_WORKER_TABLES = ("deepep", "collectives", "h200", "kit")
+#: (sampled routings), the collective tables that share its caches and the serving table, against the training
+#: tables (published, whole_run, step, ...): 3.5 and 2.8 s of CPU on a loaded 2-core machine (bench_validate.py)
+_WORKER_TABLES = ("deepep", "collectives", "h200", "kit", "serving")
 
 
 def _validate(args) -> int:
