@@ -19,14 +19,17 @@ DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
 
 def engine_scenario(r: dict) -> dict:
-    """The row's setup as a scenario mapping."""
+    """The row's setup as a scenario mapping. Without expert parallelism (none of the rows enables it) the engines
+    shard each expert's intermediate dimension over the TP ranks: ``etp`` = ``tp`` (SGLang's FusedMoE:
+    intermediate_size_per_partition = intermediate_size // tp_size with ep_size 1; vLLM's FusedMoE likewise unless
+    ``--enable-expert-parallel``, docs.vllm.ai v0.10.1.1 serving/expert_parallel_deployment)."""
     tp = int(r["tp"])
     serving: dict = {"batch": 1, "input_len": int(r["input_len"]), "output_len": int(r["output_len"]),
                      "num_requests": max(20, int(r["num_requests"]))}
     if r["gpu_memory_utilization"]:
         serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
     return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
-            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1},
+            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
             "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
 
 
