@@ -40,24 +40,36 @@ MODES = ("full", "window", "swa_pool")
 @dataclass(frozen=True)
 class KvWindow:
     """How one sequence's K/V cache grows under windowed layers (module docstring): ``windowed`` the share of layers
-    with a window, ``cap_pages`` the pages a windowed layer holds at most, ``block`` tokens per page, ``pool_ratio``
-    the windowed pool's size over the full one's (``swa_pool``; None: one shared pool)."""
+    with a window of ``window`` tokens, ``cap_pages`` the pages a windowed layer holds at most between steps,
+    ``block`` tokens per page, ``pool_ratio`` the windowed pool's size over the full one's (``swa_pool``; None: one
+    shared pool)."""
 
     windowed: float
+    window: int
     cap_pages: int
     block: int
     pool_ratio: float | None = None
 
-    def pages(self, n):
-        """Full-equivalent pages (fractional) of a sequence that spans ``n`` pages (int or array)."""
-        capped = np.minimum(n, self.cap_pages)
+    def pages(self, n, window_pages=None):
+        """Full-equivalent pages (fractional) of a sequence that spans ``n`` pages (int or array) while its windowed
+        layers hold ``window_pages`` (default ``min(n, cap_pages)``: between steps)."""
+        capped = np.minimum(n, self.cap_pages) if window_pages is None else window_pages
         if self.pool_ratio is None:
             return (1.0 - self.windowed) * n + self.windowed * capped
         r = self.pool_ratio
         return (1.0 - self.windowed + r * self.windowed) * np.maximum(n, capped / r)
 
+    def step_pages(self, tokens, computed):
+        """Full-equivalent pages while a step extends a sequence to ``tokens`` after ``computed`` tokens: the
+        engine frees a windowed layer's pages before token ``computed - window + 1`` and then allocates up to
+        ``tokens`` (vLLM ``KVCacheManager.allocate_slots``: ``remove_skipped_blocks``, then new pages), so a prefill
+        chunk of C tokens briefly holds about ``(window - 1 + C) / block`` pages on a windowed layer."""
+        n = np.ceil(np.asarray(tokens) / self.block)
+        skipped = np.floor(np.maximum(0, np.asarray(computed) - self.window + 1) / self.block)
+        return self.pages(n, np.minimum(n, n - skipped))
+
     def tokens(self, tokens: float) -> float:
-        """Full-equivalent tokens a sequence of ``tokens`` holds (its pages rounded up, as :meth:`pages`)."""
+        """Full-equivalent tokens a sequence of ``tokens`` holds between steps (its pages rounded up)."""
         return float(self.pages(math.ceil(tokens / self.block))) * self.block
 
 
@@ -71,4 +83,4 @@ def kv_window_of(model, mode: str, block: int) -> KvWindow | None:
     w = max(sizes)  # one window size per model (ModelSpec.sliding_window)
     cap = math.ceil((w - 1) / block) + 1
     share = sum(x is not None for x in windows) / model.layers
-    return KvWindow(share, cap, block, SGLANG_SWA_FULL_TOKENS_RATIO if mode == "swa_pool" else None)
+    return KvWindow(share, w, cap, block, SGLANG_SWA_FULL_TOKENS_RATIO if mode == "swa_pool" else None)

@@ -57,22 +57,25 @@ class Pages:
     def free_pages(self) -> int:
         return self.total - self.used
 
-    def needed(self, tokens):
+    def needed(self, tokens, computed=None):
         """Pages of ``tokens`` cached tokens (an int, or an array of them): whole pages on every layer, or with
-        ``window`` the full-equivalent pages a sliding-window cache holds (simulator/memory/kv_window.py)."""
-        if np.ndim(tokens):
-            n = np.ceil(np.asarray(tokens) / self.block)
-            return n if self.window is None else np.ceil(self.window.pages(n) - 1e-9)
-        n = math.ceil(tokens / self.block)
-        return n if self.window is None else math.ceil(float(self.window.pages(n)) - 1e-9)
+        ``window`` the full-equivalent pages a sliding-window cache holds once a step has extended it to
+        ``tokens`` after ``computed`` (default ``tokens - 1``: a decode step; simulator/memory/kv_window.py)."""
+        if self.window is None:
+            return np.ceil(np.asarray(tokens) / self.block) if np.ndim(tokens) else math.ceil(tokens / self.block)
+        computed = np.asarray(tokens) - 1 if computed is None else computed
+        pages = np.ceil(self.window.step_pages(tokens, computed) - 1e-9)
+        return pages if np.ndim(tokens) else int(pages)
 
     def grow(self, r: Any, tokens: int) -> bool:
-        """Give ``r`` pages for ``tokens`` cached tokens; False (nothing changed) when too few are free."""
-        extra = self.needed(tokens) - r.blocks
+        """Give ``r`` pages for ``tokens`` cached tokens; False (nothing changed) when too few are free. A
+        sliding-window cache also gives back the pages its windows left (``extra`` < 0)."""
+        extra = self.needed(tokens, min(r.computed, tokens - 1)) - r.blocks
         if extra > self.total - self.used:
             return False
-        self.used += max(0, extra)
-        r.blocks += max(0, extra)
+        extra = extra if self.window is not None else max(0, extra)
+        self.used += extra
+        r.blocks += extra
         return True
 
     def free(self, r: Any) -> None:
@@ -130,7 +133,7 @@ class VllmV1:
         need = head.known - head.computed
         n = need if budget is None else min(need, budget - len(running))
         whole = limits.chunked_prefill or n == need
-        return n > 0 and whole and pages.needed(head.computed + n) - head.blocks <= pages.free_pages
+        return n > 0 and whole and pages.needed(head.computed + n, head.computed) - head.blocks <= pages.free_pages
 
     def schedule(self, running: list, waiting: deque, pages: Pages, limits: Any) -> tuple[list, int]:
         budget = limits.max_batched_tokens if limits.max_batched_tokens is not None else math.inf

@@ -2,6 +2,9 @@
 gpt-oss-120b (36 layers, the even ones windowed at 128 tokens; 8 K/V heads of 64, a bf16 cache: 2 x 8 x 64 x 2 =
 2048 B per token and layer on one GPU) at a 32K context."""
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from simulator.errors import UserError
@@ -77,14 +80,27 @@ def test_cache_bytes_per_sequence_at_32k():
 
 
 def test_pages_and_capacity_follow_the_window():
-    """In pages of 16 tokens on every layer: 32768 tokens take 2048 pages on full layers and 9 on windowed ones,
-    (2048 + 9) / 2 = 1028.5 -> 1029 pages; SGLang's two pools (the windowed one 0.8 x the full one) take
+    """In pages of 16 tokens on every layer: a decode step to 32768 tokens (32767 computed) frees the windowed
+    layers' pages before token 32767 - 128 + 1 = 32640 (page 2040), leaving 2048 - 2040 = 8: (2048 + 8) / 2 = 1028
+    pages (the memory report's bound: 9 pages, unaligned); a prefill chunk of 8192 after 16384 computed holds
+    1536 - floor(16257 / 16) = 520 windowed pages: (1536 + 520) / 2 = 1028; the same chunk's first step from 0 holds
+    every page: 512. SGLang's two pools (the windowed one 0.8 x the full one) take
     (0.5 + 0.8 x 0.5) x 2048 = 1843.2 pages, and a 16-token sequence 0.9 x max(1, 1 / 0.8) = 1.125 (its windowed
     pool binds)."""
     rp = _scenario().plan
     window = kv_window_of(rp.model, "window", 16)
-    assert Pages(10_000, 16, window).needed(CONTEXT) == 1029
+    pages = Pages(10_000, 16, window)
+    assert pages.needed(CONTEXT) == 1028
+    assert pages.needed(16384 + 8192, 16384) == 1028
+    assert pages.needed(8192, 0) == 512
+    assert list(pages.needed(np.array([CONTEXT, 8192]), np.array([CONTEXT - 1, 0]))) == [1028, 512]
     assert Pages(10_000, 16).needed(CONTEXT) == 2048
+    # a request's pages: its 8192-token prefill takes 512, its first decode step gives back the windowed layers' old
+    # pages: ceil(8193 / 16) = 513 on full layers, 513 - floor((8192 - 127) / 16) = 9 windowed: (513 + 9) / 2 = 261
+    r = SimpleNamespace(computed=0, blocks=0)
+    assert pages.grow(r, 8192) and r.blocks == pages.used == 512
+    r.computed = 8192
+    assert pages.grow(r, 8193) and r.blocks == pages.used == 261
     swa = kv_window_of(rp.model, "swa_pool", 16)
     assert float(swa.pages(2048)) == pytest.approx(1843.2)
     assert float(swa.pages(1)) == pytest.approx(1.125)
