@@ -7,14 +7,15 @@ A windowed layer's attention reads only the last ``w`` keys, so an engine may fr
 
 - ``full``: every layer holds ``n`` pages (an engine that allocates all layers alike: vLLM with
   ``--disable-hybrid-kv-cache-manager``, vLLM before v0.10.0's hybrid allocator);
-- ``window`` (vLLM V1's hybrid KV cache manager, v0.10.0 on): a windowed layer holds at most
-  ``c = ceil((w - 1) / b) + 1`` pages: vllm-project/vllm ``vllm/v1/core/single_type_kv_cache_manager.py``
-  ``SlidingWindowManager.remove_skipped_blocks`` @ 002f34915134 frees every page wholly before token
-  ``computed - w + 1`` (the ``w - 1`` older keys plus the new token, on a page boundary or not);
-- ``swa_pool`` (SGLang's ``SWAKVPool``, sgl-project/sglang ``python/sglang/srt/mem_cache/swa_memory_pool.py``): full
-  and windowed layers get separate token pools, the windowed one ``r = swa_full_tokens_ratio`` (0.8 by default,
-  ``server_args.py``) times the full one's tokens; a sequence takes ``T`` tokens of the full pool and
-  ``min(T, c x b)`` of the windowed one, so the binding pool gives ``(L - L_w + r L_w) x max(n, min(n, c) / r)``
+- ``window`` (vLLM V1's hybrid KV cache manager, v0.10.0 on, not re-checked against the release notes): a windowed
+  layer holds at most ``c = ceil((w - 1) / b) + 1`` pages: vllm-project/vllm
+  ``vllm/v1/core/single_type_kv_cache_manager.py`` ``SlidingWindowManager.remove_skipped_blocks`` @ 002f34915134
+  frees every page wholly before token ``computed - w + 1`` (the ``w - 1`` older keys plus the new token, on a page
+  boundary or not);
+- ``swa_pool`` (SGLang's ``SWAKVPool``, sgl-project/sglang ``python/sglang/srt/mem_cache/swa_memory_pool.py`` @
+  dec8155f6d07): full and windowed layers get separate token pools, the windowed one ``r = swa_full_tokens_ratio``
+  (0.8 by default, ``server_args.py``) times the full one's tokens; a sequence takes ``T`` tokens of the full pool
+  and ``min(T, c x b)`` of the windowed one, so the binding pool gives ``(L - L_w + r L_w) x max(n, min(n, c) / r)``
   layer-pages.
 
 Counted here in full-equivalent tokens (tokens of a cache whose every layer holds them): ``held(T) x b`` with
@@ -62,8 +63,9 @@ class KvWindow:
     def step_pages(self, tokens, computed):
         """Full-equivalent pages while a step extends a sequence to ``tokens`` after ``computed`` tokens: the
         engine frees a windowed layer's pages before token ``computed - window + 1`` and then allocates up to
-        ``tokens`` (vLLM ``KVCacheManager.allocate_slots``: ``remove_skipped_blocks``, then new pages), so a prefill
-        chunk of C tokens briefly holds about ``(window - 1 + C) / block`` pages on a windowed layer."""
+        ``tokens`` (vLLM ``KVCacheManager.allocate_slots``: ``remove_skipped_blocks``, then new pages; vllm-project/vllm
+        PR #14097's chunked-prefill example), so a prefill chunk of C tokens briefly holds about
+        ``(window - 1 + C) / block`` pages on a windowed layer."""
         n = np.ceil(np.asarray(tokens) / self.block)
         skipped = np.floor(np.maximum(0, np.asarray(computed) - self.window + 1) / self.block)
         return self.pages(n, np.minimum(n, n - skipped))
