@@ -3,6 +3,7 @@ the rejection counts. Takes :class:`simulator.search.SearchResult`-shaped data (
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from simulator.units import GIBI
@@ -49,6 +50,9 @@ def render_search(result, top: int, why_line: str | None) -> str:
                   [[str(p["rank"]), *(f"{p[t]:.3f}" for t in _TERMS), _exposed(p)] for p in plans])
     if why_line:
         out += ["", why_line]
+    how = Counter(p["timeline"] for p in result.plans)
+    if how:     # the schedules without an exact evaluator but the replay are replayed: say how many plans
+        out += ["", "pipeline timelines: " + ", ".join(f"{n:,} by {label}" for label, n in how.most_common())]
     if result.rejected:
         out += ["", "rejected (count, rule):"]
         out += [f"{n:>10,}  {reason}" for reason, n in list(result.rejected.items())[:8]]

@@ -8,7 +8,10 @@
    (overlap rules in :mod:`simulator.pricing.overlap`); EP dispatch/combine are traffic ops priced by the MoE
    backend model, and MoE layers with EP > 1 take the busiest rank's expert GEMMs and the backend's overlap
    (:mod:`simulator.pricing.moe_layer`).
-4. Pipeline: :func:`simulator.schedule.timeline.run_timeline` of the schedule's op orders; each stage then runs
+4. Pipeline: the stage end times of the schedule's op orders, by the schedule's evaluator without the event
+   replay where it has one (:func:`fast_or_replay`: GPipe's closed form, 1F1B's steady-state extrapolation, flat in
+   micro-batches) and by the replay (:func:`simulator.schedule.timeline.run_timeline`) otherwise; the replay's
+   op list is made when a trace or plot asks for it (:meth:`StepResult.op_timelines`). Each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end. The breakdown follows the stage that sets the pace: the busiest one (the
    most compute + recompute + exposed comm + optimizer; with balanced stages the last one to finish), its time
@@ -25,6 +28,7 @@ to :func:`prepare_step`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -38,8 +42,10 @@ from simulator.schedule.cache import StepCache
 from simulator.schedule.chunks import all_chunk_costs, middle_signatures
 from simulator.schedule.costs import Cost, layer_costs
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
+from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.inputs import StepInputs, build_inputs
 from simulator.schedule.result import StepResult
+from simulator.schedule.split_steady import split_timelines
 from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.tails import comm_rows, p2p_s, stage_tail
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
@@ -109,7 +115,8 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                  gpu_speed_sigma: float | None = None, offload_activation_bytes: float = 0.0) -> StepResult:
+                  gpu_speed_sigma: float | None = None, offload_activation_bytes: float = 0.0,
+                  replay: bool = False) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -124,10 +131,29 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
         offload_activation_bytes: with activation offload (``parallel.cpu_offloading_num_layers``), the saved bytes
             its layers move to the host per micro-batch (:func:`simulator.memory.offload.offloaded_activation_bytes`).
+        replay: time the pipeline by the event replay even where the schedule has a faster evaluator (the result's
+            timelines then hold every op; otherwise the replay runs when :meth:`StepResult.op_timelines` is called).
     """
     parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
                          gpu_speed_sigma=gpu_speed_sigma, offload_activation_bytes=offload_activation_bytes)
-    return finish_step(parts, replay_timelines(parts))
+    result = finish_step(parts, replay_timelines(parts) if replay else fast_or_replay(parts))
+    return replace(result, replay=partial(replay_timelines, parts))
+
+
+def fast_or_replay(parts: StepParts) -> list[StageTimeline]:
+    """The stage timelines (ends and busy seconds, no op list) by the schedule's evaluator without the replay
+    (``Schedule.fast``: :func:`simulator.schedule.fast_timeline.fast_timelines`; the schedules that split the
+    backward: :func:`simulator.schedule.split_steady.split_timelines`), or the replay where it has none or MoE
+    micro-batch overlap pairs a stage's ops (only the stage replay pairs them)."""
+    schedule, p, m = parts.ctx.plan.schedule, parts.ctx.plan.parallel, parts.ctx.plan.num_microbatches
+    if schedule.fast is None:
+        return replay_timelines(parts)
+    if schedule.replay == "split":     # F&B pairs are part of its orders: the evaluator prices them as the replay
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        return split_timelines(schedule, p.pp, m, costs, coefficients()["overlap_interference"])
+    if parts.pairing() is not None:
+        return replay_timelines(parts)
+    return fast_timelines(schedule, p.pp, p.vpp, m, parts.duration_array()[None])[0]
 
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:

@@ -1,8 +1,9 @@
-"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 2.4-7.6x fewer sequences at once
-than the model admits, while the modelled step at the published concurrency is within -17% .. +63% of the published
-median ITL (-10% and -5% at TP 4 and TP 2). Published concurrency = output tokens/s x mean ITL, worked by hand from GPUStack's printed benchmark output
-(simulator/validation/data/published_engines_latency.csv); the model's values are pinned at what it gives (2026-12-04):
-a change that moves them must update the pins and docs/engine_kernels.md in the same commit."""
+"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 2.4-7.3x fewer sequences at once
+than the model admits, while the modelled step at the published concurrency is within -18% .. +62% of the published
+median ITL (-7% and -11% at TP 2 and TP 4). Published concurrency = output tokens/s x mean ITL, worked by hand from
+GPUStack's printed benchmark output (simulator/validation/data/published_engines_latency.csv); the model's values are
+pinned at what it gives (2026-12-04): a change that moves them must update the pins and docs/engine_kernels.md in the
+same commit."""
 
 import pytest
 
@@ -13,8 +14,8 @@ from simulator.validation.serving_engines import decode_concurrency
 PUBLISHED = {"vllm_sharegpt": 135.33, "sglang_sharegpt": 44.36, "trtllm_sharegpt": 102.52, "vllm_sharegpt_tp2": 329.05,
              "vllm_sharegpt_tp4": 323.62}
 #: the model's concurrency (its output tokens/s x its mean ITL) and its decode step at the published concurrency (s)
-MODEL = {"vllm_sharegpt": (415.6, 0.0464), "sglang_sharegpt": (334.9, 0.0347), "trtllm_sharegpt": (465.9, 0.0444),
-         "vllm_sharegpt_tp2": (797.7, 0.0298), "vllm_sharegpt_tp4": (812.1, 0.0196)}
+MODEL = {"vllm_sharegpt": (524.9, 0.0458), "sglang_sharegpt": (324.8, 0.0345), "trtllm_sharegpt": (464.9, 0.0440),
+         "vllm_sharegpt_tp2": (792.4, 0.0291), "vllm_sharegpt_tp4": (808.9, 0.0193)}
 
 
 def test_published_engines_decode_fewer_sequences_than_the_model_admits():
