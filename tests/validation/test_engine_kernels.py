@@ -1,4 +1,4 @@
-"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 2.4-7.3x fewer sequences at once
+"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 2.4-7.5x fewer sequences at once
 than the model admits, while the modelled step at the published concurrency is within -18% .. +62% of the published
 median ITL (-7% and -11% at TP 2 and TP 4). Published concurrency = output tokens/s x mean ITL, worked by hand from
 GPUStack's printed benchmark output (simulator/validation/data/published_engines_latency.csv); the model's values are
@@ -14,7 +14,7 @@ from simulator.validation.serving_engines import decode_concurrency
 PUBLISHED = {"vllm_sharegpt": 135.33, "sglang_sharegpt": 44.36, "trtllm_sharegpt": 102.52, "vllm_sharegpt_tp2": 329.05,
              "vllm_sharegpt_tp4": 323.62}
 #: the model's concurrency (its output tokens/s x its mean ITL) and its decode step at the published concurrency (s)
-MODEL = {"vllm_sharegpt": (524.9, 0.0458), "sglang_sharegpt": (324.8, 0.0345), "trtllm_sharegpt": (464.9, 0.0440),
+MODEL = {"vllm_sharegpt": (524.9, 0.0458), "sglang_sharegpt": (334.5, 0.0345), "trtllm_sharegpt": (464.9, 0.0440),
          "vllm_sharegpt_tp2": (792.4, 0.0291), "vllm_sharegpt_tp4": (808.9, 0.0193)}
 
 
