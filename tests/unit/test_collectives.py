@@ -210,3 +210,39 @@ def test_auto_chooses_by_nccls_tuner_terms_and_prices_the_fill():
     assert auto.algorithms[0] == "nvls"
     assert auto.times_s[0] == pytest.approx(25e-6 + 3 * 2**21 * 1.75 / bus, rel=1e-9)
     assert evaluate(model, "all_reduce", [2.0**21], "ring").times_s[0] < auto.times_s[0]
+
+
+def _nic_sharing_by_group(topology, names, concurrent):
+    """The NIC-sharing count group by group: every group spanning NVLink domains counts once on each NIC it uses."""
+    from collections import Counter
+
+    users = Counter()
+    for group in [names, *concurrent]:
+        members = [topology.gpu(g) for g in group]
+        if len({topology.domain_of(g) for g in members}) > 1:
+            users.update({topology.home_nic(g) for g in members})
+    return max(users[topology.home_nic(g)] for g in names)
+
+
+@pytest.mark.parametrize("profile,nodes", [("p4d_24xlarge", 4), ("dgx_h100", 6), ("gb200_nvl72", 36)])
+def test_nic_sharing_counted_at_once_is_the_group_by_group_count(profile, nodes):
+    """Random groups (ragged sizes, ranks or names, some inside one domain, one empty) on three clusters, p4d with 4
+    NICs for 8 GPUs: the vectorised count equals the group-by-group one."""
+    import numpy as np
+
+    from simulator.collectives.place import _nic_sharing
+    from simulator.hardware import load_cluster
+    from simulator.topology import Topology
+
+    topo = Topology(load_cluster(profile, nodes))
+    rng = np.random.default_rng(4)
+    n = len(topo.gpus)
+    for _ in range(30):
+        names = [topo.gpus[r] for r in rng.choice(n, size=int(rng.integers(1, 9)), replace=False)]
+        concurrent = [list(map(int, rng.choice(n, size=int(rng.integers(1, 17)), replace=False)))
+                      for _ in range(int(rng.integers(0, 40)))]
+        concurrent += [list(range(topo.cluster.node.gpus)), []]  # one node's GPUs (one domain), an empty group
+        expected = _nic_sharing_by_group(topo, names, concurrent)
+        assert _nic_sharing(topo, names, concurrent) == expected
+    spread = [topo.gpus[0], topo.gpus[-1]]
+    assert _nic_sharing(topo, spread, [spread, spread]) == 3  # the same NICs under three spanning groups
