@@ -19,6 +19,7 @@ realisation of what the framework does (docs/memory_features.md names each frame
 * ``--offload N``: the first N blocks' saved tensors go to pinned host memory when saved and come back when
   backward needs them (``torch.autograd.graph.saved_tensors_hooks``), the residency Transformer Engine's CPU offload
   ends with (``cpu_offloading_num_layers``: only layers N..L-1 keep activations on the GPU at the loss).
+* ``fsdp2`` (``framework: torchtitan``, ``zero: 3``): torchtitan's training loop on one rank (``fsdp2_step``).
 * ``--pp 2``: the blocks split into two stages run on this one GPU in Megatron's 1F1B order for ``--microbatches``;
   a stage-0 output is handed to stage 1 as a copy (the receive buffer), and with ``--dealloc`` its storage is
   replaced by one element once sent (schedules.py ``deallocate_output_tensor``) and its backward runs through the
@@ -35,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -227,6 +230,31 @@ def amp_step(a, model, tokens):
     return step
 
 
+def fsdp2_step(a, model, tokens):
+    """torchtitan's loop on one rank: fully_shard per block and at the root with MixedPrecisionPolicy(param_dtype
+    bf16, reduce_dtype fp32) (torchtitan parallelize.py apply_fsdp, its defaults), fused AdamW over the fp32 shards,
+    ``del pred`` before backward (train.py forward_backward_step), zero_grad(set_to_none=True)."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if tokens.is_cuda else "gloo", init_method="tcp://127.0.0.1:29517",
+                                rank=0, world_size=1)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=tokens.is_cuda)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        pred = model(tokens)
+        loss = lm_loss(pred, tokens)
+        del pred
+        loss.backward()
+        opt.step()
+    return step
+
+
 def mcore_step(a, stages, batches):
     opt = McoreOptimizer([p for s in stages for p in s.parameters()], DTYPES[a.moments], a.remainders)
     if len(stages) == 1:
@@ -288,27 +316,32 @@ def measure(a) -> dict:
             s.to(torch.bfloat16)
     batches = [torch.randint(0, a.vocab, (a.micro_batch, a.seq), device=device) for _ in range(a.microbatches)]
     after_build = torch.cuda.memory_allocated(device) if cuda else 0
-    step = amp_step(a, stages[0], batches[0]) if a.case == "amp" else mcore_step(a, stages, batches)
+    step = (amp_step(a, stages[0], batches[0]) if a.case == "amp" else
+            fsdp2_step(a, stages[0], batches[0]) if a.case == "fsdp2" else mcore_step(a, stages, batches))
     for _ in range(a.warmups):
         step()
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
     after_warmup = torch.cuda.memory_allocated(device) if cuda else 0
+    times = []
     for _ in range(a.steps):
+        t0 = time.perf_counter()
         step()
-    if cuda:
-        torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
     params = sum(p.numel() for s in stages for p in s.parameters())
     return {"params": params, "allocated_after_build_bytes": after_build,
             "allocated_after_warmup_bytes": after_warmup,
             "peak_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else 0,
+            "step_s_median": statistics.median(times), "step_s_samples": times,
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name(device) if cuda else "cpu"}
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--case", choices=("amp", "mcore"), default="amp")
+    p.add_argument("--case", choices=("amp", "mcore", "fsdp2"), default="amp")
     for name, default in (("layers", 12), ("hidden", 2048), ("heads", 16), ("ffn", 8192), ("vocab", 32000),
                           ("seq", 2048), ("micro-batch", 4), ("microbatches", 1), ("pp", 1), ("offload", 0),
                           ("warmups", 2), ("steps", 2)):
@@ -339,6 +372,7 @@ CAMPAIGN = (
     dict(ACT, case="mcore", activation="swiglu", ffn=5632, fp8_store=True),
     dict(ACT, case="mcore", layers=4, pp=2, microbatches=4),
     dict(ACT, case="mcore", layers=4, pp=2, microbatches=4, dealloc=True),
+    dict(ACT, case="amp", warmups=3, steps=8), dict(ACT, case="fsdp2", warmups=3, steps=8),
 )
 TINY = dict(hidden=64, heads=4, ffn=128, vocab=512, seq=32, micro_batch=2)
 
