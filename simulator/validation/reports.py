@@ -223,7 +223,21 @@ def hf_train_report() -> Report:
                   abs(time_med) <= 0.05 and abs(mem_med) <= 0.05 and sac_ok == len(sac), gated=False)
 
 
+def memory_features_report() -> Report:
+    """The memory features of issue 28 item 3 against peaks measured on one H200 (simulator/validation/
+    memory_features.py)."""
+    from simulator.validation import memory_features as mf
+
+    rows = mf.feature_rows()
+    table = tuple((r.case, r.feature, round(r.measured_bytes / 2**30, 3), round(r.predicted_bytes / 2**30, 3),
+                   _pct(r.error), r.note) for r in rows)
+    worst = max(abs(r.error) for r in rows)
+    return Report("memory_features", "Memory features on one H200 (plain-PyTorch realisations): peak allocated",
+                  ("case", "feature", "measured GiB", "predicted GiB", "error", "note"), table,
+                  f"max |error| {worst:.1%} over {len(rows)} peaks (gate {mf.TOLERANCE:.0%})", worst <= mf.TOLERANCE)
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
            "published": published_report, "serving": serving_report,
-           "hf_decode": hf_decode_report, "hf_train": hf_train_report}
+           "hf_decode": hf_decode_report, "hf_train": hf_train_report, "memory_features": memory_features_report}
