@@ -237,7 +237,23 @@ def memory_features_report() -> Report:
                   f"max |error| {worst:.1%} over {len(rows)} peaks (gate {mf.TOLERANCE:.0%})", worst <= mf.TOLERANCE)
 
 
+def trtllm_report() -> Report:
+    """TensorRT-LLM v0.5 on H200 (NVIDIA's launch blog) with the tensorrt_llm profile: reported, not gated."""
+    from simulator.validation import trtllm_h200 as trt
+
+    rows = trt.trtllm_rows()
+    errors = sorted(r.error for r in rows)
+    within = sum(abs(e) <= 0.10 for e in errors)
+    return Report("trtllm", "TensorRT-LLM v0.5 FP8 static batches on H200 (profile tensorrt_llm): output tokens/s/GPU",
+                  ("model", "batch", "tp", "input", "output", "published", "predicted", "error"),
+                  tuple((r.model, r.batch, r.tp, r.input_len, r.output_len, r.published, round(r.predicted),
+                         _pct(r.error)) for r in rows),
+                  f"median error {errors[len(errors) // 2]:+.1%}, {within}/{len(rows)} within 10% (target: the "
+                  "profile's rows within 10%)", within == len(rows), gated=False)
+
+
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
            "published": published_report, "serving": serving_report,
-           "hf_decode": hf_decode_report, "hf_train": hf_train_report, "memory_features": memory_features_report}
+           "hf_decode": hf_decode_report, "hf_train": hf_train_report, "memory_features": memory_features_report,
+           "trtllm": trtllm_report}
