@@ -67,7 +67,7 @@ def hf_layer(amp: bool):
 
 
 def gpt_block():
-    from memory_features import Block
+    from memory_features import Block  # noqa: I001
     block = Block(argparse.Namespace(hidden=H, heads=4, ffn=4 * H, activation="gelu", fp8_store=False))
     x = torch.randn(B, S, H, requires_grad=True)
     return (lambda: block(x)), block.parameters()

@@ -12,7 +12,8 @@ realisation of what the framework does (docs/memory_features.md names each frame
   distributed_data_parallel.py ``_make_backward_post_hook``); an fp32 master copy, or with ``--remainders`` the
   16 low bits of it as int16 beside the bf16 weights (``store_param_remainders``, core/optimizer/
   distrib_optimizer.py); Adam moments in ``--moments``; the buffer is zeroed, not freed, after the step.
-  Cross entropy unfused on ``logits.float()`` (``training.cross_entropy: unfused``).
+  Cross entropy as Megatron's unfused vocab-parallel one on ``logits.float()`` (``MegatronCrossEntropy``,
+  ``training.cross_entropy: unfused``).
 * ``--fp8-store``: the SwiGLU saves its input as float8_e4m3fn for backward and casts it back there (Megatron
   fused_bias_swiglu.py ``SwiGLUFunction``, ``activation_func_fp8_input_store``); without it, the same function
   saves the bf16 input.
@@ -45,8 +46,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-CHUNK = 1 << 24
-"""Elements per slice of the optimizer update (64 MiB of fp32 per temporary)."""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mcore_layout import AmpLowMomentAdam, McoreOptimizer, megatron_loss  # noqa: E402
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -131,85 +133,6 @@ def _to_device(packed):
     return host.to(device, non_blocking=True)
 
 
-class McoreOptimizer:
-    """Megatron-Core's gradient buffer, master copy (or remainders) and Adam moments on one rank."""
-
-    def __init__(self, params: list[nn.Parameter], moments: torch.dtype, remainders: bool) -> None:
-        self.params = params
-        self.buffer = torch.zeros(sum(p.numel() for p in params), dtype=torch.float32, device=params[0].device)
-        offset = 0
-        for p in params:
-            p.main_grad = self.buffer[offset:offset + p.numel()].view_as(p)
-            offset += p.numel()
-            p.register_post_accumulate_grad_hook(_accumulate_main_grad)
-        if remainders:
-            self.master = [torch.zeros(p.numel(), dtype=torch.int16, device=p.device) for p in params]
-        else:
-            self.master = [p.detach().float().flatten() for p in params]
-        self.remainders = remainders
-        self.m = [torch.zeros(p.numel(), dtype=moments, device=p.device) for p in params]
-        self.v = [torch.zeros(p.numel(), dtype=moments, device=p.device) for p in params]
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for p, master, m, v in zip(self.params, self.master, self.m, self.v, strict=True):
-            flat, grad = p.view(-1), p.main_grad.view(-1)
-            for lo in range(0, flat.numel(), CHUNK):
-                hi = min(lo + CHUNK, flat.numel())
-                if self.remainders:  # fp32 bits = bf16 bits << 16 | remainder
-                    bits = (flat[lo:hi].view(torch.int16).int() << 16) | (master[lo:hi].int() & 0xFFFF)
-                    w = bits.view(torch.float32)
-                else:
-                    w = master[lo:hi]
-                w32, m32, v32 = _adam(w.clone(), grad[lo:hi], m[lo:hi].float(), v[lo:hi].float())
-                m[lo:hi].copy_(m32)
-                v[lo:hi].copy_(v32)
-                if self.remainders:
-                    bits = w32.view(torch.int32)
-                    flat[lo:hi].view(torch.int16).copy_((bits >> 16).to(torch.int16))
-                    master[lo:hi].copy_((bits & 0xFFFF).to(torch.int16))
-                else:
-                    master[lo:hi].copy_(w32)
-                    flat[lo:hi].copy_(w32)
-        self.buffer.zero_()
-
-
-def _accumulate_main_grad(p: nn.Parameter) -> None:
-    p.main_grad.add_(p.grad)
-    p.grad = None
-
-
-def _adam(w, g, m, v, lr=1e-5, b1=0.9, b2=0.95, eps=1e-8, wd=0.1):
-    """One AdamW update in fp32 (bias correction left out: it changes no byte)."""
-    m.mul_(b1).add_(g, alpha=1 - b1)
-    v.mul_(b2).addcmul_(g, g, value=1 - b2)
-    w.mul_(1 - lr * wd).addcdiv_(m, v.sqrt().add_(eps), value=-lr)
-    return w, m, v
-
-
-class AmpLowMomentAdam:
-    """AdamW over fp32 parameters with bf16 moments, updated in fp32 slices."""
-
-    def __init__(self, params: list[nn.Parameter], moments: torch.dtype) -> None:
-        self.params = params
-        self.m = [torch.zeros(p.numel(), dtype=moments, device=p.device) for p in params]
-        self.v = [torch.zeros(p.numel(), dtype=moments, device=p.device) for p in params]
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
-            flat, grad = p.view(-1), p.grad.view(-1)
-            for lo in range(0, flat.numel(), CHUNK):
-                hi = min(lo + CHUNK, flat.numel())
-                _, m32, v32 = _adam(flat[lo:hi], grad[lo:hi], m[lo:hi].float(), v[lo:hi].float())
-                m[lo:hi].copy_(m32)
-                v[lo:hi].copy_(v32)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
-
-
 def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """Unfused cross entropy on an fp32 copy of the logits (Megatron's vocab_parallel_cross_entropy(logits.float()),
     and the plain-PyTorch loops of train_step_gpt.py)."""
@@ -261,7 +184,7 @@ def mcore_step(a, stages, batches):
     if len(stages) == 1:
         def step() -> None:
             for tokens in batches:  # gradient accumulation into the fp32 buffer
-                (lm_loss(stages[0](tokens), tokens) / len(batches)).backward()
+                (megatron_loss(stages[0](tokens), tokens) / len(batches)).backward()
             opt.step()
         return step
 
@@ -290,7 +213,7 @@ def fwd0(a, stages, batches, i, state) -> None:
 
 
 def fwd1(a, stages, batches, i, state) -> None:
-    state[("loss", i)] = lm_loss(stages[1](state[("recv", i)]), batches[i]) / len(batches)
+    state[("loss", i)] = megatron_loss(stages[1](state[("recv", i)]), batches[i]) / len(batches)
 
 
 def bwd1(a, stages, batches, i, state) -> None:
