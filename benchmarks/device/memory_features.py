@@ -157,7 +157,8 @@ def amp_step(a, model, tokens):
 def fsdp2_step(a, model, tokens):
     """torchtitan's loop on one rank: fully_shard per block and at the root with MixedPrecisionPolicy(param_dtype
     bf16, reduce_dtype fp32) (torchtitan parallelize.py apply_fsdp, its defaults), fused AdamW over the fp32 shards,
-    ``del pred`` before backward (train.py forward_backward_step), zero_grad(set_to_none=True)."""
+    ``del pred`` before backward and clip_grad_norm_(foreach=True) (pytorch/torchtitan torchtitan/train.py at
+    000204a4, forward_backward_step and train_step), zero_grad(set_to_none=True)."""
     import torch.distributed as dist
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     if not dist.is_initialized():
@@ -175,6 +176,7 @@ def fsdp2_step(a, model, tokens):
         loss = lm_loss(pred, tokens)
         del pred
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)   # training.max_norm 1.0
         opt.step()
     return step
 
