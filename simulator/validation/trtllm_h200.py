@@ -1,7 +1,7 @@
 """TensorRT-LLM v0.5 static-batch throughput on one or two H200 (NVIDIA's H200 launch blog) against the serving model
 with the ``tensorrt_llm`` profile: a row for that profile (issue 28 item 1), reported, not gated.
 
-Source: NVIDIA/TensorRT-LLM docs/source/blogs/H200launch.md at 1555478c1b417a0b34de05209862ea5a2ab9add1, table "H200
+Source: NVIDIA/TensorRT-LLM/docs/source/blogs/H200launch.md at 1555478c1b417a0b34de05209862ea5a2ab9add1, table "H200
 FP8 Max throughput" (TensorRT-LLM v0.5.0, TensorRT 9.1.0.4, "preliminary measured performance"): Llama 2 13B and
 70B, FP8, batch = the largest power of 2 that fits, output tokens per second per GPU. Not the performance-overview
 tables that issue 29 keeps back. Model dims: Llama 2 13B (40 layers, hidden 5120, 40 heads, SwiGLU 13824) and 70B
