@@ -22,6 +22,7 @@ from simulator.scenario.search_section import SearchSection
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
+from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
 
 #: largest plan space a search evaluates unless --max-plans raises it
 MAX_SEARCH_PLANS = 1_000_000
@@ -69,7 +70,8 @@ def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
                          "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
             "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
             "mfu": row["mfu"], "tokens_per_s": row["tokens_per_s"], "tokens_per_s_per_gpu": row["tokens_per_s_per_gpu"],
-            "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"]}
+            "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"],
+            **({"run": {k.removeprefix("run_"): row[k] for k in RUN_COLUMNS}} if "run_days" in row else {})}
 
 
 def search_context(source: str | Path | dict | Document) -> Context:
@@ -142,7 +144,12 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
                                  "seconds": time.perf_counter() - start, "objective": objective, "plans": [],
                                  "no_fit": no_fit(out, ctx)})
-    plans = rank(out.rows, objective)
+    rows = out.rows
+    if objective in RUN_OBJECTIVES:
+        rows = add_run_columns(rows, ctx, resolve)
+        if objective == "cost" and ctx.fixed.run.gpu_hour_price is None:
+            raise UserError("--objective cost needs run.gpu_hour_price", file=document.file, key_path="run")
+    plans = rank(rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
 

@@ -31,6 +31,34 @@ SHARDING = {"none": {"zero": 0, "distributed_optimizer": False},
             "zero2": {"zero": 2, "distributed_optimizer": False},
             "zero3": {"zero": 3, "distributed_optimizer": False}}
 
+def offload_choices(fixed: Fixed) -> dict[str, dict[str, Any]]:
+    """The offload values a search may try on ``fixed``'s system, name -> the ``parallel:`` keys that say it
+    (docs/offload.md; the default space adds them as a dimension, as :data:`SHARDING`). ``none`` always; where
+    the node profile gives its host memory: the optimizer states on the host (Megatron --optimizer-cpu-offload with
+    --overlap-cpu-optimizer-d2h-h2d, or DeepSpeed ZeRO-Offload / FSDP2 CPUOffloadPolicy), and for the pytorch
+    family ZeRO-Infinity's parameters on the host (and on NVMe where the node has drives); for Megatron, half the
+    layers' activations on the host (--cpu-offloading-num-layers). The plan rules reject the combinations a
+    framework refuses (parameter offload without zero 3, activation offload with pp > 1 or recompute), and the
+    node's host memory the ones it cannot hold. Optimizer and parameter offload change only a plan's fixed bytes;
+    activation offload also its in-flight activations, so a search keying peaks by everything but the sharding and
+    the micro-batch must key them by this value too."""
+    node = fixed.cluster.node
+    out: dict[str, dict[str, Any]] = {"none": {}}
+    if node.cpu.memory_capacity is None or node.cpu.memory_bandwidth is None:
+        return out
+    optimizer = {"optimizer_cpu_offload": True}
+    if fixed.training.family == "megatron":
+        out["optimizer"] = {**optimizer, "overlap_cpu_optimizer_d2h_h2d": True}
+        if fixed.model.layers > 1:
+            out["activations"] = {"cpu_offloading_num_layers": fixed.model.layers // 2}
+        return out
+    out["optimizer"] = optimizer
+    out["params_cpu"] = {**optimizer, "offload_param": "cpu"}
+    if node.nvme is not None:
+        out["params_nvme"] = {**optimizer, "offload_param": "nvme"}
+    return out
+
+
 #: overlap switches a search turns on unless ``parallel:`` sets them (they only hide communication)
 OVERLAP_DEFAULTS = {"overlap_grad_reduce": True, "overlap_param_gather": True}
 
