@@ -27,6 +27,8 @@ from simulator.scenario.load import load_scenario
 from simulator.validation import VALIDATION_DATA
 
 DATA = VALIDATION_DATA / "h200_memory_features" / "memory_features.jsonl"
+INTERLEAVED = DATA.parent / "interleaved_peak.jsonl"
+"""benchmarks/device/interleaved_peak.py: Megatron's interleaved 1F1B on two ranks sharing one GPU, one line per rank."""
 TOLERANCE = 0.05
 TIMED_STEPS = 8
 """Cases timed over this many steps after a warm-up carry their step time (the others' optimizers are Python
@@ -116,6 +118,7 @@ def feature_rows() -> list[FeatureRow]:
                 f"({result.step.step_s / run['step_s_median'] - 1:+.1%})" if timed else "")
         rows.append(FeatureRow(_shape(c), feature_of(c), run["peak_allocated_bytes"], result.memory.peak_bytes,
                                run["step_s_median"], result.step.step_s, note))
+    rows += interleaved_rows()
     if len(pipeline) == 2:
         (kept, kept_stage0), (freed, freed_stage0) = pipeline[False], pipeline[True]
         model_delta = kept_stage0 - freed_stage0
@@ -125,3 +128,33 @@ def feature_rows() -> list[FeatureRow]:
                                f"kept - freed: measured {measured_delta / 2**20:.1f} MiB, model (stage 0) "
                                f"{model_delta / 2**20:.1f} MiB"))
     return rows
+
+
+def interleaved_scenario(c: dict) -> dict:
+    """The scenario of an interleaved_peak.py run: Megatron layout, pp x vpp, its micro-batches."""
+    return {"name": f"interleaved-pp{c['pp']}-vpp{c['vpp']}", "system": {"profile": "h200_x2", "nodes": 1, "gpus": c["pp"]},
+            "model": {"name": f"gpt-L{c['layers']}-h{c['hidden']}", "layers": c["layers"], "hidden": c["hidden"],
+                      "heads": c["heads"], "ffn_hidden": c["ffn"], "vocab": c["vocab"], "activation": "gelu",
+                      "norm": "layernorm", "linear_bias": False, "position_embedding": "learned",
+                      "max_position": c["seq"], "tied_embeddings": False},
+            "parallel": {"pp": c["pp"], "vpp": c["vpp"], "dp": 1},
+            "training": {"seq_len": c["seq"], "micro_batch": c["micro_batch"],
+                         "global_batch": c["micro_batch"] * c["microbatches"], "optimizer": "adam",
+                         "framework": "megatron", "precision": "bf16", "cross_entropy": "unfused"}}
+
+
+def interleaved_rows() -> list[FeatureRow]:
+    """Each rank's measured peak against the model's peak of its stage (the in-flight count of the interleaved
+    schedule: docs/memory_features.md, "Pipeline stage outputs and the interleaved in-flight count")."""
+    if not INTERLEAVED.exists():
+        return []
+    out = []
+    for line in INTERLEAVED.read_text().splitlines():
+        run = json.loads(line)
+        c = run["config"]
+        stage = simulate(load_scenario(interleaved_scenario(c))).memory.stages[run["rank"]]
+        out.append(FeatureRow(f"mcore L{c['layers']} h{c['hidden']} b{c['micro_batch']} s{c['seq']} pp{c['pp']} "
+                              f"vpp{c['vpp']} m{c['microbatches']} rank {run['rank']}",
+                              "interleaved 1F1B in-flight count", run["peak_allocated_bytes"], stage.peak,
+                              float("nan"), float("nan")))
+    return out

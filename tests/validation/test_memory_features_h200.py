@@ -64,3 +64,18 @@ def test_the_pipeline_pair_agrees_with_the_model_on_stage_0():
 def test_torchtitans_loop_step_time():
     (row,) = [r for r in ROWS if r.case.startswith("fsdp2")]
     assert abs(row.predicted_s / row.measured_s - 1) <= 0.05
+
+
+def test_interleaved_in_flight_change_matches_megatrons_count():
+    """pp 2, 4 micro-batches of 2 x 2048 tokens, 8 GeLU layers. Rank 0 warms up 2 (pp - 1) + (vpp - 1) pp chunk
+    forwards and keeps one more: vpp 2 -> 5 chunks of 2 layers in flight (10 layer activations), vpp 4 -> 9 chunks
+    of 1 layer (9): one layer's activations less, 32 T h + 4 T a = 268,697,600 B (T = 4096); rank 1: 3 chunks of 2
+    layers (6) against 7 of 1 (7), one more. Measured (interleaved_peak.jsonl) against that count."""
+    peaks = {}
+    for line in mf.INTERLEAVED.read_text().splitlines():
+        run = __import__("json").loads(line)
+        peaks[run["rank"], run["config"]["vpp"]] = run["peak_allocated_bytes"]
+    layer = 32 * 4096 * H + 4 * 4096 * A
+    assert layer == 268_697_600
+    assert peaks[0, 2] - peaks[0, 4] == pytest.approx(layer, rel=0.01)
+    assert peaks[1, 4] - peaks[1, 2] == pytest.approx(layer, rel=0.01)
