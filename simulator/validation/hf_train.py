@@ -59,12 +59,15 @@ def scenario_for(run: dict, framework: str | None = None) -> dict:
     label += " Trainer" if trainer else ""
     profile = framework or ("hf_trainer" if trainer else
                             "hf_per_expert_loop" if run.get("experts_applied") == "eager" else "hf_transformers")
-    return {"name": label.replace(" ", "-"), "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
+    scenario = {"name": label.replace(" ", "-"), "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
             "model": dict(MODELS[name], name=name),
             "parallel": ({"dp": 1, "recompute": "selective", "selective_ac_option": "op"} if ckpt == "op_sac" else
                          {"dp": 1, "recompute": "full" if ckpt else "none"}),
             "training": {"seq_len": seq, "micro_batch": mb, "global_batch": mb, "optimizer": "adam",
                          "precision": "amp_bf16" if vit or trainer else "pure_bf16", "framework": profile}}
+    if vit and framework is None:   # timm's Attention has one qkv Linear and its Mlp one fc1 (vision_transformer.py)
+        scenario["implementation"] = {"separate_projections": False}
+    return scenario
 
 
 @dataclass(frozen=True)
