@@ -30,7 +30,6 @@ from simulator.program.multimodal import (
     pooler_program,
     projector_program,
 )
-from simulator.program.op_sac import recomputed_ops as op_sac_recomputed_ops
 from simulator.program.op_chains import (
     CROSS_ENTROPY_BYTES,
     FUSED_CROSS_ENTROPY,
@@ -39,6 +38,7 @@ from simulator.program.op_chains import (
     SEQUENTIAL_ASSEMBLY,
     PermuteChain,
 )
+from simulator.program.op_sac import recomputed_ops as op_sac_recomputed_ops
 from simulator.program.ops import (
     RECOMPUTE_MODULE_OPS,
     AttentionOp,
