@@ -56,6 +56,13 @@ class HostCosts(BaseModel):
     checkpoint_backward_layer_s: float = Field(
         0.0, ge=0, le=1e-1, description="extra backward host seconds of a checkpointed layer (besides its "
                                         "recomputed forward's kernels)")
+    sac_forward_kernel_s: float = Field(
+        0.0, ge=0, le=1e-3, description="extra forward host seconds per forward kernel of a dense layer under "
+                                        "op-level selective checkpointing (selective_ac_option op: the policy's "
+                                        "TorchDispatchMode sees every op)")
+    sac_backward_kernel_s: float = Field(
+        0.0, ge=0, le=1e-3, description="extra backward host seconds per forward kernel of such a layer (the "
+                                        "re-run forward issued and intercepted again, the checkpoint's hooks)")
 
 
 class KernelCounts(BaseModel):

@@ -6,8 +6,8 @@ Each case is the scenario a user writes: one H200, the model's published dims, `
 (``hf_trainer`` for the Trainer rows), ``precision: pure_bf16`` (bf16 parameters, gradients and AdamW moments: the
 plain loop's torch.optim.AdamW keeps its state in the parameters' dtype; ``amp_bf16`` for ViT and the Trainer,
 which keep fp32 parameters), ``recompute: full`` for ``gradient_checkpointing_enable()``, ``recompute: selective`` with
-``selective_ac_option: op`` for torchtitan's per-op policy on every decoder layer (``sac.jsonl``; only its peak
-memory is modelled). The profile's host
+``selective_ac_option: op`` for torchtitan's per-op policy on every decoder layer (``sac.jsonl``; its re-run ops
+and host constants: simulator/program/op_sac.py, fitted on the Qwen2.5-0.5B rows only). The profile's host
 constants and the optimizer's bandwidth were fitted on Qwen2.5 rows (``CALIBRATION``): the Llama-3.2-1B, OLMoE and
 ViT rows validate them.
 """
