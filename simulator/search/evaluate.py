@@ -47,7 +47,7 @@ from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
-from simulator.search.space import INNER, OUTER, Space, parallel_of
+from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
 
@@ -147,7 +147,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
     training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
     try:       # the parallel: mapping is a function of the point's values but its micro-batch (and the space)
-        key = _REST(point)
+        key = _PARALLEL(point)
     except KeyError:                       # a point without its inner values: key by the mapping itself
         parallel = parallel_of(point, ctx.space)
         key = tuple(parallel.items())
@@ -167,10 +167,14 @@ def _monotone(plan) -> bool:
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 
-#: a point's values but its micro-batch (the key under which a smaller micro-batch's overflow is kept)
-_REST = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+#: a point's values but its micro-batch (the key of its validated ``parallel:`` config)
+_PARALLEL = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+#: ... and but the values that change only the step time (:data:`~simulator.search.space.TIME_ONLY`): the key under
+#: which a smaller micro-batch's overflow and a point's fixed bytes are kept (plans equal on it have one memory)
+_MEMORY = (*OUTER, *(k for k in INNER if k != "micro_batch" and k not in TIME_ONLY))
+_REST = operator.itemgetter(*_MEMORY)
 #: of a ``_REST`` tuple, all but the sharding (the key of a group of plans that share the peak's coefficients)
-_CORE = operator.itemgetter(*(i for i, k in enumerate((*OUTER, *INNER)) if k not in ("sharding", "micro_batch")))
+_CORE = operator.itemgetter(*(i for i, k in enumerate(_MEMORY) if k != "sharding"))
 
 
 def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
@@ -260,8 +264,11 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
     plan = parts.ctx.plan
     step = finish_step(parts, timelines, comm_table=False)
     p = plan.parallel
-    row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "dp": plan.dp,
-           "sp": p.sp, "schedule": p.schedule, "recompute": p.recompute, "sharding": point["sharding"],
+    row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ulysses": p.ulysses,
+           "ep": p.ep, "dp": plan.dp, "sp": p.sp, "schedule": p.schedule, "split": point["split"],
+           "pipeline_layers": p.pipeline_layers,
+           "tp_comm_overlap": p.tp_comm_overlap, "offload": point["offload"], "recompute": p.recompute,
+           "recompute_modules": ",".join(sorted(p.recomputed_modules)), "sharding": point["sharding"],
            "micro_batch": plan.training.micro_batch, "micro_batches": plan.num_microbatches,
            "global_batch": plan.training.global_batch, "seq_len": plan.training.seq_len,
            "step_s": step.step_s, "peak_bytes": memory.peak_bytes, "device_peak_bytes": memory.device_peak_bytes,

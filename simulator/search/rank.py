@@ -10,7 +10,8 @@ from simulator.traffic import DIMS
 OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", True)}
 
 #: the columns that describe a plan (the deterministic tie-break, and what the tables print)
-PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding", "micro_batch")
+PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ulysses", "ep", "dp", "sp", "schedule", "split", "tp_comm_overlap",
+             "offload", "recompute", "recompute_modules", "sharding", "micro_batch")
 
 #: the step's breakdown terms (seconds on the critical stage; they add up to the step time)
 TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", *(f"exposed_{d}_s" for d in DIMS))

@@ -28,7 +28,8 @@ MAX_SEARCH_PLANS = 1_000_000
 
 #: rules whose rejection holds for every recompute, sharding and micro-batch choice (their key paths)
 STRUCTURAL = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.vpp", "parallel.schedule", "parallel.cp",
-              "parallel.ep", "parallel.etp", "parallel.sp", "parallel.ulysses", "training.seq_len"}
+              "parallel.ep", "parallel.etp", "parallel.sp", "parallel.ulysses", "parallel.pipeline_layers",
+              "training.seq_len"}
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,14 @@ class SearchResult:
 
 def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
     """One plan of the JSON output: rank, parallel, training, the headline numbers and the breakdown."""
-    parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "schedule", "recompute")}
+    parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ulysses", "ep", "vpp", "sp", "schedule", "recompute",
+                                    "tp_comm_overlap")}
     parallel.update(SHARDING[row["sharding"]])
-    return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel,
+    if row["recompute"] == "selective":
+        parallel["recompute_modules"] = row["recompute_modules"].split(",")
+    if row["pipeline_layers"] is not None:
+        parallel["pipeline_layers"] = list(row["pipeline_layers"])
+    return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel, "offload": row["offload"],
             "training": {"micro_batch": row["micro_batch"], "micro_batches": row["micro_batches"],
                          "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
             "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
@@ -107,7 +113,7 @@ def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Eval
             plan = None
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
-        points += [{**outer, **i} for i in space.inner(single)]
+        points += [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]
     return points, skipped
 
 
