@@ -47,6 +47,7 @@ from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import fast_timelines_many
 from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
+from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -302,17 +303,32 @@ def _without_cycle_collector():
             gc.enable()
 
 
-def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
-    """Evaluate candidates in batches (module docstring); rows in candidate order."""
+def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
+    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: replay-only plans
+    it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
     with _without_cycle_collector():
-        return _evaluate_points(ctx, points)
+        return _evaluate_points(ctx, points, bound)
 
 
-def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
+def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
+    """Whether a prepared plan is to be timed: always, unless only the replay times it and ``bound`` excludes its
+    step's lower bound (:mod:`simulator.search.bound`)."""
+    parts = item[1]
+    plan = parts.ctx.plan
+    if bound is None or plan.schedule.fast is not None:
+        return True
+    t = plan.training
+    if bound.excludes(step_lower_bound(parts), t.global_batch * t.seq_len, plan.world_size):
+        out.rejected[BOUND_REASON] += 1
+        return False
+    return True
+
+
+def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
     out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
         prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
-                    if x is not None]
+                    if x is not None and _within(bound, out, x)]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}

@@ -16,9 +16,11 @@ from typing import Any
 
 from simulator.errors import UserError
 from simulator.model.strict import build
+from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
+from simulator.search.bound import EXACT_TOP, bound_of
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
@@ -119,7 +121,7 @@ def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Eval
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
            executor: str = "local", ray_address: str | None = None,
-           progress: Callable[[int], None] | None = None) -> SearchResult:
+           progress: Callable[[int], None] | None = None, exact_top: int | None = EXACT_TOP) -> SearchResult:
     """Search the plans of a scenario (docs/search.md).
 
     Args:
@@ -130,6 +132,9 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
         executor: ``local`` (this process) or ``ray`` (shards on a Ray cluster; ``pip install -e '.[ray]'``).
         ray_address: the Ray cluster (default ``RAY_ADDRESS``, else a local one).
         progress: called with the number of candidates finished after each shard.
+        exact_top: the first ``exact_top`` plans are exact and complete; a plan only the replay times
+            (DualPipe, DualPipeV, ZB-H1, ZB-V) whose step is provably worse than the ``exact_top``-th of the others
+            is not replayed (:mod:`simulator.search.bound`); None: every valid plan is timed.
 
     Raises:
         UserError: bad scenario or constraints, or no valid plan (with the most common rejection reasons).
@@ -142,7 +147,12 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     document = source if isinstance(source, Document) else read_document(source)
     ctx = search_context(document)
     points, out = candidates(ctx, max_plans)
+    replayed = [p for p in points if schedule_named(p["schedule"]).fast is None]
+    points = [p for p in points if schedule_named(p["schedule"]).fast is not None]
     out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
+    if replayed:     # after the others: their exact_top-th plan bounds the replay-only ones
+        out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress,
+                               bound=bound_of(out.rows, objective, exact_top)))
     if not out.rows:
         raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
