@@ -11,6 +11,7 @@ from simulator.errors import UserError
 from simulator.plan.schedules import schedule_names
 from simulator.scenario.document import read_document
 from simulator.search import search
+from simulator.search.bound import BOUND_REASON
 from simulator.search.rank import why
 from simulator.search.run import search_context
 from simulator.search.space import parallel_of, pipeline_layers
@@ -98,3 +99,50 @@ def test_tp_comm_overlap_collapses_at_tp_1_and_pins():
     data = _22b(tp=[8], pp=[1], micro_batch=[1], recompute=["full"], sharding=["none"], schedule=["1f1b"])
     data["parallel"] = {"tp_comm_overlap": True}
     assert {p["tp_comm_overlap"] for p in search(data).plans} == {True}
+
+
+def _replay_space() -> dict:
+    """22B on one DGX A100 80GB, 32 sequences per step: 1F1B and the replay-only zero-bubble and V schedules."""
+    data = _22b(tp=[2, 4, 8], pp=[2, 4], micro_batch=[1, 2], recompute=["selective", "full"],
+                recompute_modules=[["core_attn"]], sharding=["none", "zero1"], split=["uniform"],
+                schedule=["1f1b", "zb1p", "zbv", "dualpipev"])
+    data["training"]["global_batch"] = 32
+    return data
+
+
+def test_the_bound_is_below_every_replayed_step():
+    from simulator.schedule.step import finish_step, prepare_step, replay_timelines
+    from simulator.search.bound import step_lower_bound
+    from simulator.search.evaluate import resolve
+    from simulator.search.run import candidates
+
+    ctx = search_context(_replay_space())
+    points, _ = candidates(ctx, 10**6)
+    checked = 0
+    for point in points:
+        if point["schedule"] == "1f1b":
+            continue
+        try:
+            plan = resolve(ctx, point)
+        except UserError:
+            continue
+        parts = prepare_step(ctx.fixed.model, plan, ctx.topology, moe=ctx.fixed.moe, cache=ctx.step_cache)
+        step = finish_step(parts, replay_timelines(parts), comm_table=False)
+        assert step_lower_bound(parts) <= step.step_s * (1 + 1e-12)
+        # compute, recompute and the tail are parts of the breakdown: the bound is at most their sum plus bubble
+        assert step_lower_bound(parts) >= step.compute_s + step.recompute_s
+        checked += 1
+    assert checked >= 20
+
+
+def test_the_bound_keeps_the_first_plans_exact():
+    data = _replay_space()
+    exact = search(data, exact_top=None)
+    for objective in ("step_time", "tokens_per_s_per_gpu"):
+        full = search(data, exact_top=None, objective=objective)
+        bounded = search(data, exact_top=3, objective=objective)
+        assert [(tuple(p.values())) for p in bounded.plans[:3]] == [tuple(p.values()) for p in full.plans[:3]]
+        pruned = bounded.rejected.get(BOUND_REASON, 0)
+        assert pruned > 0 and bounded.valid + pruned == full.valid
+        assert bounded.evaluated == full.evaluated
+    assert {p["schedule"] for p in exact.plans} == {"1f1b", "zb1p", "zbv", "dualpipev"}
