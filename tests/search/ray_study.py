@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+import time
 from typing import Any
 
 from simulator.scenario.document import read_document
@@ -50,9 +51,9 @@ def _trace_nodes(folder: str) -> None:
 
     shard = executors._ray_shard
 
-    def traced(document, points):
+    def traced(document, points, bound=None):
         Path(folder, ray.get_runtime_context().get_node_id()).touch()
-        return shard(document, points)
+        return shard(document, points, bound)
 
     executors._ray_shard = traced
     executors.SHARD = SHARD
@@ -64,14 +65,18 @@ def main(executor: str, address: str | None, trace: str | None) -> dict[str, Any
 
         ray.init(address=address, log_to_driver=False)
         _trace_nodes(trace)
-    rows, out = [], {}
+    rows, out, wall, points = [], {}, 0.0, 0
     for label, data in study_scenarios().items():
+        start = time.perf_counter()
         result = search(data, executor=executor, ray_address=address)
+        wall += time.perf_counter() - start
+        points += result.evaluated
         out[label] = {"evaluated": result.evaluated, "valid": result.valid, "rejected": result.rejected,
                       "top": _top(result.plans)}
         rows += [{**p, "option": label} for p in result.plans]
     rows.sort(key=lambda p: (p["step_s"], p["option"], *(str(p[k]) for k in PLAN_KEYS)))
     out["study_top"] = [[p["option"], *t] for p, t in zip(rows, _top(rows), strict=False)]
+    out["timing"] = {"wall_s": wall, "points": points}
     return out
 
 

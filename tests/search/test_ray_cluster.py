@@ -134,10 +134,13 @@ def test_two_node_study_ranks_like_local(two_nodes):
     address, env, trace = two_nodes
     remote = _study(["ray", address, str(trace)], env)
     local = _study(["local"], env)
-    assert set(remote) == set(local) == {"dgx_a100_80gb x 2", "dgx_h100 x 2", "study_top"}
+    assert set(remote) == set(local) == {"dgx_a100_80gb x 2", "dgx_h100 x 2", "study_top", "timing"}
     for option in ("dgx_a100_80gb x 2", "dgx_h100 x 2"):
         r, lo = remote[option], local[option]
         assert (r["evaluated"], r["valid"], r["rejected"]) == (lo["evaluated"], lo["valid"], lo["rejected"])
         assert lo["valid"] >= 10 and r["top"] == lo["top"]
     assert remote["study_top"] == local["study_top"] and len(local["study_top"]) == 10
     assert len(list(trace.iterdir())) == 2, "both nodes ran shards of the study"
+    t = remote["timing"]      # docs/search.md quotes these (pytest -s)
+    print(f"two-node study: {t['points']:,} points in {t['wall_s']:.1f} s wall on 2 Ray CPUs "
+          f"({2 * t['wall_s'] / t['points'] * 1e6:.0f} core-us per point; local {local['timing']['wall_s']:.1f} s)")
