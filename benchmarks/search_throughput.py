@@ -21,7 +21,9 @@ plan, without the work it does once per layer shape, group placement or pipeline
 ``--reference`` timed plans drawn from the result (seeded), seconds per plan of ``simulate()``: each rate's ratio
 to ``simulate()`` is printed beside it. One process, one core; times are the process's CPU time
 (``time.process_time``), so that other work on the machine does not count.
-Run: ``python benchmarks/search_throughput.py [--case a|b|c|d|both|all] [--repeats 3] [--reference 20]``.
+Then the per-plan cost on the 1T model at pp 8 x 64 and pp 64 x 1024 micro-batches, fast path and ``simulate()``,
+and their ratio (:mod:`benchmarks.flat_timeline`, issue 30).
+Run: ``PYTHONPATH=. python benchmarks/search_throughput.py [--case a|b|c|d|both|all] [--repeats 3] [--reference 20]``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks.flat_timeline import flat_report
 from simulator.entries.simulate import simulate
 from simulator.scenario.document import read_document
 from simulator.search import evaluate, search
@@ -156,6 +159,8 @@ def main() -> None:
             print(report(key, run_case(key, args.repeats, args.reference), args.repeats), flush=True)
         else:
             print(report_answer(key, run_answer_case(key, args.repeats)), flush=True)
+    if any(k in CASES for k in keys):
+        print(flat_report())  # issue 30: the per-plan cost at pp 8 x 64 and pp 64 x 1024 micro-batches, and the ratio
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 from simulator.implementation.workload import Workload
 from simulator.serving.bench import _stats, bench, workload_stream
 from simulator.serving.loop import LoopCosts, LoopLimits, run_loop
-from simulator.serving.rate import closed_loop_point
+from simulator.serving.rate import closed_loop_point, rate_point
 
 MS = 1e-3
 #: decode 10 ms a step whatever the batch; prefill 1 ms per token computed
@@ -171,3 +171,33 @@ def test_decreasing_arrival_times_and_a_missing_csv(tmp_path, capsys):
     path.write_text(SCENARIO + "    lengths_csv: none.csv\n")
     assert main(["serve", str(path), "--bench"]) == 2
     assert f"{path}:11: serving.workload.lengths_csv:" in capsys.readouterr().err
+
+
+def test_shared_prefix_groups_add_the_prefix_and_cache_it_after_each_groups_first_request():
+    """2 groups x 64-token prefix, 100 own input tokens, pages of 16: every prompt is 164 tokens; requests 0 and 1
+    (each group's first) compute all of it, requests 2.. find their group's 64 tokens (4 whole pages) cached."""
+    w = Workload(shared_prefix={"groups": 2, "prefix_len": 64}, input={"distribution": "fixed", "value": 100})
+    _, ins, _, cached = workload_stream(w, 1, 1, 5, 16, Path("."))
+    assert list(ins) == [164] * 5
+    assert list(cached) == [0, 0, 64, 64, 64]
+
+
+def test_the_rate_curve_serves_the_workload():
+    """``simulator serve`` without --bench: a point at 2 requests/s with the workload's constant arrivals (0.5, 1.0,
+    ... s), input 100 and output 5 tokens, half of each prompt in the prefix cache (block 1: 50 tokens): each
+    request runs alone, prefill 50 ms (TTFT), four 10 ms decodes (TPOT), e2e 90 ms; 5 output tokens per request."""
+    w = Workload(input={"distribution": "fixed", "value": 100}, output={"distribution": "fixed", "value": 5},
+                 prefix_hit_rate=0.5, arrival={"process": "constant", "rate": 1.0})
+    point = rate_point(2.0, 10.0, replicas=1, gpus=1, input_len=7, output_len=3, num_requests=20, seed=0,
+                       costs=FLAT, limits=ROOMY, workload=w)
+    assert point["ttft_mean_s"] == pytest.approx(0.05) and point["ttft_p99_s"] == pytest.approx(0.05)
+    assert point["tpot_mean_s"] == pytest.approx(0.01) and point["e2e_mean_s"] == pytest.approx(0.09)
+    assert point["tokens_per_s"] == pytest.approx(2.0 * 5)
+
+
+def test_a_csv_of_arrival_times_cannot_set_a_request_rate():
+    from simulator.implementation.serving import ServingConfig
+
+    with pytest.raises(ValueError, match="request_rate sets each point's arrival rate"):
+        ServingConfig(batch=1, input_len=8, output_len=2, request_rate=(1.0,),
+                      workload={"arrival": {"process": "csv", "path": "t.csv"}})

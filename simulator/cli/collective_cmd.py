@@ -27,7 +27,7 @@ from simulator.units import parse_quantity
 
 PROTOCOLS = ("auto", "ll", "ll128", "simple")
 #: every --algo docs/interface.md names; which ones an operation has is checked by the model (collectives.model)
-ALGOS = ("auto", "all", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat")
+ALGOS = ("auto", "all", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat", "one_shot", "two_shot")
 
 
 def register(subparsers) -> None:

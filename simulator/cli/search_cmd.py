@@ -18,7 +18,8 @@ def register(subparsers) -> None:
     p.add_argument("scenario", type=scenario_path, help="scenario YAML (parallel: values pin dimensions, search: restricts the others)")
     p.add_argument("--top", type=positive_int, default=10, help="plans to print (default 10)")
     p.add_argument("--objective", choices=tuple(OBJECTIVES), default="step_time",
-                   help="rank by step time (smallest first) or tokens per second per GPU (largest first)")
+                   help="rank by step time (smallest first), tokens per second per GPU (largest first), or the "
+                        "whole run's days, cost or energy (smallest first; needs a run: section)")
     p.add_argument("--max-plans", type=bounded_int(1, what="a plan count"), default=MAX_SEARCH_PLANS,
                    help=f"refuse a plan space larger than this (default {MAX_SEARCH_PLANS:,})")
     p.add_argument("--executor", choices=("local", "ray"), default="local",

@@ -14,6 +14,7 @@ import numpy as np
 from simulator.caching import memo
 from simulator.collectives import algorithms as alg
 from simulator.collectives import composite as comp
+from simulator.collectives import custom_allreduce as custom
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, PROTOCOLS, Coefficients
 from simulator.collectives.links import LinkParams, link_table, p2p_link_table
 from simulator.collectives.placement import GroupPlacement
@@ -22,7 +23,7 @@ from simulator.hardware.calibration import Calibration
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
 ALGORITHMS = {
-    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "hierarchical"),
+    "all_reduce": ("ring", "tree", "nvls", "nvls_tree", "hierarchical") + custom.CUSTOM_ALGORITHMS,
     "all_gather": ("ring", "pat", "nvls", "hierarchical"),
     "reduce_scatter": ("ring", "pat", "nvls", "hierarchical"),
     "broadcast": ("ring",),
@@ -30,7 +31,7 @@ ALGORITHMS = {
     "all_to_all": ("direct", "hierarchical"),
     "sendrecv": ("direct",),
 }
-ALL_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat")
+ALL_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat") + custom.CUSTOM_ALGORITHMS
 
 
 def busbw_factor(op: str, n_ranks: int) -> float:
@@ -69,6 +70,11 @@ class GroupCostModel:
 
 def _infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
     """Why (algo, proto) cannot run for op on this group, or ''."""
+    return custom.row_problem(ctx.p, proto) if algo in custom.CUSTOM_ALGORITHMS else _nccl_infeasible(ctx, op, algo, proto)
+
+
+def _nccl_infeasible(ctx: alg.Ctx, op: str, algo: str, proto: str) -> str:
+    """Why NCCL's (algo, proto) cannot run for op on this group, or ''."""
     p = ctx.p
     if p.domain_ranks and (algo in ("pat", "hierarchical") or op == "all_to_all"):
         return (f"{algo} {op} needs the same number of ranks on every NVLink domain; this group has "
@@ -108,6 +114,11 @@ def _row(ctx: alg.Ctx, op: str, algo: str, proto: str) -> alg.Row:
         return alg.nvls_tree(ctx)
     if algo == "pat":
         return alg.pat(ctx, op)
+    if algo in custom.CUSTOM_ALGORITHMS:  # vLLM's kernels; the serving engines' own: simulator.collectives.custom_allreduce
+        k = custom.KERNELS["vllm"]
+        lat = k.one_shot_latency_s if algo == "one_shot" else k.two_shot_latency_s
+        inv = custom.custom_time_s(k, ctx.p, algo, 1.0) - lat
+        return alg.Row(algo, proto, lat, inv, lat, inv)
     if op == "all_to_all":
         return comp.all_to_all_direct(ctx, proto) if algo == "direct" else comp.all_to_all_hierarchical(ctx, proto)
     if op == "sendrecv":
@@ -220,8 +231,9 @@ def _select(table: OpTable, algo: str, proto: str) -> np.ndarray:
     if algo != "auto" and algo not in table.algorithms:
         raise UserError(f"{table.op} has no algorithm {algo!r}; accepted: auto, {', '.join(ALGORITHMS[table.op])}",
                         key_path="algo")
-    mask = np.array([(algo in ("auto", a)) and (proto in ("auto", p)) for a, p in
-                     zip(table.algorithms, table.protocols, strict=True)])
+    # auto is NCCL's choice: the engines' custom kernels run only when named (or by an engine's rule)
+    mask = np.array([(algo == a or algo == "auto" and a not in custom.CUSTOM_ALGORITHMS) and (proto in ("auto", p))
+                     for a, p in zip(table.algorithms, table.protocols, strict=True)])
     feasible = mask & np.array([not r for r in table.reasons])
     if not feasible.any():
         reasons = sorted({f"{a}/{p}: {r}" for a, p, r, m in

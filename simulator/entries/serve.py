@@ -9,12 +9,14 @@ from simulator.compute.efficiency import default_efficiency
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.scenario.draft import draft_model_of
 from simulator.scenario.load import Scenario
 from simulator.serving import ServeResult, serve
 from simulator.serving.backends import EXPERT_KERNELS
 from simulator.serving.bench import bench
 from simulator.serving.metrics import loop_costs, loop_limits
 from simulator.serving.rate import closed_loop_point
+from simulator.serving.speculative import iteration, with_draft
 from simulator.serving.step import StepContext
 from simulator.topology import topology_of
 
@@ -25,8 +27,8 @@ def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
                       serving=scenario.serving, moe_settings=scenario.moe, topology=topology_of(scenario.cluster),
-                      calibration=calibration)
-    return ctx, memory
+                      calibration=calibration, draft_model=draft_model_of(scenario.serving, scenario.file))
+    return ctx, with_draft(ctx, scenario.plan, memory)
 
 
 def simulate_closed_loop(scenario: Scenario, concurrency: int, num_requests: int) -> dict:
@@ -68,4 +70,9 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
               "model": scenario.model.name,
               "parallel": {"tp": p.tp, "pp": p.pp, "dp": scenario.plan.dp, "ep": p.ep, "etp": p.etp},
               "serving": scenario.serving.model_dump(mode="json")}
-    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes))
+    if scenario.serving.speculative is not None:  # one iteration at batch and input_len (docs/speculative.md)
+        s = scenario.serving
+        header["speculative"] = iteration(ctx, scenario.plan, s.batch, s.input_len).to_dict()
+    base = Path(scenario.file).parent if scenario.file else Path.cwd()
+    return serve(ctx, scenario.plan, memory, header, notes=tuple(scenario.plan.notes) + tuple(scenario.notes),
+                 base=base)

@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory.offload import check_host_memory, offload_memory, offloaded_activation_bytes
+from simulator.plan import resolve_plan
 from simulator.scenario.load import Scenario
 from simulator.schedule import StepResult, simulate_step
 from simulator.topology import topology_of
 from simulator.units import GIBI
+from simulator.wholerun import WholeRun, whole_run
+from simulator.wholerun.run import run_steps
 
 #: bubble share of the step above which a run is flagged
 BUBBLE_WARNING = 0.20
@@ -27,6 +32,10 @@ SUMMARY_KEYS = (
     "throughput.tokens_per_s", "throughput.model_tflops_per_gpu", "throughput.mfu", "throughput.hfu")
 
 
+#: the whole run's columns of :meth:`Result.summary` (scenarios with ``run:``)
+RUN_SUMMARY_KEYS = ("days", "gpu_hours", "goodput", "interruptions", "energy_MWh", "cost")
+
+
 @dataclass(frozen=True)
 class Result:
     """Predictions for one scenario. ``to_dict()``: docs/interface.md's JSON; ``to_frame()``: one row."""
@@ -35,6 +44,8 @@ class Result:
     memory: MemoryReport
     step: StepResult | None
     """None for ``training.mode: inference`` (the step-time engine times training steps)."""
+    run: WholeRun | None = None
+    """The whole training run, with a ``run:`` section (simulator/wholerun/)."""
 
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
@@ -45,8 +56,9 @@ class Result:
             "parallel": {"tp": s.parallel.tp, "pp": s.parallel.pp, "dp": s.plan.dp, "cp": s.parallel.cp,
                          "ep": s.parallel.ep, "ulysses": s.parallel.ulysses, "vpp": s.parallel.vpp},
             "memory": {**self.memory.to_dict(), "hbm_bytes": s.cluster.node.gpu.memory.capacity,
-                       "oom": self.memory.oom},
+                       "oom": self.memory.oom, **offload_memory(s.plan, s.cluster)},
             **(self.step.to_dict() if self.step is not None else {}),
+            **({"run": self.run.to_dict()} if self.run is not None else {}),
             "warnings": self.warnings(),
         }
 
@@ -92,6 +104,9 @@ class Result:
         row.update({f"time.exposed_{d}_s": v for d, v in t.exposed_comm_s.items()})
         row.update({"throughput.tokens_per_s": t.tokens_per_s, "throughput.model_tflops_per_gpu":
                     t.model_tflops_per_gpu, "throughput.mfu": t.mfu, "throughput.hfu": t.hfu})
+        if self.run is not None:
+            run = self.run.to_dict()
+            row.update({f"run.{k}": run[k] for k in RUN_SUMMARY_KEYS})
         return row
 
     def to_frame(self):
@@ -124,7 +139,45 @@ def simulate(scenario: Scenario) -> Result:
                              cluster=scenario.cluster)
     if scenario.training.mode == "inference":
         return Result(scenario=scenario, memory=memory, step=None)
+    check_host_memory(scenario.plan, scenario.cluster)
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
-    step = simulate_step(scenario.model, scenario.plan, topology_of(scenario.cluster), calibration=calibration,
-                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma)
-    return Result(scenario=scenario, memory=memory, step=step)
+    step = _step(scenario, scenario.plan, calibration)
+    if scenario.run is None:
+        return Result(scenario=scenario, memory=memory, step=step)
+    return Result(scenario=scenario, memory=memory, step=step, run=_whole_run(scenario, memory, step, calibration))
+
+
+def _step(scenario: Scenario, plan, calibration):
+    return simulate_step(scenario.model, plan, topology_of(scenario.cluster), calibration=calibration,
+                         moe=scenario.moe, gpu_speed_sigma=scenario.system.gpu_speed_sigma,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
+
+
+def _whole_run(scenario: Scenario, memory: MemoryReport, step: StepResult, calibration) -> WholeRun:
+    """The run's stages (a batch ramp's smaller batches priced as steps of their own, on the same plan) and the
+    whole run over them."""
+    t = scenario.training
+    stages = []
+    for batch, steps in run_steps(scenario.run, t.global_batch, t.seq_len):
+        if batch == t.global_batch:
+            stages.append((steps, step))
+            continue
+        try:
+            plan = resolve_plan(scenario.model, scenario.parallel, t.model_copy(update={"global_batch": batch}),
+                                scenario.gpus, scenario.plan.moe_backend)
+        except UserError as exc:
+            raise _located(UserError(f"batch ramp stage at global_batch {batch}: {exc.message}",
+                                     key_path="run.batch_ramp"), scenario) from None
+        stages.append((steps, _step(scenario, plan, calibration)))
+    try:
+        return whole_run(scenario.run, scenario.plan, scenario.cluster, scenario.gpus, memory, stages)
+    except UserError as exc:
+        raise _located(exc, scenario) from None
+
+
+def _located(exc: UserError, scenario: Scenario) -> UserError:
+    """A whole-run error with the file and line of its ``run.`` key (the loader recorded them)."""
+    if exc.file or not (exc.key_path or "").startswith("run."):
+        return exc
+    file, line = scenario.run.where(exc.key_path[len("run."):])
+    return exc.located(file=file or scenario.file, line=line)

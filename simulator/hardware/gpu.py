@@ -118,6 +118,16 @@ def pcie_bandwidth_Bps(generation: int, lanes: int) -> float:
     return lanes * _PCIE_GTPS[generation] * 1e9 * encoding / 8
 
 
+class GpuPower(Spec):
+    """Board power by load, W (the whole-run energy model's phases, docs/whole_run.md "Energy")."""
+
+    compute_W: float = Field(gt=0, description="tensor-core bound (back-to-back GEMMs)")
+    memory_bound_W: float = Field(gt=0, description="HBM bound (device-to-device copies)")
+    host_bound_W: float = Field(gt=0, description="launch bound: tiny kernels issued from the host")
+    idle_W: float = Field(gt=0, description="context created, no kernels")
+    source: str = Field(description="where the figures come from")
+
+
 class GpuSpec(Spec):
     """One GPU model. Field units: bytes, B/s per direction, Hz, FLOP/s."""
 
@@ -137,6 +147,7 @@ class GpuSpec(Spec):
     nvlink: NvlinkPort | None = None
     pcie: PcieEndpoint
     tdp_w: float = Field(gt=0, description="board power, W")
+    power: GpuPower | None = Field(None, description="measured board power by load (null: scaled from tdp_w)")
 
     @property
     def compute_capability_version(self) -> tuple[int, int]:

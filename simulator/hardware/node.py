@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from simulator.hardware.fields import Bandwidth, Seconds, Spec
+from simulator.hardware.fields import Bandwidth, Bytes, Seconds, Spec
 from simulator.hardware.gpu import GpuSpec
 
 
@@ -80,10 +80,27 @@ class CpuSpec(Spec):
     socket_link: Literal["upi", "xgmi", "c2c"] = Field(description="socket-to-socket interconnect")
     socket_link_bandwidth: Bandwidth = Field(description="per direction, all socket links together")
     numa_link_bandwidth: Bandwidth = Field(description="between NUMA domains of one socket, per direction")
+    memory_capacity: Bytes | None = Field(
+        None, description="host (system) memory of the node, all sockets; offload's capacity check (docs/offload.md); "
+                          "null: unknown, offload refused")
+    memory_bandwidth: Bandwidth | None = Field(
+        None, description="peak DRAM bandwidth of the node, all sockets (channels x transfer rate x 8 B); the CPU "
+                          "optimizer step of offload streams at a fraction of it; null: unknown, offload refused")
+    memory_source: str | None = Field(None, description="where memory_capacity and memory_bandwidth come from")
 
     @property
     def numa_domains(self) -> int:
         return self.sockets * self.numa_per_socket
+
+
+class NvmeSpec(Spec):
+    """The node's local NVMe drives (ZeRO-Infinity's parameter offload to NVMe, docs/offload.md)."""
+
+    drives: int = Field(gt=0)
+    read_bandwidth: Bandwidth = Field(description="sequential read of one drive")
+    write_bandwidth: Bandwidth = Field(description="sequential write of one drive")
+    capacity: Bytes = Field(description="one drive")
+    source: str
 
 
 class NicSpec(Spec):
@@ -114,6 +131,15 @@ class FabricSpec(Spec):
     switch_latency: Seconds = Field(description="port-to-port latency of one switch")
 
 
+class StorageSpec(Spec):
+    """Where a node writes checkpoints (the whole-run model, docs/whole_run.md "Checkpoints"), bytes/s per node."""
+
+    network_write: Bandwidth | None = Field(None, description="the node's storage-network link to a parallel file "
+                                                              "system (line rate: an upper bound)")
+    local_write: Bandwidth | None = Field(None, description="the node's local NVMe drives together")
+    source: str = Field(description="where the figures come from")
+
+
 class NodeSpec(Spec):
     """One server. Indices of GPUs and NICs are node-local (0..count-1)."""
 
@@ -129,8 +155,10 @@ class NodeSpec(Spec):
     pcie: PcieSpec
     cpu: CpuSpec
     nics: NicSpec | None = None
+    nvme: NvmeSpec | None = Field(None, description="local NVMe drives (offload to NVMe); default: none")
     latency: NodeLatencies
     fabric: FabricSpec | None = Field(None, description="default fabric when nodes of this kind form a cluster")
+    storage: StorageSpec | None = Field(None, description="checkpoint storage links (null: give them in run.checkpoint)")
 
     @model_validator(mode="after")
     def _wiring(self) -> NodeSpec:

@@ -22,6 +22,19 @@ def transport_problem(backend: str | MoeBackend, transport: str | None) -> str |
     return moe_backend(backend).transport_problem(transport)
 
 
+def check_histogram(counts: tuple[float, ...], experts: int | None = None) -> None:
+    """A per-expert load histogram: one non-negative count per expert (``experts`` when known), not all zero."""
+    if experts is not None and len(counts) != experts:
+        raise UserError(f"the histogram has {len(counts)} counts; the model has {experts} experts (one count per "
+                        "expert)", key_path="moe.histogram")
+    negative = [i for i, c in enumerate(counts) if not c >= 0]
+    if negative:
+        raise UserError(f"expert {negative[0]} has count {counts[negative[0]]}; counts must be >= 0",
+                        key_path="moe.histogram")
+    if not sum(counts) > 0:
+        raise UserError("every count is 0: the histogram needs a positive total", key_path="moe.histogram")
+
+
 class MoeSettings(BaseModel):
     """``moe:``: expert-parallel communication backend, routing skew and overlap of every MoE layer.
 
@@ -39,7 +52,13 @@ class MoeSettings(BaseModel):
     qps: int | None = Field(None, ge=1, le=1024, description="queue pairs per peer (null: backend default)")
     dispatch_dtype: Literal["fp8", "bf16"] | None = Field(
         None, description="dispatch payload (combine is bf16); null: fp8 with the fp8 precision recipe, else bf16")
-    distribution: Literal["uniform", "zipf"] = Field("uniform", description="expert popularity of the router")
+    distribution: Literal["uniform", "zipf", "histogram"] = Field(
+        "uniform", description="expert popularity of the router: uniform, zipf (zipf_exponent) or histogram (measured "
+                               "tokens per expert, the histogram key); shared by training and serving")
+    histogram: tuple[float, ...] | str | None = Field(
+        None, description="distribution: histogram: tokens (or any non-negative load) per expert, one per expert in "
+                          "expert-id order (experts on EP rank r are r*E/ep .. (r+1)*E/ep - 1), or the path of a CSV "
+                          "(relative to the scenario) whose rows end with each expert's count")
     zipf_exponent: float = Field(1.0, ge=0, le=10, description="s of p_i ~ (i+1)^-s (distribution: zipf); "
                                                                "hot experts sit on the first EP rank")
     node_limit: int | None = Field(None, ge=1, description="each token goes to experts on at most this many nodes "
@@ -73,7 +92,18 @@ class MoeSettings(BaseModel):
         problem = transport_problem(self.backend, self.transport)
         if problem:
             raise UserError(problem, key_path="moe.transport")
+        if (self.distribution == "histogram") != (self.histogram is not None):
+            raise UserError("distribution: histogram and the histogram key go together (a per-expert list or a CSV "
+                            f"path); got distribution {self.distribution} with histogram {self.histogram!r}",
+                            key_path="moe.histogram")
+        if isinstance(self.histogram, tuple):
+            check_histogram(self.histogram)
         return self
+
+    @property
+    def router_distribution(self) -> str | tuple[float, ...]:
+        """What the routing model takes (:func:`simulator.moe.route`): the name, or the per-expert loads."""
+        return self.histogram if self.distribution == "histogram" else self.distribution
 
     def for_net_issue(self, net_issue: str) -> MoeSettings:
         """With ``system.net_issue: ibgda`` and no transport given, DeepEP backends issue RDMA from the GPU."""

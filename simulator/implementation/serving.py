@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from simulator.errors import UserError
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
+from simulator.implementation.scheduler import EngineScheduler
+from simulator.implementation.speculative import SpeculativeConfig
 from simulator.implementation.workload import Workload
 
 #: prefill steps one prefill may take (batch and prompt over max_batched_tokens): each is priced op by op
@@ -74,15 +76,27 @@ class ServingConfig(BaseModel):
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
                                       "(one CTA per sequence and K/V head) or flash_mla")
+    attention_call: Literal["folded_gqa", "gqa_single_call", "repeat_kv", "expanded_cache"] | None = Field(
+        None, description="attention torch_sdpa: how SDPA is called at decode (simulator/serving/backends.py "
+                          "SDPA_CALLS): folded_gqa (query group folded into each K/V head's rows), gqa_single_call "
+                          "(enable_gqa, all query heads in one call), repeat_kv (K/V expanded per call) or "
+                          "expanded_cache (K/V stored per query head); null: the kernel set's (hf_eager: "
+                          "gqa_single_call, others folded_gqa)")
     all2all_backend: Literal[A2A_BACKENDS] = Field(  # type: ignore[valid-type]
         AUTO.name, description="MoE all-to-all (vLLM --all2all-backend); auto: deepep_high_throughput for prefill, "
                             "deepep_low_latency for decode")
     expert_kernel: Literal["triton_fused", "cutlass_grouped", "deepgemm"] = Field(
         "triton_fused", description="MoE expert GEMM kernel (vLLM fused_moe Triton, CUTLASS grouped, DeepGEMM)")
-    tp_allreduce: Literal["nccl", "vllm_custom", "sglang_custom"] = Field(
-        "nccl", description="TP all-reduce: nccl (the collectives model: LL/LL128/NVLS, ring/tree) or a custom "
-                            "kernel's measured latency (Hopper, NVLink, TP 2/4/8, up to 1 MiB; NCCL's model "
-                            "elsewhere)")
+    tp_allreduce: Literal["nccl", "vllm_custom", "sglang_custom", "trtllm_custom"] = Field(
+        "nccl", description="TP all-reduce: nccl (the collectives model: LL/LL128/NVLS, ring/tree) or an engine's "
+                            "custom one-shot / two-shot kernel under the engine's rule (one node, NVLink, its group "
+                            "sizes and size limit; simulator/collectives/custom_allreduce.py): measured latency on "
+                            "Hopper at TP 2/4/8 up to 1 MiB, the fitted one-/two-shot model elsewhere; NCCL where "
+                            "the engine calls NCCL. The vllm, sglang and tensorrt_llm profiles default to their own")
+    two_batch_overlap: bool = Field(
+        False, description="MoE layers run as two micro-batches, one's dispatch/combine under the other's compute "
+                           "(SGLang --enable-two-batch-overlap, vLLM --enable-dbo; DeepSeek's prefill and decode); "
+                           "priced per phase in simulator/serving/tbo.py; only with EP > 1")
     kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
     gpu_memory_utilization: float = Field(
         0.92, gt=0, le=1, description="share of each GPU's HBM the engine may fill with weights, transients and the "
@@ -102,11 +116,18 @@ class ServingConfig(BaseModel):
         None, ge=1, le=1_000_000, description="largest batch of the request-rate simulation (vLLM max_num_seqs); "
                                               "null: only the K/V cache limits it")
 
+    scheduler: EngineScheduler | None = Field(
+        None, description="the engine's scheduling policy and memory rule (vllm_v1, sglang, trtllm; the engine "
+                          "profiles give it: simulator/implementation/scheduler.py); null: vLLM V1's rule with "
+                          "prefill and decode priced as two steps")
     workload: Workload | None = Field(
         None, description="request stream of simulator serve --bench (lengths, prefix hits, arrivals; "
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")
     disaggregation: Disaggregation | None = Field(
         None, description="disaggregated prefill/decode: {prefill_replicas: N}; null: every replica does both")
+    speculative: SpeculativeConfig | None = Field(
+        None, description="speculative decoding (simulator/implementation/speculative.py, docs/speculative.md); "
+                          "null: one token per decode step")
 
     @field_validator("concurrency")
     @classmethod
@@ -135,6 +156,38 @@ class ServingConfig(BaseModel):
         if forced is not None and self.cuda_graphs != forced:
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_sets_the_arrivals(self):
+        if self.request_rate is not None and self.workload is not None and self.workload.arrival.process == "csv":
+            raise ValueError("request_rate sets each point's arrival rate: a csv of arrival times is for "
+                             "simulator serve --bench (leave request_rate out, or use a poisson, constant or gamma "
+                             "arrival process)")
+        return self
+
+    @model_validator(mode="after")
+    def _sdpa_call(self):
+        """``attention_call`` is PyTorch SDPA's; a static cache already expands K/V (kv_cache_impl prices it)."""
+        call = self.attention_call
+        if call is not None and self.attention != "torch_sdpa":
+            raise UserError(f"attention_call {call} is how PyTorch SDPA is called: it needs attention: torch_sdpa "
+                            f"(got {self.attention})", key_path="serving.attention_call")
+        if call in ("repeat_kv", "expanded_cache") and self.kv_cache_impl == "static":
+            raise UserError(f"kv_cache_impl static already expands K/V to every query head (priced with the cache); "
+                            f"attention_call {call} would expand it twice: use folded_gqa or leave it out",
+                            key_path="serving.attention_call")
+        return self
+
+    @model_validator(mode="after")
+    def _draft_within_the_output(self):
+        """A draft of k tokens needs more than k tokens left to generate: the model counts E tokens per iteration
+        over the whole output."""
+        spec = self.speculative
+        if spec is not None and spec.num_speculative_tokens >= self.output_len:
+            raise UserError(f"a draft of num_speculative_tokens {spec.num_speculative_tokens} is longer than the "
+                            f"output_len {self.output_len} tokens it would speculate on: k must be below output_len",
+                            key_path="serving.speculative.num_speculative_tokens")
         return self
 
     @model_validator(mode="after")

@@ -86,6 +86,17 @@ class ArrivalProcess(BaseModel):
         return self
 
 
+class SharedPrefix(BaseModel):
+    """Requests in ``groups`` groups whose prompts start with the group's ``prefix_len`` tokens (SGLang
+    bench_serving's generated-shared-prefix dataset: ``--gsp-num-groups``, ``--gsp-system-prompt-len``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    groups: int = Field(ge=1, le=1_000_000, description="prefix groups; request i belongs to group i mod groups")
+    prefix_len: int = Field(ge=1, le=MAX_TOKENS, description="tokens of each group's shared prefix, added before "
+                                                             "each request's own input tokens")
+
+
 class Workload(BaseModel):
     """The request stream ``simulator serve --bench`` simulates (module docstring)."""
 
@@ -100,6 +111,9 @@ class Workload(BaseModel):
     prefix_hit_rate: float = Field(0.0, ge=0, le=1, description="share of each prompt's tokens whose K/V is already "
                                                                 "cached (whole pages, at least one prompt token "
                                                                 "computed): they skip prefill but occupy the cache")
+    shared_prefix: SharedPrefix | None = Field(
+        None, description="shared-prefix groups {groups, prefix_len}: every prompt is its group's prefix plus its "
+                          "own input; from the group's second request on the prefix's K/V is cached (whole pages)")
     arrival: ArrivalProcess = Field(default_factory=ArrivalProcess, description="arrival process")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="seed of numpy's Generator for lengths and arrivals")
 

@@ -26,24 +26,30 @@ from simulator.plan.resolved import ResolvedPlan
 def _state_items(sp: StageParams, rb: Recipe, rp: ResolvedPlan) -> list[MemoryItem]:
     """weights, gradients, main_params, optimizer: dense states sharded over d = dp*cp*ulysses, expert states over
     expert-dp, per the sharding stage (docs/memory.md, "Precision recipes")."""
-    return list(_states(sp, rb, rp.dense_shard_degree, rp.expert_shard_degree))
+    return list(_states(sp, rb, rp.dense_shard_degree, rp.expert_shard_degree, rp.offload.gpu_keep()))
 
 
 @memo(maxsize=4096)
-def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> tuple[MemoryItem, ...]:
-    """:func:`_state_items` from what it reads (hashable), once per distinct value (plans of a search share it)."""
+def _states(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int,
+            keep: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)) -> tuple[MemoryItem, ...]:
+    """:func:`_state_items` from what it reads (hashable), once per distinct value (plans of a search share it).
+    ``keep``: the share of each bucket's owned bytes left on the GPU by offload (:meth:`Offload.gpu_keep`; the
+    gradients' share only where they are sharded, ZeRO 2-3: a stage-1 gradient buffer stays whole)."""
     rows = [("weights", rb.param, 3), ("gradients", rb.grad, 2), ("main_params", rb.main, 1),
             ("optimizer", rb.moments, 1)]
     items = []
-    for bucket, per, min_stage in rows:
+    for (bucket, per, min_stage), kept in zip(rows, keep, strict=True):
+        if bucket == "gradients" and rb.stage < 2:
+            kept = 1.0
         if per == 0:
             continue
         for label, n, d in (("dense", sp.dense, d_dense), ("expert", sp.expert, d_exp)):
             if n == 0:
                 continue
             shard = d if rb.stage >= min_stage else 1
-            items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard,
-                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage})",
+            host = "" if kept == 1.0 else f" x {kept:g} on the GPU (offload)"
+            items.append(MemoryItem(bucket, f"{bucket}.{label}", n * per / shard * kept,
+                                    f"{n:.4g} params x {per:g} B / {shard} ({rb.convention}, stage {rb.stage}){host}",
                                     scaling="fixed"))
     return tuple(items)
 
@@ -130,7 +136,8 @@ def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> float:
     kept = ("weights", "main_params", "optimizer") if rb.grads_freed_between_steps and rp.num_microbatches == 1 \
         else ("weights", "gradients", "main_params", "optimizer")
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
-    return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp) if i.bucket in kept)
+    keep = rp.offload.gpu_keep()
+    return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp, keep) if i.bucket in kept)
                for s in stages)
 
 
@@ -139,14 +146,15 @@ def fixed_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> tuple[float, ...]:
     micro-batch (``scaling: fixed``: model states and buffers sized by parameters), added in its order (plan search:
     :mod:`simulator.memory.scaling`)."""
     rb, d_dense, d_exp = rp.recipe, rp.dense_shard_degree, rp.expert_shard_degree
-    return tuple(_fixed_sum(stage_params(rp, s), rb, d_dense, d_exp) for s in stages)
+    keep = rp.offload.gpu_keep()
+    return tuple(_fixed_sum(stage_params(rp, s), rb, d_dense, d_exp, keep) for s in stages)
 
 
 @memo(maxsize=4096)
-def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int) -> float:
+def _fixed_sum(sp: StageParams, rb: Recipe, d_dense: int, d_exp: int, keep: tuple[float, ...]) -> float:
     """One stage's :func:`fixed_bytes` from what its items read (``d_dense`` = dp x cp x ulysses is also the DDP
     buckets' replica count), once per value: plans that differ only in micro-batch or recompute share it."""
-    return sum(item.bytes for item in list(_states(sp, rb, d_dense, d_exp)) + fixed_buffer_items(d_dense, rb, sp))
+    return sum(item.bytes for item in list(_states(sp, rb, d_dense, d_exp, keep)) + fixed_buffer_items(d_dense, rb, sp))
 
 
 def _outside_grad_bytes(items: list[MemoryItem], sp: StageParams) -> float:

@@ -18,8 +18,9 @@ from simulator.errors import UserError
 from simulator.model import ModelSpec
 from simulator.moe.backends import DEFAULT_SETTINGS, CommSettings, EpComm, ep_comm, nccl_cost_model
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS, MoeCoefficients
+from simulator.moe.eplb import eplb_slots
 from simulator.moe.overlap import layer_time, sm_slowdown
-from simulator.moe.routing import Routing, route
+from simulator.moe.routing import Routing, expert_weights, route
 from simulator.topology import Topology
 
 
@@ -96,13 +97,20 @@ def ep_placement(topology: Topology, gpus: Sequence[int | str]) -> GroupPlacemen
 
 
 def layer_routing(model: ModelSpec, tokens_per_rank: int, placement: GroupPlacement, *, distribution="uniform",
-                  zipf_exponent: float = 1.0, node_limit: int | None = None, seed: int | None = None) -> Routing:
+                  zipf_exponent: float = 1.0, node_limit: int | None = None, seed: int | None = None,
+                  redundant: int = 0) -> Routing:
     """The routing of ``tokens_per_rank`` tokens on each rank of the EP group ``placement`` to ``model``'s experts
-    (:func:`simulator.moe.route`; capacity factor from ``model.moe``), whatever backend moves them."""
+    (:func:`simulator.moe.route`; capacity factor from ``model.moe``), whatever backend moves them. ``redundant`` > 0:
+    EPLB's ``experts + redundant`` slots (:func:`simulator.moe.eplb.eplb_slots`) are what the tokens are routed to."""
     if model.moe is None:
         raise UserError(f"model {model.name} has no MoE layers", key_path="model.moe")
     moe = model.moe
-    return route(tokens_per_rank, moe.top_k, moe.experts, placement.n_ranks, distribution=distribution,
+    experts = moe.experts
+    if redundant:
+        distribution = eplb_slots(expert_weights(experts, distribution, zipf_exponent), redundant,
+                                  placement.n_ranks).weights
+        experts += redundant
+    return route(tokens_per_rank, moe.top_k, experts, placement.n_ranks, distribution=distribution,
                  zipf_exponent=zipf_exponent, node_limit=node_limit, ranks_per_node=placement.ranks_per_node,
                  capacity_factor=moe.capacity_factor, seed=seed)
 

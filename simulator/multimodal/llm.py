@@ -49,7 +49,7 @@ class FirstStage:
 def _per_microbatch(run: SubmoduleRun) -> tuple[list[float], list[float]]:
     """Forward and backward seconds of micro-batch 0 on each stage (vpp = 1)."""
     fwd, bwd = [], []
-    for tl in run.step.timelines:
+    for tl in run.step.op_timelines():
         ops = {(k, j): end - begin for k, j, _, begin, end in tl.ops}
         fwd.append(ops[("F", 0)])
         bwd.append(ops[("B", 0)])

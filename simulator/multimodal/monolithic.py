@@ -83,7 +83,7 @@ def split_layers(counts: list[tuple[str, int]], pp: int) -> list[dict[str, int]]
 def _one_stage_costs(run: SubmoduleRun) -> tuple[float, float, float]:
     """(forward, backward) seconds of one micro-batch of the whole submodule on one stage, and its tail (exposed
     DP communication and optimizer after the pipeline)."""
-    tl = run.step.timelines[0]
+    tl = run.step.op_timelines()[0]
     ops = {(k, j): end - begin for k, j, _, begin, end in tl.ops}
     cross = (run.cross_attention_s + run.pooler_s) / run.plan.num_microbatches   # fwd + bwd, one micro-batch
     return ops[("F", 0)] + cross / 3, ops[("B", 0)] + 2 * cross / 3, run.step.step_s - tl.end_s

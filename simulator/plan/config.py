@@ -39,6 +39,10 @@ class ParallelPlan(BaseModel):
     megatron_fsdp: Literal["optim", "optim_grads", "optim_grads_params"] | None = Field(
         None, description="Megatron-FSDP sharding strategy (needs distributed_optimizer)")
     etp: int = Field(1, ge=1, description="expert tensor parallel size; expert data parallel is derived")
+    redundant_experts: int = Field(
+        0, ge=0, le=4096, description="EPLB: extra replicas of the busiest experts, (experts + R) / ep slots per EP "
+                                      "rank placed to balance the ranks' load (deepseek-ai/EPLB; vLLM "
+                                      "--num-redundant-experts, SGLang --ep-num-redundant-experts); docs/moe.md")
     order: str = Field("tp-cp-ep-dp-pp", description="rank order, fastest-varying first (Megatron default)")
     schedule: ScheduleName = Field(
         ONE_F_ONE_B.name, description="pipeline schedule: 1f1b (interleaved when vpp > 1), gpipe, DeepSeek's "
@@ -58,8 +62,24 @@ class ParallelPlan(BaseModel):
         0, ge=0, description="Megatron --cpu-offloading-num-layers (Transformer Engine CPU offload of the saved "
                              "activations): the first N layers' activations go to host memory after their forward "
                              "and come back before their backward, so L - N layers' stay on the GPU (needs pp 1, "
-                             "recompute none, N < layers, as Megatron-Core's TransformerConfig checks); memory only, "
-                             "the host-link time is not priced")
+                             "recompute none, N < layers, as Megatron-Core's TransformerConfig checks); the copies "
+                             "over the host link are priced against each layer's compute (docs/offload.md)")
+    optimizer_cpu_offload: bool = Field(
+        False, description="optimizer states and fp32 master weights in host memory, the optimizer step on the CPU: "
+                           "Megatron --optimizer-cpu-offload (needs distributed_optimizer), DeepSpeed ZeRO-Offload "
+                           "offload_optimizer.device cpu or FSDP2 CPUOffloadPolicy (framework pytorch, zero >= 1); "
+                           "docs/offload.md")
+    optimizer_offload_fraction: float = Field(
+        1.0, ge=0.0, le=1.0, description="Megatron --optimizer-offload-fraction: share of the owned optimizer "
+                                         "states offloaded (the rest stays on the GPU, stepped there)")
+    overlap_cpu_optimizer_d2h_h2d: bool = Field(
+        False, description="Megatron --overlap-cpu-optimizer-d2h-h2d: gradient copy to the host, CPU step and "
+                           "parameter copy back pipelined over parameter groups (the slowest of the three "
+                           "instead of their sum)")
+    offload_param: Literal["none", "cpu", "nvme"] = Field(
+        "none", description="ZeRO-Infinity offload_param.device: the owned parameter shard lives in host memory "
+                            "or on the node's NVMe drives and is fetched before each gather (needs zero 3 and "
+                            "optimizer_cpu_offload)")
     selective_ac_option: Literal["op"] | None = Field(
         None, description="with recompute selective: op = torchtitan's per-op selective activation checkpointing "
                           "(activation_checkpoint.mode selective, selective_ac_option op: the outputs of matmuls "

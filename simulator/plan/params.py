@@ -27,14 +27,17 @@ class StageParams:
     """Of ``dense``: the embedding, final norm and output layer (and MTP head) the stage holds."""
 
 
-def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float) -> tuple[float, float]:
+def _local(tensors, m: ModelSpec, tp: int, ep: int, etp: int, vocab_scale: float,
+           expert_scale: float = 1.0) -> tuple[float, float]:
+    """(dense, expert) elements one rank holds; ``expert_scale``: (experts + redundant) / experts, the EPLB slots a
+    rank holds over its share of the logical experts (``parallel.redundant_experts``)."""
     dense, expert = 0.0, 0.0
     for t in tensors:
         n = local_numel(t, tp=tp, kv_ranks=min(tp, m.kv), ep=ep, etp=etp)
         if t.name in ("word_embeddings", "output_layer"):
             n *= vocab_scale
         if t.shard.startswith("expert"):
-            expert += n
+            expert += n * expert_scale
         else:
             dense += n
     return dense, expert
@@ -56,7 +59,7 @@ def stage_params(rp: ResolvedPlan, stage: int) -> StageParams:
     if table is None:
         p = rp.parallel
         table = _all_stage_params(rp.model, p.tp, p.ep, p.etp, rp.recipe.megatron_vocab_padding, rp.stage_layers,
-                                  rp.last_stage_rank)
+                                  rp.last_stage_rank, p.redundant_experts)
         if rp.schedule.mirrored:
             table = tuple(_mirrored(table[s], table[len(table) - 1 - s]) for s in range(len(table)))
         rp._memo["stage_params"] = table
@@ -72,27 +75,29 @@ def _mirrored(own: StageParams, mirror: StageParams) -> StageParams:
 
 @memo(maxsize=1024)
 def _all_stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool,
-                      stage_layers: tuple[tuple[int, ...], ...], last: int) -> tuple[StageParams, ...]:
+                      stage_layers: tuple[tuple[int, ...], ...], last: int, redundant: int = 0
+                      ) -> tuple[StageParams, ...]:
     """Every rank's :func:`_stage_params`; ``last``: the rank that runs the model's last stage (the head there needs
     its own copy of a tied or MTP embedding unless that rank is the first)."""
     return tuple(_stage_params(m, tp, ep, etp, vocab_padding, tuple(moe_flags_of(m, layers)),
-                               max(layers, default=-1) >= m.layers, s == 0, s == last, last > 0)
+                               max(layers, default=-1) >= m.layers, s == 0, s == last, last > 0, redundant)
                  for s, layers in enumerate(stage_layers))
 
 
 @memo(maxsize=4096)
 def _stage_params(m: ModelSpec, tp: int, ep: int, etp: int, vocab_padding: bool, kinds: tuple[bool, ...],
-                  mtp: bool, first: bool, last: bool, pipelined: bool) -> StageParams:
+                  mtp: bool, first: bool, last: bool, pipelined: bool, redundant: int = 0) -> StageParams:
     """A stage's parameters from the FFN kind (MoE or not) of each of its layers in order, whether it holds the MTP
     modules' layers (indices from ``layers`` on), and its place in the pipeline: a layer's tensors depend on its
     index only through its kind (:func:`simulator.model.params.layer_params`), so stages with the same kinds
     share one value (the middle stages of a pipeline)."""
     scale = padded_vocab(m.vocab, tp, vocab_padding) / m.vocab
+    slots = (m.moe.experts + redundant) / m.moe.experts if m.moe is not None else 1.0
     per_kind: dict[bool, tuple[float, float]] = {}
     dense = expert = largest = 0.0
     for kind in kinds:
         if kind not in per_kind:
-            per_kind[kind] = _local(layer_params(m, _first_layer_of(m, kind)), m, tp, ep, etp, scale)
+            per_kind[kind] = _local(layer_params(m, _first_layer_of(m, kind)), m, tp, ep, etp, scale, slots)
         d, e = per_kind[kind]
         dense, expert, largest = dense + d, expert + e, max(largest, d + e)
     extra = []

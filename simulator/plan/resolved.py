@@ -11,6 +11,7 @@ from simulator.implementation.moe_backends import NCCL, MoeBackend
 from simulator.model.shape import RankShape
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.offload import Offload, offload_of
 from simulator.plan.ranks import (
     ALL_DIMS,
     COMBINED,
@@ -62,6 +63,11 @@ class ResolvedPlan(BaseModel):
                              "moe_backend": backend})
 
     @cached_property
+    def offload(self) -> Offload:
+        """What the plan keeps off the GPU (:mod:`simulator.plan.offload`)."""
+        return offload_of(self.parallel, self.training)
+
+    @cached_property
     def recipe(self) -> Recipe:
         """What the precision, optimizer, framework and sharding imply (:mod:`simulator.plan.recipe`)."""
         return resolve_recipe(self.parallel, self.training)
@@ -85,7 +91,8 @@ class ResolvedPlan(BaseModel):
             p = self.parallel
             hit = self._shapes[batch] = rank_shape(self.model, batch.new, batch.sequences, tp=p.tp, cp=p.cp,
                                                    ulysses=p.ulysses, ep=p.ep, etp=p.etp, sp=p.sp,
-                                                   vocab_padding=self.recipe.megatron_vocab_padding)
+                                                   vocab_padding=self.recipe.megatron_vocab_padding,
+                                                   redundant_experts=p.redundant_experts)
         return hit
 
     @cached_property

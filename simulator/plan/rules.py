@@ -13,6 +13,7 @@ from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.plan.config import ParallelPlan, TrainingConfig
+from simulator.plan.offload import check_offload
 from simulator.plan.recipe import PRECISIONS
 from simulator.plan.schedules import schedule_named
 
@@ -98,6 +99,7 @@ def check_memory_switches(p: ParallelPlan, t: TrainingConfig) -> None:
                    "training.loss_implementation")
     if p.cpu_offloading_num_layers:
         _check_cpu_offloading(p, t)
+    check_offload(p, t)
     if p.selective_ac_option is not None and t.family != "pytorch":
         raise _err(f"selective_ac_option {p.selective_ac_option} is torchtitan's: it needs framework pytorch (got "
                    f"{t.framework}; Megatron's selective recompute is recompute_modules)", "parallel.selective_ac_option")
@@ -275,6 +277,10 @@ def check_moe(m: ModelSpec, p: ParallelPlan, t: TrainingConfig, dp: int) -> int:
         return dp * p.tp * p.cp * p.ulysses
     if m.moe.experts % p.ep:
         raise _err(f"experts ({m.moe.experts}) is not divisible by ep ({p.ep})", "parallel.ep")
+    if (m.moe.experts + p.redundant_experts) % p.ep:
+        raise _err(f"EPLB places experts ({m.moe.experts}) + redundant_experts ({p.redundant_experts}) = "
+                   f"{m.moe.experts + p.redundant_experts} slots evenly over ep ({p.ep}): not divisible",
+                   "parallel.redundant_experts")
     if m.moe.expert_ffn_hidden % p.etp:
         raise _err(f"expert_ffn_hidden ({m.moe.expert_ffn_hidden}) is not divisible by etp ({p.etp})", "parallel.etp")
     span = dp * p.tp * p.cp * p.ulysses

@@ -10,8 +10,10 @@ Rules (Megatron-Core and DeepSpeed-Ulysses):
 - attention: a rank holds a / (tp ulysses) query heads over s / cp query rows against all s keys; K/V heads are
   split over TP (replicated when tp > kv_heads: each K/V head is held by tp / kv_heads ranks) and then over the
   Ulysses group (replicated when fewer K/V heads than Ulysses ranks remain);
-- MoE: T_in = the router's tokens; the local experts (E / ep) receive T_in x top_k x etp rows in expectation
-  (balanced routing) and each is sharded over etp.
+- MoE: T_in = the router's tokens; the local experts (E / ep) receive T_in x top_k x etp / r rows in expectation
+  (balanced routing) and each is sharded over etp. r is how many ranks of an expert group (ep x etp ranks, TP
+  innermost) hold the same tokens: 1 with sequence parallelism, min(tp, ep x etp) without it, where every rank of a
+  TP group holds all of its tokens (vLLM and SGLang run MoE under TP so) and an expert computes each token once.
 
 Here b is the batch's sequences and s its new tokens per sequence (a training micro-batch: ``micro_batch`` and
 ``seq_len``; a serving prefill chunk: the chunk; a decode step: 1). Cached tokens do not enter the shape: they are
@@ -77,7 +79,8 @@ def padded_vocab(vocab: int, tp: int, megatron: bool) -> int:
 
 
 def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1, cp: int = 1, ulysses: int = 1,
-               ep: int = 1, etp: int = 1, sp: bool = False, vocab_padding: bool = False) -> RankShape:
+               ep: int = 1, etp: int = 1, sp: bool = False, vocab_padding: bool = False,
+               redundant_experts: int = 0) -> RankShape:
     """The :class:`RankShape` of ``model`` for ``micro_batch`` sequences of ``seq_len`` new tokens under these
     degrees (module docstring for the rules). Plans call it through ``ResolvedPlan.shape_of``; tests and notebooks
     may call it directly."""
@@ -87,11 +90,12 @@ def rank_shape(model: ModelSpec, seq_len: int, micro_batch: int, *, tp: int = 1,
     kv_tp = model.kv / kv_ranks
     kv_attn = kv_tp / ulysses if kv_tp >= ulysses else 1.0
     moe = model.moe
+    replicas = 1 if sp else min(tp, ep * etp)   # ranks of an expert group holding the same tokens (module docstring)
     return RankShape(
         seq_len=seq_len, micro_batch=micro_batch, tp=tp, cp=cp, ulysses=ulysses, ep=ep, etp=etp, sp=sp,
         tokens=tokens, norm_tokens=norm_tokens, q_rows=micro_batch * seq_len / cp,
         heads=heads_per_rank(model.heads, tp, ulysses), kv_heads=kv_attn, heads_tp=heads_per_rank(model.heads, tp),
         kv_heads_tp=kv_tp, kv_ranks=kv_ranks,
-        ffn=model.ffn / tp, local_experts=moe.experts / ep if moe else 0.0,
-        routed_rows=norm_tokens * moe.top_k * etp if moe else 0.0,
+        ffn=model.ffn / tp, local_experts=(moe.experts + redundant_experts) / ep if moe else 0.0,
+        routed_rows=norm_tokens * moe.top_k * etp / replicas if moe else 0.0,
         vocab_tp=padded_vocab(model.vocab, tp, vocab_padding) / tp)

@@ -66,7 +66,7 @@ EP_KERNELS = {"dispatch": ("forward", "dispatch"), "combine": ("forward", "combi
 _MOE_KEYS = {"topk_groups": "moe.node_limit", "zipf_exponent": "moe.zipf_exponent", "qps": "moe.qps",
              "transport": "moe.transport", "distribution": "moe.distribution", "dispatch_dtype": "moe.dispatch_dtype",
              "reserved_sms": "moe.backend", "capacity_factor": "model.moe.capacity_factor", "experts": "parallel.ep",
-             "ep": "parallel.ep", "top_k": "model.moe.top_k"}
+             "ep": "parallel.ep", "top_k": "model.moe.top_k", "redundant_experts": "parallel.redundant_experts"}
 
 
 class LayoutTimes:
@@ -106,6 +106,7 @@ class EpInputs(NamedTuple):
     tokens: int
     dispatch_dtype: str
     backend: object
+    redundant_experts: int = 0
 
 
 class OpCall(NamedTuple):
@@ -149,7 +150,7 @@ class GroupTimer:
         self._routing: dict[tuple, Routing] = {}
         self.shape = plan.shape if batch is None else plan.shape_of(batch)
         self.ep = EpInputs(plan.model, max(1, round(self.shape.norm_tokens)), plan.recipe.moe_dispatch_dtype,
-                           plan.moe_backend)
+                           plan.moe_backend, plan.parallel.redundant_experts)
         self._nodes, self._local = shared.nodes, shared.local
         self._hash = hash((id(shared), self.ep))
 
@@ -253,7 +254,8 @@ class GroupTimer:
             try:
                 self._routing[key] = layer_routing(
                     self.ep.model, self.ep.tokens, self.model("ep", stage).placement,
-                    distribution=s.distribution, zipf_exponent=s.zipf_exponent, node_limit=s.node_limit, seed=s.seed)
+                    distribution=s.router_distribution, zipf_exponent=s.zipf_exponent, node_limit=s.node_limit,
+                    seed=s.seed, redundant=self.ep.redundant_experts)
             except UserError as exc:
                 raise UserError(exc.message, key_path=_MOE_KEYS.get(exc.key_path or "", "moe")) from None
         return self._routing[key]

@@ -23,14 +23,18 @@ def cache_attention_seconds(op: CacheAttentionOp, gpu: GpuSpec, eff: ComputeEffi
     """One launch plus the slower of the op's FLOPs and its K/V cache read. Prefill: FLOPs at the forward
     FlashAttention curve (``attention_fraction("sdpa_fwd", seq_len, dhead)`` of the 16-bit peak), the cache at the
     memory-bound rate (``memory_efficiency``); decode: the cache at the kernel's ``kv_read_efficiency`` of HBM
-    bandwidth capped at ``kv_cap_Bps``, FLOPs at its ``compute_efficiency`` (or the forward curve)."""
+    bandwidth capped at ``kv_cap_Bps``, FLOPs at its ``compute_efficiency`` (or the forward curve); a call form with a
+    measured floor pays ``floor_s`` instead of the launch, and a per-call K/V expansion adds ``copy_bytes`` at
+    ``copy_efficiency`` of HBM bandwidth."""
     peak = peak_flops(gpu, op.dtype)
     fa_rate = peak * eff.attention_fraction("sdpa_fwd", op.seq_len, op.dhead)
     if not op.decode:
         return eff.launch_s + max(op.flops / fa_rate, op.kv_bytes / (gpu.memory.bandwidth * eff.memory_efficiency))
     rate = min(gpu.memory.bandwidth * op.kv_read_efficiency, op.kv_cap_Bps)
     compute = fa_rate if op.compute_efficiency is None else peak * op.compute_efficiency
-    return eff.launch_s + max(op.kv_bytes / rate, op.flops / compute)
+    fixed = eff.launch_s if op.floor_s is None else op.floor_s
+    copy = op.copy_bytes / (gpu.memory.bandwidth * op.copy_efficiency) if op.copy_bytes else 0.0
+    return fixed + copy + max(op.kv_bytes / rate, op.flops / compute)
 
 
 def price_serving(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency) -> dict[str, float]:

@@ -114,7 +114,10 @@ class CacheAttentionOp:
     ``compute_efficiency`` of the 16-bit peak (None: the forward FlashAttention curve,
     ``ComputeEfficiency.attention_fraction("sdpa_fwd", ...)``). Prefill: the forward FlashAttention curve, or the
     cache read at the memory-bound rate if slower. Rates: :mod:`simulator.serving.backends` (decode kernels) and
-    ``simulator/compute/data/compute_efficiency.yaml`` (the forward curve)."""
+    ``simulator/compute/data/compute_efficiency.yaml`` (the forward curve). ``floor_s``: a decode call's measured fixed
+    seconds in place of one launch (None: ``launch_s``); ``copy_bytes``: bytes a per-call expansion of K/V to every
+    query head moves before the kernel, at ``copy_efficiency`` of HBM bandwidth (PyTorch SDPA's call forms,
+    :data:`simulator.serving.backends.SDPA_CALLS`)."""
 
     flops: float
     kv_bytes: float
@@ -124,6 +127,9 @@ class CacheAttentionOp:
     kv_read_efficiency: float = 1.0
     kv_cap_Bps: float = float("inf")
     compute_efficiency: float | None = None
+    floor_s: float | None = None
+    copy_bytes: float = 0.0
+    copy_efficiency: float = 1.0
     dtype: str = "bf16"
 
 

@@ -35,10 +35,14 @@ from simulator.traffic import serving_layer_traffic
 _BIG_KERNELS = 5
 
 
-def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float) -> float:
-    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``."""
+def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float, redundant: int = 0) -> float:
+    """Expected local experts that receive at least one token: ``E_local (1 - (1 - k/E)^(tokens x ep))``, where
+    ``tokens_per_rank`` x ep are the distinct tokens the expert group routes; with EPLB's
+    ``redundant`` replicas the rank holds ``(E + R) / ep`` slots, each hit by a token's selection with about
+    ``k / (E + R)``."""
     moe = model.moe
-    return moe.experts / ep * (1.0 - (1.0 - moe.top_k / moe.experts) ** (tokens_per_rank * ep))
+    slots = moe.experts + redundant
+    return slots / ep * (1.0 - (1.0 - moe.top_k / slots) ** (tokens_per_rank * ep))
 
 
 def _linear(ops, dtype: str, weights: str) -> list[Gemm]:
@@ -63,7 +67,10 @@ def _dense_gemms(model: ModelSpec, sh, layer_index: int, dtype: str, weights: st
 
 def _expert_gemms(rp: ResolvedPlan, sh, dtype: str, weights: str, expert_kernel, imbalance: float) -> list[Gemm]:
     """The touched experts' GEMMs: one grouped GEMM over ``touched`` experts of ``routed rows / touched`` rows."""
-    touched = max(touched_experts(rp.model, rp.parallel.ep, sh.norm_tokens), 1e-9)
+    # the expert group's distinct tokens are routed rows x ep / top_k (tokens TP ranks share counted once, expert-TP
+    # shards' copies too: simulator/plan/shape.py)
+    distinct_per_rank = sh.routed_rows / rp.model.moe.top_k
+    touched = max(touched_experts(rp.model, rp.parallel.ep, distinct_per_rank, rp.parallel.redundant_experts), 1e-9)
     rows = sh.routed_rows / touched
     slowdown = imbalance / expert_kernel.relative(rows)
     return [Gemm(g.name, "fwd", g.m, g.k, g.n, g.batch, g.density, g.dtype, "grouped_expert", g.weight_dtype, slowdown)
@@ -86,32 +93,39 @@ def _keys(batch: Batch, kv_cache, cache_len: int) -> int:
 
 
 def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decode_kernel, kv_cache=None,
-                    cache_len: int = 0) -> CacheAttentionOp:
+                    cache_len: int = 0, verify: bool = False) -> CacheAttentionOp:
     """The attention core of one layer for ``batch``: causal FLOPs ``2 x seqs x new x (past + (new + 1)/2) x width
     x heads per rank`` (width: q.k plus p.v head dims; absorbed MLA decode: the latent + rope key and the latent),
     over the ``seqs x (past + new) x kv_token_bytes`` of cache; ``decode_kernel`` (one new token):
     :class:`simulator.serving.backends.AttentionKernel` (one CTA per sequence and K/V head without split-KV, per
     query head for MLA). ``kv_cache`` (:class:`simulator.serving.backends.KvCacheImpl`, None: paged): a static
     cache attends over ``cache_len`` keys, and an expanded one reads ``heads / kv_heads`` copies (one CTA per query
-    head)."""
+    head). ``verify``: a speculative-decoding verify step (``new`` = k + 1 draft positions per sequence) runs the
+    decode kernel over its ``new`` query rows (vLLM's FlashAttention / FlashMLA decode paths take several query
+    tokens per sequence; absorbed MLA as at decode), not the prefill path."""
     model, sh = rp.model, rp.shape_of(batch)
     seqs, new = batch.sequences, batch.new
     keys, expand = _keys(batch, kv_cache, cache_len), _kv_heads_read(rp, batch, kv_cache)
     mla = model.mla
-    if mla is not None and new == 1:
+    decoding = new == 1 or verify
+    if mla is not None and decoding:
         width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
     else:
         width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
     flops = 2.0 * seqs * new * (keys - new + (new + 1) / 2.0) * width * sh.heads_tp
     kv = seqs * keys * kv_token_bytes * expand
-    if new > 1 or decode_kernel is None:
+    if not decoding or decode_kernel is None:
         return CacheAttentionOp(flops, kv, keys, model.dhead, decode=False)
     cap = float("inf")
     if not decode_kernel.split_kv:
         cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
-    return CacheAttentionOp(flops, kv, keys, model.dhead, decode=True,
+    # a call form that reads K/V for every query head (PyTorch SDPA without enable_gqa), copying it first per call
+    call = sh.heads_tp / sh.kv_heads_tp if decode_kernel.expanded and mla is None else 1.0
+    copy = (1 + call) * kv if decode_kernel.copy_efficiency is not None and call > 1 else 0.0
+    return CacheAttentionOp(flops, kv * call, keys, model.dhead, decode=True,
                             kv_read_efficiency=decode_kernel.kv_read_efficiency, kv_cap_Bps=cap,
-                            compute_efficiency=decode_kernel.compute_efficiency)
+                            compute_efficiency=decode_kernel.compute_efficiency, floor_s=decode_kernel.floor_s,
+                            copy_bytes=copy, copy_efficiency=decode_kernel.copy_efficiency or 1.0)
 
 
 def _cache_memops(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, kv_cache, cache_len: int) -> list[MemOp]:
@@ -146,14 +160,15 @@ def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: fl
 
 def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: str, *, layer_index: int,
                           kv_token_bytes: float, kernels, decode_kernel, expert_kernel,
-                          imbalance: float = 1.0, kv_cache=None, cache_len: int = 0) -> LayerProgram:
+                          imbalance: float = 1.0, kv_cache=None, cache_len: int = 0,
+                          verify: bool = False) -> LayerProgram:
     """Layer ``layer_index`` of a serving step of ``batch`` on one rank (module docstring). ``dtype``: the GEMMs'
     compute dtype (``ResolvedPlan.gemm_dtype``); ``weights``: the weights' dtype (``ResolvedPlan.weight_dtype``);
     ``kv_token_bytes``: K/V cache bytes one token adds to the layer on this rank; ``kernels`` / ``decode_kernel``
     / ``expert_kernel``: the engine's kernel set, decode attention kernel and expert kernel
     (:mod:`simulator.serving.backends`); ``imbalance``: the routing's max / mean load over the EP ranks;
     ``kv_cache`` / ``cache_len``: the K/V cache implementation (``KvCacheImpl``, None: paged) and a static cache's
-    preallocated tokens per sequence."""
+    preallocated tokens per sequence; ``verify``: a speculative verify step (:func:`cache_attention`)."""
     model, sh = rp.model, rp.shape_of(batch)
     moe = model.is_moe_layer(layer_index)
     gemms = _dense_gemms(model, sh, layer_index, dtype, weights)
@@ -161,7 +176,8 @@ def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: s
         gemms += _expert_gemms(rp, sh, dtype, weights, expert_kernel, imbalance)
     return LayerProgram(kind="moe" if moe else "dense", gemms=tuple(gemms),
                         memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels, kv_cache, cache_len),
-                        attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel, kv_cache, cache_len),
+                        attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel, kv_cache, cache_len,
+                                                  verify),
                         comm=layer_comm(serving_layer_traffic(rp, batch), moe),
                         fwd_flops=sum(g.flops for g in gemms), local_experts=sh.local_experts if moe else 0.0,
                         launches=max(kernels.per_layer - _BIG_KERNELS, 0))

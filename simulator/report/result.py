@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simulator.report.step import BASE_PARTS, PART_LABELS
 from simulator.report.table import render_markdown, render_table
+from simulator.report.wholerun import render_run
 from simulator.units import GIBI
 
 MEMORY_COLUMNS = ("weights", "gradients", "main_params", "optimizer", "activations", "other", "total")
@@ -70,4 +71,6 @@ def render_result(result, fmt: str = "text") -> str:
                                              f"{step.bottleneck['resource']})"),
              throughput, "",
              table(*comm_rows(result), title="communication per step (time per call and busy time, hidden or not)")]
+    if result.run is not None:
+        parts += ["", render_run(result.run.to_dict(), fmt)]
     return "\n".join(parts + warnings)

@@ -3,13 +3,14 @@ the rejection counts. Takes :class:`simulator.search.SearchResult`-shaped data (
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from simulator.units import GIBI
 
 _COLUMNS = ("rank", "gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding",
             "micro_batch")
-_TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s")
+_TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", "offload_s")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -38,11 +39,20 @@ def render_search(result, top: int, why_line: str | None) -> str:
     rows = [[str(p[c]) for c in _COLUMNS] + [f"{p['step_s']:.3f}", f"{p['device_peak_bytes'] / GIBI:.1f}",
                                              f"{p['mfu']:.1%}", f"{p['tokens_per_s']:,.0f}"] for p in plans]
     out += _table(header, rows)
+    if plans and "run_days" in plans[0]:   # ranked by a whole-run figure (--objective days|cost|energy)
+        out += ["", "the whole run (run: section): wall-clock days, goodput, energy, cost"]
+        out += _table(["rank", "days", "goodput", "MWh", "cost", "GPU-hours"],
+                      [[str(p["rank"]), f"{p['run_days']:.2f}", f"{p['run_goodput']:.1%}",
+                        f"{p['run_energy_MWh']:,.1f}", f"{p['run_cost']:,.0f}" if p["run_cost"] is not None else "-",
+                        f"{p['run_gpu_hours']:,.0f}"] for p in plans])
     out += ["", "breakdown of the step (s, critical stage): compute, recompute, bubble, optimizer, exposed comm"]
     out += _table(["rank", *(t.removesuffix("_s") for t in _TERMS), "exposed"],
                   [[str(p["rank"]), *(f"{p[t]:.3f}" for t in _TERMS), _exposed(p)] for p in plans])
     if why_line:
         out += ["", why_line]
+    how = Counter(p["timeline"] for p in result.plans)
+    if how:     # the schedules without an exact evaluator but the replay are replayed: say how many plans
+        out += ["", "pipeline timelines: " + ", ".join(f"{n:,} by {label}" for label, n in how.most_common())]
     if result.rejected:
         out += ["", "rejected (count, rule):"]
         out += [f"{n:>10,}  {reason}" for reason, n in list(result.rejected.items())[:8]]

@@ -29,7 +29,7 @@ def render_serving(result) -> str:
              f"{s['gpu_memory_utilization']:g} of HBM, gpu_memory_utilization)", "",
              f"{'op class':<12}{'prefill ms':>12}{'decode ms':>12}"]
     for key, value in d["decode"]["breakdown_s"].items():
-        pre = d["prefill"]["breakdown_s"][key]
+        pre = d["prefill"]["breakdown_s"].get(key, 0.0)  # decode's "draft" (speculative decoding) only
         if value or pre:
             lines.append(f"{key:<12}{pre * 1e3:12.3f}{value * 1e3:12.3f}")
     if d["curve"]:
@@ -62,6 +62,12 @@ def render_serving(result) -> str:
         lines.insert(9, f"disaggregated: {g['prefill_replicas']} prefill + {g['decode_replicas']} decode replicas; "
                         f"K/V hand-off {k['bytes_per_gpu'] / 2**20:,.0f} MiB per GPU in {k['time_s'] * 1e3:.2f} ms "
                         f"over {k['link']}")
+    if d.get("speculative"):
+        sp = d["speculative"]
+        lines += ["", f"speculative decoding ({s['speculative']['method']}): per iteration {sp['num_speculative_tokens']} "
+                      f"draft passes {sp['draft_s'] * 1e3:.3f} ms + verify {sp['verify_s'] * 1e3:.3f} ms = "
+                      f"{sp['iteration_s'] * 1e3:.3f} ms for {sp['expected_tokens']:.3f} tokens per sequence "
+                      f"(batch {s['batch']}, context {s['input_len']}); decode steps above are per token"]
     lines += [f"warning: {w}" for w in d["warnings"]]
     return "\n".join(lines)
 

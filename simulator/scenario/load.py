@@ -29,13 +29,16 @@ from simulator.plan import (
 )
 from simulator.plan.rules import check_serving_degrees, derive_dp
 from simulator.scenario.document import Document, merge, read_document
+from simulator.scenario.draft import check_speculative
 from simulator.scenario.limits import check_gpu_count, check_inputs, check_timeline
+from simulator.scenario.moe_section import resolve_histogram
 from simulator.scenario.profile_section import scenario_profile, training_with_profile, with_defaults
+from simulator.scenario.run_section import RunSection
 from simulator.scenario.search_section import SearchSection
 from simulator.yamlio import is_file, validation_error_to_user_error
 
 TOP_LEVEL_KEYS = ("name", "description", "system", "model", "parallel", "training", "implementation", "moe", "serving",
-                  "sweep", "zip", "search")
+                  "sweep", "zip", "search", "run")
 
 
 class SystemSection(BaseModel):
@@ -81,6 +84,8 @@ class Scenario(BaseModel):
     """Warnings about the input that the user chose to override (a forced calibration)."""
     serving: ServingConfig | None = None
     """``serving:`` (``simulator serve``); None for other scenarios."""
+    run: RunSection | None = None
+    """``run:``: the whole training run (simulator/wholerun/); None without the section."""
 
     @property
     def gpus(self) -> int:
@@ -134,6 +139,7 @@ class Fixed:
     calibration_path: str | None
     notes: tuple[str, ...]
     serving: ServingConfig | None = None
+    run: RunSection | None = None
 
     @property
     def gpus(self) -> int:
@@ -151,7 +157,8 @@ class Fixed:
         """The full scenario of one resolved plan on these fixed parts."""
         return Scenario(file=file, name=self.name, system=self.system, cluster=self.cluster, model=self.model,
                         parallel=plan.parallel, training=plan.training, plan=plan,
-                        calibration_path=self.calibration_path, moe=self.moe, notes=self.notes, serving=self.serving)
+                        calibration_path=self.calibration_path, moe=self.moe, notes=self.notes, serving=self.serving,
+                        run=self.run)
 
 
 def fixed_parts(document: Document) -> Fixed:
@@ -179,10 +186,24 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
                                           data.get("implementation") is not None)
     training = build(TrainingConfig, training_data, key_prefix="training")
     moe = build(MoeSettings, data.get("moe") or {}, key_prefix="moe").for_net_issue(system.net_issue)
+    moe = resolve_histogram(moe, model, document.file)
     build(SearchSection, data.get("search") or {}, key_prefix="search")
     calibration, notes = _calibration(system, cluster, document)
     check_inputs(model, training, serving)
-    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving), parallel
+    check_speculative(model, serving, document.where("serving.speculative.draft_model.hf_config")[0])
+    run = _run(data.get("run"), document)
+    return Fixed(name, system, cluster, model, training, moe, calibration, notes, serving, run), parallel
+
+
+def _run(data: Any, document: Document) -> RunSection | None:
+    """``run:`` validated, knowing where its keys were written (rules checked with the step time name them)."""
+    if data is None:
+        return None
+    section = build(RunSection, data, key_prefix="run")
+    if (document.data.get("training") or {}).get("mode") == "inference" or document.data.get("serving"):
+        raise UserError("run: is a training run; this scenario is inference or serving", key_path="run")
+    where = {key[len("run."):]: origin for key, origin in document.origins.items() if key.startswith("run.")}
+    return section.located(where)
 
 
 def scenario_from_document(document: Document) -> Scenario:

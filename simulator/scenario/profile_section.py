@@ -27,7 +27,10 @@ def with_defaults(section: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
         return section
     out = dict(section)
     for key, value in defaults:
-        out.setdefault(key, value)
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**value, **out[key]}  # a mapping (serving.scheduler) is merged key by key
+        else:
+            out.setdefault(key, value)
     return out
 
 

@@ -11,6 +11,7 @@ from simulator.implementation.serving import ServingConfig
 from simulator.model import ModelSpec
 from simulator.plan import ParallelPlan, TrainingConfig
 from simulator.scenario.load import SystemSection
+from simulator.scenario.run_section import RunSection
 
 
 def _model_section() -> type[BaseModel]:
@@ -41,6 +42,8 @@ class ScenarioSchema(BaseModel):
                           "(docs/implementation_profiles.md)")
     moe: MoeSettings | None = Field(None, description="MoE layers: EP backend, routing skew, overlap (docs/moe.md)")
     serving: ServingConfig | None = Field(None, description="simulator serve: workload and engine (docs/serving.md)")
+    run: RunSection | None = Field(None, description="a whole training run: days, checkpoints, failures, energy, "
+                                                     "cost (docs/whole_run.md)")
     sweep: dict[str, list[Any]] | None = Field(
         None, description="dotted key -> list of values; the sweep is their cartesian product")
     zip: dict[str, list[Any]] | None = Field(None, description="dotted key -> list; lists of one length move together")

@@ -25,6 +25,11 @@ backward the backward of j on u + 1 (the own forward on the last virtual stage).
 
 Both return ``end[b, i]`` (seconds) for plan b and stage i; busy time is ``m * sum_c (f_ic + b_ic)`` and, with
 zero lag, no time is spent waiting for a transfer in flight.
+
+Since issue 30, 1F1B and interleaved 1F1B are "steady" schedules (:mod:`simulator.schedule.one_f_one_b_form`,
+:mod:`simulator.schedule.steady`, docs/pipeline_timelines.md): flat in micro-batches. The level sweep evaluates
+their short schedules, and a steady job whose short schedule is not much shorter than its own (small m) joins
+the union sweep of :func:`fast_timelines_many` directly.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ class _Graph:
     """The dependency graph of one (schedule, pp, vpp, m), its ops in level order: each op's two predecessors as
     positions in that order (``n``: none, a constant 0) and the column of its duration in a flattened
     ``(pp, vpp, 2)`` duration array; ``sizes`` the number of ops of each level (a level is a slice of these
-    arrays) and ``last`` the position of every stage's last op."""
+    arrays), ``last`` the position of every stage's last op and ``position`` every op's (stage-major)."""
 
     n: int
     prev: np.ndarray
@@ -52,6 +57,7 @@ class _Graph:
     col: np.ndarray
     sizes: np.ndarray
     last: np.ndarray
+    position: np.ndarray
 
 
 @memo(maxsize=256)
@@ -64,7 +70,7 @@ def _graph(schedule: Schedule | str, pp: int, vpp: int, m: int) -> _Graph:
     position[order] = np.arange(n)
     position[n] = n
     return _Graph(n, position[prev.ravel()[order]], position[dep.ravel()[order]], dur.ravel()[order],
-                  np.bincount(lv), position[np.arange(1, pp + 1) * k - 1])
+                  np.bincount(lv), position[np.arange(1, pp + 1) * k - 1], position[:n])
 
 
 def dependencies(schedule: Schedule | str, pp: int, vpp: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -227,36 +233,54 @@ def level_ends_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
 
 
 def gpipe_ends(m: int, durations: np.ndarray) -> np.ndarray:
-    """GPipe stage ends in closed form (module docstring); ``durations`` ``(batch, pp, 1, 2)``."""
+    """GPipe stage ends in closed form (module docstring); ``durations`` ``(batch, pp, 1, 2)``. Every (i, k >= i)
+    term at once: sum_{l=i..k} b_l from prefix sums, max_{l=i..k} b_l by a running maximum along k."""
     f, b = durations[:, :, 0, 0], durations[:, :, 0, 1]
     release = np.cumsum(f, axis=1) + (m - 1) * np.maximum.accumulate(f, axis=1)   # F(k, m-1)
     pp = f.shape[1]
-    ends = np.empty_like(f)
-    for i in range(pp):
-        seg = b[:, i:]
-        total = release[:, i:] + np.cumsum(seg, axis=1) + (m - 1) * np.maximum.accumulate(seg, axis=1)
-        ends[:, i] = total.max(axis=1)
-    return ends
+    prefix = np.zeros((b.shape[0], pp + 1))
+    prefix[:, 1:] = np.cumsum(b, axis=1)
+    upper = np.triu(np.ones((pp, pp), dtype=bool))                                # [i, k]: k >= i
+    # max b_{i..k}: the stages before i filled with 0, below every duration (none is negative)
+    span_max = np.maximum.accumulate(np.where(upper, b[:, None, :], 0.0), axis=2)
+    total = release[:, None, :] + prefix[:, None, 1:] - prefix[:, :pp, None] + (m - 1) * span_max
+    return np.where(upper, total, -np.inf).max(axis=2)
+
+
+#: the plan search's ``timeline`` column for each ``Schedule.fast`` kind
+FAST_LABELS = {"closed_form": "closed form", "steady": "steady state", "levels": "levels"}
 
 
 def fast_timelines(schedule: Schedule | str, pp: int, vpp: int, m: int, durations: np.ndarray
                    ) -> list[list[StageTimeline]]:
     """Stage timelines (no op list) of a batch of plans of one structure, by the schedule's ``fast`` kind:
-    "closed_form" (GPipe) by :func:`gpipe_ends`, "levels" (1F1B and interleaved 1F1B) by :func:`level_ends`.
-    ``durations``: ``(batch, pp, vpp, 2)``."""
+    "closed_form" (GPipe) by :func:`gpipe_ends`, "steady" (1F1B and interleaved 1F1B) by
+    :func:`simulator.schedule.steady.steady_ends`, "levels" by :func:`level_ends`. ``durations``:
+    ``(batch, pp, vpp, 2)``."""
     return fast_timelines_many([(schedule, pp, vpp, m, durations)])[0]
 
 
 def fast_timelines_many(jobs: list[tuple[Schedule | str, int, int, int, np.ndarray]]
                         ) -> list[list[list[StageTimeline]]]:
     """:func:`fast_timelines` of several structures, ``jobs`` of ``(schedule, pp, vpp, m, durations)``: the
-    1F1B ones in one sweep (:func:`level_ends_many`)."""
-    closed = [as_schedule(job[0]).fast == "closed_form" for job in jobs]
-    levels = [job for job, c in zip(jobs, closed, strict=True) if not c]
+    "levels" ones in one sweep (:func:`level_ends_many`)."""
+    from simulator.schedule.steady import first_short, steady_ends
+
+    kinds = [as_schedule(job[0]).fast for job in jobs]
+    # a steady job whose short schedule is not much shorter (under half) joins the union level sweep, whose
+    # levels the batch's other structures pay for anyway
+    kinds = ["levels" if kind == "steady" and 2 * first_short(as_schedule(s), pp, vpp, m) >= m else kind
+             for kind, (s, pp, vpp, m, _) in zip(kinds, jobs, strict=True)]
+    levels = [job for job, kind in zip(jobs, kinds, strict=True) if kind == "levels"]
     by_levels = iter(level_ends_many(levels) if levels else [])
     out = []
-    for (_, _, _, m, durations), c in zip(jobs, closed, strict=True):
-        ends = gpipe_ends(m, durations) if c else next(by_levels)
+    for (schedule, pp, vpp, m, durations), kind in zip(jobs, kinds, strict=True):
+        if kind == "closed_form":
+            ends = gpipe_ends(m, durations)
+        elif kind == "steady":
+            ends = steady_ends(schedule, pp, vpp, m, durations)
+        else:
+            ends = next(by_levels)
         busy = m * durations.sum(axis=(2, 3))
         out.append([[StageTimeline((), e, u, e - u, 0.0) for e, u in zip(ends_b, busy_b, strict=True)]
                     for ends_b, busy_b in zip(ends.tolist(), busy.tolist(), strict=True)])

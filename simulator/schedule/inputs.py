@@ -145,6 +145,9 @@ class StepInputs:
     layer: LayerInputs
     cache: StepCache
     fixed: Fixed
+    offload_activation_bytes: float = 0.0
+    """Saved-activation bytes the offloaded layers move to the host per micro-batch (Megatron activation offload;
+    :func:`simulator.memory.offload.offloaded_activation_bytes`, given by the caller of :func:`prepare_step`)."""
 
 
 def build_inputs(model: ModelSpec, plan: ResolvedPlan, topology: Topology, calibration,

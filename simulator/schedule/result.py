@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from simulator.schedule.timeline import StageTimeline
 from simulator.traffic import DIMS
@@ -68,13 +69,26 @@ class StepResult:
     moe: dict | None = None
     host_s: float = 0.0
     """Seconds the critical stage's GPU waits for the host to issue kernels (eager frameworks)."""
+    offload_s: float = 0.0
+    """Exposed host-link copies of offload on the critical stage (docs/offload.md); the CPU optimizer step is in
+    ``optimizer_s``."""
+    replay: Callable[[], list[StageTimeline]] | None = field(default=None, repr=False, compare=False)
+    """The event replay of the step's pipeline (every op with its start and end), run on demand by
+    :meth:`op_timelines` where :attr:`timelines` came from an evaluator without an op list."""
+
+    def op_timelines(self) -> tuple[StageTimeline, ...]:
+        """Every stage's timeline with its ops (:attr:`timelines` if they have them, else the replay's)."""
+        if self.replay is None or any(tl.ops for tl in self.timelines):
+            return self.timelines
+        return tuple(self.replay())
 
     @property
     def parts(self) -> list[tuple[str, float]]:
         """The critical stage's breakdown, the one list every report reads: ``compute``, ``recompute``, ``bubble``,
-        ``optimizer``, ``host`` and ``exposed <dim>`` per dimension, in seconds; they add up to the step time."""
+        ``optimizer``, ``host``, ``offload`` and ``exposed <dim>`` per dimension, in seconds; they add up to the step
+        time."""
         return [("compute", self.compute_s), ("recompute", self.recompute_s), ("bubble", self.bubble_s),
-                ("optimizer", self.optimizer_s), ("host", self.host_s),
+                ("optimizer", self.optimizer_s), ("host", self.host_s), ("offload", self.offload_s),
                 *((f"exposed {d}", v) for d, v in self.exposed_comm_s.items())]
 
     @property
@@ -108,7 +122,7 @@ class StepResult:
             "time": {"step_s": self.step_s,
                      "breakdown_s": {"compute": self.compute_s, "recompute": self.recompute_s,
                                      "bubble": self.bubble_s, "optimizer": self.optimizer_s,
-                                     "host": self.host_s,
+                                     "host": self.host_s, "offload": self.offload_s,
                                      "exposed_comm": {d: self.exposed_comm_s[d] for d in DIMS}},
                      "bottleneck": self.bottleneck},
             "throughput": {"tokens_per_s": self.tokens_per_s, "model_tflops_per_gpu": self.model_tflops_per_gpu,
@@ -122,7 +136,8 @@ class StepResult:
         """Timeline bars for the trace: compute ops per stage, the comm busy time inside each op per dimension,
         pipeline transfers, and the step's tail (DP reduction, optimizer, parameter gather)."""
         out: list[TraceEvent] = []
-        for stage, tl in enumerate(self.timelines):
+        timelines = self.op_timelines()
+        for stage, tl in enumerate(timelines):
             for kind, mb, chunk, start, end in tl.ops:   # kind F, B, or W (a deferred weight gradient)
                 label = f"{ {'F': 'fwd', 'W': 'wgrad'}.get(kind, 'bwd')} mb{mb}" + (f" chunk{chunk}" if len(
                     self.chunk_comm_s[stage]) > 1 or chunk else "")
@@ -136,7 +151,7 @@ class StepResult:
                         stream, name = ("host", f"host issue wait {label}") if dim == "host" else (
                             f"{dim} comm", f"{dim} {label}")
                         out.append(TraceEvent(stage, stream, name, start, t))
-                send = (kind == "F" and stage < len(self.timelines) - 1) or (kind == "B" and stage > 0)
+                send = (kind == "F" and stage < len(timelines) - 1) or (kind == "B" and stage > 0)
                 if send and self.p2p_s > 0:
                     out.append(TraceEvent(stage, "pp comm", f"send {label}", end, self.p2p_s))
         return out + list(self.tail_events)

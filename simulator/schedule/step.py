@@ -8,7 +8,10 @@
    (overlap rules in :mod:`simulator.pricing.overlap`); EP dispatch/combine are traffic ops priced by the MoE
    backend model, and MoE layers with EP > 1 take the busiest rank's expert GEMMs and the backend's overlap
    (:mod:`simulator.pricing.moe_layer`).
-4. Pipeline: :func:`simulator.schedule.timeline.run_timeline` of the schedule's op orders; each stage then runs
+4. Pipeline: the stage end times of the schedule's op orders, by the schedule's evaluator without the event
+   replay where it has one (:func:`fast_or_replay`: GPipe's closed form, 1F1B's steady-state extrapolation, flat in
+   micro-batches) and by the replay (:func:`simulator.schedule.timeline.run_timeline`) otherwise; the replay's
+   op list is made when a trace or plot asks for it (:meth:`StepResult.op_timelines`). Each stage then runs
    its tail: exposed DP gradient reduction, tied-embedding sync, optimizer step, eager parameter all-gather.
 5. Step time = the latest stage end. The breakdown follows the stage that sets the pace: the busiest one (the
    most compute + recompute + exposed comm + optimizer; with balanced stages the last one to finish), its time
@@ -24,7 +27,8 @@ to :func:`prepare_step`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -38,8 +42,10 @@ from simulator.schedule.cache import StepCache
 from simulator.schedule.chunks import all_chunk_costs, middle_signatures
 from simulator.schedule.costs import Cost, layer_costs
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
+from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.inputs import StepInputs, build_inputs
 from simulator.schedule.result import StepResult
+from simulator.schedule.split_steady import split_timelines
 from simulator.schedule.stragglers import straggler_factor
 from simulator.schedule.tails import comm_rows, p2p_s, stage_tail
 from simulator.schedule.timeline import PairHiding, StageTimeline, run_timeline
@@ -92,12 +98,15 @@ class StepParts:
 
 def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                 gpu_speed_sigma: float | None = None, cache: StepCache | None = None) -> StepParts:
+                 gpu_speed_sigma: float | None = None, cache: StepCache | None = None,
+                 offload_activation_bytes: float = 0.0) -> StepParts:
     """Steps 1-3 of the module docstring (arguments as :func:`simulate_step`; ``cache``: the
     :class:`~simulator.schedule.cache.StepCache` the caller shares between plans (plan search), None: one of
     this step's own)."""
     plan = plan if moe is None else plan.with_moe_backend(moe_backend(moe.backend))  # the settings name the backend
     ctx = build_inputs(model, plan, topology, calibration, efficiency, moe, cache)
+    if offload_activation_bytes:
+        ctx = replace(ctx, offload_activation_bytes=offload_activation_bytes)
     sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
     slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
     signatures = middle_signatures(ctx)
@@ -106,7 +115,8 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
-                  gpu_speed_sigma: float | None = None) -> StepResult:
+                  gpu_speed_sigma: float | None = None, offload_activation_bytes: float = 0.0,
+                  replay: bool = False) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -119,10 +129,31 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
             None: the plan's backend and the defaults (sequential, uniform routing). Ignored without MoE or ep 1.
         gpu_speed_sigma: relative spread of per-GPU speed (None: ``gpu_speed_sigma`` of data/overlap.yaml); the
             compute of the step runs at the expected slowest of the job's GPUs (:mod:`simulator.schedule.stragglers`).
+        offload_activation_bytes: with activation offload (``parallel.cpu_offloading_num_layers``), the saved bytes
+            its layers move to the host per micro-batch (:func:`simulator.memory.offload.offloaded_activation_bytes`).
+        replay: time the pipeline by the event replay even where the schedule has a faster evaluator (the result's
+            timelines then hold every op; otherwise the replay runs when :meth:`StepResult.op_timelines` is called).
     """
     parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
-                         gpu_speed_sigma=gpu_speed_sigma)
-    return finish_step(parts, replay_timelines(parts))
+                         gpu_speed_sigma=gpu_speed_sigma, offload_activation_bytes=offload_activation_bytes)
+    result = finish_step(parts, replay_timelines(parts) if replay else fast_or_replay(parts))
+    return replace(result, replay=partial(replay_timelines, parts))
+
+
+def fast_or_replay(parts: StepParts) -> list[StageTimeline]:
+    """The stage timelines (ends and busy seconds, no op list) by the schedule's evaluator without the replay
+    (``Schedule.fast``: :func:`simulator.schedule.fast_timeline.fast_timelines`; the schedules that split the
+    backward: :func:`simulator.schedule.split_steady.split_timelines`), or the replay where it has none or MoE
+    micro-batch overlap pairs a stage's ops (only the stage replay pairs them)."""
+    schedule, p, m = parts.ctx.plan.schedule, parts.ctx.plan.parallel, parts.ctx.plan.num_microbatches
+    if schedule.fast is None:
+        return replay_timelines(parts)
+    if schedule.replay == "split":     # F&B pairs are part of its orders: the evaluator prices them as the replay
+        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        return split_timelines(schedule, p.pp, m, costs, coefficients()["overlap_interference"])
+    if parts.pairing() is not None:
+        return replay_timelines(parts)
+    return fast_timelines(schedule, p.pp, p.vpp, m, parts.duration_array()[None])[0]
 
 
 def replay_timelines(parts: StepParts) -> list[StageTimeline]:
@@ -174,7 +205,8 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     exposed_comm["pp"] += timelines[k].wait_pp_s
     exposed_comm["ep"] -= timelines[k].pair_hidden_s
     step = max(ends)
-    bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1]
+    offload = tails[k][0].get("offload", 0.0)
+    bubble = step - total.compute - total.recompute - total.host - sum(exposed_comm.values()) - tails[k][1] - offload
     per_list: dict[int, float] = {}     # middle stages of one signature share their chunk list: sum it once
     for c in chunks:
         if id(c) not in per_list:
@@ -183,7 +215,7 @@ def finish_step(parts: StepParts, timelines: list[StageTimeline], comm_table: bo
     t = plan.training
     return StepResult(
         step_s=step, compute_s=total.compute, recompute_s=total.recompute, bubble_s=max(bubble, 0.0),
-        host_s=total.host,
+        host_s=total.host, offload_s=offload,
         optimizer_s=tails[k][1], exposed_comm_s=exposed_comm, tokens_per_s=t.global_batch * t.seq_len / step,
         model_flops_per_gpu=model_flops(model, t.seq_len, t.global_batch, causal=t.attention == "flash",
                                         attention=t.attention) / plan.world_size,

@@ -9,6 +9,13 @@ from typing import NamedTuple
 
 from simulator.compute.optimizer import optimizer_time
 from simulator.pricing.groups import GroupTimer
+from simulator.pricing.offload import (
+    OffloadTimes,
+    activation_offload_s,
+    host_rates,
+    optimizer_offload,
+    param_fetch_s,
+)
 from simulator.pricing.overlap import coefficients, exposed, exposed_bucketed
 from simulator.schedule.cache import Fixed, StepCache
 from simulator.schedule.costs import Cost, dp_window
@@ -69,8 +76,16 @@ def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], sta
     eff, fraction = ctx.eff, plan.training.profile.optimizer.bandwidth_fraction
     if fraction is not None and eff.optimizer_efficiency is None:   # the implementation's measured rate
         eff = eff.model_copy(update={"optimizer_efficiency": fraction})
-    opt = optimizer_time(owned, params.dense + params.expert, r.optimizer_update_bytes, r.grad, ctx.gpu,
-                         eff) * slowest
+    off = plan.offload       # the offloaded share is stepped on the CPU (simulator.pricing.offload)
+    opt = optimizer_time(owned * (1.0 - off.optimizer_fraction), params.dense + params.expert,
+                         r.optimizer_update_bytes, r.grad, ctx.gpu, eff) * slowest
+    if off.any:
+        times = stage_offload(ctx, stage, owned, sum(f.total for f in fwd), sum(b.total for b in bwd))
+        opt += times.cpu_s
+        out["offload"] = times.copy_s
+        if trace:
+            events.append(TraceEvent(stage, "host", "offload copies (exposed)", t, times.copy_s))
+        t += times.copy_s
     if trace:
         events.append(TraceEvent(stage, "compute", "optimizer step", t, opt))
     t += opt
@@ -83,6 +98,20 @@ def stage_tail(ctx: StepInputs, stage: int, chunks: list[tuple[Cost, Cost]], sta
             events.append(TraceEvent(stage, f"{op.dim} comm", op.name, t, ex))
         t += ex
     return out, opt, events
+
+
+def stage_offload(ctx: StepInputs, stage: int, owned: float, forward_s: float, backward_s: float) -> OffloadTimes:
+    """What the plan's offload (:attr:`ResolvedPlan.offload`) adds to ``stage``'s step: the CPU optimizer step and
+    the exposed host-link copies of the optimizer, parameter and activation offload (:mod:`simulator.pricing.offload`),
+    against one micro-batch's ``forward_s`` / ``backward_s`` of the stage's chunks."""
+    plan, off = ctx.plan, ctx.plan.offload
+    rates = host_rates(ctx.timer.topology, plan.world_size)
+    m = plan.num_microbatches
+    opt = optimizer_offload(owned, off, plan.recipe, rates, m, backward_s)
+    fetch = param_fetch_s(owned, off, plan.recipe, rates, m, forward_s, backward_s)
+    act = activation_offload_s(ctx.offload_activation_bytes / max(off.activation_layers, 1),
+                               len(plan.stage_layers[stage]), off.activation_layers, rates, m, forward_s, backward_s)
+    return OffloadTimes(opt.cpu_s, opt.copy_s + fetch + act)
 
 
 def comm_rows(ctx: StepInputs, stage: int) -> tuple[CommRow, ...]:

@@ -1,10 +1,11 @@
-"""Pruning by a bound: plans whose timeline only the replay evaluates are not replayed when they cannot reach the
-search's first ``exact_top`` plans (docs/search.md, "Pruning by a bound").
+"""Pruning by a bound: plans whose timeline is computed one plan at a time are not timed when they cannot reach
+the search's first ``exact_top`` plans (docs/search.md, "Pruning by a bound").
 
-The search evaluates every other plan first (levels or closed form: cheap); the ``exact_top``-th best of those
-sets a threshold. A replay-only plan (DualPipe, DualPipeV, ZB-H1, ZB-V: ``Schedule.fast`` is None) whose step
-time is provably worse than the threshold cannot be among the first ``exact_top`` plans, so its replay is skipped
-and it is counted under :data:`BOUND_REASON`. The threshold is fixed before any replay-only plan is decided, so
+The search evaluates every other plan first (GPipe and 1F1B, whose timelines a batch of plans shares); the
+``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
+ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
+the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before any replay-only plan is decided, so
 which plans are pruned does not depend on the executor or on the order of the shards, and the first
 ``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
 
@@ -29,7 +30,7 @@ from simulator.schedule.tails import stage_tail
 from simulator.search.rank import OBJECTIVES
 
 #: the rejection reason of a plan pruned by the bound
-BOUND_REASON = "bound: a replay-only plan whose step time is provably worse than the search's exact_top-th plan"
+BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than the search's exact_top-th plan"
 
 #: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
 EXACT_TOP = 10
@@ -54,8 +55,14 @@ class Bound:
         return best < self.threshold * (1 - MARGIN)
 
 
+def timed_alone(schedule) -> bool:
+    """Whether plans of ``schedule`` are timed one at a time (no batched evaluator): the split schedules (F, B, W
+    orders) and those without a fast evaluator."""
+    return schedule.fast is None or schedule.replay == "split"
+
+
 def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) -> Bound | None:
-    """The threshold of ``rows`` (the plans timed without the replay), or None (no pruning) when fewer than
+    """The threshold of ``rows`` (the plans timed in batches), or None (no pruning) when fewer than
     ``exact_top`` of them, or ``exact_top`` is None."""
     if exact_top is None or len(rows) < exact_top:
         return None

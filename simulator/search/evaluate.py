@@ -8,10 +8,11 @@ For each candidate (docs/search.md, "The fast path"):
    plans whose device peak plus the headroom exceeds HBM, before any time is computed;
 3. the chunk costs of the step (:func:`simulator.schedule.step.prepare_step`, the same code ``simulate()`` runs);
 4. the pipeline timelines of all plans of one ``(schedule, pp, vpp, micro-batches)`` together, without the event
-   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by levels, both exact); a plan
+   replay (:mod:`simulator.schedule.fast_timeline`: GPipe in closed form, 1F1B by its steady state, both exact
+   and flat in micro-batches); a plan
    whose MoE layers overlap two micro-batches (``moe.microbatch_overlap``) falls back to the replay, the only
-   timeline that pairs them, and so does a DualPipe / DualPipeV / ZB-H1 / ZB-V plan
-   (:mod:`simulator.schedule.dual_timeline`);
+   timeline that pairs them; a DualPipe / DualPipeV / ZB-H1 / ZB-V plan is timed alone by the steady state of
+   its F, B, W graph (:mod:`simulator.schedule.split_steady`), a schedule without ``fast`` by the replay;
    the ``timeline`` column says so (``replay (dualpipev)``);
 5. the step's tail and breakdown (:func:`simulator.schedule.step.finish_step`, the same code again).
 
@@ -37,6 +38,7 @@ from simulator.hardware.calibration import calibration_of
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
 from simulator.memory.nccl import nccl_bytes
+from simulator.memory.offload import check_host_memory, offloaded_activation_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
@@ -45,9 +47,9 @@ from simulator.plan.config import ParallelPlan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
-from simulator.schedule.fast_timeline import fast_timelines_many
-from simulator.schedule.step import StepParts, finish_step, prepare_step, replay_timelines
-from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
+from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
+from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
+from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound, timed_alone
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -156,6 +158,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
     check_timeline(plan)
+    check_host_memory(plan, ctx.fixed.cluster)     # offload: the node's host memory holds what it offloads
     return plan
 
 
@@ -203,7 +206,8 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
             overflow[rest] = min(mb, overflow.get(rest, mb))
         return None
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache)
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
     return point, parts, memory
 
 
@@ -276,7 +280,7 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
            "mfu": step.mfu, "tokens_per_s": step.tokens_per_s,
            "tokens_per_s_per_gpu": step.tokens_per_s / plan.world_size,
            "compute_s": step.compute_s, "recompute_s": step.recompute_s, "bubble_s": step.bubble_s,
-           "optimizer_s": step.optimizer_s, "host_s": step.host_s,
+           "optimizer_s": step.optimizer_s, "host_s": step.host_s, "offload_s": step.offload_s,
            "timeline": how}
     row.update({f"exposed_{d}_s": step.exposed_comm_s[d] for d in DIMS})
     return row
@@ -311,11 +315,11 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | N
 
 
 def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
-    """Whether a prepared plan is to be timed: always, unless only the replay times it and ``bound`` excludes its
-    step's lower bound (:mod:`simulator.search.bound`)."""
+    """Whether a prepared plan is to be timed: always, unless it is timed alone (:func:`timed_alone`) and
+    ``bound`` excludes its step's lower bound (:mod:`simulator.search.bound`)."""
     parts = item[1]
     plan = parts.ctx.plan
-    if bound is None or plan.schedule.fast is not None:
+    if bound is None or not timed_alone(plan.schedule):
         return True
     t = plan.training
     if bound.excludes(step_lower_bound(parts), t.global_batch * t.seq_len, plan.world_size):
@@ -334,8 +338,11 @@ def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | 
         how: dict[int, str] = {}
         for i, (_, parts, _) in enumerate(prepared):
             p, schedule = parts.ctx.plan.parallel, parts.ctx.plan.schedule
-            if schedule.fast is None:   # no evaluator without the replay (DualPipe, zero bubble): only the replay
+            if schedule.fast is None:   # no evaluator without the replay: only the replay
                 timelines[i], how[i] = replay_timelines(parts), f"replay ({schedule.name})"
+                continue
+            if schedule.replay == "split":   # F, B, W orders: the steady state of their graph, plan by plan
+                timelines[i], how[i] = fast_or_replay(parts), FAST_LABELS[schedule.fast]
                 continue
             if parts.pairing() is not None:   # MoE micro-batch overlap pairs: only the replay runs them
                 timelines[i], how[i] = replay_timelines(parts), "replay (MoE micro-batch overlap)"
@@ -344,7 +351,7 @@ def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | 
         jobs = [(*structure, np.stack([prepared[i][1].duration_array() for i in members]))
                 for structure, members in groups.items()]
         for (structure, members), job in zip(groups.items(), fast_timelines_many(jobs) if jobs else [], strict=True):
-            label = "closed form" if structure[0].fast == "closed_form" else "levels"
+            label = FAST_LABELS[structure[0].fast]
             for i, tl in zip(members, job, strict=True):
                 timelines[i], how[i] = tl, label
         out.rows += [_row(point, parts, memory, timelines[i], how[i])

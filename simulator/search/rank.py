@@ -7,14 +7,16 @@ from typing import Any
 from simulator.traffic import DIMS
 
 #: objective -> (row column, True when larger is better)
-OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", True)}
+OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_per_s_per_gpu", True),
+              "days": ("run_days", False), "cost": ("run_cost", False), "energy": ("run_energy_MWh", False)}
 
 #: the columns that describe a plan (the deterministic tie-break, and what the tables print)
 PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ulysses", "ep", "dp", "sp", "schedule", "split", "tp_comm_overlap",
              "offload", "recompute", "recompute_modules", "sharding", "micro_batch")
 
 #: the step's breakdown terms (seconds on the critical stage; they add up to the step time)
-TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", *(f"exposed_{d}_s" for d in DIMS))
+TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", "offload_s",
+         *(f"exposed_{d}_s" for d in DIMS))
 
 
 def plan_key(row: dict[str, Any]) -> tuple:

@@ -20,13 +20,15 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.bound import EXACT_TOP, bound_of
+from simulator.search.bound import EXACT_TOP, bound_of, timed_alone
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
+from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
 
-#: largest plan space a search evaluates unless --max-plans raises it
-MAX_SEARCH_PLANS = 1_000_000
+#: largest plan space a search evaluates unless --max-plans raises it (points of the full product; the whole
+#: default space of a 1T model on 16,384 GPUs with three offload choices is ~2.2 x 10^6, most rejected in bulk)
+MAX_SEARCH_PLANS = 10_000_000
 
 #: rules whose rejection holds for every recompute, sharding and micro-batch choice (their key paths)
 STRUCTURAL = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.vpp", "parallel.schedule", "parallel.cp",
@@ -77,7 +79,8 @@ def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
                          "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
             "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
             "mfu": row["mfu"], "tokens_per_s": row["tokens_per_s"], "tokens_per_s_per_gpu": row["tokens_per_s_per_gpu"],
-            "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"]}
+            "breakdown_s": {t.removesuffix("_s"): row[t] for t in TERMS}, "timeline": row["timeline"],
+            **({"run": {k.removeprefix("run_"): row[k] for k in RUN_COLUMNS}} if "run_days" in row else {})}
 
 
 def search_context(source: str | Path | dict | Document) -> Context:
@@ -147,10 +150,11 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     document = source if isinstance(source, Document) else read_document(source)
     ctx = search_context(document)
     points, out = candidates(ctx, max_plans)
-    replayed = [p for p in points if schedule_named(p["schedule"]).fast is None]
-    points = [p for p in points if schedule_named(p["schedule"]).fast is not None]
+    alone = {name: timed_alone(schedule_named(name)) for name in ctx.space.values["schedule"]}
+    replayed = [p for p in points if alone[p["schedule"]]]
+    points = [p for p in points if not alone[p["schedule"]]]
     out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
-    if replayed:     # after the others: their exact_top-th plan bounds the replay-only ones
+    if replayed:     # after the others: their exact_top-th plan bounds the plans timed alone
         out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress,
                                bound=bound_of(out.rows, objective, exact_top)))
     if not out.rows:
@@ -158,7 +162,12 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
                                  "seconds": time.perf_counter() - start, "objective": objective, "plans": [],
                                  "no_fit": no_fit(out, ctx)})
-    plans = rank(out.rows, objective)
+    rows = out.rows
+    if objective in RUN_OBJECTIVES:
+        rows = add_run_columns(rows, ctx, resolve)
+        if objective == "cost" and ctx.fixed.run.gpu_hour_price is None:
+            raise UserError("--objective cost needs run.gpu_hour_price", file=document.file, key_path="run")
+    plans = rank(rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
 

@@ -40,6 +40,34 @@ SHARDING = {"none": {"zero": 0, "distributed_optimizer": False},
             "zero2": {"zero": 2, "distributed_optimizer": False},
             "zero3": {"zero": 3, "distributed_optimizer": False}}
 
+def offload_choices(fixed: Fixed) -> dict[str, dict[str, Any]]:
+    """The offload values a search may try on ``fixed``'s system, name -> the ``parallel:`` keys that say it
+    (docs/offload.md; the default space adds them as a dimension, as :data:`SHARDING`). ``none`` always; where
+    the node profile gives its host memory: the optimizer states on the host (Megatron --optimizer-cpu-offload with
+    --overlap-cpu-optimizer-d2h-h2d, or DeepSpeed ZeRO-Offload / FSDP2 CPUOffloadPolicy), and for the pytorch
+    family ZeRO-Infinity's parameters on the host (and on NVMe where the node has drives); for Megatron, half the
+    layers' activations on the host (--cpu-offloading-num-layers). The plan rules reject the combinations a
+    framework refuses (parameter offload without zero 3, activation offload with pp > 1 or recompute), and the
+    node's host memory the ones it cannot hold. Optimizer and parameter offload change only a plan's fixed bytes;
+    activation offload also its in-flight activations, so a search keying peaks by everything but the sharding and
+    the micro-batch must key them by this value too."""
+    node = fixed.cluster.node
+    out: dict[str, dict[str, Any]] = {"none": {}}
+    if node.cpu.memory_capacity is None or node.cpu.memory_bandwidth is None:
+        return out
+    optimizer = {"optimizer_cpu_offload": True}
+    if fixed.training.family == "megatron":
+        out["optimizer"] = {**optimizer, "overlap_cpu_optimizer_d2h_h2d": True}
+        if fixed.model.layers > 1:
+            out["activations"] = {"cpu_offloading_num_layers": fixed.model.layers // 2}
+        return out
+    out["optimizer"] = optimizer
+    out["params_cpu"] = {**optimizer, "offload_param": "cpu"}
+    if node.nvme is not None:
+        out["params_nvme"] = {**optimizer, "offload_param": "nvme"}
+    return out
+
+
 #: overlap switches a search turns on unless ``parallel:`` sets them (they only hide communication)
 OVERLAP_DEFAULTS = {"overlap_grad_reduce": True, "overlap_param_gather": True}
 
@@ -53,7 +81,7 @@ class Space:
     pinned_dp: int | None
     layers: int = 1
     offload: dict[str, dict[str, Any]] = field(default_factory=lambda: {"none": {}})
-    """offload name -> the ``parallel:`` keys that say it (:func:`_offload_table`)"""
+    """offload name -> the ``parallel:`` keys that say it (:func:`offload_choices`)"""
 
     @property
     def size(self) -> int:
@@ -149,13 +177,6 @@ def _module_sets(fixed: Fixed) -> tuple[tuple[str, ...], ...]:
     return tuple(sets)
 
 
-def _offload_table(fixed: Fixed) -> dict[str, dict[str, Any]]:
-    """The ``offload`` dimension's values, name -> ``parallel:`` keys: issue 30 item 2's ``offload_choices(fixed)``
-    of this module (branch h29) once it is merged; until then only ``none`` (no offload knob exists to search)."""
-    choices = globals().get("offload_choices")
-    return choices(fixed) if choices is not None else {"none": {}}
-
-
 def _powers_of_two(limit: int) -> tuple[int, ...]:
     return tuple(2 ** k for k in range(int(math.log2(limit)) + 1))
 
@@ -182,7 +203,7 @@ def _defaults(fixed: Fixed) -> dict[str, tuple[Any, ...]]:
         "schedule": schedule_names(),
         "sp": (True,),
         "tp_comm_overlap": (False, True),
-        "offload": tuple(_offload_table(fixed)),
+        "offload": tuple(offload_choices(fixed)),
     }
 
 
@@ -212,7 +233,7 @@ def build_space(fixed: Fixed, parallel: dict[str, Any], section: SearchSection) 
             system has.
     """
     values = _defaults(fixed)
-    offload = _offload_table(fixed)
+    offload = offload_choices(fixed)
     for key in values:
         given = getattr(section, key, None)
         if given is not None:

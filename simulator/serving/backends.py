@@ -51,6 +51,9 @@ class KernelSet:
     step_host_s: float = 0.0
     """host seconds per decode step that the GPU waits for (serialized with the step's GPU work, added to it): the
     generate loop around a CUDA-graph replay (guards, input copies, sampling, stopping check and its sync)"""
+    sdpa_call: str = "folded_gqa"
+    """how the kernel set calls PyTorch SDPA at decode (``serving.attention: torch_sdpa``; :data:`SDPA_CALLS`), unless
+    ``serving.attention_call`` says otherwise"""
 
 
 KERNEL_SETS: dict[str, KernelSet] = {
@@ -75,7 +78,7 @@ KERNEL_SETS: dict[str, KernelSet] = {
         rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6),
     "hf_eager": KernelSet(
         per_layer=42, per_step=39, per_moe_layer=10, host_launch_s=HF_EAGER_HOST_LAUNCH_S, eager_layout=True,
-        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6,
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6, sdpa_call="gqa_single_call",
         source=f"{HF_DATA}: Hugging Face Transformers 5.17 ``generate`` with DynamicCache, torch 2.11, one H200: "
                "kernels per decode token 1047 (Qwen2.5-0.5B, 24 layers) and 711 (Llama-3.2-1B, 16 layers) at batch "
                "1 give 42 per layer and 39 per step (24 x 42 + 39 = 1047, 16 x 42 + 39 = 711; batch 8: 2 more). "
@@ -151,6 +154,13 @@ class AttentionKernel:
     compute_efficiency: float | None = None
     """Fraction of the bf16 peak when compute-bound; None: the forward FlashAttention curve
     (``ComputeEfficiency.sdpa_fwd``)."""
+    floor_s: float | None = None
+    """Measured fixed seconds of one call (launch, split-KV combine, tail) in place of ``launch_s``; None: launch_s."""
+    expanded: bool = False
+    """Reads K/V for every query head (heads / kv_heads copies of the cache), not once per K/V head."""
+    copy_efficiency: float | None = None
+    """With ``expanded``: the call first copies the cache to every query head (read 1, write heads / kv_heads
+    copies) at this fraction of HBM bandwidth; None: the cache is stored expanded."""
 
 
 ATTENTION_KERNELS: dict[str, AttentionKernel] = {
@@ -170,6 +180,33 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
                "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
                "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
 }
+
+SDPA_DATA = "simulator/validation/data/h200_sdpa/sdpa_decode.jsonl"
+_SDPA_FIT = (f"{SDPA_DATA} (one H200, PyTorch 2.11, bf16, CUDA-graph timing): fitted on the calibration rows of "
+             "simulator/validation/sdpa_decode.py (batch 128 x 4K context for the rate, batch 1 x 1K for the floor, "
+             "both shapes: 28/4 and 40/8 heads of 128); every other row validates it")
+#: PyTorch ``F.scaled_dot_product_attention`` at decode by how it is called (``serving.attention_call``; each kernel
+#: set's default: ``KernelSet.sdpa_call``)
+SDPA_CALLS: dict[str, AttentionKernel] = {
+    "folded_gqa": ATTENTION_KERNELS["torch_sdpa"],
+    "gqa_single_call": AttentionKernel(
+        split_kv=True, kv_read_efficiency=0.927, per_cta_Bps=44.5e9, floor_s=5.67e-6,
+        source=f"all query heads in one call with enable_gqa=True (HF Transformers' sdpa_attention_forward when "
+               f"no mask is passed): the cache streamed at 4.45 TB/s (0.927 of 4.8) after a 5.67 us floor; {_SDPA_FIT}"),
+    "repeat_kv": AttentionKernel(
+        split_kv=True, kv_read_efficiency=0.952, per_cta_Bps=44.5e9, floor_s=7.72e-6, expanded=True,
+        copy_efficiency=0.246,
+        source="K/V expanded to every query head on each call (HF repeat_kv: expand + reshape; "
+               "torch.repeat_interleave measured the same), then SDPA over the copy at expanded_cache's rate: the "
+               f"copy moves (1 + heads/kv_heads) x the cache at 1.18 TB/s (0.246 of 4.8), floor 7.72 us; {_SDPA_FIT}"),
+    "expanded_cache": AttentionKernel(
+        split_kv=True, kv_read_efficiency=0.952, per_cta_Bps=44.5e9, floor_s=4.92e-6, expanded=True,
+        source="K/V stored with every query head (a cache expanded once): heads/kv_heads x the cache streamed at "
+               f"4.57 TB/s (0.952 of 4.8), floor 4.92 us; {_SDPA_FIT}"),
+}
+"""``folded_gqa``: the query group folded into the rows of each K/V head, one CTA per sequence and K/V head
+(benchmarks/device/serve_decode.py; :data:`ATTENTION_KERNELS` ``torch_sdpa``)."""
+
 
 @dataclass(frozen=True)
 class ExpertKernel:

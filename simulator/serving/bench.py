@@ -103,7 +103,10 @@ def lengths(d: LengthDistribution | None, default: int, n: int, rng: np.random.G
 def workload_stream(w: Workload | None, input_len: int, output_len: int, n: int, block: int, base: Path
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The system's stream: arrival times (s), input and output tokens, and prompt tokens cached (a prefix-cache hit
-    covers whole pages of ``block`` tokens, and at least one prompt token is computed, as vLLM's prefix cache does)."""
+    covers whole pages of ``block`` tokens, and at least one prompt token is computed, as vLLM's prefix cache does).
+    Shared-prefix groups: request i (arrival order) is in group i mod groups; requests i >= groups find their
+    group's prefix cached. Its pages are counted for every request holding it (vLLM and SGLang share them: the
+    cache's capacity is understated when many requests of a group run together)."""
     w = w or Workload()
     rng = np.random.default_rng(w.seed)
     times = arrivals(w, n, rng, base)
@@ -118,7 +121,12 @@ def workload_stream(w: Workload | None, input_len: int, output_len: int, n: int,
         ins, outs = table[:, 0], table[:, 1]
     else:
         ins, outs = lengths(w.input, input_len, n, rng), lengths(w.output, output_len, n, rng)
-    cached = np.minimum(np.floor(w.prefix_hit_rate * ins / block) * block, (ins - 1) // block * block)
+    hits = np.floor(w.prefix_hit_rate * ins / block) * block
+    if w.shared_prefix is not None:  # the group's prefix before each prompt, cached after the group's first request
+        g = w.shared_prefix
+        ins = ins + g.prefix_len
+        hits = np.where(np.arange(n) >= g.groups, np.maximum(hits, g.prefix_len // block * block), hits)
+    cached = np.minimum(hits, (ins - 1) // block * block)
     return times, ins, outs, cached.astype(np.int64)
 
 

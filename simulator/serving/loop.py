@@ -1,7 +1,10 @@
 """The serving loop: an iteration-level simulation of one replica under open-loop (Poisson) arrivals, with a paged
 K/V cache that caps the batch and preemption by recompute when it is full (docs/serving.md, "Request-rate curve").
 
-Scheduler (vLLM V1's, one engine step per iteration):
+Each step's work comes from the engine's policy object (``LoopLimits.scheduler``: simulator/serving/scheduler.py,
+docs/engine_schedulers.md: vLLM V1, SGLang, TensorRT-LLM); an engine that runs a step's prefill chunks and decodes as
+one forward has the step priced as one batch (``LoopCosts.mixed_s``). Without a scheduler the rule is vLLM V1's,
+priced as below:
 
 1. Running requests in admission order each ask for the tokens they still have to compute: 1 for a decoding
    request (the token sampled last step), the rest of the prompt (at most the step's token budget,
@@ -36,6 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.implementation.scheduler import EngineScheduler
+from simulator.serving.scheduler import Pages, policy_of
+
 #: share of the requests (by arrival) left out of the latency statistics: the cold start of an empty system
 WARMUP = 0.1
 #: latency quantiles reported (vLLM bench serve reports p50 / p90 / p99 among others)
@@ -50,6 +56,9 @@ class LoopCosts:
 
     decode_s: Callable[[int, float], float]
     prefill_s: Callable[[int, int, int], float]
+    #: one forward over groups ``(seqs, new, past)`` of a mixed step (prefill chunks and decodes as ONE batch:
+    #: simulator/serving/step.py ``mixed_step_time``); None: the step is priced as the sum of its groups
+    mixed_s: Callable[[tuple[tuple[int, int, float], ...]], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,9 +72,12 @@ class LoopLimits:
     max_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     chunked_prefill: bool = True
+    #: the engine's scheduling policy (simulator/serving/scheduler.py); None: vLLM V1's rule, prefill and decode
+    #: priced as two steps (the loop before engine profiles)
+    scheduler: EngineScheduler | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # requests are told apart by identity: two with equal fields are still two requests
 class _Request:
     arrival: float
     prompt: int
@@ -142,7 +154,8 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
                 for t, i, o, c in zip(arrivals_s, ins, outs, hits, strict=True)]
     gaps: Counter = Counter()
     total = len(requests) + refill
-    pages = _Pages(limits.kv_blocks, limits.block_tokens)
+    pages = Pages(limits.kv_blocks, limits.block_tokens)
+    policy = policy_of(limits.scheduler)
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     now, nxt, steps, preemptions, blocks_peak, last_wait = 0.0, 0, 0, 0, 0, 0
@@ -155,9 +168,10 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
             if nxt == len(requests):
                 last_wait = len(waiting)
         nxt_arrival = requests[nxt].arrival if nxt < len(requests) else math.inf
-        k = _decode_run(running, waiting, pages, limits)
+        k = policy.decode_run(_decode_run(running, waiting, pages, limits, policy), waiting)
         if k:  # k pure decode steps in a row: priced step by step, applied at once
             k, now = _apply_decode_run(running, pages, costs, k, now, nxt_arrival, gaps)
+            policy.after_decode(k)
             steps += k
             batches.extend([len(running)] * k)
             blocks_peak = max(blocks_peak, pages.used)
@@ -165,13 +179,16 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
             done += ended
             _send(requests, min(ended, total - len(requests)), now)
             continue
-        work, preempted = _schedule(running, waiting, pages, limits)
+        work, preempted = policy.schedule(running, waiting, pages, limits)
         preemptions += preempted
         if not work:
             if not preempted:
+                if nxt_arrival == math.inf:  # nothing runs, nothing arrives: the queue can never start
+                    raise ValueError(f"the engine's scheduler cannot admit the {len(waiting)} waiting request(s) "
+                                     "with nothing else running (a request larger than its admission rule allows)")
                 now = nxt_arrival  # idle until the next arrival
             continue
-        now += _step_s(work, costs)
+        now += _step_s(work, costs, policy.mixed)
         steps += 1
         batches.append(len(work))
         blocks_peak = max(blocks_peak, pages.used)
@@ -211,7 +228,7 @@ def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:
                          f"recomputed outputs ({input_len + output_len - 1} tokens)")
 
 
-def _apply_decode_run(running: list[_Request], pages: _Pages, costs: LoopCosts, k: int, now: float,
+def _apply_decode_run(running: list[_Request], pages: Pages, costs: LoopCosts, k: int, now: float,
                       next_arrival: float, gaps: Counter) -> tuple[int, float]:
     """Advance every running request by up to ``k`` decode steps, stopping after the step during which the next
     request arrives (it is admitted at the step boundary); returns the steps taken and the new time."""
@@ -244,7 +261,7 @@ def _apply_step(work: list[tuple[_Request, int]], now: float, gaps: Counter) -> 
             r.last_token = now
 
 
-def _finish(running: list[_Request], pages: _Pages, now: float) -> int:
+def _finish(running: list[_Request], pages: Pages, now: float) -> int:
     """End the running requests that have all their tokens: free their pages; returns how many ended."""
     ended = [r for r in running if r.generated == r.output]
     for r in ended:
@@ -254,23 +271,19 @@ def _finish(running: list[_Request], pages: _Pages, now: float) -> int:
     return len(ended)
 
 
-def _decode_run(running: list[_Request], waiting: deque[_Request], pages: _Pages, limits: LoopLimits) -> int:
+def _decode_run(running: list[_Request], waiting: deque[_Request], pages: Pages, limits: LoopLimits, policy) -> int:
     """How many steps from now are pure decode steps of every running request with nothing else to do (0: the
-    next step needs the full scheduler): nobody is prefilling, the queue's head cannot be admitted (no seat, or
-    too few free pages: pages only get scarcer while everyone decodes), the token budget covers the batch; it ends
-    at the first completion or when the free pages run out."""
+    next step needs the full scheduler): nobody is prefilling, the queue's head cannot be admitted (the policy's
+    ``can_admit``: no seat, or too few free pages: pages only get scarcer while everyone decodes), the token budget
+    covers the batch; it ends at the first completion or when the free pages run out."""
     if not running or any(r.generated == 0 or r.computed != r.known - 1 for r in running):
         return 0
     budget = limits.max_batched_tokens
     if budget is not None and budget < len(running):
         return 0
-    if waiting and (limits.max_num_seqs is None or len(running) < limits.max_num_seqs):
-        head = waiting[0]
-        need = head.known - head.computed
-        n = need if budget is None else min(need, budget - len(running))
-        whole = limits.chunked_prefill or n == need
-        if n > 0 and whole and pages.needed(head.computed + n) - head.blocks <= pages.total - pages.used:
-            return 0
+    if waiting and (limits.max_num_seqs is None or len(running) < limits.max_num_seqs) \
+            and policy.can_admit(waiting[0], running, pages, limits):
+        return 0
     computed = np.array([r.computed for r in running])
     held = np.array([r.blocks for r in running])
     free = pages.total - pages.used
@@ -285,79 +298,19 @@ def _decode_run(running: list[_Request], waiting: deque[_Request], pages: _Pages
     return lo
 
 
-class _Pages:
-    """The paged K/V cache: whole pages of ``block`` tokens per request."""
-
-    def __init__(self, total: int, block: int):
-        self.total, self.block, self.used = total, block, 0
-
-    def needed(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block)
-
-    def grow(self, r: _Request, tokens: int) -> bool:
-        """Give ``r`` pages for ``tokens`` cached tokens; False (nothing changed) when too few are free."""
-        extra = self.needed(tokens) - r.blocks
-        if extra > self.total - self.used:
-            return False
-        self.used += max(0, extra)
-        r.blocks += max(0, extra)
-        return True
-
-    def free(self, r: _Request) -> None:
-        self.used -= r.blocks
-        r.blocks = 0
-
-
-def _schedule(running: list[_Request], waiting: deque[_Request], pages: _Pages, limits: LoopLimits
-              ) -> tuple[list[tuple[_Request, int]], int]:
-    """One step's work ``[(request, tokens to compute)]`` and the preemptions it took (module docstring)."""
-    budget = limits.max_batched_tokens if limits.max_batched_tokens is not None else math.inf
-    work: list[tuple[_Request, int]] = []
-    preempted = 0
-    i = 0
-    while i < len(running) and budget > 0:
-        r = running[i]
-        n = int(min(r.known - r.computed, budget))
-        while not pages.grow(r, r.computed + n):
-            victim = running.pop()  # the most recently admitted
-            pages.free(victim)
-            victim.computed = victim.cached
-            victim.preempted += 1
-            waiting.appendleft(victim)
-            preempted += 1
-            if victim is r:
-                break
-        else:
-            work.append((r, n))
-            budget -= n
-            i += 1
-            continue
-        break  # r itself was preempted: it was the last running request
-    if preempted:
-        return work, preempted
-    while waiting and budget > 0 and (limits.max_num_seqs is None or len(running) < limits.max_num_seqs):
-        r = waiting[0]
-        need = r.known - r.computed
-        n = int(min(need, budget))
-        if not limits.chunked_prefill and n < need:
-            break
-        if not pages.grow(r, r.computed + n):
-            break
-        waiting.popleft()
-        running.append(r)
-        work.append((r, n))
-        budget -= n
-    return work, preempted
-
-
-def _step_s(work: list[tuple[_Request, int]], costs: LoopCosts) -> float:
-    """A step's seconds: a decode step of the decoding requests plus each group of identical prefill chunks."""
+def _step_s(work: list[tuple[_Request, int]], costs: LoopCosts, mixed: bool = False) -> float:
+    """A step's seconds: a decode step of the decoding requests plus each group of identical prefill chunks; for an
+    engine that runs them as one forward (``mixed``) a step with prefill chunks is one batch (``costs.mixed_s``)."""
     decoding = [r for r, n in work if n == 1 and r.computed == r.known - 1 and r.generated > 0]
     chunks = Counter((n, r.computed) for r, n in work if not (n == 1 and r.computed == r.known - 1
                                                               and r.generated > 0))
+    mean = sum(r.computed for r in decoding) / len(decoding) if decoding else 0.0
+    if mixed and chunks and costs.mixed_s is not None:
+        groups = ((len(decoding), 1, mean),) if decoding else ()
+        return costs.mixed_s(groups + tuple((k, n, past) for (n, past), k in sorted(chunks.items())))
     t = 0.0
     if decoding:
-        t += costs.decode_s(len(decoding), sum(r.computed for r in decoding) / len(decoding))
+        t += costs.decode_s(len(decoding), mean)
     for (n, past), k in sorted(chunks.items()):
         t += costs.prefill_s(k, n, past)
     return t
@@ -367,17 +320,21 @@ def _step_s(work: list[tuple[_Request, int]], costs: LoopCosts) -> float:
 SATURATION_BATCHES = 4
 
 
-def saturation_rate(input_len: int, output_len: int, costs: LoopCosts, limits: LoopLimits, n: int) -> float:
+def saturation_rate(input_len, output_len, costs: LoopCosts, limits: LoopLimits, n: int,
+                    cached: np.ndarray | None = None) -> float:
     """Requests/s one replica sustains with an unbounded queue: requests all queued at t = 0 (``n``, or
     ``SATURATION_BATCHES`` times the largest batch the cache or ``max_num_seqs`` admits, whichever is more), and
     the completions between the first one and the moment the queue empties, per second. Before the first
     completion the engine fills; after the queue empties it drains with no prefill left, which finishes requests
-    faster than a loaded engine can: both are left out."""
-    batch = limits.kv_blocks // math.ceil((input_len + 1) / limits.block_tokens)
+    faster than a loaded engine can: both are left out. Lengths (and ``cached`` prompt tokens) per request as
+    :func:`run_loop` takes them; requests beyond the arrays' length repeat them."""
+    batch = limits.kv_blocks // math.ceil((float(np.mean(input_len)) + 1) / limits.block_tokens)
     if limits.max_num_seqs is not None:
         batch = min(batch, limits.max_num_seqs)
     n = max(n, SATURATION_BATCHES * batch)
-    run = run_loop(np.zeros(n), input_len, output_len, costs, limits)
+    ins, outs = (np.resize(np.asarray(v, dtype=np.int64), n) for v in (input_len, output_len))
+    hits = None if cached is None else np.resize(np.asarray(cached, dtype=np.int64), n)
+    run = run_loop(np.zeros(n), ins, outs, costs, limits, cached=hits)
     first = float(run.finish_s.min())
     done = int(np.count_nonzero(run.finish_s <= run.drained_s))
     if done < 2 or run.drained_s <= first:

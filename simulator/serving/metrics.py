@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,13 +32,14 @@ import numpy as np
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
 from simulator.memory.inference import inference_memory
-from simulator.memory.runtime import CUDA_CONTEXT_BYTES
 from simulator.plan import Batch, ResolvedPlan
 from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
-from simulator.serving.step import StepContext, StepTime, step_time
+from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, step_limits
+from simulator.serving.speculative import speculative_decode_time, with_draft
+from simulator.serving.step import StepContext, StepTime, mixed_step_time, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -157,7 +159,10 @@ def _sum_steps(steps: list[StepTime]) -> StepTime:
 
 def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> StepTime:
     """One decode step of ``seqs`` sequences with ``past`` cached tokens each; with pipeline parallelism the
-    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines)."""
+    sequences form ``min(pp, seqs)`` micro-batches in flight together (vLLM's virtual engines). With
+    ``serving.speculative`` one iteration (drafts and verify) over its expected tokens (serving/speculative.py)."""
+    if ctx.serving.speculative is not None:
+        return speculative_decode_time(ctx, rp, seqs, past)
     m = min(rp.parallel.pp, seqs)
     per = math.ceil(seqs / m)
     return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=ctx.serving.cuda_graphs, microbatches=m)
@@ -171,18 +176,6 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
     points = np.unique(np.linspace(0, s.output_len - 1, min(MEAN_SAMPLES, s.output_len)).round().astype(int))
     times = np.array([decode_time(ctx, rp, seqs, s.input_len + int(i)).step_s for i in points])
     return float(np.trapezoid(times, points) / (points[-1] - points[0]))
-
-
-def engine_budget_bytes(memory: MemoryReport, utilization: float) -> float:
-    """Bytes per GPU the engine lets its weights, transients and K/V cache use, as vLLM sizes its cache
-    (vllm-project/vllm ``vllm/v1/worker/gpu_worker.py``, ``init_device`` and ``determine_available_memory``): it
-    requests ``gpu_memory_utilization`` x the GPU's total memory, takes its memory snapshot after NCCL (and its custom
-    all-reduce buffers) are set up, so the CUDA context and NCCL's buffers sit outside that share, and gives the K/V
-    cache what is left after the weights, the activation peak of a profile forward and the non-torch memory allocated
-    after the snapshot (the kernels and libraries the forward loads: the runtime beyond the bare CUDA context,
-    :mod:`simulator.memory.runtime`). Not counted: the CUDA-graph pool estimate vLLM 0.21+ also subtracts
-    (0.17-0.36 GiB in published start-up logs)."""
-    return utilization * (memory.hbm_capacity_bytes or 0.0) - (memory.runtime_bytes - CUDA_CONTEXT_BYTES)
 
 
 def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None, *,
@@ -225,9 +218,10 @@ def curve_point(ctx: StepContext, rp: ResolvedPlan, concurrency: int, capacity: 
 
 
 def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict[str, Any],
-          notes: tuple[str, ...] = ()) -> ServeResult:
+          notes: tuple[str, ...] = (), base: Path = Path(".")) -> ServeResult:
     """Predict a serving scenario (module docstring). ``rp`` is the scenario's plan; ``memory`` its serving
-    memory for ``batch`` sequences of ``input_len + output_len`` tokens."""
+    memory for ``batch`` sequences of ``input_len + output_len`` tokens; ``base``: the folder workload files are
+    relative to."""
     s = ctx.serving
     check_serving_degrees(rp.parallel)
     prefill, tokens = prefill_time(ctx, rp, s.batch)
@@ -265,9 +259,12 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
             raise UserError(f"the K/V cache holds {blocks * s.kv_block_size} tokens per replica, less than one "
                             f"sequence of {s.input_len + s.output_len}: no request rate can be served",
                             key_path="serving.request_rate")
-        saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
-                                       output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
-                                       costs=loop_costs(ctx, rp), limits=limits)
+        try:
+            saturation, rates = rate_curve(s.request_rate, replicas=rp.dp, gpus=rp.world_size, input_len=s.input_len,
+                                           output_len=s.output_len, num_requests=s.num_requests, seed=s.arrival_seed,
+                                           costs=loop_costs(ctx, rp), limits=limits, workload=s.workload, base=base)
+        except ValueError as exc:  # a request the engine can never admit
+            raise UserError(f"a request cannot be served: {exc}", key_path="serving.request_rate") from None
         if not all(p["stable"] for p in rates):
             warnings.append(f"request rates at or above {saturation:.4g} requests/s (the saturation rate) are "
                             "unstable: the queue grows without bound, no latency is given")
@@ -299,13 +296,17 @@ def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, 
 def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:
     """The request-rate loop's engine: a step of at most ``max_batched_tokens`` tokens (chunked prefill), or without
     it vLLM's default without chunked prefill, ``max(max_model_len, 2048)`` with whole prompts; its cache the pages
-    HBM holds beside the weights, the runtime and the transients of one step of that budget."""
+    the engine's memory rule gives (``serving.scheduler``: simulator/serving/scheduler.py ``kv_blocks``) beside the
+    weights, the runtime and the transients of one step of that budget."""
     s = ctx.serving
-    budget = s.max_batched_tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget))
-    blocks = kv_capacity(step_memory, 1, budget, s.kv_block_size, s.kv_block_size,
-                         utilization=s.gpu_memory_utilization)
-    return LoopLimits(blocks, s.kv_block_size, budget, s.max_num_seqs, chunked_prefill=s.max_batched_tokens is not None)
+    tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
+                               s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
+    budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
+    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget)))
+    blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
+                       "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp)
+    chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
+    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked, scheduler=s.scheduler)
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
@@ -348,7 +349,16 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
     def prefill_s(seqs: int, new: int, past: int) -> float:
         return prefill_pages(seqs, -(-new // page) * page, -(-past // page) * page)
 
-    return LoopCosts(decode_s=decode_s, prefill_s=prefill_s)
+    @functools.cache
+    def mixed_pages(groups: tuple[tuple[int, int, int], ...]) -> float:
+        return mixed_step_time(ctx, rp, tuple(Batch(k, n, past) for k, n, past in groups)).step_s
+
+    def mixed_s(groups: tuple[tuple[int, int, float], ...]) -> float:
+        """A mixed step, each group's ``new`` (a chunk) and ``past`` rounded up to whole pages as for prefill."""
+        return mixed_pages(tuple((k, n if n == 1 else -(-n // page) * page, -(-math.ceil(past) // page) * page)
+                                 for k, n, past in groups))
+
+    return LoopCosts(decode_s=decode_s, prefill_s=prefill_s, mixed_s=mixed_s)
 
 
 def no_room_for_a_sequence(memory: MemoryReport, s) -> UserError:

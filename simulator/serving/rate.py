@@ -9,23 +9,41 @@ own. A round-robin or least-loaded router smooths the arrivals: this is the burs
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
+from simulator.implementation.workload import Workload
+from simulator.serving.bench import workload_stream
 from simulator.serving.loop import LoopCosts, LoopLimits, poisson_arrivals, run_loop, saturation_rate
 
 
+def _stream(workload: Workload | None, rate: float, input_len: int, output_len: int, n: int, seed: int,
+            block: int, base: Path) -> tuple:
+    """One replica's requests at ``rate`` requests/s: Poisson arrivals of fixed lengths (seed ``seed``), or the
+    workload's lengths, prefix hits and arrival process (seed ``workload.seed``) at that rate."""
+    if workload is None:
+        return poisson_arrivals(rate, n, seed), input_len, output_len, None
+    w = workload.model_copy(update={"arrival": workload.arrival.model_copy(update={"rate": rate})})
+    return workload_stream(w, input_len, output_len, n, block, base)
+
+
 def rate_point(rate: float, saturation: float, *, replicas: int, gpus: int, input_len: int, output_len: int,
-               num_requests: int, seed: int, costs: LoopCosts, limits: LoopLimits) -> dict:
+               num_requests: int, seed: int, costs: LoopCosts, limits: LoopLimits, workload: Workload | None = None,
+               base: Path = Path(".")) -> dict:
     """One point of the curve: the loop's latencies at ``rate`` requests/s to the whole system, or ``stable:
-    false`` with no latencies when the rate per replica reaches the replica's ``saturation`` rate."""
+    false`` with no latencies when the rate per replica reaches the replica's ``saturation`` rate. With a workload
+    the requests have its lengths and prefix hits, and arrive by its process at that rate."""
     per_replica = rate / replicas
-    run = run_loop(poisson_arrivals(per_replica, num_requests, seed), input_len, output_len, costs, limits)
+    times, ins, outs, cached = _stream(workload, per_replica, input_len, output_len, num_requests, seed,
+                                       limits.block_tokens, base)
+    run = run_loop(times, ins, outs, costs, limits, cached=cached)
+    out_mean = float(np.mean(outs))
     stable = bool(per_replica < saturation)
     served = min(per_replica, saturation) * replicas  # requests/s the system completes in the long run
     point = {"request_rate": rate, "stable": stable, "utilization": per_replica / saturation,
-             "requests_per_s": served, "tokens_per_s": served * output_len,
-             "tokens_per_s_per_gpu": served * output_len / gpus,
+             "requests_per_s": served, "tokens_per_s": served * out_mean,
+             "tokens_per_s_per_gpu": served * out_mean / gpus,
              "batch_mean": run.batch_mean, "batch_max": run.batch_max, "preemptions": run.preemptions,
              "kv_blocks_peak": run.blocks_peak, "waiting_at_last_arrival": run.waiting_at_last_arrival}
     metrics = run.metrics()
@@ -35,12 +53,16 @@ def rate_point(rate: float, saturation: float, *, replicas: int, gpus: int, inpu
 
 
 def rate_curve(rates: tuple[float, ...], *, replicas: int, gpus: int, input_len: int, output_len: int,
-               num_requests: int, seed: int, costs: LoopCosts, limits: LoopLimits) -> tuple[float, tuple[dict, ...]]:
-    """The replica's saturation rate times ``replicas`` (requests/s) and one point per offered rate."""
-    saturation = saturation_rate(input_len, output_len, costs, limits, num_requests)
+               num_requests: int, seed: int, costs: LoopCosts, limits: LoopLimits, workload: Workload | None = None,
+               base: Path = Path(".")) -> tuple[float, tuple[dict, ...]]:
+    """The replica's saturation rate times ``replicas`` (requests/s) and one point per offered rate; with a workload
+    the saturation run serves its lengths and prefix hits (all queued at t = 0)."""
+    _, ins, outs, cached = _stream(workload, 1.0, input_len, output_len, num_requests, seed, limits.block_tokens,
+                                   base)
+    saturation = saturation_rate(ins, outs, costs, limits, num_requests, cached=cached)
     points = tuple(rate_point(r, saturation, replicas=replicas, gpus=gpus, input_len=input_len,
                               output_len=output_len, num_requests=num_requests, seed=seed, costs=costs,
-                              limits=limits) for r in rates)
+                              limits=limits, workload=workload, base=base) for r in rates)
     return saturation * replicas, points
 
 

@@ -32,20 +32,28 @@ on one rank:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from simulator.collectives.custom_allreduce import choose
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.hardware import GpuSpec
 from simulator.hardware.calibration import Calibration
 from simulator.implementation.serving import ServingConfig
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
 from simulator.model import ModelSpec
-from simulator.moe import MoeSettings
+from simulator.moe import MoeSettings, sm_slowdown
 from simulator.plan import Batch, ResolvedPlan, serving_backend
 from simulator.pricing.groups import GroupTimer, OpTiming
 from simulator.pricing.serving import price_serving
-from simulator.program import serving_embedding_program, serving_head_program, serving_layer_program
+from simulator.program import (
+    LayerProgram,
+    serving_embedding_program,
+    serving_head_program,
+    serving_layer_program,
+)
+from simulator.program.serving import cache_attention
 from simulator.serving import backends as B
+from simulator.serving.tbo import split_batch, tbo_layer_s
 from simulator.topology import Topology
 from simulator.traffic import serving_boundary_traffic, serving_layer_traffic, serving_step_traffic
 from simulator.traffic.ops import CommOp
@@ -80,14 +88,19 @@ class StepContext:
     moe_settings: MoeSettings
     topology: Topology
     calibration: Calibration | None = None
+    draft_model: ModelSpec | None = None
+    """``serving.speculative`` method draft_model: the draft model (the scenario layer resolves it)"""
 
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
-    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run)."""
+    """The decode attention kernel: ``flash_decoding`` means FlashMLA for MLA models (what vLLM and SGLang run);
+    ``torch_sdpa`` the SDPA call form of ``serving.attention_call`` or the kernel set."""
     name = ctx.serving.attention
     if name == "flash_decoding" and ctx.model.mla is not None:
         name = "flash_mla"
+    if name == "torch_sdpa":  # PyTorch SDPA's rate depends on how it is called (serving.attention_call)
+        return B.SDPA_CALLS[ctx.serving.attention_call or B.KERNEL_SETS[ctx.serving.kernels].sdpa_call]
     return B.ATTENTION_KERNELS[name]
 
 
@@ -100,19 +113,29 @@ def _log(entries: list, op: CommOp, t: OpTiming, backend: str) -> None:
                         "time_s": t.call_s, "name": op.name})
 
 
+def _custom_all_reduce(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, op: CommOp, stage: int
+                       ) -> OpTiming | None:
+    """A TP all-reduce by the serving engine's custom kernel (``serving.tp_allreduce``), where its rule runs one
+    (:func:`simulator.collectives.custom_allreduce.choose`: one node, NVLink, the engine's group sizes and size
+    limit): the kernel's measured latency where a table covers the call (Hopper, the TP size and buffer of
+    :data:`simulator.serving.backends.TP_ALLREDUCE`), else the one-/two-shot model; None: NCCL."""
+    engine = ctx.serving.tp_allreduce
+    if engine == "nccl" or op.dim != "tp" or op.op != "all_reduce":
+        return None
+    placement = timer.model("tp", stage).placement
+    chosen = choose(engine, placement, op.bytes)
+    if chosen is None:
+        return None
+    table = B.TP_ALLREDUCE.get(engine)
+    measured = (table.time_s(rp.parallel.tp, op.bytes)
+                if table is not None and ctx.gpu.architecture == table.architecture else None)
+    return OpTiming(chosen[1] if measured is None else measured, f"{engine}/{chosen[0]}", "nvlink")
+
+
 def _comm(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, op: CommOp, stage: int, log: list) -> float:
-    """One call of ``op`` on stage ``stage``'s group (:class:`GroupTimer`), except a TP all-reduce where the serving
-    engine's custom kernel has a measured table (Hopper, the TP group on NVLink in one node, a TP size and buffer
-    the table covers: :data:`simulator.serving.backends.TP_ALLREDUCE`)."""
-    table = B.TP_ALLREDUCE[ctx.serving.tp_allreduce] if op.dim == "tp" and op.op == "all_reduce" else None
-    if table is not None and ctx.gpu.architecture == table.architecture:
-        model = timer.model("tp", stage)
-        t = table.time_s(rp.parallel.tp, op.bytes) if model.placement.n_nodes == 1 and timer.link(model) == "nvlink" \
-            else None
-        if t is not None:
-            _log(log, op, OpTiming(t, ctx.serving.tp_allreduce, "nvlink"), rp.moe_backend.name)
-            return t
-    t = timer.time(op, stage)
+    """One call of ``op`` on stage ``stage``'s group (:class:`GroupTimer`), or by the serving engine's custom
+    all-reduce kernel (:func:`_custom_all_reduce`)."""
+    t = _custom_all_reduce(ctx, rp, timer, op, stage) or timer.time(op, stage)
     _log(log, op, t, rp.moe_backend.name)
     return t.call_s
 
@@ -135,37 +158,76 @@ def _add(acc: dict[str, float], priced: dict[str, float]) -> None:
         acc[key] += value
 
 
-def _layer(ctx, rp, timer, stage, layer, batch, acc, log) -> None:
-    """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives."""
+def _layer(ctx, rp, timer, stage, layer, batch, acc, log, verify=False, parts: tuple[Batch, ...] = ()) -> None:
+    """Add one layer's seconds to ``acc`` (by op class): its program priced, then its collectives. With ``parts``
+    (a mixed step: ``batch`` is all their new tokens as one) the attention is each part's own op, priced apart."""
     moe = ctx.model.is_moe_layer(layer)
     imbalance = timer.moe_routing(stage).imbalance if moe and rp.parallel.ep > 1 else 1.0
+    kv_bytes, cache, cache_len = (kv_cache_bytes_per_token_layer(rp), B.KV_CACHES[ctx.serving.kv_cache_impl],
+                                  ctx.serving.input_len + ctx.serving.output_len)
     program = serving_layer_program(
         rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu), layer_index=layer,
-        kv_token_bytes=kv_cache_bytes_per_token_layer(rp), kernels=B.KERNEL_SETS[ctx.serving.kernels],
+        kv_token_bytes=kv_bytes, kernels=B.KERNEL_SETS[ctx.serving.kernels],
         decode_kernel=_decode_kernel(ctx), expert_kernel=B.EXPERT_KERNELS[ctx.serving.expert_kernel],
-        imbalance=imbalance, kv_cache=B.KV_CACHES[ctx.serving.kv_cache_impl],
-        cache_len=ctx.serving.input_len + ctx.serving.output_len)
+        imbalance=imbalance, kv_cache=cache, cache_len=cache_len, verify=verify)
+    if parts:
+        program = replace(program, attention=None)
+        for part in parts:
+            op = cache_attention(rp, part, kv_bytes, _decode_kernel(ctx), cache, cache_len)
+            acc["attention"] += price_serving(LayerProgram(kind=program.kind, attention=op), ctx.gpu, ctx.eff)[
+                "attention"]
     _add(acc, price_serving(program, ctx.gpu, ctx.eff))
     for op in program.comm:
         acc[_COMM_CLASS[op.dim]] += _comm(ctx, rp, timer, op, stage, log)
 
 
+#: op classes a micro-batch computes before its router under two-batch overlap (simulator/serving/tbo.py)
+_BEFORE_ROUTER = ("gemm", "attention", "memory_ops", "launch", "tp_comm")
+
+
+def _tbo_layer(ctx, rp, halves, stage, layer, acc, log, verify: bool = False) -> None:
+    """Add one MoE layer of two overlapped micro-batches to ``acc`` (:mod:`simulator.serving.tbo`): each half's
+    classes as priced, and as ``ep_comm`` only what its dispatch/combine adds beyond the compute they hide under."""
+    parts, ep = [], {"dispatch": [], "combine": []}
+    for i, (timer, half) in enumerate(halves):
+        one, sub = dict.fromkeys(OP_CLASSES, 0.0), []
+        _layer(ctx, rp, timer, stage, layer, half, one, sub, verify)
+        parts.append(one)
+        for name in ep:
+            ep[name].append(sum(e["time_s"] for e in sub if e["dim"] == "ep" and e["op"] == name))
+        log.extend({**e, "micro_batch": i} for e in sub)
+    slow = sm_slowdown(ctx.gpu.sms, halves[0][0].moe_comm(stage).reserved_sms)
+    layer_s = tbo_layer_s(tuple(sum(p[k] for k in _BEFORE_ROUTER) for p in parts),
+                          tuple(p["experts"] for p in parts), tuple(ep["dispatch"]), tuple(ep["combine"]), slow)
+    for key in OP_CLASSES:
+        if key != "ep_comm":
+            acc[key] += sum(p[key] for p in parts)
+    acc["ep_comm"] += layer_s - sum(sum(v for k, v in p.items() if k != "ep_comm") for p in parts)
+
+
 def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, batch: Batch,
-           log: list) -> tuple[dict[str, float], int]:
-    """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included)."""
+           log: list, halves=None, verify: bool = False, parts: tuple[Batch, ...] = ()) -> tuple[dict[str, float], int]:
+    """Seconds by op class and kernels of one pipeline stage for one step (its outgoing hand-off included). A
+    speculative verify step (``verify``) takes logits of every new token, not only each sequence's last; a mixed
+    step (``parts``) one token per part's sequence."""
     model, p = ctx.model, rp.parallel
     kset = B.KERNEL_SETS[ctx.serving.kernels]
     acc = dict.fromkeys(OP_CLASSES, 0.0)
-    # MTP modules (model.mtp_layers, after the last layer) only run under speculative decoding: not modelled
+    # MTP modules (model.mtp_layers, after the last layer) only draft under speculative decoding: priced apart
+    # (simulator/serving/speculative.py)
     layers = [layer for layer in rp.stage_layers[stage] if layer < model.layers]
     kernels = kset.per_layer * len(layers) + kset.per_moe_layer * sum(map(model.is_moe_layer, layers))
     kinds: dict[bool, list[int]] = {}
     for layer in layers:  # layers of one kind (dense / MoE) cost the same: price one, count all
         kinds.setdefault(model.is_moe_layer(layer), []).append(layer)
-    for group in kinds.values():
+    for moe, group in kinds.items():
         one = dict.fromkeys(OP_CLASSES, 0.0)
         before = len(log)
-        _layer(ctx, rp, timer, stage, group[0], batch, one, log)
+        if moe and halves is not None:  # two-batch overlap: each MoE layer runs twice, on half the batch
+            kernels += (kset.per_layer + kset.per_moe_layer) * len(group)
+            _tbo_layer(ctx, rp, halves, stage, group[0], one, log, verify)
+        else:
+            _layer(ctx, rp, timer, stage, group[0], batch, one, log, verify, parts)
         for entry in log[before:]:
             entry["count"] = len(group)
         for key, value in one.items():
@@ -174,9 +236,13 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
         _add(acc, price_serving(serving_embedding_program(rp, batch), ctx.gpu, ctx.eff))
     if stage == p.pp - 1:
         kernels += kset.per_step
-        _add(acc, price_serving(serving_head_program(rp, batch, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
+        if parts:
+            logits = Batch(sum(q.sequences for q in parts), 1)
+        else:
+            logits = Batch(batch.tokens, 1, batch.cached) if verify else batch
+        _add(acc, price_serving(serving_head_program(rp, logits, rp.gemm_dtype(ctx.gpu), rp.weight_dtype(ctx.gpu)),
                                 ctx.gpu, ctx.eff))
-        ops = serving_step_traffic(rp, batch)
+        ops = serving_step_traffic(rp, logits)
     else:
         ops = serving_boundary_traffic(rp, batch)
     for op in ops:
@@ -184,10 +250,22 @@ def _stage(ctx: StepContext, rp: ResolvedPlan, timer: GroupTimer, stage: int, ba
     return acc, kernels
 
 
+def _tbo_halves(ctx: StepContext, rp: ResolvedPlan, batch: Batch, phase: str):
+    """(timer, micro-batch) of the two micro-batches under ``serving.two_batch_overlap`` (a MoE model with EP > 1
+    and a batch of more than one token), else None."""
+    split = split_batch(batch) if ctx.serving.two_batch_overlap and ctx.model.moe and rp.parallel.ep > 1 else None
+    if split is None:
+        return None
+    moe = _moe_settings(ctx, phase)
+    return tuple((GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=moe, batch=half), half)
+                 for half in split)
+
+
 def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, graphs: bool,
-              microbatches: int = 1) -> StepTime:
+              microbatches: int = 1, parts: tuple[Batch, ...] = ()) -> StepTime:
     """One step of ``batch`` (its sequences adding ``new`` tokens on ``cached`` ones; module docstring) under the
-    scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``.
+    scenario's plan ``rp``: the rank shape is ``rp.shape_of(batch)``. ``phase``: prefill, decode, or verify (a
+    speculative verify step: decode's kernels and backend over ``new`` = k + 1 tokens per sequence, logits of each).
 
     ``microbatches`` m > 1 (pipeline parallelism, decode): the step's sequences are m micro-batches of ``seqs`` each
     in flight over the stages at once (vLLM's virtual engines); every sequence advances one token in
@@ -197,7 +275,8 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
     timer = GroupTimer(rp, ctx.topology, calibration=ctx.calibration, moe=_moe_settings(ctx, phase), batch=batch)
     log: list[dict] = []
     model, p = ctx.model, rp.parallel
-    stages = [_stage(ctx, rp, timer, stage, batch, log) for stage in range(p.pp)]
+    halves = None if parts else _tbo_halves(ctx, rp, batch, phase)  # a mixed step runs as one batch
+    stages = [_stage(ctx, rp, timer, stage, batch, log, halves, phase == "verify", parts) for stage in range(p.pp)]
     acc = {key: sum(a[key] for a, _ in stages) for key in OP_CLASSES}
     kernels = microbatches * sum(k for _, k in stages)
     gpu_s = sum(acc.values())
@@ -210,13 +289,26 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
         graphs = False  # the step cannot be captured: the host issues every kernel
     # the per-layer tensor-parallel all-reduces (attention and MLP outputs), issued through torch.distributed
     per_layer = sum(op.dim == "tp" and op.op == "all_reduce" for op in serving_layer_traffic(rp, batch))
-    collectives = per_layer * microbatches * sum(layer < model.layers for s in range(p.pp)
-                                                 for layer in rp.stage_layers[s])
+    collectives = per_layer * microbatches * sum((2 if halves and model.is_moe_layer(layer) else 1)
+                                                 for s in range(p.pp) for layer in rp.stage_layers[s]
+                                                 if layer < model.layers)  # two-batch overlap: MoE layers twice
     kernels += collectives
     host = 0.0 if graphs else (kernels - collectives) * kset.host_launch_s + collectives * kset.collective_host_s
     if host > gpu_s:
         acc["host"] = host - gpu_s
-    serial = kset.step_host_s if phase == "decode" else 0.0  # host work the GPU waits for (HF compiled generate)
+    serial = kset.step_host_s if phase != "prefill" else 0.0  # host work the GPU waits for (HF compiled generate)
     acc["host"] += serial
     return StepTime(step_s=max(gpu_s, host) + serial, breakdown_s=acc, kernels=kernels, gpu_s=gpu_s,
                     comm=tuple(log))
+
+
+def mixed_step_time(ctx: StepContext, rp: ResolvedPlan, parts: tuple[Batch, ...]) -> StepTime:
+    """One forward over every part of a mixed step (prefill chunks and decodes, each a :class:`Batch`), as vLLM V1
+    and TensorRT-LLM's in-flight batching run it: the layers' GEMMs, memory-bound kernels, experts and collectives
+    on the summed new tokens (``Batch(1, tokens)``: the weights read once), the attention of each part on its own
+    cache, the LM head on one token per sequence. A step with any prefill chunk takes the prefill phase (its
+    all-to-all backend, no CUDA graph: the host issues every kernel, as for a prefill step)."""
+    tokens = sum(q.tokens for q in parts)
+    decode = all(q.new == 1 for q in parts)
+    return step_time(ctx, rp, Batch(1, tokens), phase="decode" if decode else "prefill",
+                     graphs=ctx.serving.cuda_graphs and decode, parts=tuple(parts))

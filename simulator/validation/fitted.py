@@ -28,6 +28,7 @@ from simulator.implementation.profiles import profile_named
 from simulator.memory.nccl import COMM_EXTRA_BYTES, PROCESS_BYTES
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.moe.coefficients import DEFAULT_MOE_COEFFICIENTS as MOE
+from simulator.pricing.offload import offload_coefficients
 from simulator.pricing.overlap import coefficients as overlap_coefficients
 from simulator.program.op_chains import (
     CROSS_ENTROPY_BYTES,
@@ -36,7 +37,7 @@ from simulator.program.op_chains import (
     PERMUTE_CHAINS,
     SEQUENTIAL_ASSEMBLY,
 )
-from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S
+from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S, SDPA_CALLS
 
 KORTHIKANTI = "published, outside the development set"
 KERNEL = "published kernel or NCCL benchmark"
@@ -76,6 +77,11 @@ def _ampere():
 
 _T4 = "Korthikanti et al. 2023 Table 4 (one 22B layer forward/backward, 10 numbers, least squares on log time)"
 FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
+    FittedConstant("pricing/data/offload.yaml cpu_optimizer_efficiency",
+                   "CPU optimizer step of offload, fraction of the node's DRAM peak",
+                   lambda: offload_coefficients()["cpu_optimizer_efficiency"], KORTHIKANTI,
+                   "DeepSpeed ZeRO-Offload Qwen2.5-1.5B on a DGX A100 (deepspeedai/DeepSpeed blogs/zenflow-corebinding; "
+                   "the 3B row validates), validation/data/deepspeed_offload.csv"),
     FittedConstant("compute_efficiency.yaml ampere.peak_fraction.bf16/fp16", "A100 GEMM fraction of peak",
                    lambda: _ampere().peak_fraction["bf16"], KORTHIKANTI, _T4),
     FittedConstant("compute_efficiency.yaml ampere.memory_efficiency", "A100 fraction of HBM bandwidth",
@@ -125,6 +131,12 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
                    "HF generate host seconds per kernel (eager) and per token (compiled)",
                    lambda: (HF_EAGER_HOST_LAUNCH_S, HF_COMPILED_STEP_HOST_S), H200,
                    "calibration rows of validation/data/h200_hf/decode*.jsonl (simulator validate hf_decode)"),
+    FittedConstant("serving/backends.py SDPA_CALLS gqa_single_call, repeat_kv, expanded_cache",
+                   "PyTorch SDPA decode by call form: streaming efficiency, per-call floor (s), expansion copy rate",
+                   lambda: {k: (v.kv_read_efficiency, v.floor_s, v.copy_efficiency) for k, v in SDPA_CALLS.items()
+                            if k != "folded_gqa"}, H200,
+                   "calibration rows of validation/data/h200_sdpa/sdpa_decode.jsonl (batch 128 x 4K, batch 1 x 1K; "
+                   "validation/sdpa_decode.py fit, the other 96 rows validate)"),
     FittedConstant("program/op_chains.py CROSS_ENTROPY_BYTES", "unfused cross entropy (copy bytes per logit)",
                    lambda: dict(CROSS_ENTROPY_BYTES), H200, "4 shapes, validation/data/h200_moe_chains"),
     FittedConstant("moe/coefficients.py normal_nvlink_efficiency", "DeepEP normal kernels' NVLink efficiency",

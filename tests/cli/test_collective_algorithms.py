@@ -9,8 +9,9 @@ from simulator.collectives.model import ALGORITHMS, OPS
 
 #: (op, algorithm) -> a placement (system, ranks, gpus per node) where the model can run it
 WHERE = {"nvls": ("dgx_h100", 8, 8), "nvls_tree": ("dgx_h100", 16, 8), "hierarchical": ("dgx_h100", 16, 8),
-         "pat": ("dgx_h100", 4, 1)}
-DOCUMENTED = ("auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat", "all")
+         "pat": ("dgx_h100", 4, 1), "one_shot": ("dgx_h100", 8, 8), "two_shot": ("dgx_h100", 8, 8)}
+DOCUMENTED = ("auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical", "direct", "pat", "one_shot", "two_shot",
+              "all")
 CASES = [(op, algo) for op in OPS for algo in ALGORITHMS[op]]
 
 

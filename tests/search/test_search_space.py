@@ -35,6 +35,7 @@ def test_the_default_space_has_every_knob():
     assert v["tp_comm_overlap"] == (False, True) and v["split"] == ("uniform", "embedding_loss")
     assert v["recompute"] == ("none", "selective", "selective:core_attn,layernorm",
                               "selective:core_attn,layernorm,mlp", "full")   # a dense model: no moe_act
+    assert v["offload"] == ("none", "optimizer", "activations")   # offload_choices: Megatron on a DGX A100 80GB
     assert v["cp"] == v["ulysses"] == (1,)        # 2,048 tokens per sequence (CP and Ulysses from 32K)
     # pp: divisors of 48 layers (uniform) and of 50 (embedding and loss counted as layers), at most 8 GPUs
     assert v["pp"] == (1, 2, 3, 4, 5, 6, 8)

@@ -133,7 +133,8 @@ def test_ring_pass_overlap_hook():
 def test_table_keys_and_all_algorithms():
     rows = collective_table(placement_for_profile("dgx_h100", 8), "all_reduce", [1024, 2**30], "all")
     assert set(rows[0]) == {"op", "bytes", "ranks", "time_us", "algbw_GBps", "busbw_GBps", "algorithm", "protocol"}
-    assert {r["algorithm"] for r in rows} == {"ring", "tree", "nvls"}
+    # NCCL's three, and the custom one-/two-shot kernels beside them (never NCCL's auto choice)
+    assert {r["algorithm"] for r in rows} == {"ring", "tree", "nvls", "one_shot", "two_shot"}
 
 
 def test_coefficients_print_with_sources():

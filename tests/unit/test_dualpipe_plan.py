@@ -136,7 +136,7 @@ def test_search_lists_dual_schedules_only_when_asked(capsys):
     data["search"]["schedule"] = ["dualpipev", "1f1b"]
     both = _search(data, capsys)
     how = {p["parallel"]["schedule"]: p["timeline"] for p in both["plans"]}
-    assert how["dualpipev"] == "replay (dualpipev)" and how["1f1b"] == "levels"
+    assert how["dualpipev"] == "steady state" and how["1f1b"] == "steady state"
 
 
 def _search(data: dict, capsys) -> dict:

@@ -169,3 +169,23 @@ def test_moe_serving_with_tp_runs_without_sp():
     infer = {"seq_len": 4096, "micro_batch": 8, "global_batch": 32, "mode": "inference"}
     plan = resolve_plan(MIXTRAL, {"tp": 2, "ep": 4}, infer, 8)
     assert (plan.parallel.tp, plan.parallel.sp, plan.dp, plan.edp) == (2, False, 4, 2)
+
+
+def test_moe_under_tp_without_sp_counts_shared_tokens_once():
+    """TP ranks without SP hold the same tokens, so an expert group routes each token once (simulator/plan/shape.py).
+    DeepSeek-V3 (256 experts, top-8) decoding one sequence on 8 GPUs with tp 8 and ep 8: the 8 selected experts get
+    one row each, so a rank's 32 local experts receive 8 / 8 = 1 row and one expert is touched in expectation
+    (32 x (1 - (1 - 8/256)^1) = 1.0); counting the 8 copies as distinct tokens gave 8 rows and 7.17 experts."""
+    from simulator.plan import Batch
+    from simulator.program.serving import touched_experts
+
+    v3 = load_model_preset("deepseek-v3")
+    infer = {"seq_len": 4096, "micro_batch": 1, "global_batch": 1, "mode": "inference"}
+    plan = resolve_plan(v3, {"tp": 8, "ep": 8}, infer, 8)
+    sh = plan.shape_of(Batch(1, 1, 1000))
+    assert sh.routed_rows == pytest.approx(1.0)
+    assert touched_experts(v3, 8, sh.routed_rows / 8) == pytest.approx(32 * (1 - (1 - 8 / 256)), rel=1e-12)
+    # with sequence parallelism (training's layout) each rank routes its own T / tp tokens: unchanged rule
+    train = resolve_plan(v3, {"tp": 8, "ep": 8, "sp": True},
+                         {"seq_len": 4096, "micro_batch": 1, "global_batch": 8}, 8)
+    assert train.shape.routed_rows == pytest.approx(4096 / 8 * 8)

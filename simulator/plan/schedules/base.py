@@ -14,8 +14,10 @@ What an object provides:
 - which timeline evaluates it, by kind (plan imports no schedule engine; ``simulator.schedule`` maps the kinds to
   functions): ``replay`` ``"stages"`` (:func:`simulator.schedule.timeline.run_timeline` over :meth:`orders`) or
   ``"split"`` (:func:`simulator.schedule.dual_timeline.run_dual_timeline` over :meth:`split_orders`), and ``fast``
-  the plan search's evaluator without the replay: ``"closed_form"`` (GPipe's stage ends), ``"levels"`` (the
-  level sweep over :meth:`order_grid`) or None (only the replay).
+  the evaluator of ``simulate()`` and the plan search without the replay: ``"closed_form"`` (GPipe's stage ends),
+  ``"steady"`` (the exact steady-state extrapolation of a periodic order, :meth:`steady_period`,
+  :mod:`simulator.schedule.steady`: flat in micro-batches), ``"levels"`` (the level sweep over
+  :meth:`order_grid`) or None (no exact evaluator but the replay: the search counts the plans it replays).
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ class Schedule:
     replay: ClassVar[str] = "stages"
     """timeline kind: "stages" (orders of whole backwards) or "split" (F, B, W orders)"""
     fast: ClassVar[str | None] = None
-    """the plan search's timeline without the replay: "closed_form", "levels" or None (replay only)"""
+    """the timeline without the replay: "closed_form", "steady", "levels" or None (replay only)"""
+    one_f_one_b_form: ClassVar[bool] = False
+    """its orders without interleaving are 1F1B's (p - i - 1 warm-up forwards, F B pairs, the backwards left):
+    :mod:`simulator.schedule.one_f_one_b_form` times them in closed form around the steady state"""
     interleaves: ClassVar[bool] = False
     """runs virtual stages (vpp > 1) when the plan asks for them"""
     v_shape: ClassVar[bool] = False
@@ -71,6 +76,13 @@ class Schedule:
         rows = np.array([[(kind == "B", j, c) for kind, j, c in order]
                          for order in self.orders(pp, vpp, microbatches)], dtype=np.int64)
         return rows[:, :, 0], rows[:, :, 1], rows[:, :, 2]
+
+    def steady_period(self, pp: int, vpp: int) -> int:
+        """Micro-batches per period of the steady state (``fast`` "steady"): on every stage the op 2 vpp S
+        positions later is the same kind and chunk of the micro-batch S later, with the same dependencies
+        shifted (:mod:`simulator.schedule.steady` checks the shift on the graph and falls back to the level sweep
+        where it does not hold)."""
+        raise TypeError(f"schedule {self.name} has no steady period (internal error)")
 
     def chunks_per_rank(self, vpp: int) -> int:
         """Model chunks a rank runs (each 1/this of its layers): 2 in a V, else vpp."""

@@ -1,7 +1,9 @@
 """1F1B (Megatron-LM ``pipeline_parallel/schedules.py``; Narayanan et al., SC'21, Sec. 2.2): stage i runs
 min(p - i - 1, m) warm-up forwards, then alternates one forward and one backward, then drains the remaining
-backwards. With vpp > 1 it is interleaved 1F1B (:mod:`simulator.plan.schedules.interleaved`). The plan search's
-level timeline evaluates it (:func:`simulator.schedule.fast_timeline.level_ends`)."""
+backwards. With vpp > 1 it is interleaved 1F1B (:mod:`simulator.plan.schedules.interleaved`). ``simulate()`` and
+the plan search evaluate it by its steady state, flat in micro-batches: without interleaving in closed form
+around it (:func:`simulator.schedule.one_f_one_b_form.one_f_one_b_ends`), interleaved by a short schedule
+replayed by levels and the repeating period extrapolated (:func:`simulator.schedule.steady.steady_ends`)."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def _orders(pp: int, vpp: int, m: int) -> list[list[Op]]:
 class OneFOneB(Schedule):
     """One forward, one backward (module docstring); interleaved when vpp > 1."""
 
-    fast: ClassVar[str | None] = "levels"
+    fast: ClassVar[str | None] = "steady"
+    one_f_one_b_form: ClassVar[bool] = True
     interleaves: ClassVar[bool] = True
     searched: ClassVar[bool] = True
 
@@ -44,6 +47,10 @@ class OneFOneB(Schedule):
 
     def order_grid(self, pp: int, vpp: int, microbatches: int):
         return one_f_one_b_grid(pp, vpp, microbatches)
+
+    def steady_period(self, pp: int, vpp: int) -> int:
+        """1 micro-batch (F, B per stage); interleaved, Megatron's group of pp micro-batches (2 vpp pp chunks)."""
+        return 1 if vpp == 1 else pp
 
     def in_flight(self, pp: int, vpp: int, stage: int, microbatches: int) -> float:
         """In closed form from the orders (a test checks it against the walk of :meth:`Schedule.in_flight`): the

@@ -30,8 +30,14 @@ class SplitSchedule(Schedule):
     """A schedule of F, B, W ops per rank (module docstring)."""
 
     replay: ClassVar[str] = "split"
+    fast: ClassVar[str | None] = "steady"
     chunks: ClassVar[str] = "its own two chunks per rank"
     """what a rank runs, for the vpp rule's message"""
+
+    def steady_period(self, pp: int, vpp: int) -> int:
+        """One micro-batch of each phase per period: 2 with two copies of the model (each phase carries m/2),
+        else 1 (:mod:`simulator.schedule.split_steady`)."""
+        return 2 if self.mirrored else 1
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         """The fewest micro-batches per step the order is defined for, and its formula in pp."""

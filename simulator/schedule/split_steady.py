@@ -1,0 +1,257 @@
+"""Rank end times of the schedules that split the backward (DualPipe, DualPipeV, ZB-H1, ZB-V) without the
+replay, flat in micro-batches: :mod:`simulator.schedule.steady`'s extrapolation on the graph of their F, B, W and
+F&B orders.
+
+The replay (:func:`simulator.schedule.dual_timeline.run_dual_timeline`) starts an op when its rank is free and
+every input it waits for has been posted (by the op after which its sender posts it), so an op ends at
+``max(end of the previous op on its rank, ends of its posters) + its seconds``: the same max-plus recurrence as
+1F1B's, with up to two data dependencies per op (an overlapped F&B pair waits for a forward and a backward). Its
+orders repeat in the steady state: on rank i the op ``L_i`` positions later is the same kind and phase for the
+next micro-batch of each phase (``mb`` + 1; m grows by ``Schedule.steady_period``: 2 for DualPipe, whose phases
+carry m/2 each, else 1). Each rank's steady run is cut into periods of L_i ops; the periods of the ranks are
+aligned (an offset per rank, found by Bellman-Ford on the cross-rank edges, so that no op waits for a later
+period) and the graph is checked to repeat period by period. Then a short schedule of m' micro-batches is
+replayed by levels (the replay's max and + on the same operands), the first period from which the state repeats
+(every op of D consecutive periods the previous one plus one c) is found, and the ends of m are those of m' plus
+K c, K = (m - m') / S steady periods inserted; busy and hidden seconds add K periods' worth. Where no period
+repeats, m' doubles, up to m (then the level sweep of m itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.caching import memo
+from simulator.plan.dualpipe import DualOp
+from simulator.plan.schedules import Schedule
+from simulator.schedule.dual_timeline import PhaseCosts
+from simulator.schedule.steady import Periods, _repeat
+from simulator.schedule.timeline import StageTimeline
+
+#: columns of a rank's duration row: F0 F1, B0 B1, split B0 B1, W0 W1, F&B (fp, bp) 00 01 10 11
+NCOL = 12
+_KIND = {"F": 0, "B": 1, "W": 2, "FB": 3}
+
+
+def _column(op: DualOp) -> int:
+    if op.kind == "F":
+        return op.phase
+    if op.kind == "B":
+        return 2 + 2 * op.split + op.phase
+    if op.kind == "W":
+        return 6 + op.phase
+    return 8 + 2 * op.phase + op.b_phase
+
+
+def duration_rows(costs: list[PhaseCosts], interference: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank, the seconds of each column (``(pp, NCOL)``, as the replay's ``_duration``) and the EP seconds an
+    op of that column hides (non-zero for F&B pairs only)."""
+    dur, hid = np.zeros((len(costs), NCOL)), np.zeros((len(costs), NCOL))
+    for r, c in enumerate(costs):
+        for ph in (0, 1):
+            dur[r, ph], dur[r, 2 + ph], dur[r, 4 + ph], dur[r, 6 + ph] = c.f[ph], c.b[ph], c.b[ph] - c.w[ph], c.w[ph]
+        for fp in (0, 1):
+            for bp in (0, 1):
+                save = c.pair_saving(fp, bp, interference)
+                dur[r, 8 + 2 * fp + bp], hid[r, 8 + 2 * fp + bp] = c.f[fp] + c.b[bp] - save, save
+    return dur, hid
+
+
+@dataclass(frozen=True)
+class SplitGraph:
+    """One ``(schedule, pp, m)``'s ops (rank-major numbering, ``start[r]`` rank r's first): each op's
+    predecessors (``edges``: the previous op on its rank, then its posters; ``n``: none), duration column
+    (``rank * NCOL + column``) and key (kind, phase, mb, b_phase, b_mb, split); and the same in level order
+    (``by_level``: predecessors as level positions, columns, ops per level; ``position``: op -> level position)."""
+
+    n: int
+    start: np.ndarray
+    edges: np.ndarray
+    col: np.ndarray
+    keys: np.ndarray
+    by_level: tuple[np.ndarray, np.ndarray, list[int]]
+    position: np.ndarray
+
+
+def _levels(rows: list[list[int]], start: list[int], n: int) -> list[int]:
+    """Longest chain of predecessors of every op: each rank advances while its next op's predecessors have one."""
+    level, ptr, done = [-1] * n, start[:-1], 0
+    while done < n:
+        moved = False
+        for i in range(len(ptr)):
+            g = ptr[i]
+            while g < start[i + 1]:
+                got = [level[e] for e in rows[g] if e != n]
+                if any(v < 0 for v in got):
+                    break
+                level[g] = max(got, default=-1) + 1
+                g += 1
+            moved |= g > ptr[i]
+            done += g - ptr[i]
+            ptr[i] = g
+        if not moved:
+            raise RuntimeError("split pipeline schedule deadlocked (internal error)")
+    return level
+
+
+@memo(maxsize=64)
+def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
+    orders = schedule.split_orders(pp, m)
+    start = np.cumsum([0] + [len(o) for o in orders])
+    n = int(start[-1])
+    poster = {(i, *key): int(start[i]) + q for i, order in enumerate(orders) for q, op in enumerate(order)
+              for key in op.posts}
+    width = max(2, 1 + max(len(op.waits) for order in orders for op in order))
+    edges = np.full((n, width), n, dtype=np.int64)
+    col, keys = np.empty(n, dtype=np.int64), np.empty((n, 6), dtype=np.int64)
+    for i, order in enumerate(orders):
+        for q, op in enumerate(order):
+            g = int(start[i]) + q
+            if q:
+                edges[g, 0] = g - 1
+            edges[g, 1:1 + len(op.waits)] = [poster[w] for w in op.waits]
+            col[g] = i * NCOL + _column(op)
+            keys[g] = (_KIND[op.kind], op.phase, op.mb, op.b_phase, op.b_mb, op.split)
+    level = np.array(_levels(edges.tolist(), start.tolist(), n))
+    order = np.argsort(level, kind="stable")
+    position = np.empty(n + 1, dtype=np.int64)
+    position[order], position[n] = np.arange(n), n
+    return SplitGraph(n, start, edges, col, keys, (position[edges[order]], col[order], np.bincount(level).tolist()),
+                      position[:n])
+
+
+def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
+    """End of every op ``(n, B)`` for ``table`` ``(pp * NCOL, B)`` of seconds, level by level (the replay's max
+    and + on the same operands)."""
+    edges, col, sizes = graph.by_level
+    done = np.zeros((graph.n + 1, table.shape[1]))
+    a = 0
+    for size in sizes:
+        level = done[a:a + size]
+        np.maximum(done[edges[a:a + size, 0]], done[edges[a:a + size, 1]], out=level)
+        for e in range(2, edges.shape[1]):
+            np.maximum(level, done[edges[a:a + size, e]], out=level)
+        level += table[col[a:a + size]]
+        a += size
+    return done[graph.position]
+
+
+def _run(keys: np.ndarray) -> tuple[int, int, int] | None:
+    """A rank's steady run: (first position, ops per period L, periods), the L in 1..NCOL whose repeats (the op
+    L later is the same one for the next micro-batch of each phase) cover the most positions."""
+    best = None
+    for span in range(1, min(NCOL, keys.shape[0] - 1) + 1):
+        step = np.zeros_like(keys[:-span])
+        step[:, 2] = 1
+        step[:, 4] = keys[:-span, 0] == _KIND["FB"]
+        same = (keys[span:] == keys[:-span] + step).all(axis=1)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
+        if edges.size == 0:
+            continue
+        lengths = edges[1::2] - edges[0::2]
+        k = int(np.argmax(lengths))
+        if best is None or lengths[k] > best[0]:
+            best = (int(lengths[k]), int(edges[2 * k]), span)
+    if best is None:
+        return None
+    length, first, span = best
+    return first, span, (length + span) // span
+
+
+@memo(maxsize=64)
+def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
+    """The aligned steady periods of a split schedule (module docstring), or None where its graph has none."""
+    g = split_graph(schedule, pp, m)
+    n = g.n
+    runs = [_run(g.keys[g.start[i]:g.start[i + 1]]) for i in range(pp)]
+    if any(r is None or r[2] < 3 for r in runs):
+        return None
+    raw = np.full(n + 1, -1, dtype=np.int64)          # op -> its rank's period (-1: outside the steady run)
+    rank = np.full(n + 1, -1, dtype=np.int64)
+    for i, (first, span, count) in enumerate(runs):
+        at = g.start[i] + first + np.arange(span * count)
+        raw[at], rank[at] = np.arange(span * count) // span, i
+    dst = np.flatnonzero(raw[:n] >= 1)
+    src = g.edges[dst]
+    inside = (src != n) & (raw[src] >= 0)
+    into = np.broadcast_to(dst[:, None], src.shape)[inside]
+    pairs = np.unique(np.stack([rank[into], rank[src[inside]], raw[into] - raw[src[inside]]], axis=1),
+                      axis=0).tolist()    # (waiting rank, posting rank, periods between them)
+    offset = [0] * pp                                  # o_src <= o_dst + (t_dst - t_src): no op waits ahead
+    for _ in range(pp + 1):
+        changed = False
+        for d, s_, w in pairs:
+            if offset[s_] > offset[d] + w:
+                offset[s_], changed = offset[d] + w, True
+        if not changed:
+            break
+    else:
+        return None
+    low = max(offset)
+    high = min(o + r[2] for o, r in zip(offset, runs, strict=True))
+    if high - low < 4:
+        return None
+    ops = np.array([np.concatenate([g.start[i] + first + (s - offset[i]) * span + np.arange(span)
+                                    for i, (first, span, _) in enumerate(runs)]) for s in range(low, high)])
+    aligned = np.full(n + 1, -1, dtype=np.int64)
+    aligned[ops] = np.arange(high - low)[:, None]
+    lookback, first_ok = 1, 1
+    span_of = np.array([r[1] for r in runs])
+    for s in range(1, high - low):
+        src, before = g.edges[ops[s]], g.edges[ops[s - 1]]
+        none = src == n
+        spans = span_of[rank[np.where(none, ops[s][:, None], src)]]
+        ok = (none == (before == n)).all() and ((src - before == spans) | none).all()
+        got = aligned[src]
+        ok = ok and not ((got < 0) & ~none).any() and not ((got > s) & ~none).any()
+        if not ok:
+            first_ok = s + 1
+            continue
+        lookback = max(lookback, int((s - got[~none]).max()))
+    if first_ok >= high - low - 1:
+        return None
+    return Periods(ops, lookback, first_ok)
+
+
+def split_timelines(schedule: Schedule, pp: int, m: int, costs: list[PhaseCosts], interference: float
+                    ) -> list[StageTimeline]:
+    """Every rank's end, busy and hidden seconds (no op list) without the replay (module docstring)."""
+    dur, hid = duration_rows(costs, interference)
+    table = dur.reshape(-1, 1)
+    shift = schedule.steady_period(pp, 1)
+    need = schedule.min_microbatches(pp)[0] + pp + 6 * shift
+    short = m % shift + shift * -(-need // shift)
+    while short < m:
+        p = split_periods(schedule, pp, short)
+        g = split_graph(schedule, pp, short)
+        if p is not None:
+            ends = all_ends(g, table)
+            found, c = _repeat(ends, p)
+            if found[0]:
+                k = (m - short) // shift
+                window = p.ops[0]
+                return _timelines(g, dur, hid, ends[:, 0], k * c[0], k, window)
+        short = m % shift + shift * (2 * (short // shift))
+    g = split_graph(schedule, pp, m)
+    return _timelines(g, dur, hid, all_ends(g, table)[:, 0], 0.0, 0, np.zeros(0, dtype=np.int64))
+
+
+def _timelines(g: SplitGraph, dur: np.ndarray, hid: np.ndarray, ends: np.ndarray, added: float, k: int,
+               window: np.ndarray) -> list[StageTimeline]:
+    """Rank timelines from the short schedule's op ends, ``added`` seconds on every end and ``k`` more periods
+    (one of them ``window``'s ops) of busy and hidden seconds."""
+    flat_d, flat_h = dur.ravel(), hid.ravel()
+    ranks = g.col // NCOL
+    pp = len(g.start) - 1
+    busy = np.bincount(ranks, weights=flat_d[g.col], minlength=pp)
+    hidden = np.bincount(ranks, weights=flat_h[g.col], minlength=pp)
+    if k:
+        busy += k * np.bincount(ranks[window], weights=flat_d[g.col[window]], minlength=pp)
+        hidden += k * np.bincount(ranks[window], weights=flat_h[g.col[window]], minlength=pp)
+    out = []
+    for i in range(pp):
+        end = float(ends[g.start[i + 1] - 1] + added)
+        out.append(StageTimeline((), end, float(busy[i]), end - float(busy[i]), 0.0, float(hidden[i])))
+    return out

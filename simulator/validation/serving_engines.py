@@ -1,0 +1,59 @@
+"""Published engine benchmarks (simulator/validation/data/published_engines.csv; sources, commands and assumptions in
+its header), each expressed as one scenario on the engine's profile (``training.framework``: its scheduler, memory
+rule and limits; simulator/serving/scheduler.py) and run as the benchmark ran: every request at t = 0 through
+``simulator serve --bench`` (:func:`simulator.entries.serve.simulate_bench`), or a closed loop of ``concurrency``
+requests (:func:`simulator.entries.serve.simulate_closed_loop`) for a TPOT row.
+
+Metrics: ``total_tokens_per_s`` = requests x (input + output tokens) / duration (vLLM ``bench serve``'s "Total Token
+throughput"); ``tpot_s`` = mean TPOT. The errors are reported (docs/engine_schedulers.md), never fitted: no number
+of the model was derived from these rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data" / "published_engines.csv"
+
+
+def engine_scenario(r: dict) -> dict:
+    """The row's setup as a scenario mapping."""
+    tp = int(r["tp"])
+    serving: dict = {"batch": 1, "input_len": int(r["input_len"]), "output_len": int(r["output_len"]),
+                     "num_requests": max(20, int(r["num_requests"]))}
+    if r["gpu_memory_utilization"]:
+        serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
+    return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
+            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1},
+            "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
+
+
+def _model_value(r: dict) -> float:
+    from simulator.entries.serve import simulate_bench, simulate_closed_loop
+    from simulator.scenario import load_scenario
+
+    scenario = load_scenario(engine_scenario(r))
+    if r["metric"] == "tpot_s":
+        return simulate_closed_loop(scenario, int(r["concurrency"]), int(r["num_requests"]))["tpot_mean_s"]
+    b = simulate_bench(scenario)
+    return b["request_throughput"] * int(r["input_len"]) + b["output_tokens_per_s"]
+
+
+def engine_rows() -> list[dict]:
+    """Each published number with the model's value for its scenario and the error (model / published - 1)."""
+    lines = [ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")]
+    out = []
+    for r in csv.DictReader(lines):
+        model, published = _model_value(r), float(r["published"])
+        out.append({"id": r["id"], "engine": r["engine"], "metric": r["metric"], "unit": r["unit"],
+                    "published": published, "model": model, "error": model / published - 1})
+    return out
+
+
+def summary(rows: list[dict]) -> dict:
+    """Median absolute error over every row and per engine."""
+    engines = sorted({r["engine"] for r in rows})
+    return {"median_abs_error": statistics.median(abs(r["error"]) for r in rows),
+            "per_engine": {e: statistics.median(abs(r["error"]) for r in rows if r["engine"] == e) for e in engines}}

@@ -1,0 +1,27 @@
+"""Published engine benchmarks (simulator/validation/data/published_engines.csv: GPUStack's gpt-oss-120b on one H100
+with vLLM, SGLang and TensorRT-LLM at their defaults), each one scenario on its engine profile, pinned at their honest
+errors. They do NOT meet the issue's targets (median within 10%, each engine within 15%); docs/engine_schedulers.md
+says why. A change that moves a row must update its pin in the same commit and say so."""
+
+import pytest
+
+from simulator.validation.serving_engines import engine_rows, summary
+
+#: model / published - 1 of each row when pinned (2026-12-04)
+PINNED = {"vllm_random_2k": 0.321, "vllm_random_4k": 0.220, "vllm_random_32k": -0.681, "vllm_random_128": 1.208,
+          "vllm_sharegpt": 0.976, "vllm_sharegpt_c4_tpot": -0.065, "vllm_sharegpt_tp2": 0.097,
+          "vllm_sharegpt_tp4": -0.020, "sglang_sharegpt": 4.529, "trtllm_sharegpt": 6.501}
+
+
+def test_published_engine_rows_at_their_pinned_errors(capsys):
+    rows = engine_rows()
+    s = summary(rows)
+    with capsys.disabled():
+        print(f"\n{'id':26s}{'engine':14s}{'published':>12s}{'model':>12s}{'error':>9s}")
+        for r in rows:
+            print(f"{r['id']:26s}{r['engine']:14s}{r['published']:12.4g}{r['model']:12.4g}{r['error']:9.1%}")
+        print(f"median |error| {s['median_abs_error']:.1%}; per engine " +
+              ", ".join(f"{e} {v:.1%}" for e, v in s["per_engine"].items()))
+    assert {r["id"]: r["error"] for r in rows} == pytest.approx(PINNED, abs=0.005)
+    assert s["median_abs_error"] == pytest.approx(0.501, abs=0.005)
+    assert s["per_engine"] == pytest.approx({"sglang": 4.529, "tensorrt_llm": 6.501, "vllm": 0.271}, abs=0.005)
