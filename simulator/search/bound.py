@@ -5,7 +5,7 @@ The search evaluates every other plan first (GPipe and 1F1B, whose timelines a b
 ``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
 ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
 the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
-plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before any replay-only plan is decided, so
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before any plan timed alone is decided, so
 which plans are pruned does not depend on the executor or on the order of the shards, and the first
 ``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
 

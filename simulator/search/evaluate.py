@@ -308,8 +308,8 @@ def _without_cycle_collector():
 
 
 def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
-    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: replay-only plans
-    it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
+    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: plans timed alone
+    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
     with _without_cycle_collector():
         return _evaluate_points(ctx, points, bound)
 

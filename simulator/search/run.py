@@ -135,9 +135,9 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
         executor: ``local`` (this process) or ``ray`` (shards on a Ray cluster; ``pip install -e '.[ray]'``).
         ray_address: the Ray cluster (default ``RAY_ADDRESS``, else a local one).
         progress: called with the number of candidates finished after each shard.
-        exact_top: the first ``exact_top`` plans are exact and complete; a plan only the replay times
+        exact_top: the first ``exact_top`` plans are exact and complete; a plan timed alone
             (DualPipe, DualPipeV, ZB-H1, ZB-V) whose step is provably worse than the ``exact_top``-th of the others
-            is not replayed (:mod:`simulator.search.bound`); None: every valid plan is timed.
+            is not timed (:mod:`simulator.search.bound`); None: every valid plan is timed.
 
     Raises:
         UserError: bad scenario or constraints, or no valid plan (with the most common rejection reasons).
