@@ -5,9 +5,10 @@ The search evaluates every other plan first (GPipe and 1F1B, whose timelines a b
 ``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
 ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
 the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
-plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before any plan timed alone is decided, so
-which plans are pruned does not depend on the executor or on the order of the shards, and the first
-``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before
+any plan timed alone is decided, so which plans are pruned does not depend on the executor or on the order of
+the shards, and the first ``exact_top`` plans are those of a search without the bound, in the same order with
+the same numbers.
 
 The bound: each rank runs its work serially, so its timeline lasts at least the compute of the step on it, m
 micro-batches x (forward compute + backward compute + recompute) of its per-micro-batch work as the breakdown
@@ -34,6 +35,9 @@ BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than
 
 #: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
 EXACT_TOP = 10
+
+#: objectives the bound applies to (step time, and tokens per second per GPU: a function of it)
+BOUNDED = ("step_time", "tokens_per_s_per_gpu")
 
 #: the bound prunes only beyond rounding (the breakdown's sums and the replay's add in other orders)
 MARGIN = 1e-9
@@ -63,8 +67,9 @@ def timed_alone(schedule) -> bool:
 
 def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) -> Bound | None:
     """The threshold of ``rows`` (the plans timed in batches), or None (no pruning) when fewer than
-    ``exact_top`` of them, or ``exact_top`` is None."""
-    if exact_top is None or len(rows) < exact_top:
+    ``exact_top`` of them, ``exact_top`` is None, or the objective is a whole-run figure (days, cost, energy: its
+    columns come after the ranking's rows are complete, and the bound is on the step)."""
+    if exact_top is None or len(rows) < exact_top or objective not in BOUNDED:
         return None
     column, larger = OBJECTIVES[objective]
     values = sorted((r[column] for r in rows), reverse=larger)

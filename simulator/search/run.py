@@ -20,7 +20,7 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.bound import EXACT_TOP, bound_of, timed_alone
+from simulator.search.bound import BOUND_REASON, EXACT_TOP, bound_of, timed_alone
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
@@ -51,6 +51,12 @@ class SearchResult:
     def pruned_by_memory(self) -> int:
         """Plans that pass the rules but whose device peak exceeds HBM (the rest of ``rejected`` are rule rejections)."""
         return self.rejected.get(OOM_REASON, 0)
+
+    @property
+    def pruned_by_bound(self) -> int:
+        """Valid plans not timed: timed alone, and provably worse than the first ``exact_top`` (docs/search.md,
+        "Pruning by a bound")."""
+        return self.rejected.get(BOUND_REASON, 0)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""

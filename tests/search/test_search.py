@@ -134,15 +134,17 @@ def test_cli_plot_draws_the_pareto_front(tmp_path, capsys):
 
 def test_the_summary_line_counts_points_plans_and_timed_plans():
     """The text summary splits the points of the space into those the rules reject, the plans that pass the rules
-    but not memory, and the timed plans, and the three add up to the points."""
+    but not memory, those not timed because the bound excludes them, and the timed plans; they add up to the
+    points."""
     import re
 
     from simulator.report.search import render_search
 
     result = search(_small(micro_batch=[1]))
     line = render_search(result, 1, None).splitlines()[0]
-    numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|valid plans|"
-                                                           r"points rejected)", line)]
-    points, plans, memory, timed, by_rules = numbers
+    numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|not timed|"
+                                                           r"valid plans|points rejected)", line)]
+    points, plans, memory, bounded, timed, by_rules = numbers
     assert points == result.evaluated and timed == result.valid and memory == result.pruned_by_memory > 0
-    assert plans == timed + memory and points == plans + by_rules
+    assert bounded == result.pruned_by_bound > 0
+    assert plans == timed + memory + bounded and points == plans + by_rules
