@@ -17,7 +17,8 @@ target means"):
   - plans/s: the points the plan rules accept (the issue's "valid plans"), each either pruned by memory or timed;
   - timed plans/s: the plans that also fit in memory, whose step time is computed (the strictest reading);
 then the same candidates evaluated again in the same context (every shared cache filled: what a search does per
-plan, without the work it does once per layer shape, group placement or pipeline structure), and, on
+plan, without the work it does once per layer shape, group placement or pipeline structure; this pass has no
+bound, so it times the plans a search's bound skips, docs/search.md "Pruning by a bound"), and, on
 ``--reference`` timed plans drawn from the result (seeded), seconds per plan of ``simulate()``: each rate's ratio
 to ``simulate()`` is printed beside it. One process, one core; times are the process's CPU time
 (``time.process_time``), so that other work on the machine does not count.
@@ -110,7 +111,7 @@ def run_case(key: str, repeats: int, reference: int) -> dict:
         result = search(data)
         seconds.append(time.process_time() - start)
     cold = statistics.median(seconds)
-    plans = result.valid + result.rejected.get(evaluate.OOM_REASON, 0)
+    plans = result.valid + result.pruned_by_memory + result.pruned_by_bound
     # the same candidates again in one context: what is left once every shared cache is filled
     clear_process_caches()
     ctx = search_context(data)

@@ -126,8 +126,9 @@ def parallel_of(point: dict[str, Any], space: Space) -> dict[str, Any]:
         if modules:
             out["recompute_modules"] = tuple(modules.split(","))
         out.update(SHARDING[point["sharding"]])
-        out["tp_comm_overlap"] = point["tp_comm_overlap"]
-        out.update(space.offload[point["offload"]])
+        if "tp_comm_overlap" in point:     # (a point written by hand may leave the newer knobs out)
+            out["tp_comm_overlap"] = point["tp_comm_overlap"]
+        out.update(space.offload[point.get("offload", "none")])
     return out
 
 
