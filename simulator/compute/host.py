@@ -69,6 +69,12 @@ class HostIssueCosts:
     """extra forward host seconds of a layer under full activation checkpointing (the wrapper's own work)"""
     checkpoint_bwd_s: float = 0.0
     """extra backward host seconds of a checkpointed layer besides its recomputed forward"""
+    sac_fwd_s: float = 0.0
+    """extra forward host seconds of a dense layer under op-level selective checkpointing (the policy's dispatch
+    mode intercepting every op)"""
+    sac_bwd_s: float = 0.0
+    """extra backward host seconds of such a layer: the re-run forward's issue, intercepted again, and the
+    checkpoint's bookkeeping"""
     step_s: float = 0.0
     """per micro-batch, outside the transformer layers (embedding, final norm, head, loss), forward and backward"""
     dense_runs_ahead: bool = False

@@ -8,7 +8,8 @@ bandwidth (``HBM bandwidth x memory_efficiency``) plus a launch each; fused atte
 tensor peak (``ComputeEfficiency.attention_fraction``; backward re-computes Q K^T inside the kernel).
 
 Recompute (Korthikanti et al. 2023, Sec. 5): ``full`` re-runs the whole layer forward inside backward;
-``selective`` re-runs the core attention forward (Q K^T, softmax, dropout, P V) or the chosen modules' forwards.
+``selective`` re-runs the core attention forward (Q K^T, softmax, dropout, P V) or the chosen modules' forwards;
+module ``op_sac`` is what torchtitan's op-level policy re-runs (:mod:`simulator.program.op_sac`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class LayerTime:
     routed-expert GEMMs. FLOPs: ``fwd_flops``/``bwd_flops`` executed, ``attn_fwd_flops`` the core attention's.
     ``host_fwd_s``/``host_bwd_s``: host seconds to issue the layer's kernels eagerly (0 with CUDA graphs;
     :mod:`simulator.compute.host`); ``host_ckpt_fwd_s``/``host_ckpt_bwd_s`` what activation checkpointing adds to
-    them; ``host_runs_ahead``: no device-to-host sync in the layer, so the host issues ahead across layers.
+    them, ``host_sac_fwd_s``/``host_sac_bwd_s`` what op-level selective checkpointing adds (module ``op_sac``); ``host_runs_ahead``: no device-to-host sync in the layer, so the host issues ahead across layers.
     """
 
     fwd_s: float
@@ -53,6 +54,8 @@ class LayerTime:
     host_bwd_s: float = 0.0
     host_ckpt_fwd_s: float = 0.0
     host_ckpt_bwd_s: float = 0.0
+    host_sac_fwd_s: float = 0.0
+    host_sac_bwd_s: float = 0.0
     host_runs_ahead: bool = False
 
     def _modules(self, modules) -> tuple[tuple[str, float, float], ...]:

@@ -8,7 +8,8 @@ from pathlib import Path
 from simulator.compute.efficiency import default_efficiency
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
-from simulator.memory import MemoryReport, estimate_memory
+from simulator.memory import MemoryReport
+from simulator.memory.inference import inference_memory
 from simulator.scenario.draft import draft_model_of
 from simulator.scenario.load import Scenario
 from simulator.serving import ServeResult, serve
@@ -17,17 +18,18 @@ from simulator.serving.bench import bench
 from simulator.serving.metrics import loop_costs, loop_limits
 from simulator.serving.rate import closed_loop_point
 from simulator.serving.speculative import iteration, with_draft
-from simulator.serving.step import StepContext
+from simulator.serving.step import StepContext, kv_window
 from simulator.topology import topology_of
 
 
 def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
     gpu = scenario.cluster.node.gpu
-    memory = estimate_memory(scenario.plan, hbm_capacity_bytes=gpu.memory.capacity)
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
                       serving=scenario.serving, moe_settings=scenario.moe, topology=topology_of(scenario.cluster),
                       calibration=calibration, draft_model=draft_model_of(scenario.serving, scenario.file))
+    # a serving plan's memory (estimate_memory's inference branch) with the engine's sliding-window pages
+    memory = inference_memory(scenario.plan, gpu.memory.capacity, window=kv_window(ctx))
     return ctx, with_draft(ctx, scenario.plan, memory)
 
 

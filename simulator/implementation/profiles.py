@@ -56,6 +56,13 @@ class HostCosts(BaseModel):
     checkpoint_backward_layer_s: float = Field(
         0.0, ge=0, le=1e-1, description="extra backward host seconds of a checkpointed layer (besides its "
                                         "recomputed forward's kernels)")
+    sac_forward_kernel_s: float = Field(
+        0.0, ge=0, le=1e-3, description="extra forward host seconds per forward kernel of a dense layer under "
+                                        "op-level selective checkpointing (selective_ac_option op: the policy's "
+                                        "TorchDispatchMode sees every op)")
+    sac_backward_kernel_s: float = Field(
+        0.0, ge=0, le=1e-3, description="extra backward host seconds per forward kernel of such a layer (the "
+                                        "re-run forward issued and intercepted again, the checkpoint's hooks)")
 
 
 class KernelCounts(BaseModel):
@@ -141,6 +148,16 @@ class Profile(BaseModel):
                           "(simulator/program/op_chains.py PERMUTE_CHAINS); null: the scenario's moe.permute")
     attention: str = "fused"
     kv_cache: Literal["paged", "concat", "static"] = "paged"
+    norm: Literal["fused", "upcast"] = Field(
+        "fused", description="RMSNorm as this implementation writes it: fused (one kernel saving its input and "
+                             "the fp32 rstd) or upcast (Hugging Face's LlamaRMSNorm / Qwen2RMSNorm in eager ops: "
+                             "it saves an fp32 copy of its input and the normalized tensor before the weight)")
+    sdpa_gqa: bool = Field(
+        False, description="training attention calls SDPA with K/V at their own head count (enable_gqa); false: "
+                           "K/V are expanded to every query head first (repeat_kv), as plain PyTorch models write it")
+    separate_projections: bool = Field(
+        False, description="q, k, v and gate, up are separate Linear modules (Hugging Face); false: fused qkv and "
+                           "fc1 GEMMs. Under eager AMP autocast casts the fp32 norm output once per Linear")
     training_defaults: tuple[tuple[str, Any], ...] = ()
     serving_defaults: tuple[tuple[str, Any], ...] = ()
     sources: tuple[tuple[str, str], ...] = ()

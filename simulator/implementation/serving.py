@@ -98,6 +98,12 @@ class ServingConfig(BaseModel):
                            "(SGLang --enable-two-batch-overlap, vLLM --enable-dbo; DeepSeek's prefill and decode); "
                            "priced per phase in simulator/serving/tbo.py; only with EP > 1")
     kv_block_size: int = Field(16, ge=1, le=4096, description="KV-cache page size in tokens (vLLM block_size)")
+    sliding_window_cache: Literal["full", "window", "swa_pool"] = Field(
+        "window", description="K/V cache of sliding-window layers (model.sliding_window; simulator/memory/kv_window.py): "
+                              "window (vLLM V1's hybrid KV cache manager, v0.10.0 on: a windowed layer keeps at most "
+                              "ceil((w - 1) / kv_block_size) + 1 pages), swa_pool (SGLang's SWAKVPool: a separate "
+                              "windowed pool of 0.8 x the full pool's tokens) or full (every layer keeps every "
+                              "token: vLLM --disable-hybrid-kv-cache-manager). The paged cache only")
     gpu_memory_utilization: float = Field(
         0.92, gt=0, le=1, description="share of each GPU's HBM the engine may fill with weights, transients and the "
                                       "K/V cache (vLLM --gpu-memory-utilization: 0.92 since vLLM 0.21, 0.9 before; "
@@ -177,6 +183,16 @@ class ServingConfig(BaseModel):
             raise UserError(f"kv_cache_impl static already expands K/V to every query head (priced with the cache); "
                             f"attention_call {call} would expand it twice: use folded_gqa or leave it out",
                             key_path="serving.attention_call")
+        return self
+
+    @model_validator(mode="after")
+    def _window_cache_is_paged(self):
+        """Only a paged cache frees a windowed layer's old pages; HF's caches keep what their class keeps."""
+        if "sliding_window_cache" in self.model_fields_set and self.sliding_window_cache != "full" \
+                and self.kv_cache_impl != "paged":
+            raise UserError(f"sliding_window_cache {self.sliding_window_cache} is a paged cache's rule (vLLM, "
+                            f"SGLang); kv_cache_impl {self.kv_cache_impl} keeps every token: use full or "
+                            "kv_cache_impl: paged", key_path="serving.sliding_window_cache")
         return self
 
     @model_validator(mode="after")

@@ -3,9 +3,13 @@
 ``framework: megatron`` follows Korthikanti et al., MLSys'23, Sec. 4 and Table 2 (fused kernels; per layer
 34*s*b*h + 5*a*s^2*b bytes with 16-bit activations and 1-byte dropout masks, and its TP/SP/selective/full variants).
 ``framework: pytorch`` counts what plain PyTorch modules save: nn.Linear its input, GeLU/SiLU their input, a mul
-both operands, norms their input plus fp32 statistics, SDPA (flash) q, k, v, output and the fp32 logsumexp; a
-transpose+reshape before o_proj is a new tensor; K/V are expanded to all heads (repeat_kv) before SDPA; no dropout
-tensors when p = 0.
+both operands, norms their input plus fp32 statistics, SDPA (flash) q, k, v, output and the fp32 logsumexp; the
+SDPA kernels write their output as (b, s, heads, d), so the transpose+reshape before o_proj is a view of it (one
+tensor); K/V are expanded to all heads (repeat_kv) before SDPA unless the profile says ``sdpa_gqa``; no dropout
+tensors when p = 0. Under eager AMP the residual stream is fp32 (an fp32 embedding plus 16-bit GEMM outputs), so
+norms keep fp32 inputs; the profile's ``norm: upcast`` (Hugging Face's RMSNorm) and ``separate_projections`` add
+what those implementations keep (:func:`norm_input_items`, :func:`amp_casts`). Checked tensor by tensor with
+``torch.autograd.graph.saved_tensors_hooks`` on CPU (docs/memory_features.md, "What eager layers keep").
 
 Symbols: s sequence, b micro-batch, h hidden, a heads, t tp, T = b*s/(cp*ulysses) tokens per rank, r = T*h/t with
 sp else T*h (the "replicated region" of Megatron: norms, dropout, the input of column-parallel GEMMs).
@@ -24,6 +28,7 @@ from simulator.plan.shape import rank_shape
 LSE_BYTES = 4   # flash attention keeps an fp32 logsumexp per query row and head
 MASK_BYTES = 1  # a dropout mask is one byte per element
 PROB_BYTES = 4  # router probabilities are kept in fp32
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,11 @@ class ActContext:
     recompute_modules: frozenset[str] | None = None  # selective: Megatron --recompute-modules; None = core_attn
     selective_op: bool = False   # selective: torchtitan's per-op policy instead of Megatron's modules
     act_input_bytes: float | None = None   # the SwiGLU input's saved bytes per element (fp8 store: 1); None = dtype
+    residual_bytes: int | None = None   # the residual stream's element bytes when not dtype_bytes (eager AMP: fp32)
+    norm_upcast: bool = False   # RMSNorm written in eager ops that upcast (the profile's ``norm: upcast``)
+    sdpa_gqa: bool = False      # plain PyTorch: SDPA gets K/V at their own head count (the profile's ``sdpa_gqa``)
+    separate_projections: bool = False   # q, k, v and gate, up are separate Linear modules (the profile's)
+    index_add_source: bool = False   # the experts' outputs are summed by index_add_, which keeps its source
 
     def recomputed(self, module: str) -> bool:
         """Whether selective recompute re-runs ``module`` in backward (so its inner tensors are not kept)."""
@@ -74,7 +84,7 @@ def _heads_per_rank(m: ModelSpec, c: ActContext) -> tuple[float, float]:
     K/V heads are replicated when tp > kv_heads or kv_heads/tp < ulysses (Megatron-Core GQA; DeepSpeed-Ulysses).
     """
     q, kv = c.shape.heads, c.shape.kv_heads
-    if c.pytorch_layout:
+    if c.pytorch_layout and not c.sdpa_gqa:
         kv = q                                   # repeat_kv expands K/V to every query head before SDPA
     return q, kv
 
@@ -106,9 +116,11 @@ def _attention_core(m: ModelSpec, c: ActContext) -> list[Item]:
 def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
     by, h, r, tok = c.dtype_bytes, m.hidden, c.rep, c.tokens
     gathered = tok if c.pytorch_layout else r    # Megatron keeps the SP shard and re-gathers in backward
-    items: list[Item] = [("attn.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
+    items: list[Item] = norm_input_items(m, c, "attn")
     if not c.recomputed("layernorm"):
-        items.append(("attn.qkv_in", by * gathered * h, f"{by}*r*h  [QKV GEMM input]"))
+        n = amp_casts(c, 3)
+        items.append(("attn.qkv_in", n * by * gathered * h, f"{n}*{by}*r*h  [QKV GEMM input" +
+                      (", autocast's bf16 copy per projection]" if n > 1 else "]")))
     if m.mla is not None:
         ml = m.mla
         if ml.q_lora_rank:
@@ -118,12 +130,36 @@ def _attention_block(m: ModelSpec, c: ActContext) -> list[Item]:
     if m.mla is not None and c.recomputed("mla_up_proj"):
         core = [i for i in core if i[0] not in ("attn.q", "attn.k", "attn.v")]  # rebuilt from the latents
     items += core
-    items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.shape.tp, f"{by}*T*a*d_v/t  [output projection input]"))
+    if not (c.pytorch_layout and c.attention == "flash"):   # SDPA's output is o_proj's input (one storage)
+        items.append(("attn.proj_in", by * tok * m.heads * m.dhead_v / c.shape.tp,
+                      f"{by}*T*a*d_v/t  [output projection input]"))
     if m.dropout > 0:
         items.append(("attn.dropout_mask", MASK_BYTES * r * h, f"{MASK_BYTES}*r*h  [dropout mask]"))
     if c.pytorch_layout:
         items += _norm_stats(m, c, "attn")
     return items
+
+
+def amp_casts(c: ActContext, projections: int) -> int:
+    """Copies of a norm's output the following GEMMs keep: one, except under eager AMP with separate projections
+    (q, k, v; gate, up: ``separate_projections``), where autocast casts the fp32 norm output once per Linear."""
+    return projections if c.pytorch_layout and c.residual_bytes and c.separate_projections else 1
+
+
+def norm_input_items(m: ModelSpec, c: ActContext, where: str) -> list[Item]:
+    """What a pre-norm keeps of its input: Megatron's and fused norms the input (16-bit, or the fp32 residual
+    stream of eager AMP, whose embedding and residual adds stay in fp32); Hugging Face's RMSNorm in eager ops
+    (``norm_upcast``: ``x.to(float32)``, ``pow``, ``x * rsqrt``, ``weight * x.to(input_dtype)``; transformers
+    LlamaRMSNorm / Qwen2RMSNorm) its fp32 input (a copy of a 16-bit one) and the normalized tensor before the
+    weight multiply (fp32 under AMP, else the input's dtype)."""
+    by, r, h = c.dtype_bytes, c.rep, m.hidden
+    if not c.pytorch_layout:
+        return [(f"{where}.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
+    rb = c.residual_bytes or by
+    if not (c.norm_upcast and m.norm == "rmsnorm"):
+        return [(f"{where}.norm_in", rb * r * h, f"{rb}*r*h  [norm input]")]
+    return [(f"{where}.norm_in", FP32_BYTES * r * h, f"{FP32_BYTES}*r*h  [fp32 norm input (upcast)]"),
+            (f"{where}.norm_normed", rb * r * h, f"{rb}*r*h  [normalized, before the weight multiply]")]
 
 
 def _norm_stats(m: ModelSpec, c: ActContext, where: str) -> list[Item]:
@@ -179,6 +215,9 @@ def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
         expert_core = [i for i in expert_core if not i[0].endswith(".fc2_in")]
     items += expert_core
     items.append(("moe.experts.out", by * routed * h, f"{by}*R*h  [expert output kept for the probability gradient]"))
+    if c.index_add_source:   # index_add_'s backward, source.grad = grad.index_select(...).expand_as(source)
+        items.append(("moe.experts.index_add_src", by * routed * h,
+                      f"{by}*R*h  [weighted expert output, kept by index_add_ for expand_as]"))
     if moe.shared_ffn and not c.recomputed("shared_experts"):
         items += mlp_core_items(m, c, c.tokens, moe.shared_ffn, c.shape.tp, "moe.shared")
     return items
@@ -186,13 +225,15 @@ def _moe_block(m: ModelSpec, c: ActContext) -> list[Item]:
 
 def _mlp_block(m: ModelSpec, c: ActContext, moe_layer: bool) -> list[Item]:
     by, h, r = c.dtype_bytes, m.hidden, c.rep
-    items: list[Item] = [("mlp.norm_in", by * r * h, f"{by}*r*h  [norm input]")]
+    items: list[Item] = norm_input_items(m, c, "mlp")
     if moe_layer:
         items += _moe_block(m, c)
     else:
         fc1_in = c.tokens if c.pytorch_layout else r
         if not c.recomputed("layernorm") or c.recomputed("mlp"):   # the MLP checkpoint keeps its input
-            items.append(("mlp.fc1_in", by * fc1_in * h, f"{by}*r*h  [fc1 input]"))
+            n = amp_casts(c, 2 if m.glu else 1)
+            items.append(("mlp.fc1_in", n * by * fc1_in * h, f"{n}*{by}*r*h  [fc1 input" +
+                          (", autocast's bf16 copy per projection]" if n > 1 else "]")))
         if not c.recomputed("mlp"):
             items += mlp_core_items(m, c, c.tokens, m.ffn, c.shape.tp, "mlp")
     if m.dropout > 0:
@@ -259,7 +300,7 @@ def layer_activation_items(m: ModelSpec, c: ActContext, *, moe_layer: bool = Fal
     if c.recompute == "selective" and c.selective_op:
         return op_sac_items(m, c)
     if c.recompute == "full":
-        by = c.dtype_bytes
+        by = (c.residual_bytes or c.dtype_bytes) if c.pytorch_layout else c.dtype_bytes
         return [("layer_input", by * c.rep * m.hidden, f"{by}*r*h  [checkpointed layer input, full recompute]")]
     return _attention_block(m, c) + _mlp_block(m, c, moe_layer)
 

@@ -67,8 +67,9 @@ def _stage_outputs(rp: ResolvedPlan, c: ActContext, stage: int, flight: float) -
 def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
     """The loss: fp32 logits for the softmax, 16-bit logits before the cast; with plain PyTorch
     (``F.cross_entropy(logits.float(), ...)``) backward also holds, at its start and with every activation still
-    alive, the fp32 gradients of the log-softmax output and of the fp32 logits and the 16-bit gradient of the
-    logits (Megatron's fused vocab-parallel cross entropy works in place). Megatron's unfused cross entropy
+    alive, the fp32 gradients of the log-softmax output and of the fp32 logits (14n B with the loop's 16-bit
+    logits, n = tokens x vocabulary; the 16-bit gradient of the logits is cast from the last fp32 one after the
+    other two fp32 buffers died: 8n, never the peak) (Megatron's fused vocab-parallel cross entropy works in place). Megatron's unfused cross entropy
     (``training.cross_entropy: unfused``, core_v0.6 tensor_parallel/cross_entropy.py) subtracts the row maximum
     out of place: ``logits.float()`` and the shifted fp32 copy are alive together until the loss returns."""
     v = c.shape.vocab_tp        # the vocabulary the output layer holds (padded), per TP rank
@@ -85,12 +86,10 @@ def _logit_items(rp: ResolvedPlan, c: ActContext) -> list[MemoryItem]:
         items.append(MemoryItem("transient", "loss.fp32_cast", FP32 * n,
                                 "4*T*v/t  [logits.float(), alive beside the shifted fp32 logits]",
                                 scaling="micro_batch"))
-    if c.pytorch_layout:
-        items += [MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
-                             "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]",
-                             scaling="micro_batch"),
-                  MemoryItem("transient", "loss.grad_16bit", c.dtype_bytes * n,
-                             f"{c.dtype_bytes}*T*v/t  [16-bit gradient of the logits]", scaling="micro_batch")]
+    if c.pytorch_layout:   # the 16-bit gradient of the logits comes after the fp32 buffers but one are freed
+        items.append(MemoryItem("transient", "loss.grad_fp32", 2 * FP32 * n,
+                                "2 x 4*T*v/t  [fp32 gradients of log-softmax output and of the fp32 logits]",
+                                scaling="micro_batch"))
     return items
 
 

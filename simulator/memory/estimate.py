@@ -19,7 +19,7 @@ from simulator.memory.nccl import nccl_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.model.spec import moe_flags_of
 from simulator.plan.params import StageParams, stage_params
-from simulator.plan.recipe import FP8, Recipe
+from simulator.plan.recipe import FP8, FP32, Recipe
 from simulator.plan.resolved import ResolvedPlan
 
 
@@ -61,7 +61,11 @@ def activation_context(rp: ResolvedPlan, moe_load: str = "expected") -> ActConte
                       pytorch_layout=rp.recipe.eager, dtype_bytes=rp.recipe.activation,
                       moe_load=moe_load, recompute_modules=rp.parallel.recomputed_modules or None,
                       selective_op=rp.parallel.selective_ac_option == "op",
-                      act_input_bytes=FP8 if rp.recipe.act_input_fp8 else None)
+                      act_input_bytes=FP8 if rp.recipe.act_input_fp8 else None,
+                      residual_bytes=FP32 if rp.recipe.amp_casts else None,
+                      norm_upcast=rp.training.profile.norm == "upcast", sdpa_gqa=rp.training.profile.sdpa_gqa,
+                      separate_projections=rp.training.profile.separate_projections,
+                      index_add_source=rp.training.profile.moe_permute == "hf_expert_loop")
 
 
 def _layer_keys(rp: ResolvedPlan, stage: int) -> list[tuple[bool, str]]:

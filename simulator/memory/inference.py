@@ -9,7 +9,9 @@ Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 - KV cache (``other``): 2 (K and V) x layers on the stage x b x s/cp x K/V heads per TP rank
   (``ResolvedPlan.kv_heads_tp``) x head dim x element bytes; K/V heads are replicated when tp > kv_heads. With MLA
   (DeepSeek) the cache holds the compressed latent and the shared rotary key, (kv_lora_rank + qk_rope_head_dim) per
-  token and layer, on every TP rank (DeepSeek-V3 technical report, Sec. 2.1.1);
+  token and layer, on every TP rank (DeepSeek-V3 technical report, Sec. 2.1.1); with ``window``
+  (:class:`~simulator.memory.kv_window.KvWindow`: an engine that frees sliding-window layers' old pages) s is the
+  full-equivalent tokens a sequence holds, its windowed layers at most the window's pages;
 - transients of one prefill forward: nothing is saved for backward, so only the live tensors of the widest point of
   a layer count: b x new/cp tokens x (2h + ffn/tp, twice with SwiGLU's gate and up) x element bytes (layer input,
   residual and the MLP's up projection); on the last stage the 16-bit logits of each sequence's last token (vLLM
@@ -19,6 +21,7 @@ Per GPU and pipeline stage (vLLM / TensorRT-LLM accounting):
 from __future__ import annotations
 
 from simulator.memory.items import MemoryItem, MemoryReport, StageMemory
+from simulator.memory.kv_window import KvWindow
 from simulator.memory.runtime import RUNTIME_BYTES
 from simulator.plan.params import stage_params
 from simulator.plan.resolved import ResolvedPlan
@@ -35,15 +38,16 @@ def kv_cache_bytes_per_token_layer(rp: ResolvedPlan) -> float:
 
 
 def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
-                     batch: Batch | None = None) -> MemoryReport:
+                     batch: Batch | None = None, window: KvWindow | None = None) -> MemoryReport:
     """Serving memory of every pipeline stage (module docstring for the accounting) holding ``batch``: its
     sequences' cache of ``cached + new`` tokens each and the transients of a forward of its new tokens (default the
     plan's batch, ``micro_batch`` sequences of ``seq_len`` tokens: a serving scenario's ``batch`` of ``input_len +
-    output_len``)."""
+    output_len``); ``window``: the engine's rule for sliding-window layers (None: every layer holds every token)."""
     m, p = rp.model, rp.parallel
     batch = batch or rp.batch
     per_token_layer = kv_cache_bytes_per_token_layer(rp)
-    tokens = batch.sequences * batch.context / p.cp
+    held = batch.context if window is None else window.tokens(batch.context)
+    tokens = batch.sequences * held / p.cp
     live = batch.tokens / p.cp
     stages = []
     for s in range(p.pp):

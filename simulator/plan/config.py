@@ -106,6 +106,8 @@ class ParallelPlan(BaseModel):
         recompute re-runs the whole layer)."""
         if self.recompute != "selective":
             return frozenset()
+        if self.selective_ac_option == "op":      # torchtitan's per-op policy (simulator/program/op_sac.py)
+            return frozenset({"op_sac"})
         return frozenset(self.recompute_modules or ("core_attn",))
 
 

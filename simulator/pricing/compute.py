@@ -10,6 +10,7 @@ efficiency table) into a :class:`~simulator.compute.layer.LayerTime`.
   dropout ops;
 - the forward of each module selective recompute can re-run (``LayerTime.module_fwd``,
   :data:`simulator.program.ops.RECOMPUTE_MODULE_OPS`);
+- what op-level selective checkpointing re-runs (module ``op_sac``, :mod:`simulator.program.op_sac`);
 - the eager framework's host issue cost (:mod:`simulator.compute.host`).
 
 :func:`layer_time`, :func:`head_time`, :func:`embedding_time` and :func:`expert_ffn_time` build the program
@@ -20,6 +21,7 @@ groups by the schedule (:class:`simulator.pricing.GroupTimer`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -40,6 +42,7 @@ from simulator.program import (
     expert_ffn_program,
     head_program,
     layer_program,
+    op_sac_recomputed_ops,
 )
 
 
@@ -111,6 +114,7 @@ def price(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency, host: Hos
     moe = program.kind == "moe"
     host_fwd, host_bwd = host.layer(moe, program.local_experts) if issue else (0.0, 0.0)
     ckpt_fwd, ckpt_bwd = (host.checkpoint_fwd_s, host.checkpoint_bwd_s) if issue else (0.0, 0.0)
+    sac_fwd, sac_bwd = (host.sac_fwd_s, host.sac_bwd_s) if issue and not moe else (0.0, 0.0)
     att = program.attention
     return LayerTime(
         fwd_s=by_phase["fwd"] + attn_fwd + other_fwd,
@@ -120,7 +124,8 @@ def price(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency, host: Hos
         fwd_flops=program.fwd_flops, bwd_flops=program.bwd_flops,
         attn_fwd_flops=att.fwd_flops if att is not None else 0.0,
         module_fwd=_module_forwards(program, gemm_s, gpu, eff), host_fwd_s=host_fwd, host_bwd_s=host_bwd,
-        host_ckpt_fwd_s=ckpt_fwd, host_ckpt_bwd_s=ckpt_bwd, host_runs_ahead=issue and host.runs_ahead(moe))
+        host_ckpt_fwd_s=ckpt_fwd, host_ckpt_bwd_s=ckpt_bwd, host_sac_fwd_s=sac_fwd, host_sac_bwd_s=sac_bwd,
+        host_runs_ahead=issue and host.runs_ahead(moe))
 
 
 def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str, *,
@@ -136,7 +141,12 @@ def layer_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEffici
                             fp8_cast_bytes=fp8_cast_bytes, grad_accum_bytes=grad_accum_bytes, permute=permute,
                             sequential_experts=sequential_experts, sort_chunks=sort_chunks,
                             fsdp_copy_bytes=fsdp_copy_bytes)
-    return price(program, gpu, eff, host)
+    lt = price(program, gpu, eff, host)
+    if program.kind != "dense" or program.attention is None:
+        return lt
+    gemms, mems = op_sac_recomputed_ops(program, model.has_qkv_bias, model.linear_bias, model.glu)
+    sec = float(gemm_op_seconds(gemms, gpu, eff).sum()) + mem_op_seconds(mems, gpu, eff, "fwd")
+    return replace(lt, module_fwd=lt.module_fwd + (("op_sac", sec, float(sum(g.flops for g in gemms))),))
 
 
 def head_time(model: ModelSpec, sh: RankShape, gpu: GpuSpec, eff: ComputeEfficiency, dtype: str,

@@ -26,4 +26,5 @@ def host_issue_costs(profile: Profile) -> HostIssueCosts | None:
         *moe, source=f"implementation profile {profile.name}",
         dense_fwd_s=k.dense_forward * fwd_k + s.dense_forward * h.per_sync_s, dense_bwd_s=k.dense_backward * bwd_k,
         checkpoint_fwd_s=h.checkpoint_forward_layer_s, checkpoint_bwd_s=h.checkpoint_backward_layer_s,
+        sac_fwd_s=k.dense_forward * h.sac_forward_kernel_s, sac_bwd_s=k.dense_forward * h.sac_backward_kernel_s,
         step_s=k.per_step * fwd_k, dense_runs_ahead=not profile.layer_syncs, moe_runs_ahead=not profile.moe_syncs)

@@ -38,6 +38,7 @@ from simulator.program.op_chains import (
     SEQUENTIAL_ASSEMBLY,
     PermuteChain,
 )
+from simulator.program.op_sac import recomputed_ops as op_sac_recomputed_ops
 from simulator.program.ops import (
     RECOMPUTE_MODULE_OPS,
     AttentionOp,
@@ -57,7 +58,7 @@ from simulator.program.serving import (
 __all__ = [
     "CROSS_ENTROPY_BYTES", "FUSED_CROSS_ENTROPY", "FUSED_PERMUTE", "PERMUTE_CHAINS", "RECOMPUTE_MODULE_OPS",
     "SEQUENTIAL_ASSEMBLY", "TRAINING", "AttentionOp", "CacheAttentionOp", "Gemm", "LayerProgram", "LayerShape", "MemOp",
-    "PermuteChain", "attention_dtype", "attention_gemms", "cache_attention", "contrastive_logits_program",
+    "PermuteChain", "attention_dtype", "attention_gemms", "op_sac_recomputed_ops", "cache_attention", "contrastive_logits_program",
     "cross_attention_program", "eager_memops", "embedding_memops", "embedding_program", "expert_ffn_program",
     "fp8_cast_memops", "head_memops", "head_program", "layer_comm", "layer_memops", "layer_program",
     "linear_dtype", "linear_gemms", "parameter_pass_memops", "plan_layer_program", "pooler_program", "projector_program",

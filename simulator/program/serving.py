@@ -92,8 +92,27 @@ def _keys(batch: Batch, kv_cache, cache_len: int) -> int:
     return max(cache_len, filled) if kv_cache is not None and kv_cache.full_length else filled
 
 
+def _window(rp: ResolvedPlan, layer_index: int | None, kv_cache) -> int | None:
+    """The sliding window the attention of layer ``layer_index`` reads (None: every cached key): the paged engines'
+    kernels take the window (vLLM's FlashAttention / FlashInfer ``window_left``, SGLang's and TensorRT-LLM's
+    sliding-window kernels); HF's concat and static caches attend over every key under a mask."""
+    if layer_index is None or (kv_cache is not None and (kv_cache.concat or kv_cache.full_length)):
+        return None
+    return rp.model.attention_window(layer_index)
+
+
+def attended_pairs(past: float, new: float, window: int | None) -> float:
+    """Query-key pairs of ``new`` queries after ``past`` cached tokens, causal, each query at position p (1-based)
+    attending ``min(p, window)`` keys: ``a x past + a (a + 1) / 2 + (new - a) x window`` with ``a = clamp(window -
+    past, 0, new)`` the queries still inside their first window (``new x past + new (new + 1) / 2`` without one)."""
+    if window is None:
+        return new * past + new * (new + 1) / 2.0
+    a = min(max(window - past, 0), new)
+    return a * past + a * (a + 1) / 2.0 + (new - a) * window
+
+
 def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decode_kernel, kv_cache=None,
-                    cache_len: int = 0, verify: bool = False) -> CacheAttentionOp:
+                    cache_len: int = 0, verify: bool = False, layer_index: int | None = None) -> CacheAttentionOp:
     """The attention core of one layer for ``batch``: causal FLOPs ``2 x seqs x new x (past + (new + 1)/2) x width
     x heads per rank`` (width: q.k plus p.v head dims; absorbed MLA decode: the latent + rope key and the latent),
     over the ``seqs x (past + new) x kv_token_bytes`` of cache; ``decode_kernel`` (one new token):
@@ -102,17 +121,23 @@ def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decod
     cache attends over ``cache_len`` keys, and an expanded one reads ``heads / kv_heads`` copies (one CTA per query
     head). ``verify``: a speculative-decoding verify step (``new`` = k + 1 draft positions per sequence) runs the
     decode kernel over its ``new`` query rows (vLLM's FlashAttention / FlashMLA decode paths take several query
-    tokens per sequence; absorbed MLA as at decode), not the prefill path."""
+    tokens per sequence; absorbed MLA as at decode), not the prefill path. ``layer_index``: a sliding-window layer
+    (:func:`_window`) computes :func:`attended_pairs` and reads the ``min(past + new, window + new - 1)`` keys its
+    queries' windows span."""
     model, sh = rp.model, rp.shape_of(batch)
     seqs, new = batch.sequences, batch.new
     keys, expand = _keys(batch, kv_cache, cache_len), _kv_heads_read(rp, batch, kv_cache)
+    window = _window(rp, layer_index, kv_cache)
+    pairs = attended_pairs(keys - new, new, window)
+    if window is not None:
+        keys = min(keys, window + new - 1)
     mla = model.mla
     decoding = new == 1 or verify
     if mla is not None and decoding:
         width = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
     else:
         width = (mla.qk_head_dim if mla is not None else model.dhead) + model.dhead_v
-    flops = 2.0 * seqs * new * (keys - new + (new + 1) / 2.0) * width * sh.heads_tp
+    flops = 2.0 * seqs * pairs * width * sh.heads_tp
     kv = seqs * keys * kv_token_bytes * expand
     if not decoding or decode_kernel is None:
         return CacheAttentionOp(flops, kv, keys, model.dhead, decode=False)
@@ -177,7 +202,7 @@ def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: s
     return LayerProgram(kind="moe" if moe else "dense", gemms=tuple(gemms),
                         memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels, kv_cache, cache_len),
                         attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel, kv_cache, cache_len,
-                                                  verify),
+                                                  verify, layer_index),
                         comm=layer_comm(serving_layer_traffic(rp, batch), moe),
                         fwd_flops=sum(g.flops for g in gemms), local_experts=sh.local_experts if moe else 0.0,
                         launches=max(kernels.per_layer - _BIG_KERNELS, 0))

@@ -182,6 +182,8 @@ def _parts(document: Document, with_parallel: bool) -> tuple[Fixed, ParallelPlan
                if data.get("serving") else None)
     parallel = (build(ParallelPlan, data.get("parallel") or {}, key_prefix="parallel")
                 if with_parallel or serving is not None else None)
+    if serving is not None:
+        parallel = _serving_expert_tp(parallel, model, data.get("parallel") or {})
     training_data = training_with_profile(_serving_training(data, serving, parallel, system, cluster), profile,
                                           data.get("implementation") is not None)
     training = build(TrainingConfig, training_data, key_prefix="training")
@@ -212,6 +214,15 @@ def scenario_from_document(document: Document) -> Scenario:
     plan = resolve_plan(fixed.model, parallel, fixed.training, fixed.gpus, fixed.moe_backend)
     check_timeline(plan)
     return fixed.with_plan(plan, document.file)
+
+
+def _serving_expert_tp(parallel: ParallelPlan, model, written: dict) -> ParallelPlan:
+    """Serving engines shard every expert over the TP ranks when expert parallelism is off (vLLM FusedMoE and
+    SGLang's MoE layers take the TP group as the expert's tensor-parallel group; TensorRT-LLM's moe_tp_size defaults
+    to tp_size): an unwritten ``parallel.etp`` of a MoE serving plan with ep 1 is tp, not training's 1."""
+    if model.moe is None or "etp" in written or parallel.ep != 1 or parallel.tp == 1:
+        return parallel
+    return parallel.model_copy(update={"etp": parallel.tp})
 
 
 def _serving_training(data: dict, serving: ServingConfig | None, parallel: ParallelPlan, system: SystemSection,

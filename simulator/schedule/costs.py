@@ -156,8 +156,9 @@ def layer_costs(lt: LayerTime, ops: tuple[CommOp, ...], kind: str, recompute: st
     # an eager framework: each phase takes at least the host time to issue its kernels (full recompute issues the
     # forward's again inside backward, and the checkpoint wrapper adds its own)
     full = recompute == "full"
-    host_fwd = lt.host_fwd_s + (lt.host_ckpt_fwd_s if full else 0.0)
-    host_bwd = lt.host_bwd_s + (lt.host_fwd_s + lt.host_ckpt_bwd_s if full else 0.0)
+    sac = recompute == "selective" and modules is not None and "op_sac" in modules   # op-level SAC's dispatch mode
+    host_fwd = lt.host_fwd_s + (lt.host_ckpt_fwd_s if full else 0.0) + (lt.host_sac_fwd_s if sac else 0.0)
+    host_bwd = lt.host_bwd_s + (lt.host_fwd_s + lt.host_ckpt_bwd_s if full else 0.0) + (lt.host_sac_bwd_s if sac else 0.0)
     if lt.host_runs_ahead:          # no sync inside the layer: the chunk settles the wait over all its layers
         fwd.issue, bwd.issue = host_fwd, host_bwd
     else:

@@ -220,7 +220,9 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     (:func:`peak_by_micro_batch`); the others evaluate those with their sharding's fixed bytes, unless their peak
     is within rounding (1e-9 relative) of the capacity, where their own report decides (so the verdicts are the
     reports')."""
-    core = _CORE(rest)
+    # the per-micro-batch bytes follow the sharding only through AMP's fp32 residual stream (autocast below
+    # ZeRO-3, simulator/memory/activations.py), so that joins the group's key
+    core = (_CORE(rest), plan.recipe.amp_casts)
     coefficients = ctx.peaks.get(core)
     if coefficients is not None:
         # the plan's own fixed and NCCL bytes: both follow the sharding (NCCL's through NVLS-tree); DeepEP's

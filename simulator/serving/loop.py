@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator.implementation.scheduler import EngineScheduler
+from simulator.memory.kv_window import KvWindow
 from simulator.serving.scheduler import Pages, policy_of
 
 #: share of the requests (by arrival) left out of the latency statistics: the cold start of an empty system
@@ -75,6 +76,8 @@ class LoopLimits:
     #: the engine's scheduling policy (simulator/serving/scheduler.py); None: vLLM V1's rule, prefill and decode
     #: priced as two steps (the loop before engine profiles)
     scheduler: EngineScheduler | None = None
+    #: sliding-window layers' pages (simulator/memory/kv_window.py); None: every layer holds every token
+    kv_window: KvWindow | None = None
 
 
 @dataclass(eq=False)  # requests are told apart by identity: two with equal fields are still two requests
@@ -154,7 +157,7 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
                 for t, i, o, c in zip(arrivals_s, ins, outs, hits, strict=True)]
     gaps: Counter = Counter()
     total = len(requests) + refill
-    pages = Pages(limits.kv_blocks, limits.block_tokens)
+    pages = Pages(limits.kv_blocks, limits.block_tokens, limits.kv_window)
     policy = policy_of(limits.scheduler)
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
@@ -218,7 +221,7 @@ def _send(requests: list[_Request], n: int, now: float) -> None:
 def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:
     """A sequence must fit the cache, and without chunked prefill a whole prompt (with its recomputed outputs after a
     preemption) must fit one step's budget: otherwise a request could never be admitted."""
-    biggest = math.ceil((input_len + output_len - 1) / limits.block_tokens)
+    biggest = Pages(limits.kv_blocks, limits.block_tokens, limits.kv_window).needed(input_len + output_len - 1)
     if biggest > limits.kv_blocks:
         raise ValueError(f"one sequence of {input_len + output_len} tokens needs {biggest} K/V pages, the cache "
                          f"holds {limits.kv_blocks}")
@@ -289,7 +292,7 @@ def _decode_run(running: list[_Request], waiting: deque[_Request], pages: Pages,
     free = pages.total - pages.used
 
     def extra(k: int) -> int:
-        return int(np.maximum(0, np.ceil((computed + k) / pages.block) - held).sum())
+        return int(np.maximum(0, pages.needed(computed + k) - held).sum())
 
     lo, hi = 0, min(r.output - r.generated for r in running)
     while lo < hi:  # the most steps whose page growth fits
@@ -328,7 +331,8 @@ def saturation_rate(input_len, output_len, costs: LoopCosts, limits: LoopLimits,
     completion the engine fills; after the queue empties it drains with no prefill left, which finishes requests
     faster than a loaded engine can: both are left out. Lengths (and ``cached`` prompt tokens) per request as
     :func:`run_loop` takes them; requests beyond the arrays' length repeat them."""
-    batch = limits.kv_blocks // math.ceil((float(np.mean(input_len)) + 1) / limits.block_tokens)
+    one = Pages(limits.kv_blocks, limits.block_tokens, limits.kv_window).needed(float(np.mean(input_len)) + 1)
+    batch = limits.kv_blocks // max(one, 1)
     if limits.max_num_seqs is not None:
         batch = min(batch, limits.max_num_seqs)
     n = max(n, SATURATION_BATCHES * batch)

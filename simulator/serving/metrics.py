@@ -32,6 +32,7 @@ import numpy as np
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
 from simulator.memory.inference import inference_memory
+from simulator.memory.kv_window import KvWindow
 from simulator.plan import Batch, ResolvedPlan
 from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
@@ -39,7 +40,7 @@ from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
 from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, step_limits
 from simulator.serving.speculative import speculative_decode_time, with_draft
-from simulator.serving.step import StepContext, StepTime, mixed_step_time, step_time
+from simulator.serving.step import StepContext, StepTime, kv_window, mixed_step_time, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -179,12 +180,14 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
 
 
 def kv_capacity(memory: MemoryReport, seqs: int, tokens: int = 1, block: int = 1, occupancy: float | None = None, *,
-                utilization: float) -> int:
+                utilization: float, window: KvWindow | None = None) -> int:
     """Sequences a replica's KV cache can hold: the engine's budget (:func:`engine_budget_bytes` at
     ``utilization``) minus everything but the cache on the fullest stage, over the cache one sequence takes there.
     The memory report holds ``seqs`` sequences of ``tokens`` each; a sequence here occupies ``occupancy`` tokens
-    (default ``tokens``), rounded up to whole pages of ``block`` tokens (vLLM's paged cache)."""
-    occupied = math.ceil((occupancy or tokens) / block) * block
+    (default ``tokens``), rounded up to whole pages of ``block`` tokens (vLLM's paged cache); with ``window`` both
+    counted as the full-equivalent tokens a sliding-window cache holds (simulator/memory/kv_window.py)."""
+    occupied, tokens = ((math.ceil((occupancy or tokens) / block) * block, tokens) if window is None
+                        else (window.tokens(occupancy or tokens), window.tokens(tokens)))
     budget = engine_budget_bytes(memory, utilization)
     best = None
     for st in memory.stages:
@@ -225,14 +228,14 @@ def serve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, header: dict
     s = ctx.serving
     check_serving_degrees(rp.parallel)
     prefill, tokens = prefill_time(ctx, rp, s.batch)
-    decode = decode_time(ctx, rp, s.batch, s.input_len)
-    mean = mean_decode_s(ctx, rp, s.batch)
+    decode, mean = decode_time(ctx, rp, s.batch, s.input_len), mean_decode_s(ctx, rp, s.batch)
     e2e = prefill.step_s + (s.output_len - 1) * mean
+    window = kv_window(ctx)
     capacity = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
-                           utilization=s.gpu_memory_utilization)
+                           utilization=s.gpu_memory_utilization, window=window)
     # continuous batching staggers the sequences: on average each holds input_len + output_len / 2 tokens
     steady = kv_capacity(memory, s.batch, s.input_len + s.output_len, s.kv_block_size,
-                         s.input_len + s.output_len / 2, utilization=s.gpu_memory_utilization)
+                         s.input_len + s.output_len / 2, utilization=s.gpu_memory_utilization, window=window)
     warnings = list(notes)
     if memory.oom or capacity < s.batch:
         warnings.append(f"OUT OF MEMORY: the KV cache of {s.batch} sequences of {s.input_len + s.output_len} tokens "
@@ -302,11 +305,13 @@ def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> Loo
     tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
                                s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
     budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget)))
+    window = kv_window(ctx)
+    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget), window))
     blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
-                       "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp)
+                       "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp, window)
     chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
-    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked, scheduler=s.scheduler)
+    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked, scheduler=s.scheduler,
+                      kv_window=window)
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:

@@ -37,8 +37,11 @@ import math
 from collections import deque
 from typing import Any
 
+import numpy as np
+
 from simulator.implementation.scheduler import EngineScheduler
 from simulator.memory import MemoryReport
+from simulator.memory.kv_window import KvWindow
 from simulator.memory.runtime import CUDA_CONTEXT_BYTES
 from simulator.model.params import param_counts
 from simulator.plan import ResolvedPlan
@@ -47,23 +50,32 @@ from simulator.plan import ResolvedPlan
 class Pages:
     """The paged K/V cache: whole pages of ``block`` tokens per request."""
 
-    def __init__(self, total: int, block: int):
-        self.total, self.block, self.used = total, block, 0
+    def __init__(self, total: int, block: int, window: KvWindow | None = None):
+        self.total, self.block, self.used, self.window = total, block, 0, window
 
     @property
     def free_pages(self) -> int:
         return self.total - self.used
 
-    def needed(self, tokens: int) -> int:
-        return math.ceil(tokens / self.block)
+    def needed(self, tokens, computed=None):
+        """Pages of ``tokens`` cached tokens (an int, or an array of them): whole pages on every layer, or with
+        ``window`` the full-equivalent pages a sliding-window cache holds once a step has extended it to
+        ``tokens`` after ``computed`` (default ``tokens - 1``: a decode step; simulator/memory/kv_window.py)."""
+        if self.window is None:
+            return np.ceil(np.asarray(tokens) / self.block) if np.ndim(tokens) else math.ceil(tokens / self.block)
+        computed = np.asarray(tokens) - 1 if computed is None else computed
+        pages = np.ceil(self.window.step_pages(tokens, computed) - 1e-9)
+        return pages if np.ndim(tokens) else int(pages)
 
     def grow(self, r: Any, tokens: int) -> bool:
-        """Give ``r`` pages for ``tokens`` cached tokens; False (nothing changed) when too few are free."""
-        extra = self.needed(tokens) - r.blocks
+        """Give ``r`` pages for ``tokens`` cached tokens; False (nothing changed) when too few are free. A
+        sliding-window cache also gives back the pages its windows left (``extra`` < 0)."""
+        extra = self.needed(tokens, min(r.computed, tokens - 1)) - r.blocks
         if extra > self.total - self.used:
             return False
-        self.used += max(0, extra)
-        r.blocks += max(0, extra)
+        extra = extra if self.window is not None else max(0, extra)
+        self.used += extra
+        r.blocks += extra
         return True
 
     def free(self, r: Any) -> None:
@@ -121,7 +133,7 @@ class VllmV1:
         need = head.known - head.computed
         n = need if budget is None else min(need, budget - len(running))
         whole = limits.chunked_prefill or n == need
-        return n > 0 and whole and pages.needed(head.computed + n) - head.blocks <= pages.free_pages
+        return n > 0 and whole and pages.needed(head.computed + n, head.computed) - head.blocks <= pages.free_pages
 
     def schedule(self, running: list, waiting: deque, pages: Pages, limits: Any) -> tuple[list, int]:
         budget = limits.max_batched_tokens if limits.max_batched_tokens is not None else math.inf
@@ -288,10 +300,12 @@ def policy_of(config: EngineScheduler | None) -> VllmV1:
 
 
 def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int, block: int, utilization: float,
-              given: bool, ranks: int) -> int:
+              given: bool, ranks: int, window: KvWindow | None = None) -> int:
     """Pages of ``block`` tokens the engine's cache holds on the fullest stage of ``memory`` (a report whose caches
     hold ``tokens`` tokens in all, with the transients of one step): the policy's free bytes (``utilization``: the
-    engine's memory fraction, ``given`` whether the scenario set it; ``ranks``: tp x pp) over one page's bytes."""
+    engine's memory fraction, ``given`` whether the scenario set it; ``ranks``: tp x pp) over one page's bytes (a
+    page on every layer: with ``window`` the report's caches hold ``window.tokens(tokens)`` full-equivalent tokens)."""
+    ref = tokens if window is None else window.tokens(tokens)
     policy = policy_of(config)
     best = None
     for st in memory.stages:
@@ -299,7 +313,7 @@ def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int,
         if kv <= 0:
             continue
         free = policy.kv_free_bytes(memory, st, kv, utilization, given, ranks)
-        n = max(0, math.floor(free / (kv / tokens * block)))
+        n = max(0, math.floor(free / (kv / ref * block)))
         best = n if best is None else min(best, n)
     return best if best is not None else 0
 

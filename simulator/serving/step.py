@@ -40,6 +40,7 @@ from simulator.hardware import GpuSpec
 from simulator.hardware.calibration import Calibration
 from simulator.implementation.serving import ServingConfig
 from simulator.memory.inference import kv_cache_bytes_per_token_layer
+from simulator.memory.kv_window import KvWindow, kv_window_of
 from simulator.model import ModelSpec
 from simulator.moe import MoeSettings, sm_slowdown
 from simulator.plan import Batch, ResolvedPlan, serving_backend
@@ -91,6 +92,15 @@ class StepContext:
     draft_model: ModelSpec | None = None
     """``serving.speculative`` method draft_model: the draft model (the scenario layer resolves it)"""
 
+
+
+def kv_window(ctx: StepContext) -> KvWindow | None:
+    """The engine's rule for sliding-window layers' K/V pages (``serving.sliding_window_cache``,
+    simulator/memory/kv_window.py); None: every layer holds every token (no window, a full rule, or an HF cache)."""
+    s = ctx.serving
+    if s is None or s.kv_cache_impl != "paged":
+        return None
+    return kv_window_of(ctx.model, s.sliding_window_cache, s.kv_block_size)
 
 
 def _decode_kernel(ctx: StepContext) -> B.AttentionKernel:
@@ -173,7 +183,7 @@ def _layer(ctx, rp, timer, stage, layer, batch, acc, log, verify=False, parts: t
     if parts:
         program = replace(program, attention=None)
         for part in parts:
-            op = cache_attention(rp, part, kv_bytes, _decode_kernel(ctx), cache, cache_len)
+            op = cache_attention(rp, part, kv_bytes, _decode_kernel(ctx), cache, cache_len, layer_index=layer)
             acc["attention"] += price_serving(LayerProgram(kind=program.kind, attention=op), ctx.gpu, ctx.eff)[
                 "attention"]
     _add(acc, price_serving(program, ctx.gpu, ctx.eff))

@@ -6,8 +6,8 @@ Each case is the scenario a user writes: one H200, the model's published dims, `
 (``hf_trainer`` for the Trainer rows), ``precision: pure_bf16`` (bf16 parameters, gradients and AdamW moments: the
 plain loop's torch.optim.AdamW keeps its state in the parameters' dtype; ``amp_bf16`` for ViT and the Trainer,
 which keep fp32 parameters), ``recompute: full`` for ``gradient_checkpointing_enable()``, ``recompute: selective`` with
-``selective_ac_option: op`` for torchtitan's per-op policy on every decoder layer (``sac.jsonl``; only its peak
-memory is modelled). The profile's host
+``selective_ac_option: op`` for torchtitan's per-op policy on every decoder layer (``sac.jsonl``; its re-run ops
+and host constants: simulator/program/op_sac.py, fitted on the Qwen2.5-0.5B rows only). The profile's host
 constants and the optimizer's bandwidth were fitted on Qwen2.5 rows (``CALIBRATION``): the Llama-3.2-1B, OLMoE and
 ViT rows validate them.
 """
@@ -59,12 +59,15 @@ def scenario_for(run: dict, framework: str | None = None) -> dict:
     label += " Trainer" if trainer else ""
     profile = framework or ("hf_trainer" if trainer else
                             "hf_per_expert_loop" if run.get("experts_applied") == "eager" else "hf_transformers")
-    return {"name": label.replace(" ", "-"), "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
+    scenario = {"name": label.replace(" ", "-"), "system": {"profile": "h200_x2", "nodes": 1, "gpus": 1},
             "model": dict(MODELS[name], name=name),
             "parallel": ({"dp": 1, "recompute": "selective", "selective_ac_option": "op"} if ckpt == "op_sac" else
                          {"dp": 1, "recompute": "full" if ckpt else "none"}),
             "training": {"seq_len": seq, "micro_batch": mb, "global_batch": mb, "optimizer": "adam",
                          "precision": "amp_bf16" if vit or trainer else "pure_bf16", "framework": profile}}
+    if vit and framework is None:   # timm's Attention has one qkv Linear and its Mlp one fc1 (vision_transformer.py)
+        scenario["implementation"] = {"separate_projections": False}
+    return scenario
 
 
 @dataclass(frozen=True)

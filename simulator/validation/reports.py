@@ -210,17 +210,54 @@ def hf_train_report() -> Report:
 
     time_med, mem_med = median([r.time_error for r in held]), median([r.memory_error for r in held])
     mem_ok = sum(abs(r.memory_error) <= 0.05 for r in rows)
-    sac = hf_train.train_rows(files=hf_train.SAC_FILES)   # op-level SAC: peak memory only (step time not modelled)
-    table += tuple((r.case, "sac (memory)", round(r.measured_s * 1e3, 1), round(r.predicted_s * 1e3, 1),
-                    round(r.host_s * 1e3, 1), "-", round(r.measured_bytes / 2**30, 2),
+    sac = hf_train.train_rows(files=hf_train.SAC_FILES)   # op-level SAC (host constants fitted on Qwen2.5-0.5B)
+    table += tuple((r.case, "sac " + ("calibration" if r.model == "qwen2.5-0.5b" else "validation"),
+                    round(r.measured_s * 1e3, 1), round(r.predicted_s * 1e3, 1),
+                    round(r.host_s * 1e3, 1), _pct(r.time_error), round(r.measured_bytes / 2**30, 2),
                     round(r.predicted_bytes / 2**30, 2), _pct(r.memory_error)) for r in sac)
     sac_ok = sum(abs(r.memory_error) <= 0.05 for r in sac)
+    sac_val = [r for r in sac if r.model != "qwen2.5-0.5b"]
     return Report("hf_train", "HF Transformers / timm training on one H200 (profile hf_transformers): step time and "
                   "peak allocated memory", ("case", "row", "measured ms", "predicted ms", "host wait ms", "error",
                                             "measured GiB", "predicted GiB", "error"), table,
                   f"validation rows: step time signed median {time_med:+.1%} (target 5%), peak memory signed median "
-                  f"{mem_med:+.1%}; {mem_ok}/{len(rows)} peaks within 5%; op-level SAC peaks {sac_ok}/{len(sac)} within 5%",
+                  f"{mem_med:+.1%}; {mem_ok}/{len(rows)} peaks within 5%; op-level SAC peaks {sac_ok}/{len(sac)} within 5%, "
+                  f"SAC step time validation rows {sum(abs(r.time_error) <= 0.05 for r in sac_val)}/{len(sac_val)} "
+                  "within 5%",
                   abs(time_med) <= 0.05 and abs(mem_med) <= 0.05 and sac_ok == len(sac), gated=False)
+
+
+def memory_features_report() -> Report:
+    """The memory features of issue 28 item 3 against peaks measured on one H200 (simulator/validation/
+    memory_features.py)."""
+    from simulator.validation import memory_features as mf
+
+    headers = ("case", "feature", "measured GiB", "predicted GiB", "error", "note")
+    if not mf.DATA.exists():
+        return Report("memory_features", "Memory features on one H200: no measurement", headers, (),
+                      f"{mf.DATA.name} not measured yet", False, gated=False)
+    rows = mf.feature_rows()
+    table = tuple((r.case, r.feature, round(r.measured_bytes / 2**30, 3), round(r.predicted_bytes / 2**30, 3),
+                   _pct(r.error), r.note) for r in rows)
+    worst = max(abs(r.error) for r in rows)
+    return Report("memory_features", "Memory features on one H200 (plain-PyTorch realisations): peak allocated",
+                  headers, table,
+                  f"max |error| {worst:.1%} over {len(rows)} peaks (gate {mf.TOLERANCE:.0%})", worst <= mf.TOLERANCE)
+
+
+def trtllm_report() -> Report:
+    """TensorRT-LLM v0.5 on H200 (NVIDIA's launch blog) with the tensorrt_llm profile: reported, not gated."""
+    from simulator.validation import trtllm_h200 as trt
+
+    rows = trt.trtllm_rows()
+    errors = sorted(r.error for r in rows)
+    within = sum(abs(e) <= 0.10 for e in errors)
+    return Report("trtllm", "TensorRT-LLM v0.5 FP8 static batches on H200 (profile tensorrt_llm): output tokens/s/GPU",
+                  ("model", "batch", "tp", "input", "output", "published", "predicted", "error"),
+                  tuple((r.model, r.batch, r.tp, r.input_len, r.output_len, r.published, round(r.predicted),
+                         _pct(r.error)) for r in rows),
+                  f"median error {errors[len(errors) // 2]:+.1%}, {within}/{len(rows)} within 10% (target: the "
+                  "profile's rows within 10%)", within == len(rows), gated=False)
 
 
 def whole_run_report() -> Report:
@@ -245,4 +282,5 @@ def whole_run_report() -> Report:
 REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, "collectives": collectives_report,
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
            "published": published_report, "serving": serving_report,
-           "hf_decode": hf_decode_report, "hf_train": hf_train_report, "whole_run": whole_run_report}
+           "hf_decode": hf_decode_report, "hf_train": hf_train_report, "whole_run": whole_run_report,
+           "memory_features": memory_features_report, "trtllm": trtllm_report}

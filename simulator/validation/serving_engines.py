@@ -19,14 +19,17 @@ DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
 
 def engine_scenario(r: dict) -> dict:
-    """The row's setup as a scenario mapping."""
+    """The row's setup as a scenario mapping. Without expert parallelism (none of the rows enables it) the engines
+    shard each expert's intermediate dimension over the TP ranks: ``etp`` = ``tp`` (SGLang's FusedMoE:
+    intermediate_size_per_partition = intermediate_size // tp_size with ep_size 1; vLLM's FusedMoE likewise unless
+    ``--enable-expert-parallel``, docs.vllm.ai v0.10.1.1 serving/expert_parallel_deployment)."""
     tp = int(r["tp"])
     serving: dict = {"batch": 1, "input_len": int(r["input_len"]), "output_len": int(r["output_len"]),
                      "num_requests": max(20, int(r["num_requests"]))}
     if r["gpu_memory_utilization"]:
         serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
     return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
-            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1},
+            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
             "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
 
 
@@ -57,3 +60,32 @@ def summary(rows: list[dict]) -> dict:
     engines = sorted({r["engine"] for r in rows})
     return {"median_abs_error": statistics.median(abs(r["error"]) for r in rows),
             "per_engine": {e: statistics.median(abs(r["error"]) for r in rows if r["engine"] == e) for e in engines}}
+
+
+LATENCY = Path(__file__).parent / "data" / "published_engines_latency.csv"
+
+
+def decode_concurrency() -> list[dict]:
+    """Sequences decoding at once, published and modelled, for the rows of ``published_engines_latency.csv``:
+    output tokens/s x mean ITL (each running sequence gains one token per step, so tokens/s = running / step time:
+    Little's law on the decode steps; prefill stalls are inside the mean ITL). Beside it the modelled decode step at
+    the published concurrency (context: the input plus half the output) against the published median ITL, which
+    separates the step's kernels from the admission of requests (docs/engine_kernels.md)."""
+    from simulator.entries.serve import simulate_bench, simulate_serving
+    from simulator.scenario import load_scenario
+
+    rows = {r["id"]: r for r in csv.DictReader(
+        ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#"))}
+    out = []
+    for p in csv.DictReader(ln for ln in LATENCY.read_text().splitlines() if ln and not ln.startswith("#")):
+        r = rows[p["id"]]
+        published = float(p["output_tokens_per_s"]) * float(p["mean_itl_s"])
+        b = simulate_bench(load_scenario(engine_scenario(r)))
+        at = engine_scenario(r)
+        at["serving"].update(batch=max(1, round(published)), input_len=int(r["input_len"]) + int(r["output_len"]) // 2,
+                             output_len=2)
+        step = simulate_serving(load_scenario(at)).decode.step_s
+        out.append({"id": p["id"], "engine": r["engine"], "published_concurrency": published,
+                    "model_concurrency": b["output_tokens_per_s"] * b["itl_s"]["mean"],
+                    "published_median_itl_s": float(p["median_itl_s"]), "model_step_at_published_s": step})
+    return out

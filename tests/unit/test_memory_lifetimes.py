@@ -20,7 +20,7 @@ N = L * LAYER + OUTSIDE                   # 153,372,672 parameters
 W, G, MOM = 2 * N, 2 * N, 4 * N            # pure bf16: weights, gradients, two Adam moments (2 B each)
 KEPT = W + MOM
 X_HF = 12 * T * V                         # Hugging Face's loss at backward: three fp32 token x vocab buffers
-LAYER_ACTS = 34 * T * H + 4 * T * 16 + 16 * T   # a full layer's saved tensors (tests/unit/test_memory_estimate.py)
+LAYER_ACTS = 32 * T * H + 4 * T * 16 + 16 * T   # a full layer's saved tensors (tests/unit/test_memory_estimate.py)
 HEAD_ACTS = 2 * 2 * T * H                 # final norm input and output-layer input, 2 B each
 
 
@@ -41,14 +41,14 @@ def test_hf_loss_keeps_three_fp32_token_by_vocab_buffers():
     """ForCausalLMLoss: logits.float() then F.cross_entropy. Forward at the loss: bf16 logits 2TV + fp32 copy 4TV
     + log-softmax output 4TV = 10TV; backward at the loss: the saved log-softmax output 4TV, nll_loss's gradient 4TV
     and log_softmax_backward's fp32 logits gradient 4TV = 12TV = 12 x 2048 x 50304 = 1,236,271,104 B (the 16-bit
-    logits died with the model output). Today's plain-PyTorch count holds 16TV (16-bit logits and their gradient
-    too)."""
+    logits died with the model output). The plain-PyTorch loop that keeps its 16-bit logits holds 14TV (those 2TV
+    on top; their 16-bit gradient comes once the log-softmax output and its gradient died)."""
     loss = {i.name: i.bytes for i in _stage(loss_implementation="hf_fp32").items
             if i.name.startswith(("logits.", "loss."))}
     assert loss == {"logits.fp32": 4 * T * V, "loss.grad_fp32": 8 * T * V}
     assert sum(loss.values()) == X_HF == 1_236_271_104
     plain = sum(i.bytes for i in _stage().items if i.name.startswith(("logits.", "loss.")))
-    assert plain == 16 * T * V
+    assert plain == 14 * T * V
 
 
 def test_per_layer_gradients_with_checkpointing_by_hand():
@@ -56,35 +56,35 @@ def test_per_layer_gradients_with_checkpointing_by_hand():
     loss:        W + O + A + 12TV                           = 306,745,344 + 613,490,688 + 25,165,824
                                                               + 1,236,271,104 = 2,181,672,960
     last layer:  W + O + 4 x 2TH + G_out + G_L/4 + R        = 920,236,032 + 16,777,216 + 206,049,280
-                                                              + 25,174,016 + 71,467,008 = 1,239,703,552
+                                                              + 25,174,016 + 67,272,704 = 1,235,509,248
     first layer: W + O + 2TH + G_out + G_L + R              = 920,236,032 + 4,194,304 + 206,049,280
-                                                              + 100,696,064 + 71,467,008 = 1,302,642,688
+                                                              + 100,696,064 + 67,272,704 = 1,298,448,384
     end:         W + O + G                                  = 1,226,981,376
     with G_out = 2 x 103,024,640 (embedding, output layer, final norm), G_L = 2 x 4 x 12,587,008 and R = one layer
-    rebuilt, 71,467,008. The peak is at the loss: 2,181,672,960 B. The endpoint rule (all transients on top of
-    all gradients) gives 2,534,719,488 (+16%)."""
+    rebuilt, 67,272,704. The peak is at the loss: 2,181,672,960 B. The endpoint rule (all transients on top of
+    all gradients) gives 2,530,525,184 (+16%)."""
     st = _stage("full", loss_implementation="hf_fp32", gradient_lifetime="per_layer")
     g_out, g_l = 2 * OUTSIDE, 2 * L * LAYER
-    assert g_out == 206_049_280 and LAYER_ACTS == 71_467_008
+    assert g_out == 206_049_280 and LAYER_ACTS == 67_272_704
     assert dict(st.phases) == {
         "loss": KEPT + L * 2 * T * H + HEAD_ACTS + X_HF,
         "backward of the last layer": KEPT + L * 2 * T * H + g_out + g_l / L + LAYER_ACTS,
         "backward of the first layer": KEPT + 2 * T * H + g_out + g_l + LAYER_ACTS,
         "end of backward": KEPT + G}
     assert st.peak == 2_181_672_960
-    assert _stage("full", loss_implementation="hf_fp32").peak == 2_534_719_488
+    assert _stage("full", loss_implementation="hf_fp32").peak == 2_530_525_184
 
 
 def test_per_layer_gradients_without_checkpointing_by_hand():
-    """No recompute: A = 4 x 71,467,008 + 4TH = 294,256,128; the loss phase W + O + A + 12TV = 2,450,763,776 is
-    the peak; the layer phases hold 920,236,032 + 285,868,032 + 206,049,280 + 25,174,016 = 1,437,327,360 (last
-    layer) and 920,236,032 + 71,467,008 + 206,049,280 + 100,696,064 = 1,298,448,384 (first layer)."""
+    """No recompute: A = 4 x 67,272,704 + 4TH = 277,479,424; the loss phase W + O + A + 12TV = 2,433,986,560 is
+    the peak; the layer phases hold 920,236,032 + 269,090,816 + 206,049,280 + 25,174,016 = 1,420,550,144 (last
+    layer) and 920,236,032 + 67,272,704 + 206,049,280 + 100,696,064 = 1,294,254,080 (first layer)."""
     st = _stage(loss_implementation="hf_fp32", gradient_lifetime="per_layer")
     phases = dict(st.phases)
-    assert phases["loss"] == KEPT + L * LAYER_ACTS + HEAD_ACTS + X_HF == 2_450_763_776
-    assert phases["backward of the last layer"] == 1_437_327_360
-    assert phases["backward of the first layer"] == 1_298_448_384
-    assert st.peak == 2_450_763_776
+    assert phases["loss"] == KEPT + L * LAYER_ACTS + HEAD_ACTS + X_HF == 2_433_986_560
+    assert phases["backward of the last layer"] == 1_420_550_144
+    assert phases["backward of the first layer"] == 1_294_254_080
+    assert st.peak == 2_433_986_560
 
 
 def test_defaults_keep_the_endpoint_rule():

@@ -7,10 +7,14 @@ import pytest
 
 from simulator.validation.serving_engines import engine_rows, summary
 
-#: model / published - 1 of each row when pinned (2026-12-04)
-PINNED = {"vllm_random_2k": 0.321, "vllm_random_4k": 0.220, "vllm_random_32k": -0.681, "vllm_random_128": 1.208,
-          "vllm_sharegpt": 0.976, "vllm_sharegpt_c4_tpot": -0.065, "vllm_sharegpt_tp2": 0.097,
-          "vllm_sharegpt_tp4": -0.020, "sglang_sharegpt": 4.529, "trtllm_sharegpt": 6.501}
+#: model / published - 1 of each row when pinned (2026-12-04; re-pinned by h37 when sliding-window layers began to
+#: read and keep only their 128-token window: every row over 128 tokens of context moved, random_32k from -0.681)
+#: (h38) the TP 2 / TP 4 rows re-pinned when their experts were sharded over the TP ranks as the engines shard them
+#: (etp = tp; replicated before, their near-matches came from a 2x-slow step cancelling 2x the concurrency), and the
+#: SGLang row when its profile's sliding-window cache became full length (SGLang disables its SWA pool for gpt-oss)
+PINNED = {"vllm_random_2k": 0.854, "vllm_random_4k": 0.733, "vllm_random_32k": 1.237, "vllm_random_128": 1.208,
+          "vllm_sharegpt": 1.535, "vllm_sharegpt_c4_tpot": -0.068, "vllm_sharegpt_tp2": 1.329,
+          "vllm_sharegpt_tp4": 1.144, "sglang_sharegpt": 4.658, "trtllm_sharegpt": 6.773}
 
 
 def test_published_engine_rows_at_their_pinned_errors(capsys):
@@ -23,5 +27,5 @@ def test_published_engine_rows_at_their_pinned_errors(capsys):
         print(f"median |error| {s['median_abs_error']:.1%}; per engine " +
               ", ".join(f"{e} {v:.1%}" for e, v in s["per_engine"].items()))
     assert {r["id"]: r["error"] for r in rows} == pytest.approx(PINNED, abs=0.005)
-    assert s["median_abs_error"] == pytest.approx(0.501, abs=0.005)
-    assert s["per_engine"] == pytest.approx({"sglang": 4.529, "tensorrt_llm": 6.501, "vllm": 0.271}, abs=0.005)
+    assert s["median_abs_error"] == pytest.approx(1.223, abs=0.005)
+    assert s["per_engine"] == pytest.approx({"sglang": 4.658, "tensorrt_llm": 6.773, "vllm": 1.176}, abs=0.005)
