@@ -62,7 +62,9 @@ class LayerTime:
         chosen = modules or ("core_attn",)
         parts = dict((name, (sec, flops)) for name, sec, flops in self.module_fwd)
         parts.setdefault("core_attn", (self.attn_fwd_s, self.attn_fwd_flops))
-        return tuple((name, *parts[name]) for name in chosen if name in parts)
+        # sorted: ``modules`` is a frozenset, whose order follows the process's string hashing; summing in it gave
+        # sums that differ in the last bit between processes (a Ray worker and the driver, issue 30)
+        return tuple((name, *parts[name]) for name in sorted(chosen) if name in parts)
 
     def recompute_s(self, mode: str, modules: frozenset[str] | None = None) -> float:
         """Seconds re-run in backward: the layer forward (full), the forward of the selectively recomputed

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from simulator.errors import UserError
-from simulator.plan.config import Recompute
+from simulator.plan.config import Recompute, RecomputeModule
 from simulator.plan.schedules import ScheduleName
 from simulator.units import parse_quantity
 
@@ -45,14 +45,28 @@ class SearchSection(BaseModel):
     cp: Sizes | None = Field(None, description="context parallel sizes; null: 1 below 32K tokens, else 1, 2, 4, 8")
     ep: Sizes | None = Field(None, description="expert parallel sizes; null: 1 for dense models, every divisor of "
                                                "the expert count for MoE")
+    ulysses: Sizes | None = Field(None, description="DeepSpeed-Ulysses sizes; null: 1 below 32K tokens, else 1, 2, "
+                                                    "4, 8")
+    split: list[Literal["uniform", "embedding_loss"]] | None = Field(
+        None, min_length=1, description="how layers fall into the pp x vpp chunks: uniform, or embedding_loss "
+                                        "(Megatron-Core --account-for-embedding/loss-in-pipeline-split: first and "
+                                        "last chunk one layer fewer); null: both")
+    tp_comm_overlap: list[bool] | None = Field(None, min_length=1, description="TP communication overlapped with "
+                                                                              "GEMMs; null: [false, true]")
+    recompute_modules: list[Annotated[list[RecomputeModule], Field(min_length=1)]] | None = Field(
+        None, min_length=1, description="module sets selective recompute tries (Megatron --recompute-modules); "
+                                        "null: [core_attn], [core_attn, layernorm], with mlp, with moe_act for MoE, "
+                                        "[mla_up_proj, layernorm, moe_act] for MLA MoE (framework megatron)")
+    offload: list[str] | None = Field(None, min_length=1, description="offload choices (names of the system's "
+                                                                       "offload table); null: every one")
     micro_batch: Sizes | None = Field(None, description="micro-batch sizes; null: 1, 2, 4, 8")
     recompute: list[Recompute] | None = Field(None, min_length=1, description="recompute modes; null: all three")
     sharding: list[Sharding] | None = Field(
         None, min_length=1, description="data parallel sharding; null: none, distributed_optimizer (Megatron), "
                                         "zero1, zero2, zero3")
     schedule: list[ScheduleName] | None = Field(
-        None, min_length=1, description="pipeline schedules; null: 1f1b and gpipe (DeepSeek's dualpipe and "
-                                        "dualpipev, the zero-bubble zb1p and zbv, only when listed)")
+        None, min_length=1, description="pipeline schedules; null: every registered one (1f1b, gpipe, DeepSeek's "
+                                        "dualpipe and dualpipev, the zero-bubble zb1p and zbv)")
     sp: list[bool] | None = Field(None, min_length=1, description="sequence parallelism with tp > 1; null: [true] "
                                                                  "(Megatron's recommendation: it only saves memory)")
     tp_within_node: bool = Field(True, description="keep each TP group inside one node (tp <= GPUs per node)")

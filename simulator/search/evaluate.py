@@ -49,7 +49,8 @@ from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
-from simulator.search.space import INNER, OUTER, Space, parallel_of
+from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound, timed_alone
+from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
 
@@ -149,7 +150,7 @@ def resolve(ctx: Context, point: dict[str, Any]):
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
     training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
     try:       # the parallel: mapping is a function of the point's values but its micro-batch (and the space)
-        key = _REST(point)
+        key = _PARALLEL(point)
     except KeyError:                       # a point without its inner values: key by the mapping itself
         parallel = parallel_of(point, ctx.space)
         key = tuple(parallel.items())
@@ -170,10 +171,14 @@ def _monotone(plan) -> bool:
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 
-#: a point's values but its micro-batch (the key under which a smaller micro-batch's overflow is kept)
-_REST = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+#: a point's values but its micro-batch (the key of its validated ``parallel:`` config)
+_PARALLEL = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+#: ... and but the values that change only the step time (:data:`~simulator.search.space.TIME_ONLY`): the key under
+#: which a smaller micro-batch's overflow and a point's fixed bytes are kept (plans equal on it have one memory)
+_MEMORY = (*OUTER, *(k for k in INNER if k != "micro_batch" and k not in TIME_ONLY))
+_REST = operator.itemgetter(*_MEMORY)
 #: of a ``_REST`` tuple, all but the sharding (the key of a group of plans that share the peak's coefficients)
-_CORE = operator.itemgetter(*(i for i, k in enumerate((*OUTER, *INNER)) if k not in ("sharding", "micro_batch")))
+_CORE = operator.itemgetter(*(i for i, k in enumerate(_MEMORY) if k != "sharding"))
 
 
 def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
@@ -266,8 +271,11 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
     plan = parts.ctx.plan
     step = finish_step(parts, timelines, comm_table=False)
     p = plan.parallel
-    row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ep": p.ep, "dp": plan.dp,
-           "sp": p.sp, "schedule": p.schedule, "recompute": p.recompute, "sharding": point["sharding"],
+    row = {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "vpp": p.vpp, "cp": p.cp, "ulysses": p.ulysses,
+           "ep": p.ep, "dp": plan.dp, "sp": p.sp, "schedule": p.schedule, "split": point["split"],
+           "pipeline_layers": p.pipeline_layers,
+           "tp_comm_overlap": p.tp_comm_overlap, "offload": point["offload"], "recompute": p.recompute,
+           "recompute_modules": ",".join(sorted(p.recomputed_modules)), "sharding": point["sharding"],
            "micro_batch": plan.training.micro_batch, "micro_batches": plan.num_microbatches,
            "global_batch": plan.training.global_batch, "seq_len": plan.training.seq_len,
            "step_s": step.step_s, "peak_bytes": memory.peak_bytes, "device_peak_bytes": memory.device_peak_bytes,
@@ -301,17 +309,32 @@ def _without_cycle_collector():
             gc.enable()
 
 
-def evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
-    """Evaluate candidates in batches (module docstring); rows in candidate order."""
+def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
+    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: plans timed alone
+    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
     with _without_cycle_collector():
-        return _evaluate_points(ctx, points)
+        return _evaluate_points(ctx, points, bound)
 
 
-def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
+def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
+    """Whether a prepared plan is to be timed: always, unless it is timed alone (:func:`timed_alone`) and
+    ``bound`` excludes its step's lower bound (:mod:`simulator.search.bound`)."""
+    parts = item[1]
+    plan = parts.ctx.plan
+    if bound is None or not timed_alone(plan.schedule):
+        return True
+    t = plan.training
+    if bound.excludes(step_lower_bound(parts), t.global_batch * t.seq_len, plan.world_size):
+        out.rejected[BOUND_REASON] += 1
+        return False
+    return True
+
+
+def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
     out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
         prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
-                    if x is not None]
+                    if x is not None and _within(bound, out, x)]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}

@@ -11,7 +11,8 @@ OBJECTIVES = {"step_time": ("step_s", False), "tokens_per_s_per_gpu": ("tokens_p
               "days": ("run_days", False), "cost": ("run_cost", False), "energy": ("run_energy_MWh", False)}
 
 #: the columns that describe a plan (the deterministic tie-break, and what the tables print)
-PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "schedule", "recompute", "sharding", "micro_batch")
+PLAN_KEYS = ("gpus", "tp", "pp", "vpp", "cp", "ulysses", "ep", "dp", "sp", "schedule", "split", "tp_comm_overlap",
+             "offload", "recompute", "recompute_modules", "sharding", "micro_batch")
 
 #: the step's breakdown terms (seconds on the critical stage; they add up to the step time)
 TERMS = ("compute_s", "recompute_s", "bubble_s", "optimizer_s", "host_s", "offload_s",

@@ -16,20 +16,24 @@ from typing import Any
 
 from simulator.errors import UserError
 from simulator.model.strict import build
+from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
+from simulator.search.bound import BOUND_REASON, EXACT_TOP, bound_of, timed_alone
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
 from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
 
-#: largest plan space a search evaluates unless --max-plans raises it
-MAX_SEARCH_PLANS = 1_000_000
+#: largest plan space a search evaluates unless --max-plans raises it (points of the full product; the whole
+#: default space of a 1T model on 16,384 GPUs with three offload choices is ~2.2 x 10^6, most rejected in bulk)
+MAX_SEARCH_PLANS = 10_000_000
 
 #: rules whose rejection holds for every recompute, sharding and micro-batch choice (their key paths)
 STRUCTURAL = {"parallel.tp", "parallel.pp", "parallel.dp", "parallel.vpp", "parallel.schedule", "parallel.cp",
-              "parallel.ep", "parallel.etp", "parallel.sp", "parallel.ulysses", "training.seq_len"}
+              "parallel.ep", "parallel.etp", "parallel.sp", "parallel.ulysses", "parallel.pipeline_layers",
+              "training.seq_len"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class SearchResult:
         """Plans that pass the rules but whose device peak exceeds HBM (the rest of ``rejected`` are rule rejections)."""
         return self.rejected.get(OOM_REASON, 0)
 
+    @property
+    def pruned_by_bound(self) -> int:
+        """Valid plans not timed: timed alone, and provably worse than the first ``exact_top`` (docs/search.md,
+        "Pruning by a bound")."""
+        return self.rejected.get(BOUND_REASON, 0)
+
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""
         return {"evaluated": self.evaluated, "valid": self.valid, "rejected": self.rejected,
@@ -63,9 +73,14 @@ class SearchResult:
 
 def plan_dict(row: dict[str, Any]) -> dict[str, Any]:
     """One plan of the JSON output: rank, parallel, training, the headline numbers and the breakdown."""
-    parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "sp", "schedule", "recompute")}
+    parallel = {k: row[k] for k in ("tp", "pp", "dp", "cp", "ulysses", "ep", "vpp", "sp", "schedule", "recompute",
+                                    "tp_comm_overlap")}
     parallel.update(SHARDING[row["sharding"]])
-    return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel,
+    if row["recompute"] == "selective":
+        parallel["recompute_modules"] = row["recompute_modules"].split(",")
+    if row["pipeline_layers"] is not None:
+        parallel["pipeline_layers"] = list(row["pipeline_layers"])
+    return {"rank": row["rank"], "gpus": row["gpus"], "parallel": parallel, "offload": row["offload"],
             "training": {"micro_batch": row["micro_batch"], "micro_batches": row["micro_batches"],
                          "global_batch": row["global_batch"], "seq_len": row["seq_len"]},
             "step_s": row["step_s"], "peak_bytes": row["peak_bytes"], "device_peak_bytes": row["device_peak_bytes"],
@@ -109,13 +124,13 @@ def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Eval
             plan = None
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
-        points += [{**outer, **i} for i in space.inner(single)]
+        points += [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]
     return points, skipped
 
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
            executor: str = "local", ray_address: str | None = None,
-           progress: Callable[[int], None] | None = None) -> SearchResult:
+           progress: Callable[[int], None] | None = None, exact_top: int | None = EXACT_TOP) -> SearchResult:
     """Search the plans of a scenario (docs/search.md).
 
     Args:
@@ -126,6 +141,9 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
         executor: ``local`` (this process) or ``ray`` (shards on a Ray cluster; ``pip install -e '.[ray]'``).
         ray_address: the Ray cluster (default ``RAY_ADDRESS``, else a local one).
         progress: called with the number of candidates finished after each shard.
+        exact_top: the first ``exact_top`` plans are exact and complete; a plan timed alone
+            (DualPipe, DualPipeV, ZB-H1, ZB-V) whose step is provably worse than the ``exact_top``-th of the others
+            is not timed (:mod:`simulator.search.bound`); None: every valid plan is timed.
 
     Raises:
         UserError: bad scenario or constraints, or no valid plan (with the most common rejection reasons).
@@ -138,7 +156,13 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     document = source if isinstance(source, Document) else read_document(source)
     ctx = search_context(document)
     points, out = candidates(ctx, max_plans)
+    alone = {name: timed_alone(schedule_named(name)) for name in ctx.space.values["schedule"]}
+    replayed = [p for p in points if alone[p["schedule"]]]
+    points = [p for p in points if not alone[p["schedule"]]]
     out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
+    if replayed:     # after the others: their exact_top-th plan bounds the plans timed alone
+        out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress,
+                               bound=bound_of(out.rows, objective, exact_top)))
     if not out.rows:
         raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),

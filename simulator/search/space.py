@@ -10,19 +10,28 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from simulator.errors import UserError
-from simulator.plan.schedules import searched_schedules
+from simulator.plan.schedules import schedule_names
 from simulator.scenario.load import Fixed
 from simulator.scenario.search_section import SearchSection
 
 #: searched dimensions in enumeration order: the outer ones fix the plan's structure, the inner ones
 #: (:data:`INNER`) only its memory and time. Schedule, pp and vpp vary slowest, so that the plans of one pipeline
 #: timeline structure come close together (into one shard, whose timelines are evaluated together)
-OUTER = ("gpus", "schedule", "pp", "vpp", "tp", "cp", "ep", "sp")
-INNER = ("recompute", "sharding", "micro_batch")
+OUTER = ("gpus", "schedule", "pp", "vpp", "split", "tp", "cp", "ulysses", "ep", "sp")
+INNER = ("tp_comm_overlap", "offload", "recompute", "sharding", "micro_batch")
+
+#: inner dimensions that change a plan's step time but not its memory (the memory shortcuts key without them)
+TIME_ONLY = ("tp_comm_overlap",)
+
+#: ``split`` name -> how the layers fall into the pp x vpp model chunks: ``uniform`` (layers / (pp vpp) each),
+#: ``embedding_loss`` (Megatron-Core ``--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split``:
+#: the embedding and the loss count as one layer each, so with n = (layers + 2) / (pp vpp) the first and last chunks
+#: take n - 1 layers and the others n; :func:`pipeline_layers`), ``given`` (``parallel.pipeline_layers``)
+SPLITS = ("uniform", "embedding_loss")
 
 #: sharding name -> the ``parallel:`` keys that say it
 SHARDING = {"none": {"zero": 0, "distributed_optimizer": False},
@@ -70,6 +79,9 @@ class Space:
     values: dict[str, tuple[Any, ...]]
     shared: dict[str, Any]
     pinned_dp: int | None
+    layers: int = 1
+    offload: dict[str, dict[str, Any]] = field(default_factory=lambda: {"none": {}})
+    """offload name -> the ``parallel:`` keys that say it (:func:`offload_choices`)"""
 
     @property
     def size(self) -> int:
@@ -83,24 +95,87 @@ class Space:
     def inner_size(self) -> int:
         return math.prod(len(self.values[k]) for k in INNER)
 
-    def inner(self, collapse_sharding: bool) -> Iterator[dict[str, Any]]:
-        """Inner combinations; ``collapse_sharding`` keeps only ``none`` (sharding over one rank is the same plan)."""
-        sharding = ("none",) if collapse_sharding else self.values["sharding"]
-        for rec, shard, mb in itertools.product(self.values["recompute"], sharding, self.values["micro_batch"]):
-            yield {"recompute": rec, "sharding": shard, "micro_batch": mb}
+    def inner(self, collapse_sharding: bool, collapse_overlap: bool = False) -> Iterator[dict[str, Any]]:
+        """Inner combinations; ``collapse_sharding`` keeps only ``none`` (sharding over one rank is the same plan),
+        ``collapse_overlap`` only the first TP overlap value (with tp 1 there is no TP communication to overlap)."""
+        values = dict(self.values)
+        if collapse_sharding:
+            values["sharding"] = ("none",)
+        if collapse_overlap:
+            values["tp_comm_overlap"] = values["tp_comm_overlap"][:1]
+        for combo in itertools.product(*(values[k] for k in INNER)):
+            yield dict(zip(INNER, combo, strict=True))
 
 
 def parallel_of(point: dict[str, Any], space: Space) -> dict[str, Any]:
-    """The ``parallel:`` mapping of a point (outer and inner values merged)."""
+    """The ``parallel:`` mapping of a point (outer and inner values merged).
+
+    Raises:
+        UserError: an ``embedding_loss`` split that does not divide the layers (a structural rule).
+    """
     out = dict(space.shared)
     out.update(tp=point["tp"], cp=point["cp"], pp=point["pp"], vpp=point["vpp"], ep=point["ep"],
-               schedule=point["schedule"], sp=point["sp"] and point["tp"] > 1)
+               schedule=point["schedule"], sp=point["sp"] and point["tp"] > 1, ulysses=point.get("ulysses", 1))
+    if point.get("split", "uniform") == "embedding_loss":
+        out["pipeline_layers"] = pipeline_layers(space.layers, point["pp"] * point["vpp"])
     if space.pinned_dp is not None:
         out["dp"] = space.pinned_dp
     if "recompute" in point:
-        out["recompute"] = point["recompute"]
+        mode, _, modules = point["recompute"].partition(":")
+        out["recompute"] = mode
+        if modules:
+            out["recompute_modules"] = tuple(modules.split(","))
         out.update(SHARDING[point["sharding"]])
+        if "tp_comm_overlap" in point:     # (a point written by hand may leave the newer knobs out)
+            out["tp_comm_overlap"] = point["tp_comm_overlap"]
+        out.update(space.offload[point.get("offload", "none")])
     return out
+
+
+def pipeline_layers(layers: int, chunks: int) -> tuple[int, ...]:
+    """Layers per model chunk when the embedding and the loss each count as a layer (Megatron-Core
+    ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``, TransformerConfig): with
+    n = (layers + 2) / chunks, the first and the last chunk n - 1, the others n.
+
+    Raises:
+        UserError: fewer than two chunks, chunks not dividing layers + 2, or n - 1 = 0 (a chunk with no layer).
+    """
+    n, rest = divmod(layers + 2, chunks)
+    if chunks < 2 or rest or n < 2:
+        raise UserError(f"split embedding_loss needs pp*vpp >= 2 model chunks dividing layers + 2 ({layers} + 2) "
+                        f"into chunks of at least 2; pp*vpp = {chunks}", key_path="parallel.pipeline_layers")
+    return (n - 1, *(n,) * (chunks - 2), n - 1)
+
+
+def recompute_values(modes: tuple[str, ...], module_sets: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    """The ``recompute`` dimension: ``none`` and ``full`` as given, and ``selective`` once per module set
+    (``selective`` alone for Megatron's default ``[core_attn]``, else ``selective:m1,m2``)."""
+    out = []
+    for mode in modes:
+        if mode != "selective":
+            out.append(mode)
+            continue
+        out += ["selective" if mods == ("core_attn",) else "selective:" + ",".join(mods) for mods in module_sets]
+    return tuple(dict.fromkeys(out))
+
+
+def _module_sets(fixed: Fixed) -> tuple[tuple[str, ...], ...]:
+    """Selective-recompute module sets the search tries by default (Megatron-LM ``--recompute-modules``, framework
+    megatron only): core attention (Megatron's default); with the layer norms; with the dense MLPs as well; for MoE
+    models the experts' activation function (``moe_act``), and for MLA models DeepSeek-V3's recipe set
+    (``mla_up_proj``, ``layernorm``, ``moe_act``). A set naming a module the model lacks is not offered."""
+    m = fixed.model
+    if fixed.training.family != "megatron":
+        return (("core_attn",),)
+    dense = any(not m.is_moe_layer(i) for i in range(m.layers))
+    sets = [("core_attn",), ("core_attn", "layernorm")]
+    if dense:
+        sets.append(("core_attn", "layernorm", "mlp"))
+    if m.moe is not None:
+        sets.append(("core_attn", "layernorm", "moe_act"))
+        if m.mla is not None:
+            sets.append(("mla_up_proj", "layernorm", "moe_act"))
+    return tuple(sets)
 
 
 def _powers_of_two(limit: int) -> tuple[int, ...]:
@@ -110,26 +185,37 @@ def _powers_of_two(limit: int) -> tuple[int, ...]:
 def _defaults(fixed: Fixed) -> dict[str, tuple[Any, ...]]:
     m, node_gpus = fixed.model, fixed.cluster.node.gpus
     megatron = fixed.training.family == "megatron"
+    long = fixed.training.seq_len >= 32768
     return {
         "gpus": (fixed.gpus,),
         "tp": _powers_of_two(node_gpus),
-        "pp": tuple(d for d in range(1, m.layers + 1) if m.layers % d == 0 and d <= fixed.gpus),
+        # pp: the divisors of the layers (uniform split) and of layers + 2 (embedding_loss split)
+        "pp": tuple(d for d in range(1, m.layers + 1) if (m.layers % d == 0 or (m.layers + 2) % d == 0)
+                    and d <= fixed.gpus),
         "vpp": (1, 2, 3, 4, 6, 8),
-        "cp": (1,) if fixed.training.seq_len < 32768 else (1, 2, 4, 8),
+        "split": SPLITS,
+        "cp": (1, 2, 4, 8) if long else (1,),
+        "ulysses": (1, 2, 4, 8) if long else (1,),
         "ep": (1,) if m.moe is None else tuple(d for d in range(1, m.moe.experts + 1)
                                                if m.moe.experts % d == 0 and d <= fixed.gpus),
         "micro_batch": (1, 2, 4, 8),
-        "recompute": ("none", "selective", "full"),
+        "recompute": recompute_values(("none", "selective", "full"), _module_sets(fixed)),
         "sharding": tuple(SHARDING) if megatron else ("none", "zero1", "zero2", "zero3"),
-        "schedule": searched_schedules(),
+        "schedule": schedule_names(),
         "sp": (True,),
+        "tp_comm_overlap": (False, True),
+        "offload": tuple(offload_choices(fixed)),
     }
 
 
 def _pinned(parallel: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     """Searched dimensions the scenario's ``parallel:`` fixes."""
-    out = {k: (parallel[k],) for k in ("tp", "pp", "vpp", "cp", "ep", "schedule", "sp", "recompute")
-           if k in parallel}
+    out = {k: (parallel[k],) for k in ("tp", "pp", "vpp", "cp", "ulysses", "ep", "schedule", "sp", "recompute",
+                                       "tp_comm_overlap") if k in parallel}
+    if "pipeline_layers" in parallel:
+        out["split"] = ("given",)
+    if parallel.get("recompute_modules"):
+        out["recompute"] = ("selective:" + ",".join(parallel["recompute_modules"]),)
     if "zero" in parallel or "distributed_optimizer" in parallel:
         key = {"zero": parallel.get("zero", 0), "distributed_optimizer": bool(parallel.get("distributed_optimizer"))}
         names = [n for n, v in SHARDING.items() if v == key]
@@ -144,25 +230,38 @@ def build_space(fixed: Fixed, parallel: dict[str, Any], section: SearchSection) 
     """The space of a search: defaults, narrowed by ``search:``, pinned by ``parallel:``.
 
     Raises:
-        UserError: a pinned value outside its ``search:`` list, or more GPUs than the system has.
+        UserError: a pinned value outside its ``search:`` list, an unknown offload name, or more GPUs than the
+            system has.
     """
     values = _defaults(fixed)
+    offload = offload_choices(fixed)
     for key in values:
-        given = getattr(section, key)
+        given = getattr(section, key, None)
         if given is not None:
             values[key] = tuple(dict.fromkeys(given))
+    if section.recompute is not None or section.recompute_modules is not None:
+        sets = tuple(tuple(s) for s in section.recompute_modules) if section.recompute_modules else _module_sets(fixed)
+        values["recompute"] = recompute_values(tuple(section.recompute or ("none", "selective", "full")), sets)
+    for name in values["offload"]:
+        if name not in offload:
+            raise UserError(f"search.offload names {name!r}; this system's choices: {', '.join(offload)}",
+                            key_path="search.offload")
     for key, pin in _pinned(parallel).items():
-        given = getattr(section, key)
-        if given is not None and pin[0] not in given:
+        given = getattr(section, key, None)
+        value = pin[0].partition(":")[0] if key == "recompute" else pin[0]     # recompute: its mode
+        if given is not None and value not in given:
             raise UserError(f"parallel.{key} pins {pin[0]!r}, which search.{key} {list(given)} excludes; remove one "
                             "of the two", key_path=f"search.{key}")
         values[key] = pin
+    if any(k in parallel for table in offload.values() for k in table):
+        values["offload"] = ("none",)      # parallel: says the offload: every plan takes it as given
     if section.tp_within_node and "tp" not in parallel:
         values["tp"] = tuple(t for t in values["tp"] if t <= fixed.cluster.node.gpus) or values["tp"]
     for n in values["gpus"]:
         if n > fixed.cluster.gpus:
             raise UserError(f"search.gpus asks for {n:,} GPUs but {fixed.system.nodes} x {fixed.cluster.node.name} "
                             f"has {fixed.cluster.gpus:,}", key_path="search.gpus")
-    searched = {"tp", "pp", "vpp", "cp", "ep", "schedule", "sp", "recompute", "zero", "distributed_optimizer", "dp"}
+    searched = {"tp", "pp", "vpp", "cp", "ulysses", "ep", "schedule", "sp", "recompute", "recompute_modules", "zero",
+                "distributed_optimizer", "dp", "tp_comm_overlap"}
     shared = {**OVERLAP_DEFAULTS, **{k: v for k, v in parallel.items() if k not in searched}}
-    return Space(values, shared, parallel.get("dp"))
+    return Space(values, shared, parallel.get("dp"), fixed.model.layers, offload)

@@ -67,7 +67,10 @@ def test_serving_past_learned_positions_blames_serving_input_len(cli, tmp_path):
 
 
 NOTHING_FITS = ("name: nothing-fits\nsystem:\n  profile: dgx_h100\n  gpus: 2\nmodel:\n  preset: llama3-70b\n"
-                "training:\n  seq_len: 4096\n  global_batch: 8\n  precision: bf16\nsearch:\n  micro_batch: [1, 2]\n")
+                "training:\n  seq_len: 4096\n  global_batch: 8\n  precision: bf16\nsearch:\n  micro_batch: [1, 2]\n"
+                # issue 13's knobs (no offload, which would put the states on the host; one split, no TP overlap)
+                "  offload: [none]\n  schedule: [1f1b, gpipe]\n  split: [uniform]\n  tp_comm_overlap: [false]\n"
+                "  recompute_modules: [[core_attn]]\n")
 
 
 def test_a_search_where_nothing_fits_names_memory(cli, tmp_path):

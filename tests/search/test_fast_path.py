@@ -28,10 +28,12 @@ REL = 1e-9
 
 DENSE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "llama3-8b"},
          "training": {"seq_len": 4096, "global_batch": 32},
-         "search": {"micro_batch": [1, 2], "vpp": [1, 2, 4], "recompute": ["none", "selective", "full"]}}
+         "search": {"micro_batch": [1, 2], "vpp": [1, 2, 4], "recompute": ["none", "selective", "full"],
+                    "schedule": ["1f1b", "gpipe"]}}
 MOE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "mixtral-8x7b"},
        "training": {"seq_len": 4096, "global_batch": 64},
-       "search": {"micro_batch": [1, 2], "vpp": [1, 2], "tp": [1, 2, 4], "pp": [1, 2, 4, 8]}}
+       "search": {"micro_batch": [1, 2], "vpp": [1, 2], "tp": [1, 2, 4], "pp": [1, 2, 4, 8],
+                  "schedule": ["1f1b", "gpipe"]}}
 
 
 def _valid_points(data: dict) -> tuple:
@@ -55,7 +57,8 @@ DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "f
                                      "grad_accumulation": "separate_fp32"},
                "search": {"micro_batch": [1], "vpp": [1, 2], "recompute": ["none", "full"]}}
 
-#: DeepSeek's bidirectional schedules, listed in search.schedule (not searched by default): only the replay runs them
+#: DeepSeek's bidirectional schedules (searched by default; the spaces above list 1f1b and gpipe only): only the
+#: replay runs them
 DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
 #: ... and the zero-bubble ZB-H1 / ZB-V (Qi et al. 2024), replayed the same way
 DUAL_DENSE = {**DENSE, "search": {**DENSE["search"], "pp": [2, 4], "vpp": [1],
@@ -72,7 +75,7 @@ def _close(a: float, b: float, scale: float = 0.0) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b), scale, 1e-300)
 
 
-def test_the_dual_space_holds_both_dual_schedules_and_the_default_space_neither():
+def test_the_dual_space_holds_both_dual_schedules_and_the_level_spaces_neither():
     _, dual = SPACES["dual"]
     assert {p["schedule"] for p in dual} == {"dualpipe", "dualpipev"}
     assert all(p["schedule"] in ("1f1b", "gpipe") for name in ("dense", "moe") for p in SPACES[name][1])
@@ -111,9 +114,10 @@ def _check_rows(ctx, drawn: list, kind: str) -> None:
     for point in drawn:
         plan = resolve(ctx, point)
         reference = simulate(ctx.fixed.with_plan(plan))
-        key = tuple(str(v) for v in (plan.world_size, point["tp"], point["pp"], point["vpp"], point["cp"],
-                                     point["ep"], plan.dp, plan.parallel.sp, point["schedule"], point["recompute"],
-                                     point["sharding"], point["micro_batch"]))
+        p = plan.parallel
+        values = {**point, "gpus": plan.world_size, "dp": plan.dp, "sp": p.sp, "recompute": p.recompute,
+                  "recompute_modules": ",".join(sorted(p.recomputed_modules))}
+        key = tuple(str(values[k]) for k in PLAN_KEYS)
         if reference.memory.device_peak_bytes > ctx.capacity:
             assert key not in rows, "a plan that does not fit must be pruned"
             continue

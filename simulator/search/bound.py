@@ -1,0 +1,95 @@
+"""Pruning by a bound: plans whose timeline is computed one plan at a time are not timed when they cannot reach
+the search's first ``exact_top`` plans (docs/search.md, "Pruning by a bound").
+
+The search evaluates every other plan first (GPipe and 1F1B, whose timelines a batch of plans shares); the
+``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
+ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
+the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before
+any plan timed alone is decided, so which plans are pruned does not depend on the executor or on the order of
+the shards, and the first ``exact_top`` plans are those of a search without the bound, in the same order with
+the same numbers.
+
+The bound: each rank runs its work serially, so its timeline lasts at least the compute of the step on it, m
+micro-batches x (forward compute + backward compute + recompute) of its per-micro-batch work as the breakdown
+counts it (:func:`simulator.schedule.dual_timeline.rank_costs`; an overlapped forward-backward pair hides only
+EP communication, never compute), and then its tail (exposed per-step communication and the optimizer,
+:func:`simulator.schedule.tails.stage_tail`, which does not depend on when the tail starts). The step is the
+latest rank's end, so
+
+    step >= max_s [ m (F_s + B_s + R_s) + tail_s ].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.schedule.dual_timeline import phase_costs, rank_costs
+from simulator.schedule.step import StepParts
+from simulator.schedule.tails import stage_tail
+from simulator.search.rank import OBJECTIVES
+
+#: the rejection reason of a plan pruned by the bound
+BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than the search's exact_top-th plan"
+
+#: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
+EXACT_TOP = 10
+
+#: objectives the bound applies to (step time, and tokens per second per GPU: a function of it)
+BOUNDED = ("step_time", "tokens_per_s_per_gpu")
+
+#: the bound prunes only beyond rounding (the breakdown's sums and the replay's add in other orders)
+MARGIN = 1e-9
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The objective's threshold: the ``exact_top``-th best value among the plans timed without the replay."""
+
+    column: str
+    larger: bool
+    threshold: float
+
+    def excludes(self, lower_step_s: float, tokens_per_step: float, gpus: int) -> bool:
+        """Whether a plan whose step takes at least ``lower_step_s`` is certainly worse than the threshold."""
+        if self.column == "step_s":
+            return lower_step_s > self.threshold * (1 + MARGIN)
+        best = tokens_per_step / lower_step_s / gpus      # tokens per second per GPU: at most this
+        return best < self.threshold * (1 - MARGIN)
+
+
+def timed_alone(schedule) -> bool:
+    """Whether plans of ``schedule`` are timed one at a time (no batched evaluator): the split schedules (F, B, W
+    orders) and those without a fast evaluator."""
+    return schedule.fast is None or schedule.replay == "split"
+
+
+def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) -> Bound | None:
+    """The threshold of ``rows`` (the plans timed in batches), or None (no pruning) when fewer than
+    ``exact_top`` of them, ``exact_top`` is None, or the objective is a whole-run figure (days, cost, energy: its
+    columns come after the ranking's rows are complete, and the bound is on the step)."""
+    if exact_top is None or len(rows) < exact_top or objective not in BOUNDED:
+        return None
+    column, larger = OBJECTIVES[objective]
+    values = sorted((r[column] for r in rows), reverse=larger)
+    return Bound(column, larger, values[exact_top - 1])
+
+
+def step_lower_bound(parts: StepParts) -> float:
+    """A lower bound of the step time of ``parts`` (module docstring), in seconds."""
+    ctx, plan = parts.ctx, parts.ctx.plan
+    chunks = parts.chunks
+    if plan.schedule.replay == "split":
+        chunks = rank_costs(plan.schedule, phase_costs(plan.schedule, chunks))
+    m, tails, out = plan.num_microbatches, {}, 0.0
+    for s in range(plan.parallel.pp):
+        signature = parts.signatures[s]      # middle stages of one signature share their tail (as finish_step)
+        tail = tails.get(signature) if signature is not None else None
+        if tail is None:
+            exposed, optimizer, _ = stage_tail(ctx, s, chunks[s], 0.0, parts.slowest, False)
+            tail = sum(exposed.values()) + optimizer
+            if signature is not None:
+                tails[signature] = tail
+        out = max(out, m * sum(f.compute + b.compute + b.recompute for f, b in chunks[s]) + tail)
+    return out
