@@ -127,12 +127,15 @@ def test_bad_plans_exit_2_naming_the_key(tmp_path, capsys, change, key, words):
     assert code == 2 and key in err and words in err and "Traceback" not in err
 
 
-def test_search_lists_dual_schedules_only_when_asked(capsys):
+def test_search_lists_dual_schedules_by_default_and_search_schedule_restricts(capsys):
+    """Issue 30: the default space holds every registered schedule; ``search.schedule`` restricts it."""
     data = {k: v for k, v in SMALL.items() if k != "parallel"}
     data["parallel"] = {"tp": 1, "ep": 4, "recompute": "full"}
     data["search"] = {"pp": [4], "vpp": [1], "micro_batch": [1], "sharding": ["distributed_optimizer"]}
     default = _search(data, capsys)
-    assert {p["parallel"]["schedule"] for p in default["plans"]} <= {"1f1b", "gpipe"}
+    assert {"dualpipe", "dualpipev"} & {p["parallel"]["schedule"] for p in default["plans"]}
+    data["search"]["schedule"] = ["1f1b", "gpipe"]
+    assert {p["parallel"]["schedule"] for p in _search(data, capsys)["plans"]} <= {"1f1b", "gpipe"}
     data["search"]["schedule"] = ["dualpipev", "1f1b"]
     both = _search(data, capsys)
     how = {p["parallel"]["schedule"]: p["timeline"] for p in both["plans"]}

@@ -225,7 +225,8 @@ def test_bad_plan_exits_2_naming_the_key(tmp_path, capsys):
     assert code == 2 and "parallel.vpp" in err and "vpp must be 1" in err and "Traceback" not in err
 
 
-def test_search_runs_them_only_when_asked(tmp_path, capsys):
+def test_search_runs_them_by_default_and_search_schedule_restricts(tmp_path, capsys):
+    """Issue 30: the default space holds every registered schedule; ``search.schedule`` restricts it."""
     data = {k: v for k, v in SMALL.items() if k != "parallel"}
     data["parallel"] = {"tp": 2}
     data["search"] = {"pp": [4], "vpp": [1], "tp": [2], "micro_batch": [1], "sharding": ["distributed_optimizer"]}
@@ -236,10 +237,13 @@ def test_search_runs_them_only_when_asked(tmp_path, capsys):
         assert main(["search", str(path), "--json", "--top", "10"]) == 0
         return json.loads(capsys.readouterr().out)
 
+    assert {"zb1p", "zbv"} & {p["parallel"]["schedule"] for p in run()["plans"]}
+    data["search"]["schedule"] = ["1f1b", "gpipe"]
     assert {p["parallel"]["schedule"] for p in run()["plans"]} <= {"1f1b", "gpipe"}
     data["search"]["schedule"] = ["zb1p", "zbv", "1f1b"]
     how = {p["parallel"]["schedule"]: p["timeline"] for p in run()["plans"]}
-    assert how == {"zb1p": "steady state", "zbv": "steady state", "1f1b": "steady state"}
+    # the top 10 may be all zero-bubble plans (the space's other knobs give each schedule several variants)
+    assert {"zb1p", "zbv"} <= set(how) <= {"zb1p", "zbv", "1f1b"} and set(how.values()) == {"steady state"}
 
 
 
