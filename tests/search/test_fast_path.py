@@ -59,10 +59,15 @@ DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "f
 
 #: DeepSeek's bidirectional schedules (searched by default; the spaces above list 1f1b and gpipe only): only the
 #: replay runs them
-DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"]}}
+#: (offload, the ZeRO stages between distributed_optimizer and zero3, and the per-module recompute sets are pinned:
+#: they change memory and the step's tail, which the other spaces check; the timeline knobs stay free)
+_DUAL_PINS = {"offload": ["none"], "sharding": ["distributed_optimizer", "zero3"],
+              "recompute": ["none", "selective", "full"]}
+DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"],
+                          **_DUAL_PINS}}
 #: ... and the zero-bubble ZB-H1 / ZB-V (Qi et al. 2024), replayed the same way
 DUAL_DENSE = {**DENSE, "search": {**DENSE["search"], "pp": [2, 4], "vpp": [1],
-                                  "schedule": ["dualpipe", "dualpipev", "zb1p", "zbv"]}}
+                                  "schedule": ["dualpipe", "dualpipev", "zb1p", "zbv"], **_DUAL_PINS}}
 
 SPACES = {"dense": _valid_points(DENSE), "moe": _valid_points(MOE), "moe_paired": _valid_points(MOE_PAIRED),
           "dense_stack": _valid_points(DENSE_STACK), "dual": _valid_points(DUAL),
