@@ -59,24 +59,30 @@ def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the process group of one ``ray start --block`` (its own session), SIGKILL what remains."""
-    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:          # the group outlives its leader until every member exits
+def _alive(proc: subprocess.Popen) -> bool:
+    """Whether any process of ``proc``'s group (its own session) is left: the group outlives its leader."""
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM to the process groups of every ``ray start --block`` at once, SIGKILL to those left after a short
+    grace (nothing of the cluster is kept, so Ray's own graceful shutdown, ~10 s per node, is not waited for)."""
+    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
+        for proc in procs:
             try:
-                os.killpg(proc.pid, 0)
+                os.killpg(proc.pid, sig)
             except ProcessLookupError:
-                return
-            time.sleep(0.5)
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in procs):
+            time.sleep(0.2)
+        if not any(_alive(p) for p in procs):
+            return
 
 
 def _wait_for_nodes(address: str, count: int, env: dict[str, str], procs: list[subprocess.Popen]) -> None:
@@ -125,8 +131,7 @@ def two_nodes(tmp_path_factory):
             _wait_for_nodes(address, 2, env, procs)
             yield address, env, tmp_path_factory.mktemp("ray_trace")
         finally:
-            for p in reversed(procs):
-                _stop(p)
+            _stop(procs)
 
 
 @pytest.mark.ray_cluster
