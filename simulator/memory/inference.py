@@ -49,11 +49,16 @@ def weight_bytes(rp: ResolvedPlan) -> tuple[float, float]:
 
 
 def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
-                     batch: Batch | None = None, window: KvWindow | None = None) -> MemoryReport:
+                     batch: Batch | None = None, window: KvWindow | None = None, *,
+                     activation_bytes: float | None = None, logit_rows: int | None = None,
+                     logit_bytes: float = 0.0) -> MemoryReport:
     """Serving memory of every pipeline stage (module docstring for the accounting) holding ``batch``: its
     sequences' cache of ``cached + new`` tokens each and the transients of a forward of its new tokens (default the
     plan's batch, ``micro_batch`` sequences of ``seq_len`` tokens: a serving scenario's ``batch`` of ``input_len +
-    output_len``); ``window``: the engine's rule for sliding-window layers (None: every layer holds every token)."""
+    output_len``); ``window``: the engine's rule for sliding-window layers (None: every layer holds every token).
+    An engine's start-up profile (``serving.scheduler.profile_forward``): ``activation_bytes`` per element of the
+    forward's live tensors (16-bit: the engines keep activations in the model dtype whatever the weights' format)
+    and ``logit_rows`` sequences' logits over the whole vocabulary (every TP rank gathers it) at ``logit_bytes``."""
     m, p = rp.model, rp.parallel
     batch = batch or rp.batch
     per_token_layer = kv_cache_bytes_per_token_layer(rp)
@@ -71,12 +76,15 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
                             f"{sp.expert:.4g} params x {expert_bytes:g} B (inference)"),
                  MemoryItem("other", "kv_cache", layers * tokens * per_token_layer,
                             f"{layers} layers x b*s/cp = {tokens:g} tokens x {per_token_layer:g} B  [K and V cache]")]
-        element = rp.recipe.serve_param
+        element = rp.recipe.serve_param if activation_bytes is None else activation_bytes
         ffn = (m.moe.expert_ffn_hidden * m.moe.top_k if m.moe is not None else m.ffn) / p.tp
         width = 2 * m.hidden + (2 if m.glu else 1) * ffn
         items.append(MemoryItem("transient", "prefill.live_tensors", live * width * element,
                                 f"{live:g} tokens x (2h + ffn/t{' x 2' if m.glu else ''}) x {element} B"))
-        if s == p.pp - 1:
+        if s == p.pp - 1 and logit_rows is not None:
+            items.append(MemoryItem("transient", "prefill.logits", logit_rows * rp.vocab_held * logit_bytes,
+                                    f"{logit_rows} x v x {logit_bytes:g} B  [start-up sampler run]"))
+        elif s == p.pp - 1:
             logits = batch.sequences * rp.vocab_held / p.tp * element
             items.append(MemoryItem("transient", "prefill.logits", logits, f"b * v/t x {element} B  [last-token logits]"))
         stages.append(StageMemory(s, tuple(i for i in items if i.bytes > 0)))

@@ -86,3 +86,34 @@ def test_bad_weight_format_exits_2_with_file_line_and_key(tmp_path: Path, capsys
     assert main(["serve", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:6: model.weight_quantization.format: Input should be 'mxfp4'" in err and "Traceback" not in err
+
+
+def test_vllm_start_up_profile_by_hand():
+    # vLLM's profile_run: a forward of max_num_batched_tokens 8192 tokens with bf16 activations, live tensors per
+    # token 2h + 2 x (top_k x expert width) = 2 x 2880 + 2 x 4 x 2880 = 28800 elements, then the sampler's logits
+    # of min(1024, 8192) rows x 201088 x (2 B bf16 + 4 B fp32 copy)
+    from simulator.implementation.scheduler import EngineScheduler
+    from simulator.serving.scheduler import profile_peak
+
+    config = EngineScheduler(policy="vllm_v1", profile_forward=True, profile_logit_bytes=6)
+    kwargs = profile_peak(config, 8192, 1024)
+    (stage,) = inference_memory(_scenario(GPT_OSS).plan, 80e9, Batch(1, 8192), **kwargs).stages
+    transient = {i.name: i.bytes for i in stage.items if i.bucket == "transient"}
+    assert transient["prefill.live_tensors"] == 8192 * 28800 * 2          # 471.9 MB
+    assert transient["prefill.logits"] == 1024 * 201088 * 6               # 1235.5 MB
+    # without the rule: the step's tensors at the weights' 0.5625 B and one sequence's logits (133 MB in all)
+    assert profile_peak(None, 8192, 1024) == {}
+    assert profile_peak(EngineScheduler(policy="vllm_v1"), 8192, 1024) == {}
+    assert profile_peak(config, 512, 1024)["logit_rows"] == 512
+
+
+def test_sglang_takes_no_start_up_profile(tmp_path: Path, capsys):
+    text = ("name: bad\nsystem: {profile: dgx_h100, nodes: 1, gpus: 1}\nmodel: {preset: gpt-oss-120b}\n"
+            "parallel: {tp: 1}\ntraining: {mode: inference, precision: fp4, framework: sglang}\n"
+            "serving:\n  batch: 1\n  input_len: 100\n  output_len: 10\n  scheduler:\n    policy: sglang\n"
+            "    profile_forward: true\n")
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["serve", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "serving.scheduler" in err and "sglang reserves by reserved_gib" in err
