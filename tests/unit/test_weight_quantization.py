@@ -117,3 +117,28 @@ def test_sglang_takes_no_start_up_profile(tmp_path: Path, capsys):
     assert main(["serve", str(path)]) == 2
     err = capsys.readouterr().err
     assert str(path) in err and "serving.scheduler" in err and "sglang reserves by reserved_gib" in err
+
+
+def test_hf_quantization_config_sets_the_checkpoint_format(tmp_path: Path):
+    import json
+
+    from simulator.model.hf_config import load_hf_config
+
+    # gpt-oss-120b's config.json fields that matter here (huggingface.co/openai/gpt-oss-120b)
+    cfg = {"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
+           "num_local_experts": 128, "num_experts_per_tok": 4,
+           "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+               "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    q = load_hf_config(path).weight_quantization
+    assert (q.format, q.modules, q.dense_bytes, q.expert_bytes) == ("mxfp4", "experts", 2.0, 0.53125)
+    # DeepSeek-V3's block-scaled fp8 (weight_block_size [128, 128]), nothing listed unconverted: every weight
+    cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    path.write_text(json.dumps(cfg))
+    assert load_hf_config(path).weight_quantization.model_dump() == {"format": "fp8_block", "modules": "all"}
+    # a method the model has no format for (GPTQ int4) leaves it unset
+    cfg["quantization_config"] = {"quant_method": "gptq", "bits": 4}
+    path.write_text(json.dumps(cfg))
+    assert load_hf_config(path).weight_quantization is None
