@@ -21,10 +21,13 @@ import numpy as np
 
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.hardware import GpuSpec
+from simulator.model.quantization import FORMAT_BYTES
 
 #: bytes per element of each GEMM dtype
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1, "int8": 1, "fp6": 0.75,
-               "fp4": 0.5625}  # fp4: NVFP4, 4 bits + an 8-bit scale per 16 elements
+               "fp4": 0.5625,  # fp4: NVFP4, 4 bits + an 8-bit scale per 16 elements
+               # weight-only checkpoint formats, read by weight-only kernels (model.weight_quantization)
+               "mxfp4": FORMAT_BYTES["mxfp4"], "nvfp4": FORMAT_BYTES["nvfp4"]}
 #: the tensor-core peak each GEMM dtype runs at (block-scaled fp8 runs on the fp8 tensor cores)
 PEAK_DTYPE = {"fp8_block": "fp8"}
 

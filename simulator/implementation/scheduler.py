@@ -21,6 +21,12 @@ Every default below is an engine default, with its source file and commit:
   0.9 of the FREE memory after the weights and activations; ``max_batch_size`` 2048, ``max_num_tokens`` 8192)
   @ fcd3f3168280; trtllm-bench's max_batch_size / max_num_tokens rule (``limits: trtllm_bench``):
   ``tensorrt_llm/bench/build/tuning.py`` ``calc_engine_setting``, ``finetune_setting`` @ a7e572fb20c6.
+- start-up profiling (``profile_forward``, ``profile_logit_bytes``): vLLM's ``gpu_model_runner.py`` ``profile_run``
+  runs ``_dummy_run(max_num_tokens)`` then ``_dummy_sampler_run`` on min(max_num_seqs, max_num_tokens) rows
+  (``compute_logits`` in the model dtype, the sampler's fp32 copy), and ``determine_available_memory`` keeps that
+  peak out of the cache (vllm-project/vllm ``vllm/v1/worker/``, read through the code index: commit not resolved);
+  TensorRT-LLM sizes its cache from the memory free after a forward of ``max_num_tokens`` (``KvCacheCreator``, as
+  the llm_args.py field above: of the free memory after weights and activations).
 """
 
 from __future__ import annotations
@@ -66,6 +72,14 @@ class EngineScheduler(BaseModel):
         "given", description="given: serving.max_batched_tokens and max_num_seqs as set; trtllm_bench: trtllm-bench's "
                              "rule picks them from the model, the GPUs and serving.input_len / output_len "
                              "(tensorrt_llm/bench/build/tuning.py)")
+    profile_forward: bool = Field(
+        False, description="vllm_v1 / trtllm: the cache is sized after a start-up forward of the step's whole token "
+                           "budget (max_batched_tokens) with 16-bit activations, whose peak stays reserved "
+                           "(docs/engine_kernels.md); false: the transients of the step at the weights' bytes")
+    profile_logit_bytes: float = Field(
+        0.0, ge=0, le=64, description="with profile_forward: bytes per logit the start-up sampler run holds for "
+                                      "min(max_num_seqs, max_batched_tokens) sequences x the whole vocabulary "
+                                      "(vLLM: bf16 logits and their fp32 copy, 6)")
     reserved_gib: tuple[tuple[float, float, float], ...] = Field(
         ((20, 2.8, 0.1), (35, 2.8, 0.1), (90, 9.5, 0.5), (100, 12.0, 0.5), (160, 12.0, 0.5), (1e9, 32.0, 0.0)),
         description="sglang: memory kept out of mem_fraction_static by GPU size, rows (below GiB, base GiB, GiB per "
@@ -75,6 +89,9 @@ class EngineScheduler(BaseModel):
     def _fields_of_the_policy(self):
         if self.policy != "trtllm" and "capacity" in self.model_fields_set:
             raise ValueError(f"capacity is a trtllm setting, not {self.policy}'s")
+        if self.policy == "sglang" and (self.profile_forward or self.profile_logit_bytes):
+            raise ValueError("profile_forward and profile_logit_bytes are vllm_v1 / trtllm rules: sglang reserves "
+                             "by reserved_gib")
         if self.policy != "trtllm" and self.limits != "given":
             raise ValueError(f"limits {self.limits} is trtllm-bench's rule, not {self.policy}'s")
         bounds = [row[0] for row in self.reserved_gib]

@@ -92,7 +92,31 @@ def _map(cfg: dict[str, Any], mtype: str) -> dict[str, Any]:
     if cfg.get("num_nextn_predict_layers"):
         data["mtp_layers"] = int(cfg["num_nextn_predict_layers"])
     data.update(_window(cfg))
+    quantization = _quantization(cfg, moe is not None)
+    if quantization:
+        data["weight_quantization"] = quantization
     return data
+
+
+def _quantization(cfg: dict[str, Any], moe: bool) -> dict[str, Any] | None:
+    """The checkpoint's ``quantization_config`` as ``weight_quantization`` (simulator/model/quantization.py):
+    ``quant_method: mxfp4`` (gpt-oss) -> mxfp4; ``fp8`` with ``weight_block_size`` (DeepSeek-V3) -> fp8_block, without
+    -> fp8. ``modules: experts`` when the model is MoE and ``modules_to_not_convert`` names the attention
+    (``self_attn``: gpt-oss keeps attention, router, embedding and LM head in bf16), else ``all``. Other methods
+    (GPTQ, AWQ, ...) are not modelled and leave it unset (``training.precision`` then gives the weights' bytes)."""
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = q.get("quant_method")
+    if method == "mxfp4":
+        fmt = "mxfp4"
+    elif method == "fp8":
+        fmt = "fp8_block" if q.get("weight_block_size") else "fp8"
+    else:
+        return None
+    skipped = q.get("modules_to_not_convert") or []
+    attention_kept = isinstance(skipped, list) and any("self_attn" in str(m) for m in skipped)
+    return {"format": fmt, "modules": "experts" if moe and attention_kept else "all"}
 
 
 def _window(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.caching import memo
 from simulator.errors import UserError
+from simulator.model.quantization import WeightQuantization
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,6 +105,10 @@ class ModelSpec(BaseModel):
                                                  "--mtp-num-layers); each is one more layer of the model's last kind "
                                                  "plus a 2h->h projection, two norms and its own pass through the "
                                                  "shared output layer and loss")
+    weight_quantization: WeightQuantization | None = Field(
+        None, description="serving: the checkpoint's weight format and the modules it covers (simulator/model/"
+                          "quantization.py; gpt-oss: {format: mxfp4, modules: experts}); null: every weight at "
+                          "training.precision's serving bytes")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

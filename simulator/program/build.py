@@ -46,8 +46,9 @@ TRAINING = frozenset({"fwd", "bwd"})
 
 
 def quantized(dtype: str) -> bool:
-    """An fp8 or fp4 (NVFP4) GEMM dtype: the linear layers quantize their operands, the rest stays 16-bit."""
-    return dtype.startswith(("fp8", "fp4"))
+    """An fp8 or fp4 (NVFP4, MXFP4) GEMM or weight dtype: the linear layers quantize their operands, the rest stays
+    16-bit."""
+    return dtype.startswith(("fp8", "fp4", "mxfp4", "nvfp4"))
 
 
 def attention_dtype(dtype: str) -> str:

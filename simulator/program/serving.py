@@ -45,6 +45,19 @@ def touched_experts(model: ModelSpec, ep: int, tokens_per_rank: float, redundant
     return slots / ep * (1.0 - (1.0 - moe.top_k / slots) ** (tokens_per_rank * ep))
 
 
+def checkpoint_dtypes(rp: ResolvedPlan, dtype: str, weights: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(compute, weight) dtypes of the GEMMs outside the experts and of the experts' GEMMs. Without
+    ``model.weight_quantization`` both are the plan's; with it the experts read their weights in the checkpoint's
+    format (a weight-only kernel where the compute dtype differs: W4A16 MXFP4 on Hopper), and with ``modules:
+    experts`` the other linear layers are bf16 GEMMs of bf16 weights (gpt-oss: vLLM's mxfp4.py quantizes only
+    FusedMoE layers; simulator/model/quantization.py)."""
+    q = rp.model.weight_quantization
+    if q is None:
+        return (dtype, weights), (dtype, weights)
+    dense = ("bf16", "bf16") if q.modules == "experts" else (dtype, q.format)
+    return dense, (dtype, q.format)
+
+
 def _linear(ops, dtype: str, weights: str) -> list[Gemm]:
     out = []
     for o in ops:
@@ -196,9 +209,10 @@ def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: s
     preallocated tokens per sequence; ``verify``: a speculative verify step (:func:`cache_attention`)."""
     model, sh = rp.model, rp.shape_of(batch)
     moe = model.is_moe_layer(layer_index)
-    gemms = _dense_gemms(model, sh, layer_index, dtype, weights)
+    (dense_dtype, dense_weights), (expert_dtype, expert_weights) = checkpoint_dtypes(rp, dtype, weights)
+    gemms = _dense_gemms(model, sh, layer_index, dense_dtype, dense_weights)
     if moe:
-        gemms += _expert_gemms(rp, sh, dtype, weights, expert_kernel, imbalance)
+        gemms += _expert_gemms(rp, sh, expert_dtype, expert_weights, expert_kernel, imbalance)
     return LayerProgram(kind="moe" if moe else "dense", gemms=tuple(gemms),
                         memops=_memops(rp, batch, layer_index, kv_token_bytes, kernels, kv_cache, cache_len),
                         attention=cache_attention(rp, batch, kv_token_bytes, decode_kernel, kv_cache, cache_len,
@@ -213,6 +227,7 @@ def serving_head_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: st
     vocab_held / tp``, the vocabulary the weights hold, bf16 under fp8 / fp4 as training's output layer) and the
     final norm and sampler as two launches."""
     m = rp.model
+    dtype, weights = checkpoint_dtypes(rp, dtype, weights)[0]
     head = _linear([Gemm("output_layer", "fwd", batch.sequences, m.hidden, rp.shape_of(batch).vocab_tp)],
                    dtype, weights)
     return LayerProgram(kind="head", gemms=tuple(head), fwd_flops=head[0].flops, launches=2)

@@ -38,7 +38,7 @@ from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
-from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, step_limits
+from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, profile_peak, step_limits
 from simulator.serving.speculative import speculative_decode_time, with_draft
 from simulator.serving.step import StepContext, StepTime, kv_window, mixed_step_time, step_time
 
@@ -297,16 +297,16 @@ def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, 
 
 
 def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:
-    """The request-rate loop's engine: a step of at most ``max_batched_tokens`` tokens (chunked prefill), or without
-    it vLLM's default without chunked prefill, ``max(max_model_len, 2048)`` with whole prompts; its cache the pages
-    the engine's memory rule gives (``serving.scheduler``: simulator/serving/scheduler.py ``kv_blocks``) beside the
-    weights, the runtime and the transients of one step of that budget."""
+    """The request-rate loop's engine: steps of at most ``max_batched_tokens`` tokens (chunked prefill; else vLLM's
+    ``max(max_model_len, 2048)`` with whole prompts) and the pages the engine's memory rule gives (``kv_blocks``)
+    beside the weights, the runtime and one step's transients or the engine's start-up profile (``profile_peak``)."""
     s = ctx.serving
     tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
                                s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
     budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
     window = kv_window(ctx)
-    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget), window))
+    step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget), window,
+                                                       **profile_peak(s.scheduler, budget, seqs)))
     blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
                        "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp, window)
     chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)

@@ -294,6 +294,22 @@ class Sglang(VllmV1):
 POLICIES = {"vllm_v1": VllmV1, "sglang": Sglang, "trtllm": TrtLlm}
 
 
+#: element bytes of the start-up forward's activations: the engines run the model dtype (bf16) whatever the
+#: weights' format (vLLM's mxfp4 / fp8 methods dequantize or quantize per GEMM; the residual stream stays 16-bit)
+PROFILE_ACTIVATION_BYTES = 2.0
+
+
+def profile_peak(config: EngineScheduler | None, budget: int, seqs: int | None) -> dict:
+    """The transients the engine's start-up profile keeps out of its cache (simulator/implementation/scheduler.py
+    ``profile_forward``) as :func:`simulator.memory.inference_memory` arguments: a forward of the ``budget`` tokens
+    at 16-bit activations and the sampler run's logits of min(``seqs``, ``budget``) rows (``seqs`` None: one row per
+    token); empty without the rule (the step's own transients)."""
+    if config is None or not config.profile_forward:
+        return {}
+    rows = budget if seqs is None else min(seqs, budget)
+    return {"activation_bytes": PROFILE_ACTIVATION_BYTES, "logit_rows": rows, "logit_bytes": config.profile_logit_bytes}
+
+
 def policy_of(config: EngineScheduler | None) -> VllmV1:
     """A fresh policy object for one run of the loop (SGLang's carries the new-token ratio)."""
     return VllmV1() if config is None else POLICIES[config.policy](config)

@@ -18,6 +18,11 @@ from pathlib import Path
 DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
 
+#: gpt-oss-120b's checkpoint: experts in MXFP4, attention, router, embedding and LM head in bf16
+#: (huggingface.co/openai/gpt-oss-120b config.json quantization_config; simulator/model/quantization.py)
+CHECKPOINT = {"format": "mxfp4", "modules": "experts"}
+
+
 def engine_scenario(r: dict) -> dict:
     """The row's setup as a scenario mapping. Without expert parallelism (none of the rows enables it) the engines
     shard each expert's intermediate dimension over the TP ranks: ``etp`` = ``tp`` (SGLang's FusedMoE:
@@ -29,7 +34,7 @@ def engine_scenario(r: dict) -> dict:
     if r["gpu_memory_utilization"]:
         serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
     return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
-            "model": {"preset": "gpt-oss-120b"}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
+            "model": {"preset": "gpt-oss-120b", "weight_quantization": CHECKPOINT}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
             "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
 
 

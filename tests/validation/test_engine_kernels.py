@@ -14,7 +14,9 @@ from simulator.validation.serving_engines import decode_concurrency
 PUBLISHED = {"vllm_sharegpt": 135.33, "sglang_sharegpt": 44.36, "trtllm_sharegpt": 102.52, "vllm_sharegpt_tp2": 329.05,
              "vllm_sharegpt_tp4": 323.62}
 #: the model's concurrency (its output tokens/s x its mean ITL) and its decode step at the published concurrency (s)
-MODEL = {"vllm_sharegpt": (524.9, 0.0458), "sglang_sharegpt": (334.5, 0.0345), "trtllm_sharegpt": (464.9, 0.0440),
+#: (h40) re-pinned with gpt-oss's checkpoint format (experts MXFP4, the rest bf16): 524.9, 334.5 (34.5 ms), 464.9 before
+#: and with the start-up profiling peak (vLLM, TensorRT-LLM): 534.2 -> 508.2, 467.1 -> 465.7
+MODEL = {"vllm_sharegpt": (508.2, 0.0458), "sglang_sharegpt": (332.3, 0.0348), "trtllm_sharegpt": (465.7, 0.0441),
          "vllm_sharegpt_tp2": (792.4, 0.0291), "vllm_sharegpt_tp4": (808.9, 0.0193)}
 
 
