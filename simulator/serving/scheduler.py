@@ -174,10 +174,15 @@ class VllmV1:
             running.append(r)
             work.append((r, n))
             budget -= n
+            self._admitted(r, need)
         return work
 
     def _room(self, r: Any, n: int, running: list, pages: Pages) -> bool:
+        """Whether the policy lets ``r`` in with ``n`` tokens this step (pages are checked apart)."""
         return True
+
+    def _admitted(self, r: Any, need: int) -> None:
+        """A policy's bookkeeping once ``r`` joined the running set with ``need`` prompt tokens left."""
 
     def after_decode(self, steps: int) -> None:
         """The engine's state after ``steps`` decode steps (nothing for vLLM)."""
@@ -237,6 +242,16 @@ class Sglang(VllmV1):
         return super().can_admit(head, running, pages, limits) and \
             head.known - head.computed + self._remaining(head) < self._rem_total(running, pages)
 
+    def _admit(self, running: list, waiting: deque, pages: Pages, limits: Any, budget: float) -> list:
+        self._rem = self._rem_total(running, pages)   # tokens the admitted requests may still need
+        return super()._admit(running, waiting, pages, limits, budget)
+
+    def _room(self, r: Any, n: int, running: list, pages: Pages) -> bool:
+        return r.known - r.computed + self._remaining(r) < self._rem
+
+    def _admitted(self, r: Any, need: int) -> None:
+        self._rem -= need + self._remaining(r)
+
     def schedule(self, running: list, waiting: deque, pages: Pages, limits: Any) -> tuple[list, int]:
         budget = limits.max_batched_tokens if limits.max_batched_tokens is not None else math.inf
         work = []
@@ -246,20 +261,7 @@ class Sglang(VllmV1):
                 if n > 0 and pages.grow(r, r.computed + n):
                     work.append((r, n))
                     budget -= n
-        rem = self._rem_total(running, pages)
-        while waiting and budget > 0 and (limits.max_num_seqs is None or len(running) < limits.max_num_seqs):
-            r = waiting[0]
-            need = r.known - r.computed
-            n = int(min(need, budget))
-            if need + self._remaining(r) >= rem or (n < need and not limits.chunked_prefill):
-                break
-            if not pages.grow(r, r.computed + n):
-                break
-            waiting.popleft()
-            running.append(r)
-            work.append((r, n))
-            budget -= n
-            rem -= need + self._remaining(r)
+        work += self._admit(running, waiting, pages, limits, budget)
         if work:
             return work, 0
         return self._decode(running, waiting, pages)
