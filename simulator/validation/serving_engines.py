@@ -12,6 +12,7 @@ of the model was derived from these rows.
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from pathlib import Path
 
@@ -94,3 +95,88 @@ def decode_concurrency() -> list[dict]:
                     "model_concurrency": b["output_tokens_per_s"] * b["itl_s"]["mean"],
                     "published_median_itl_s": float(p["median_itl_s"]), "model_step_at_published_s": step})
     return out
+
+
+#: How GPUStack's client ran every row (gpustack/gpustack docs/performance-lab/gpt-oss-120b/h100.md @ 72aee9dd195f,
+#: "Benchmark Script"): ``vllm bench serve --backend openai-chat --endpoint /v1/chat/completions`` with
+#: ``--num-prompts`` N and neither ``--request-rate`` (default inf: every request sent at t = 0) nor
+#: ``--max-concurrency`` (default None), but the c4 row. Without ``--max-concurrency`` the client holds no cap on
+#: requests in flight: its aiohttp connector is built with ``limit=max_concurrency or 0`` (0 = unlimited; vLLM
+#: ``vllm/benchmarks/serve.py``) and its semaphore only when the flag is given. So the 135 / 44 / 103 sequences
+#: decoding at once are the engines' admission, not the client's. ShareGPT requests are vLLM's sampler's: the
+#: conversation's first turn as the prompt, the second turn's token count as ``max_completion_tokens``, kept only
+#: when the prompt has 4-1024 tokens and prompt + output at most 2048 (``is_valid_sequence`` in
+#: ``vllm/benchmarks/datasets.py``). The per-request lengths are not published (only their totals).
+CLIENT = {"tool": "vllm bench serve 0.10.2", "request_rate": "inf", "max_concurrency": None,
+          "sharegpt_prompt_tokens": (4, 1024), "sharegpt_total_tokens_max": 2048}
+
+
+def _row(rid: str) -> dict:
+    rows = {r["id"]: r for r in csv.DictReader(
+        ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#"))}
+    return rows[rid]
+
+
+def _whole_run(scenario: dict) -> dict:
+    """Output tokens/s, sequences decoding at once (output tokens/s x mean ITL, as ``decode_concurrency``), mean
+    TTFT (s) and total tokens/s of one scenario's benchmark run."""
+    from simulator.entries.serve import simulate_bench
+    from simulator.scenario import load_scenario
+
+    b = simulate_bench(load_scenario(scenario))
+    return {"concurrency": b["output_tokens_per_s"] * b["itl_s"]["mean"], "output_tokens_per_s": b["output_tokens_per_s"],
+            "ttft_mean_s": b["ttft_s"]["mean"], "mean_itl_s": b["itl_s"]["mean"], "duration_s": b["duration_s"]}
+
+
+def length_spread(rid: str, sigmas: tuple[float, ...]) -> list[dict]:
+    """A SENSITIVITY, not a row: the row's requests with lognormal input and output lengths of the same means (median
+    = mean x exp(-sigma^2 / 2)) instead of the mean lengths. With every request sent at t = 0 the run lasts until the
+    longest requests finish, so a spread of lengths lowers the whole-run concurrency and output rate (the drain tail)
+    and raises the cache a running sequence holds on average. The sigmas are illustrations: ShareGPT's sampled
+    lengths are not published, and vLLM's sampler cuts prompts at 1024 and prompt + output at 2048 tokens (CLIENT),
+    which a lognormal does not."""
+    r = _row(rid)
+    out = []
+    for s in sigmas:
+        sc = engine_scenario(r)
+        if s:
+            sc["serving"]["workload"] = {side: {"distribution": "lognormal", "median": mean * math.exp(-s * s / 2),
+                                                "sigma": s}
+                                         for side, mean in (("input", int(r["input_len"])), ("output", int(r["output_len"])))}
+        out.append({"sigma": s, **_whole_run(sc)})
+    return out
+
+
+def cache_to_match(rid: str, target: float, low: float, high: float, steps: int = 12) -> dict:
+    """A DIAGNOSTIC, not a fit (no row uses it): the ``serving.gpu_memory_utilization`` (bisected over [low, high],
+    ``steps`` halvings) at which the modelled whole-run concurrency of the row, with its mean lengths, falls to
+    ``target`` (the published one); beside it the cache that leaves, in full-equivalent tokens, and the run there."""
+    from simulator.entries.serve import _context
+    from simulator.errors import UserError
+    from simulator.scenario import load_scenario
+    from simulator.serving.metrics import loop_limits
+
+    r = _row(rid)
+
+    def at(u: float) -> dict:
+        sc = engine_scenario(r)
+        sc["serving"]["gpu_memory_utilization"] = u
+        return sc
+
+    def concurrency(u: float) -> float:
+        try:
+            return _whole_run(at(u))["concurrency"]
+        except UserError:  # a cache that holds not one request: nothing runs
+            return 0.0
+
+    for _ in range(steps):
+        mid = (low + high) / 2
+        if concurrency(mid) > target:
+            high = mid
+        else:
+            low = mid
+    scenario = load_scenario(at(high))
+    ctx, memory = _context(scenario)
+    limits = loop_limits(ctx, scenario.plan, memory)
+    return {"gpu_memory_utilization": high, "cache_tokens": limits.kv_blocks * limits.block_tokens,
+            **_whole_run(at(high))}
