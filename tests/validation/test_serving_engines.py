@@ -37,3 +37,36 @@ def test_published_engine_rows_at_their_pinned_errors(capsys):
     assert {r["id"]: r["error"] for r in rows} == pytest.approx(PINNED, abs=0.005)
     assert s["median_abs_error"] == pytest.approx(1.176, abs=0.005)
     assert s["per_engine"] == pytest.approx({"sglang": 4.736, "tensorrt_llm": 6.772, "vllm": 1.122}, abs=0.005)
+
+
+def test_a_smaller_cache_reproduces_the_vllm_sharegpt_row_shape():
+    """(h42) The diagnostic of docs/engine_kernels.md "The admission gap": GPUStack's client set no cap
+    (serving_engines.CLIENT), so the 135 sequences vLLM decoded at once (2901.05 tok/s x 46.65 ms mean ITL, its printed
+    output) are the engine's. The modelled run reaches them at gpu_memory_utilization 0.811 instead of 0.9, a cache of
+    31,136 full-equivalent tokens (x 73,728 B = 36 layers x 2 x 8 K/V heads x 64 x 2 B: 2.14 GiB) instead of 134,544
+    (9.24 GiB); there its TTFT, ITL and duration land near the published 24.8 s, 46.65 ms and 67.4 s, which the
+    full modelled cache misses (6.4 s, 68.8 ms, 26.5 s). A diagnostic, not a fit: no row uses it."""
+    from simulator.validation.serving_engines import cache_to_match
+
+    published = 2901.05 * 0.04665
+    m = cache_to_match("vllm_sharegpt", published, 0.5, 0.9)
+    assert m["gpu_memory_utilization"] == pytest.approx(0.8108, abs=0.001)
+    assert m["cache_tokens"] == pytest.approx(31_136, rel=0.02)
+    assert m["cache_tokens"] * 73_728 / 2**30 == pytest.approx(2.14, abs=0.05)
+    assert m["concurrency"] == pytest.approx(published, rel=0.02)
+    assert m["ttft_mean_s"] == pytest.approx(31.7, rel=0.02)        # published 24.83 s
+    assert m["mean_itl_s"] == pytest.approx(0.0533, rel=0.02)       # published 0.04665 s
+    assert m["duration_s"] == pytest.approx(76.8, rel=0.02)         # published 67.40 s
+
+
+def test_a_spread_of_lengths_lowers_the_whole_run_concurrency():
+    """(h42) Same mean lengths, lognormal spread: with every request at t = 0 the run lasts until the longest
+    finish. sigma 0 is the row as scored (decode_concurrency's 508 sequences); sigma 1 (an illustration, ShareGPT's
+    sampled lengths are not published) gives 196, while its mean TTFT (3.6 s) stays far below the published 24.8 s:
+    the spread alone does not make the queue the engine had."""
+    from simulator.validation.serving_engines import length_spread
+
+    flat, wide = length_spread("vllm_sharegpt", (0.0, 1.0))
+    assert flat["concurrency"] == pytest.approx(508.2, rel=0.01)
+    assert wide["concurrency"] == pytest.approx(196.4, rel=0.01)
+    assert wide["ttft_mean_s"] == pytest.approx(3.61, rel=0.02)
