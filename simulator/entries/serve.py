@@ -22,7 +22,9 @@ from simulator.serving.step import StepContext, kv_window
 from simulator.topology import topology_of
 
 
-def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
+def serving_context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
+    """The step context (GPU, efficiency, serving settings, topology, calibration, draft model) and the serving
+    memory of ``scenario``: what every serving entry point and the engine validation start from."""
     gpu = scenario.cluster.node.gpu
     calibration = calibration_of(scenario.calibration_path) if scenario.calibration_path else None
     ctx = StepContext(model=scenario.model, gpu=gpu, eff=default_efficiency(gpu.architecture),
@@ -36,7 +38,7 @@ def _context(scenario: Scenario) -> tuple[StepContext, MemoryReport]:
 def simulate_closed_loop(scenario: Scenario, concurrency: int, num_requests: int) -> dict:
     """``vllm bench serve --max-concurrency C --num-prompts N --request-rate inf`` of the scenario's workload through
     the serving loop (simulator/serving/rate.py ``closed_loop_point``): throughput and latency percentiles."""
-    ctx, memory = _context(scenario)
+    ctx, memory = serving_context(scenario)
     rp = scenario.plan
     return closed_loop_point(concurrency, num_requests, replicas=rp.dp, gpus=rp.world_size,
                              input_len=scenario.serving.input_len, output_len=scenario.serving.output_len,
@@ -47,7 +49,7 @@ def simulate_bench(scenario: Scenario) -> dict:
     """``simulator serve --bench``: the scenario's request stream (``serving.workload``, ``serving.num_requests``)
     through the serving loop, measured as vLLM's and SGLang's benchmark scripts measure it
     (simulator/serving/bench.py)."""
-    ctx, memory = _context(scenario)
+    ctx, memory = serving_context(scenario)
     rp, s = scenario.plan, scenario.serving
     base = Path(scenario.file).parent if scenario.file else Path.cwd()
     return bench(s.workload, input_len=s.input_len, output_len=s.output_len, num_requests=s.num_requests,
@@ -65,7 +67,7 @@ def simulate_serving(scenario: Scenario) -> ServeResult:
         raise UserError(f"expert_kernel {scenario.serving.expert_kernel} runs fp8 weights; training.precision gives "
                         f"{dtype} GEMMs (precision: fp8, or expert_kernel: triton_fused / cutlass_grouped)",
                         file=scenario.file, key_path="serving.expert_kernel")
-    ctx, memory = _context(scenario)
+    ctx, memory = serving_context(scenario)
     p = scenario.parallel
     header = {"scenario": scenario.name,
               "system": {"profile": scenario.cluster.node.name, "nodes": scenario.cluster.nodes, "gpus": scenario.gpus},

@@ -151,7 +151,7 @@ def cache_to_match(rid: str, target: float, low: float, high: float, steps: int 
     """A DIAGNOSTIC, not a fit (no row uses it): the ``serving.gpu_memory_utilization`` (bisected over [low, high],
     ``steps`` halvings) at which the modelled whole-run concurrency of the row, with its mean lengths, falls to
     ``target`` (the published one); beside it the cache that leaves, in full-equivalent tokens, and the run there."""
-    from simulator.entries.serve import _context
+    from simulator.entries.serve import serving_context
     from simulator.errors import UserError
     from simulator.scenario import load_scenario
     from simulator.serving.metrics import loop_limits
@@ -176,7 +176,7 @@ def cache_to_match(rid: str, target: float, low: float, high: float, steps: int 
         else:
             low = mid
     scenario = load_scenario(at(high))
-    ctx, memory = _context(scenario)
+    ctx, memory = serving_context(scenario)
     limits = loop_limits(ctx, scenario.plan, memory)
     return {"gpu_memory_utilization": high, "cache_tokens": limits.kv_blocks * limits.block_tokens,
             **_whole_run(at(high))}

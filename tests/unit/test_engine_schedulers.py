@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from simulator.entries.serve import _context
+from simulator.entries.serve import serving_context
 from simulator.errors import UserError
 from simulator.implementation.profiles import profile_named
 from simulator.implementation.scheduler import EngineScheduler
@@ -150,7 +150,7 @@ def test_mixed_step_reads_the_weights_once_and_sums_the_attention():
     which reads the weights twice. Attention is one op per part, exactly the sum of the parts'; the memory-bound
     kernels scale with tokens, so they sum too, less one launch (one embedding lookup kernel instead of two)."""
     sc = load_scenario(scenario(cuda_graphs=False))
-    ctx, _ = _context(sc)
+    ctx, _ = serving_context(sc)
     rp = sc.plan
     decode, chunk = Batch(16, 1, 2048), Batch(1, 32, 0)
     mixed = mixed_step_time(ctx, rp, (decode, chunk)).breakdown_s
@@ -184,6 +184,6 @@ def test_trtllm_bench_limits_reach_the_loop():
     from simulator.serving.metrics import loop_limits
 
     sc = load_scenario(scenario("tensorrt_llm", scheduler={"limits": "trtllm_bench"}))
-    ctx, memory = _context(sc)
+    ctx, memory = serving_context(sc)
     lim = loop_limits(ctx, sc.plan, memory)
     assert (lim.max_batched_tokens, lim.max_num_seqs) == (21504, 1280)

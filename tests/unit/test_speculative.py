@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from simulator.cli import main
-from simulator.entries.serve import _context, simulate_serving
+from simulator.entries.serve import serving_context, simulate_serving
 from simulator.errors import UserError
 from simulator.implementation.speculative import SpeculativeConfig
 from simulator.plan import Batch
@@ -58,7 +58,7 @@ def test_verify_is_a_batch_of_k_plus_one_tokens_with_its_cache_read():
     assert not prefill.decode  # without verify a 4-token chunk is prefill work
     head = serving_head_program(rp, Batch(verify.tokens, 1, 1000), "bf16", "bf16")
     assert head.gemms[0].m == 16
-    ctx, _ = _context(sc)
+    ctx, _ = serving_context(sc)
     it = iteration(ctx, rp, 4, 1000)
     assert it.verify == step_time(ctx, rp, verify, phase="verify", graphs=True)
     assert it.expected_tokens == pytest.approx(2.952)
@@ -80,25 +80,25 @@ def test_eagle_head_memory_by_hand():
     """An EAGLE head of the small model: one decoder layer (q 1024x1024, k and v 1024x256, o 1024x1024, gate/up
     2 x 1024x4096, down 4096x1024, two norms of 1024) + fc 2048x1024, in bf16; its K/V is one layer's."""
     sc = load_scenario(scenario(SPEC))
-    ctx, memory = _context(sc)
+    ctx, memory = serving_context(sc)
     layer = 1024 * 1024 * 2 + 2 * 1024 * 256 + 3 * 1024 * 4096 + 2 * 1024
     weights, kv_token, _ = draft_bytes(ctx, sc.plan)
     assert weights == (layer + 2048 * 1024) * 2
     assert kv_token == 2 * 128 * 2 * 2
-    plain = _context(load_scenario(scenario()))[1]
+    plain = serving_context(load_scenario(scenario()))[1]
     assert memory.stages[0].bucket("weights") == plain.stages[0].bucket("weights") + weights
     added = memory.stages[0].bucket("other") - plain.stages[0].bucket("other")
     assert added == pytest.approx(plain.stages[0].bucket("other") / 4)  # 1 draft layer beside 4 target layers
 
 
 def test_mtp_needs_mtp_modules_and_eagle3_its_own_vocabulary():
-    ctx, _ = _context(load_scenario(scenario(SPEC)))
+    ctx, _ = serving_context(load_scenario(scenario(SPEC)))
     mtp = replace(ctx, serving=ctx.serving.model_copy(update={"speculative": SpeculativeConfig(
         method="mtp", num_speculative_tokens=1, acceptance_rate=0.8)}))
     with pytest.raises(UserError, match="mtp_layers 0"):
         iteration(mtp, load_scenario(scenario(SPEC)).plan, 1, 100)
     sc = load_scenario(scenario({**SPEC, "method": "eagle3", "draft_vocab": 1000}))
-    ctx, _ = _context(sc)
+    ctx, _ = serving_context(sc)
     weights, _, _ = draft_bytes(ctx, sc.plan)
     layer = 1024 * 1024 * 2 + 2 * 1024 * 256 + 3 * 1024 * 4096 + 2 * 1024
     assert weights == (layer + 3072 * 1024 + 1000 * 1024) * 2  # fc 3h -> h and a 1,000-token head
@@ -138,7 +138,7 @@ def test_draft_model_passes_are_decode_steps_of_the_draft_on_the_targets_tp():
     draft = {**MODEL, "layers": 2}
     spec = {"method": "draft_model", "num_speculative_tokens": 2, "acceptance_rate": 0.7, "draft_model": draft}
     sc = load_scenario(scenario(spec))
-    ctx, _ = _context(sc)
+    ctx, _ = serving_context(sc)
     assert ctx.draft_model.layers == 2
     it = iteration(ctx, sc.plan, 4, 1000)
     training = {**sc.plan.training.model_dump(exclude_defaults=True), "global_batch": 4}
@@ -160,7 +160,7 @@ def test_mtp_drafts_with_the_last_layers_kind_and_counts_the_module():
                                                "first_dense_layers": 1}}
     spec = {"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": 0.9}
     sc = load_scenario(scenario(spec, moe))
-    ctx, _ = _context(sc)
+    ctx, _ = serving_context(sc)
     it = iteration(ctx, sc.plan, 2, 500)
     assert it.expected_tokens == pytest.approx(1.9)
     weights, _, _ = draft_bytes(ctx, sc.plan)
