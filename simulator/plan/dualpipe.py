@@ -64,8 +64,15 @@ class RankOrder:
         self.sf = [0, 0]
         self.sb = [0, 0]
         self.pending: list[tuple[int, str, int, int]] = []
-        self.ops: list[DualOp] = []
+        self._rows: list[list] = []             # the ops so far, as DualOp's fields with ``posts`` a list
         self.zb: list[tuple[int, int]] = []     # split backwards whose W is still to run (FIFO)
+
+    @property
+    def ops(self) -> list[DualOp]:
+        """The order built so far (new frozen ops; a send posted after an op is appended to its row in place, so
+        each op is built once, when the order is read)."""
+        return [DualOp(k, ph, mb, bp, bmb, split, waits, tuple(posts))
+                for k, ph, mb, bp, bmb, split, waits, posts in self._rows]
 
     def g(self, local: int) -> int:
         return local ^ self.flip
@@ -98,12 +105,10 @@ class RankOrder:
             self.sb[ph] += 1
 
     def _post(self, key: tuple[str, int, int]) -> None:
-        last = self.ops[-1]
-        self.ops[-1] = DualOp(last.kind, last.phase, last.mb, last.b_phase, last.b_mb, last.split, last.waits,
-                              last.posts + (key,))
+        self._rows[-1][7].append(key)
 
-    def _op(self, kind: str, phase: int, mb: int, **kw) -> None:
-        self.ops.append(DualOp(kind, phase, mb, waits=tuple(self.pending), **kw))
+    def _op(self, kind: str, phase: int, mb: int, b_phase: int = -1, b_mb: int = -1, split: bool = False) -> None:
+        self._rows.append([kind, phase, mb, b_phase, b_mb, split, tuple(self.pending), []])
         self.pending = []
 
     # compute chunks

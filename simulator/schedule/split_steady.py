@@ -24,25 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.caching import memo
-from simulator.plan.dualpipe import DualOp
 from simulator.plan.schedules import Schedule
 from simulator.schedule.dual_timeline import PhaseCosts
 from simulator.schedule.steady import Periods, _repeat
 from simulator.schedule.timeline import StageTimeline
 
-#: columns of a rank's duration row: F0 F1, B0 B1, split B0 B1, W0 W1, F&B (fp, bp) 00 01 10 11
+#: columns of a rank's duration row: F0 F1, B0 B1, split B0 B1, W0 W1, F&B (fp, bp) 00 01 10 11 (F: phase, B:
+#: 2 + 2 split + phase, W: 6 + phase, F&B: 8 + 2 fp + bp)
 NCOL = 12
 _KIND = {"F": 0, "B": 1, "W": 2, "FB": 3}
-
-
-def _column(op: DualOp) -> int:
-    if op.kind == "F":
-        return op.phase
-    if op.kind == "B":
-        return 2 + 2 * op.split + op.phase
-    if op.kind == "W":
-        return 6 + op.phase
-    return 8 + 2 * op.phase + op.b_phase
 
 
 def duration_rows(costs: list[PhaseCosts], interference: float) -> tuple[np.ndarray, np.ndarray]:
@@ -75,25 +65,32 @@ class SplitGraph:
     position: np.ndarray
 
 
-def _levels(rows: list[list[int]], start: list[int], n: int) -> list[int]:
-    """Longest chain of predecessors of every op: each rank advances while its next op's predecessors have one."""
-    level, ptr, done = [-1] * n, start[:-1], 0
-    while done < n:
-        moved = False
-        for i in range(len(ptr)):
-            g = ptr[i]
-            while g < start[i + 1]:
-                got = [level[e] for e in rows[g] if e != n]
-                if any(v < 0 for v in got):
-                    break
-                level[g] = max(got, default=-1) + 1
-                g += 1
-            moved |= g > ptr[i]
-            done += g - ptr[i]
-            ptr[i] = g
-        if not moved:
+def _levels(edges: np.ndarray, start: np.ndarray, n: int) -> np.ndarray:
+    """Longest chain of predecessors of every op (its level), by rank sweeps in numpy, as
+    :func:`simulator.schedule.fast_timeline.sweep_levels` (its docstring has the argument): on rank i, with
+    ``a_g`` = 1 + the largest level of op g's posters (0 without), L[g] = max(L[g - 1] + 1, a_g) is
+    g + a running maximum of a_g - g. The ranks are swept downwards, then upwards, each recomputed from the current
+    levels, until a sweep changes nothing: from below every level, a fixed point of the recurrence, which on a DAG
+    is its one solution (the levels of the walk each rank advancing while its next op's posters have one)."""
+    level = np.full(n + 1, -1, dtype=np.int64)
+    cross = edges[:, 1:]
+    bounds = list(zip(start[:-1].tolist(), start[1:].tolist(), strict=True))
+    position = np.arange(n) - np.repeat(start[:-1], np.diff(start))
+    sweep = 0
+    while True:
+        changed = False
+        for lo, hi in bounds if sweep % 2 == 0 else bounds[::-1]:
+            row = level[cross[lo:hi]].max(axis=1) + 1 - position[lo:hi]
+            np.maximum.accumulate(row, out=row)
+            row += position[lo:hi]
+            if changed or (row != level[lo:hi]).any():
+                level[lo:hi] = row
+                changed = True
+        if not changed:
+            return level[:n]
+        sweep += 1
+        if sweep > n:        # each sweep settles at least one more op of every path: only a cycle gets here
             raise RuntimeError("split pipeline schedule deadlocked (internal error)")
-    return level
 
 
 @memo(maxsize=64)
@@ -103,18 +100,20 @@ def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
     n = int(start[-1])
     poster = {(i, *key): int(start[i]) + q for i, order in enumerate(orders) for q, op in enumerate(order)
               for key in op.posts}
-    width = max(2, 1 + max(len(op.waits) for order in orders for op in order))
-    edges = np.full((n, width), n, dtype=np.int64)
-    col, keys = np.empty(n, dtype=np.int64), np.empty((n, 6), dtype=np.int64)
-    for i, order in enumerate(orders):
-        for q, op in enumerate(order):
-            g = int(start[i]) + q
-            if q:
-                edges[g, 0] = g - 1
-            edges[g, 1:1 + len(op.waits)] = [poster[w] for w in op.waits]
-            col[g] = i * NCOL + _column(op)
-            keys[g] = (_KIND[op.kind], op.phase, op.mb, op.b_phase, op.b_mb, op.split)
-    level = np.array(_levels(edges.tolist(), start.tolist(), n))
+    flat = [op for order in orders for op in order]
+    width = max(2, 1 + max(len(op.waits) for op in flat))
+    pad = [n] * (width - 1)
+    edges = np.empty((n, width), dtype=np.int64)
+    edges[:, 0] = np.arange(-1, n - 1)
+    edges[start[:-1], 0] = n
+    edges[:, 1:] = [[poster[w] for w in op.waits] + pad[len(op.waits):] for op in flat]
+    keys = np.array([(_KIND[op.kind], op.phase, op.mb, op.b_phase, op.b_mb, op.split) for op in flat],
+                    dtype=np.int64)
+    kind, phase = keys[:, 0], keys[:, 1]
+    column = np.select([kind == _KIND["F"], kind == _KIND["B"], kind == _KIND["W"]],
+                       [phase, 2 + 2 * keys[:, 5] + phase, 6 + phase], 8 + 2 * phase + keys[:, 3])
+    col = np.repeat(np.arange(pp), np.diff(start)) * NCOL + column
+    level = _levels(edges, start, n)
     order = np.argsort(level, kind="stable")
     position = np.empty(n + 1, dtype=np.int64)
     position[order], position[n] = np.arange(n), n
