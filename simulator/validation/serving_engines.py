@@ -97,7 +97,7 @@ def decode_concurrency() -> list[dict]:
     return out
 
 
-#: How GPUStack's client ran every row (gpustack/gpustack docs/performance-lab/gpt-oss-120b/h100.md @ 72aee9dd195f,
+#: How GPUStack's client ran every row (gpustack/gpustack/docs/performance-lab/gpt-oss-120b/h100.md @ 72aee9dd195f,
 #: "Benchmark Script"): ``vllm bench serve --backend openai-chat --endpoint /v1/chat/completions`` with
 #: ``--num-prompts`` N and neither ``--request-rate`` (default inf: every request sent at t = 0) nor
 #: ``--max-concurrency`` (default None), but the c4 row. Without ``--max-concurrency`` the client holds no cap on
