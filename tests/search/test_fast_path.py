@@ -59,10 +59,10 @@ DENSE_STACK = {**DENSE, "training": {**DENSE["training"], "attention_kernel": "f
 
 #: DeepSeek's bidirectional schedules (searched by default; the spaces above list 1f1b and gpipe only): only the
 #: replay runs them
-#: (offload, the ZeRO stages between distributed_optimizer and zero3, and the per-module recompute sets are pinned:
-#: they change memory and the step's tail, which the other spaces check; the timeline knobs stay free)
+#: (offload, the ZeRO stages between distributed_optimizer and zero3, the per-module recompute sets and the
+#: embedding/loss split are pinned: the other spaces check them; TP overlap, pp, tp, ep and micro-batch stay free)
 _DUAL_PINS = {"offload": ["none"], "sharding": ["distributed_optimizer", "zero3"],
-              "recompute": ["none", "selective", "full"]}
+              "recompute": ["none", "selective", "full"], "split": ["uniform"]}
 DUAL = {**MOE, "search": {**MOE["search"], "pp": [2, 4], "vpp": [1], "schedule": ["dualpipe", "dualpipev"],
                           **_DUAL_PINS}}
 #: ... and the zero-bubble ZB-H1 / ZB-V (Qi et al. 2024), replayed the same way
