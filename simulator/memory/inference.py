@@ -65,11 +65,11 @@ def inference_memory(rp: ResolvedPlan, hbm_capacity_bytes: float | None = None,
     held = batch.context if window is None else window.tokens(batch.context)
     tokens = batch.sequences * held / p.cp
     live = batch.tokens / p.cp
+    dense_bytes, expert_bytes = weight_bytes(rp)
     stages = []
     for s in range(p.pp):
         sp = stage_params(rp, s)
         layers = len(rp.stage_layers[s])
-        dense_bytes, expert_bytes = weight_bytes(rp)
         items = [MemoryItem("weights", "weights.dense", sp.dense * dense_bytes,
                             f"{sp.dense:.4g} params x {dense_bytes:g} B (inference)"),
                  MemoryItem("weights", "weights.expert", sp.expert * expert_bytes,
