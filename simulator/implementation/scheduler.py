@@ -80,6 +80,12 @@ class EngineScheduler(BaseModel):
         0.0, ge=0, le=64, description="with profile_forward: bytes per logit the start-up sampler run holds for "
                                       "min(max_num_seqs, max_batched_tokens) sequences x the whole vocabulary "
                                       "(vLLM: bf16 logits and their fp32 copy, 6)")
+    expert_layout_bytes: dict[Literal["mxfp4", "nvfp4", "fp8", "fp8_block"], float] = Field(
+        default_factory=dict, description="bytes per expert weight the engine's MoE kernels hold, by checkpoint "
+                                          "format (model.weight_quantization.format), at least the format's bytes, at "
+                                          "most 4: "
+                                          "their weight layout (padding, swizzled scales); the difference is kept out "
+                                          "of the K/V cache; a format not listed: the checkpoint's bytes")
     reserved_gib: tuple[tuple[float, float, float], ...] = Field(
         ((20, 2.8, 0.1), (35, 2.8, 0.1), (90, 9.5, 0.5), (100, 12.0, 0.5), (160, 12.0, 0.5), (1e9, 32.0, 0.0)),
         description="sglang: memory kept out of mem_fraction_static by GPU size, rows (below GiB, base GiB, GiB per "
@@ -94,6 +100,9 @@ class EngineScheduler(BaseModel):
                              "by reserved_gib")
         if self.policy != "trtllm" and self.limits != "given":
             raise ValueError(f"limits {self.limits} is trtllm-bench's rule, not {self.policy}'s")
+        for fmt, b in self.expert_layout_bytes.items():
+            if not 0 < b <= 4:  # below the checkpoint's own bytes: simulator/serving/scheduler.py layout_bytes
+                raise ValueError(f"expert_layout_bytes.{fmt}: {b:g} B per weight must be above 0 and at most 4")
         bounds = [row[0] for row in self.reserved_gib]
         if not self.reserved_gib or any(v < 0 for row in self.reserved_gib for v in row) or bounds != sorted(bounds):
             raise ValueError("reserved_gib: rows (below GiB, base GiB, GiB per rank) of numbers at least 0, "

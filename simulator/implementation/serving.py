@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulator.errors import UserError
+from simulator.implementation.host import EngineHost
 from simulator.implementation.moe_backends import AUTO, SERVING_BACKENDS
 from simulator.implementation.scheduler import EngineScheduler
 from simulator.implementation.speculative import SpeculativeConfig
@@ -126,6 +127,9 @@ class ServingConfig(BaseModel):
         None, description="the engine's scheduling policy and memory rule (vllm_v1, sglang, trtllm; the engine "
                           "profiles give it: simulator/implementation/scheduler.py); null: vLLM V1's rule with "
                           "prefill and decode priced as two steps")
+    host: EngineHost | None = Field(
+        None, description="the engine's host costs per step and per request (simulator/implementation/host.py, "
+                          "docs/engine_host.md; the engine profiles give them); null: none priced")
     workload: Workload | None = Field(
         None, description="request stream of simulator serve --bench (lengths, prefix hits, arrivals; "
                           "simulator/implementation/workload.py); null: fixed lengths, all at t = 0")

@@ -60,6 +60,9 @@ class LoopCosts:
     #: one forward over groups ``(seqs, new, past)`` of a mixed step (prefill chunks and decodes as ONE batch:
     #: simulator/serving/step.py ``mixed_step_time``); None: the step is priced as the sum of its groups
     mixed_s: Callable[[tuple[tuple[int, int, float], ...]], float] | None = None
+    #: the API server's time per request (``serving.host.request_s``, simulator/serving/host.py): requests reach
+    #: the engine one after another, each ``request_s`` after its arrival or the previous one's, whichever is later
+    request_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class _Request:
     preempted: int = 0
     cached: int = 0          # prompt tokens whose K/V a prefix cache holds: computed without prefill
     last_token: float = math.nan
+    ready: float = math.nan  # when the API server hands it to the engine (arrival + its per-request work)
 
     @property
     def known(self) -> int:
@@ -155,6 +159,7 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
     _check_limits(int(ins.max(initial=1)), int(outs.max(initial=1)), limits)
     requests = [_Request(float(t), int(i), int(o), computed=int(c), cached=int(c))
                 for t, i, o, c in zip(arrivals_s, ins, outs, hits, strict=True)]
+    _frontend(requests, costs.request_s)
     gaps: Counter = Counter()
     total = len(requests) + refill
     pages = Pages(limits.kv_blocks, limits.block_tokens, limits.kv_window)
@@ -165,12 +170,12 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
     batches: list[int] = []
     done, drained = 0, math.nan
     while done < total:
-        while nxt < len(requests) and requests[nxt].arrival <= now:
+        while nxt < len(requests) and requests[nxt].ready <= now:
             waiting.append(requests[nxt])
             nxt += 1
             if nxt == len(requests):
                 last_wait = len(waiting)
-        nxt_arrival = requests[nxt].arrival if nxt < len(requests) else math.inf
+        nxt_arrival = requests[nxt].ready if nxt < len(requests) else math.inf
         k = policy.decode_run(_decode_run(running, waiting, pages, limits, policy), waiting)
         if k:  # k pure decode steps in a row: priced step by step, applied at once
             k, now = _apply_decode_run(running, pages, costs, k, now, nxt_arrival, gaps)
@@ -180,7 +185,7 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
             blocks_peak = max(blocks_peak, pages.used)
             ended = _finish(running, pages, now)
             done += ended
-            _send(requests, min(ended, total - len(requests)), now)
+            _send(requests, min(ended, total - len(requests)), now, costs.request_s)
             continue
         work, preempted = policy.schedule(running, waiting, pages, limits)
         preemptions += preempted
@@ -200,7 +205,7 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
             drained = now  # every request has arrived and been admitted
         ended = _finish(running, pages, now)
         done += ended
-        _send(requests, min(ended, total - len(requests)), now)
+        _send(requests, min(ended, total - len(requests)), now, costs.request_s)
     return LoopRun(arrival_s=np.array([r.arrival for r in requests]),
                    first_token_s=np.array([r.first_token for r in requests]),
                    finish_s=np.array([r.finish for r in requests]),
@@ -212,10 +217,20 @@ def run_loop(arrivals_s: np.ndarray, input_len, output_len, costs: LoopCosts, li
                    itl_s=(np.array(list(gaps), dtype=float), np.array(list(gaps.values()), dtype=np.int64)))
 
 
-def _send(requests: list[_Request], n: int, now: float) -> None:
+def _frontend(requests: list[_Request], request_s: float, start: int = 0) -> None:
+    """When the API server hands each request from ``start`` on to the engine: one after another, ``request_s``
+    each (``LoopCosts.request_s``); with 0, at its arrival."""
+    prev = requests[start - 1].ready if start else -math.inf
+    for r in requests[start:]:
+        r.ready = prev = max(r.arrival, prev) + request_s if request_s else r.arrival
+
+
+def _send(requests: list[_Request], n: int, now: float, request_s: float = 0.0) -> None:
     """The closed loop's client sends ``n`` new requests at ``now`` (one per request that just finished)."""
     if n > 0:
+        start = len(requests)
         requests.extend(_Request(now, requests[0].prompt, requests[0].output) for _ in range(n))
+        _frontend(requests, request_s, start)
 
 
 def _check_limits(input_len: int, output_len: int, limits: LoopLimits) -> None:

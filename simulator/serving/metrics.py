@@ -9,14 +9,14 @@ Static batch (the top-level numbers): ``batch`` sequences per replica are prefil
   prompt tokens too.
 
 Curve (continuous batching in steady state, closed loop of ``c`` requests in the system, ``b = c / replicas`` per
-replica, at most ``kv_capacity_seqs_steady``: sequences of staggered ages hold ``input_len + output_len / 2`` tokens
-on average, so more of them fit than at full length; more requests queue): each iteration decodes ``b`` sequences at the mean context and admits
-``b / output_len`` new prompts (one finishes per ``output_len`` iterations per sequence slot), so
-``iteration = decode(b) + (b / output_len) x prefill(1 sequence)``; ``tpot = iteration``; a new request waits half
-an iteration, then rides one iteration with its prefill: ``ttft = iteration / 2 + prefill(1) + decode(b)``;
-Little's law gives ``tokens_per_s = replicas x b x output_len / e2e``. With fixed lengths only the wait for the next
-iteration varies between requests, uniform on [0, iteration): the q-quantiles are ``ttft_pQ = prefill(1) + decode(b)
-+ q x iteration`` and ``e2e_pQ`` likewise (p50, p90, p99).
+replica, at most ``kv_capacity_seqs_steady``: sequences of staggered ages hold ``input_len + output_len / 2`` tokens on
+average, so more fit than at full length; more requests queue): each iteration decodes ``b`` sequences at the mean
+context and admits ``b / output_len`` new prompts (one finishes per ``output_len`` iterations per sequence slot), so
+``iteration = decode(b) + (b / output_len) x prefill(1 sequence)``; ``tpot = iteration``; a new request waits half an
+iteration, then rides one iteration with its prefill: ``ttft = iteration / 2 + prefill(1) + decode(b)``; Little's law
+gives ``tokens_per_s = replicas x b x output_len / e2e``. With fixed lengths only the wait for the next iteration
+varies between requests, uniform on [0, iteration): the q-quantiles are ``ttft_pQ = prefill(1) + decode(b) + q x
+iteration`` and ``e2e_pQ`` likewise (p50, p90, p99).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from simulator.memory.kv_window import KvWindow
 from simulator.plan import Batch, ResolvedPlan
 from simulator.plan.rules import check_serving_degrees
 from simulator.serving.disagg import disagg_point, kv_transfer
+from simulator.serving.host import layout_bytes, with_host
 from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
 from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, profile_peak, step_limits
@@ -299,19 +300,18 @@ def concurrency_curve(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport, 
 def loop_limits(ctx: StepContext, rp: ResolvedPlan, memory: MemoryReport) -> LoopLimits:
     """The request-rate loop's engine: steps of at most ``max_batched_tokens`` tokens (chunked prefill; else vLLM's
     ``max(max_model_len, 2048)`` with whole prompts) and the pages the engine's memory rule gives (``kv_blocks``)
-    beside the weights, the runtime and one step's transients or the engine's start-up profile (``profile_peak``)."""
+    beside the weights (and its MoE kernels' layout), the runtime and the step's or start-up profile's transients."""
     s = ctx.serving
     tokens, seqs = step_limits(s.scheduler, rp, rp.weight_dtype(ctx.gpu), memory.hbm_capacity_bytes or 0.0,
                                s.input_len, s.output_len, (s.max_batched_tokens, s.max_num_seqs))
-    budget = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS)
-    window = kv_window(ctx)
+    budget, window = tokens or max(s.input_len + s.output_len, VLLM_MIN_BATCHED_TOKENS), kv_window(ctx)
     step_memory = with_draft(ctx, rp, inference_memory(rp, memory.hbm_capacity_bytes, Batch(1, budget), window,
                                                        **profile_peak(s.scheduler, budget, seqs)))
     blocks = kv_blocks(s.scheduler, step_memory, budget, s.kv_block_size, s.gpu_memory_utilization,
-                       "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp, window)
-    chunked = tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill)
-    return LoopLimits(blocks, s.kv_block_size, budget, seqs, chunked_prefill=chunked, scheduler=s.scheduler,
-                      kv_window=window)
+                       "gpu_memory_utilization" in s.model_fields_set, rp.parallel.tp * rp.parallel.pp, window,
+                       layout_bytes(s.scheduler, rp))
+    return LoopLimits(blocks, s.kv_block_size, budget, seqs, scheduler=s.scheduler, kv_window=window,
+                      chunked_prefill=tokens is not None and (s.scheduler is None or s.scheduler.chunked_prefill))
 
 
 def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
@@ -363,7 +363,7 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
         return mixed_pages(tuple((k, n if n == 1 else -(-n // page) * page, -(-math.ceil(past) // page) * page)
                                  for k, n, past in groups))
 
-    return LoopCosts(decode_s=decode_s, prefill_s=prefill_s, mixed_s=mixed_s)
+    return with_host(LoopCosts(decode_s=decode_s, prefill_s=prefill_s, mixed_s=mixed_s), s.host)  # host time
 
 
 def no_room_for_a_sequence(memory: MemoryReport, s) -> UserError:

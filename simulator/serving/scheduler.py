@@ -128,6 +128,10 @@ class VllmV1:
                       ranks: int) -> float:
         return engine_budget_bytes(memory, utilization) - (stage.peak - kv)
 
+    def held(self, held: float, utilization: float) -> float:
+        """What ``held`` bytes outside the memory report take from the cache (vLLM, SGLang: all of them)."""
+        return held
+
     def can_admit(self, head: Any, running: list, pages: Pages, limits: Any) -> bool:
         budget = limits.max_batched_tokens
         need = head.known - head.computed
@@ -200,6 +204,9 @@ class TrtLlm(VllmV1):
                       ranks: int) -> float:
         free = (memory.hbm_capacity_bytes or 0.0) - memory.runtime_bytes - (stage.peak - kv)
         return utilization * free
+
+    def held(self, held: float, utilization: float) -> float:
+        return utilization * held  # a fraction of the memory left free
 
     def _room(self, r: Any, n: int, running: list, pages: Pages) -> bool:
         if self.config.capacity == "max_utilization":
@@ -318,11 +325,12 @@ def policy_of(config: EngineScheduler | None) -> VllmV1:
 
 
 def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int, block: int, utilization: float,
-              given: bool, ranks: int, window: KvWindow | None = None) -> int:
+              given: bool, ranks: int, window: KvWindow | None = None, held: float = 0.0) -> int:
     """Pages of ``block`` tokens the engine's cache holds on the fullest stage of ``memory`` (a report whose caches
     hold ``tokens`` tokens in all, with the transients of one step): the policy's free bytes (``utilization``: the
     engine's memory fraction, ``given`` whether the scenario set it; ``ranks``: tp x pp) over one page's bytes (a
-    page on every layer: with ``window`` the report's caches hold ``window.tokens(tokens)`` full-equivalent tokens)."""
+    page on every layer: with ``window`` the report's caches hold ``window.tokens(tokens)`` full-equivalent tokens),
+    less ``held`` bytes the engine keeps beyond the report's weights (:func:`layout_bytes`) as its rule counts them."""
     ref = tokens if window is None else window.tokens(tokens)
     policy = policy_of(config)
     best = None
@@ -330,7 +338,7 @@ def kv_blocks(config: EngineScheduler | None, memory: MemoryReport, tokens: int,
         kv = sum(i.bytes for i in st.items if i.name == "kv_cache")
         if kv <= 0:
             continue
-        free = policy.kv_free_bytes(memory, st, kv, utilization, given, ranks)
+        free = policy.kv_free_bytes(memory, st, kv, utilization, given, ranks) - policy.held(held, utilization)
         n = max(0, math.floor(free / (kv / ref * block)))
         best = n if best is None else min(best, n)
     return best if best is not None else 0

@@ -34,6 +34,8 @@ def engine_scenario(r: dict) -> dict:
                      "num_requests": max(20, int(r["num_requests"]))}
     if r["gpu_memory_utilization"]:
         serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
+    if r.get("async_scheduling"):  # vllm serve --async-scheduling: the host's step work under the GPU's
+        serving["host"] = {"overlap": True}
     return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
             "model": {"preset": "gpt-oss-120b", "weight_quantization": CHECKPOINT}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
             "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
