@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simulator.caching import memo
 from simulator.errors import UserError
+from simulator.implementation.host import EngineHost
+from simulator.implementation.scheduler import EngineScheduler
 from simulator.yamlio import is_file, read_yaml, validation_error_to_user_error
 
 FRAMEWORKS_DIR = Path(__file__).resolve().parent / "frameworks"
@@ -163,6 +165,21 @@ class Profile(BaseModel):
     sources: tuple[tuple[str, str], ...] = ()
 
     _pair_fields = field_validator("training_defaults", "serving_defaults", "sources", mode="before")(_pairs)
+
+    @field_validator("serving_defaults")
+    @classmethod
+    def _engine_sections(cls, pairs):
+        """The engine's ``host`` and ``scheduler`` mappings are checked in the profile that writes them (the key and
+        rule of simulator/implementation/host.py and scheduler.py), not only in a scenario that uses it."""
+        for key, schema in (("host", EngineHost), ("scheduler", EngineScheduler)):
+            section = dict(pairs).get(key)
+            try:
+                schema.model_validate(section) if isinstance(section, dict) else None
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                where = ".".join([key, *map(str, e["loc"])])
+                raise ValueError(f"{where}: {e['msg'].removeprefix('Value error, ')}") from None
+        return pairs
 
     def source_of(self, field: str) -> str | None:
         """The source recorded for dotted ``field`` or for the nearest section above it."""

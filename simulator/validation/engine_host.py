@@ -27,6 +27,10 @@ LLAMA_32_1B = {"name": "llama-3.2-1b", "layers": 16, "hidden": 2048, "heads": 32
                "vocab": 128256, "activation": "swiglu", "norm": "rmsnorm", "tied_embeddings": True}
 
 
+#: every host price off but the one calibrated (the profile's own values must not leak into their calibration)
+QUIET = {"step_s": 0.0, "seq_s": 0.0, "token_s": 0.0, "request_s": 0.0, "overlap": False}
+
+
 def calibration_scenario(value: float, field: str = "token_s") -> dict:
     """The row as a scenario with ``serving.host.<field>`` = ``value`` (mean lengths: its token totals / requests)."""
     return {"name": "vllm-pr12287-before", "system": {"profile": "dgx_a100_80gb", "nodes": 1, "gpus": 1},
@@ -34,7 +38,7 @@ def calibration_scenario(value: float, field: str = "token_s") -> dict:
             "training": {"mode": "inference", "precision": "bf16", "framework": "vllm"},
             "serving": {"batch": 1, "input_len": round(ROW["input_tokens"] / ROW["requests"]),
                         "output_len": round(ROW["output_tokens"] / ROW["requests"]), "num_requests": ROW["requests"],
-                        "host": {field: value}}}
+                        "host": {**QUIET, field: value}}}
 
 
 def output_rate(value: float, field: str = "token_s") -> float:

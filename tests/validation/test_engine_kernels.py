@@ -17,11 +17,11 @@ PUBLISHED = {"vllm_sharegpt": 135.33, "sglang_sharegpt": 44.36, "trtllm_sharegpt
 #: (h40) re-pinned with gpt-oss's checkpoint format (experts MXFP4, the rest bf16): 524.9, 334.5 (34.5 ms), 464.9 before
 #: and with the start-up profiling peak (vLLM, TensorRT-LLM): 534.2 -> 508.2, 467.1 -> 465.7
 #: (h44) vLLM's and SGLang's MXFP4 expert layout (3.67 GiB less cache at TP 1): 508.2 -> 338.5, 332.3 -> 235.1; the
-#: TP rows' steps under vLLM's API-server floor (64.5 us per streamed token) run longer at the same admission, so
-#: more sequences decode at once by this measure: 792.4 -> 853.5, 808.9 -> 888.9 (the step at the published
+#: TP rows' steps under vLLM's API-server floor (68.4 us per streamed token) run longer at the same admission, so
+#: more sequences decode at once by this measure: 792.4 -> 859.3, 808.9 -> 893.3 (the step at the published
 #: concurrency is the GPU's alone, unchanged)
 MODEL = {"vllm_sharegpt": (338.5, 0.0458), "sglang_sharegpt": (235.1, 0.0348), "trtllm_sharegpt": (465.7, 0.0441),
-         "vllm_sharegpt_tp2": (853.5, 0.0291), "vllm_sharegpt_tp4": (888.9, 0.0193)}
+         "vllm_sharegpt_tp2": (859.3, 0.0291), "vllm_sharegpt_tp4": (893.3, 0.0193)}
 
 
 def test_published_engines_decode_fewer_sequences_than_the_model_admits():
