@@ -33,9 +33,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 GiB = 2**30
+#: the checkpoint formats of model.weight_quantization (simulator/model/quantization.py FORMAT_BYTES)
+LAYOUT_FORMATS = ("mxfp4", "nvfp4", "fp8", "fp8_block")
 
 
 class EngineScheduler(BaseModel):
@@ -80,16 +82,30 @@ class EngineScheduler(BaseModel):
         0.0, ge=0, le=64, description="with profile_forward: bytes per logit the start-up sampler run holds for "
                                       "min(max_num_seqs, max_batched_tokens) sequences x the whole vocabulary "
                                       "(vLLM: bf16 logits and their fp32 copy, 6)")
-    expert_layout_bytes: dict[Literal["mxfp4", "nvfp4", "fp8", "fp8_block"], float] = Field(
-        default_factory=dict, description="bytes per expert weight the engine's MoE kernels hold, by checkpoint "
-                                          "format (model.weight_quantization.format), at least the format's bytes, at "
-                                          "most 4: "
-                                          "their weight layout (padding, swizzled scales); the difference is kept out "
-                                          "of the K/V cache; a format not listed: the checkpoint's bytes")
+    expert_layout_bytes: tuple[tuple[Literal["mxfp4", "nvfp4", "fp8", "fp8_block"], float], ...] = Field(
+        (), description="a mapping {format: B per weight}: bytes per expert weight the engine's MoE kernels hold, by "
+                        "checkpoint format (model.weight_quantization.format), at least the format's bytes, at most "
+                        "4: their weight layout (padding, swizzled scales); the difference is kept out of the K/V "
+                        "cache; a format not listed: the checkpoint's bytes (held as sorted pairs: hashable)")
     reserved_gib: tuple[tuple[float, float, float], ...] = Field(
         ((20, 2.8, 0.1), (35, 2.8, 0.1), (90, 9.5, 0.5), (100, 12.0, 0.5), (160, 12.0, 0.5), (1e9, 32.0, 0.0)),
         description="sglang: memory kept out of mem_fraction_static by GPU size, rows (below GiB, base GiB, GiB per "
                     "rank of tp x pp): the first row whose bound exceeds the GPU's memory applies")
+
+    @field_validator("expert_layout_bytes", mode="before")
+    @classmethod
+    def _layout_pairs(cls, value):
+        """The YAML mapping as sorted (format, bytes) pairs; anything else is left to the type's own error."""
+        if not isinstance(value, dict):
+            return value
+        for fmt in value:
+            if fmt not in LAYOUT_FORMATS:
+                raise ValueError(f"unknown checkpoint format {fmt!r} (one of {', '.join(LAYOUT_FORMATS)})")
+        return tuple(sorted(value.items()))
+
+    def layout_of(self, fmt: str) -> float | None:
+        """Bytes per expert weight the engine holds for checkpoint format ``fmt``; None when not listed."""
+        return dict(self.expert_layout_bytes).get(fmt)
 
     @model_validator(mode="after")
     def _fields_of_the_policy(self):
@@ -100,7 +116,7 @@ class EngineScheduler(BaseModel):
                              "by reserved_gib")
         if self.policy != "trtllm" and self.limits != "given":
             raise ValueError(f"limits {self.limits} is trtllm-bench's rule, not {self.policy}'s")
-        for fmt, b in self.expert_layout_bytes.items():
+        for fmt, b in self.expert_layout_bytes:
             if not 0 < b <= 4:  # below the checkpoint's own bytes: simulator/serving/scheduler.py layout_bytes
                 raise ValueError(f"expert_layout_bytes.{fmt}: {b:g} B per weight must be above 0 and at most 4")
         bounds = [row[0] for row in self.reserved_gib]

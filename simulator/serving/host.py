@@ -48,9 +48,9 @@ def layout_bytes(config: EngineScheduler | None, rp: ResolvedPlan) -> float:
     its kernels' weight layout, per weight, by checkpoint format): the experts' parameters over ``ep x etp`` ranks
     and ``pp`` stages times the difference; 0 without a layout for the scenario's ``model.weight_quantization``."""
     q = rp.model.weight_quantization
-    if config is None or q is None or q.format not in config.expert_layout_bytes:
+    held = None if config is None or q is None else config.layout_of(q.format)
+    if held is None:
         return 0.0
-    held = config.expert_layout_bytes[q.format]
     if held < q.expert_bytes:
         raise UserError(f"the engine's expert layout holds {held:g} B per {q.format} weight, less than the "
                         f"checkpoint's {q.expert_bytes:g} B", key_path=f"serving.scheduler.expert_layout_bytes.{q.format}")

@@ -124,7 +124,7 @@ def test_the_vllm_token_time_is_its_calibration_on_vllm_pr_12287():
     ("  host: {overlap: sometimes}\n", "serving.host.overlap: Input should be a valid boolean"),
     ("  host: {token_s: 1.0}\n", "serving.host.token_s: Input should be less than or equal to 0.01"),
     ("  scheduler: {policy: vllm_v1, expert_layout_bytes: {mxfp5: 0.6}}\n",
-     "serving.scheduler.expert_layout_bytes.mxfp5.[key]: Input should be 'mxfp4'"),
+     "serving.scheduler.expert_layout_bytes: unknown checkpoint format 'mxfp5' (one of mxfp4, nvfp4"),
     ("  scheduler: {policy: vllm_v1, expert_layout_bytes: {mxfp4: 0.5}}\n",
      "serving.scheduler.expert_layout_bytes.mxfp4: the engine's expert layout holds 0.5 B per mxfp4 weight, less "
      "than the checkpoint's 0.53125 B"),
