@@ -182,7 +182,9 @@ RUNS.append(dict(
     notes=("Megatron-DeepSpeed. TFLOPs in the log are hardware TFLOPs (4x2 coefficient, counting recompute). "
            "dropout 0.1: README.md lines 308-312 (the default Megatron-LM --attention-dropout and --hidden-dropout "
            "0.1 are inherited; the slurm script sets neither). "
-           "ALiBi modelled as rope (no position parameters either way); embedding LayerNorm not modelled. "
+           "ALiBi (slurm --position-embedding-type alibi): Megatron-DeepSpeed's baddbmm of the bias into the "
+           "scores (megatron/model/transformer.py@affff3d2), no position parameters; embedding LayerNorm not "
+           "modelled. "
            "attention unfused: training began 2022-03-11, before FlashAttention (arXiv:2205.14135, May 2022); "
            "grad_accumulation separate_fp32: DeepSpeed's pipeline engine calls BF16_Optimizer.update_hp_grads "
            "after every micro-batch's backward (deepspeed/runtime/pipe/engine.py _exec_backward_pass; "
@@ -196,7 +198,7 @@ RUNS.append(dict(
                   "Measured: 105.22 s per iteration (149.02 hardware TFLOP/s per GPU)."),
     scenario=dict(name="bloom_176b_a100_384", system=dict(profile="jean_zay_a100_80gb", nodes=48),
                   model=dict(name="bloom-176b", layers=70, hidden=14336, heads=112, vocab=250880, activation="gelu",
-                             norm="layernorm", linear_bias=True, tied_embeddings=True, position_embedding="rope",
+                             norm="layernorm", linear_bias=True, tied_embeddings=True, position_embedding="alibi",
                              max_position=2048, dropout=0.1),
                   parallel=dict(tp=4, pp=12, dp=8, sp=False, recompute="full", zero=1,
                                 pipeline_layers=[5] + [6] * 10 + [5]),
