@@ -70,3 +70,11 @@ def test_dcp_staging_is_the_copy_of_one_gpus_shard():
     row = ROWS["pytorch_dcp_async_staging_1856"]
     pcie_Bps = 16 * 32e9 * 128 / 130 / 8
     assert row.predicted == pytest.approx(846.6e9 / 1856 / (0.875 * pcie_Bps), rel=1e-3)
+
+
+def test_node_failures_per_week_by_hand():
+    """RSC-1's 6.50 failures per 1000 node-days: BLOOM's 48 nodes 48 x 7 x 6.5e-3 = 2.184 a week; OPT-175B's 124
+    nodes 5.642 a week, against the paper's 'over 100 hosts' in 2 months (100 / 61 x 7 = 11.48)."""
+    assert ROWS["bloom_interruptions_per_week"].predicted == pytest.approx(48 * 7 * 6.5e-3, rel=1e-9)
+    assert ROWS["opt_hosts_cycled_per_week"].predicted == pytest.approx(124 * 7 * 6.5e-3, rel=1e-9)
+    assert ROWS["opt_hosts_cycled_per_week"].published == pytest.approx(100 / 61 * 7, abs=0.03)
