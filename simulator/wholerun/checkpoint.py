@@ -63,7 +63,8 @@ def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: in
     ``save_state_dict`` at microsoft/DeepSpeed@00f47f03: data-parallel rank 0 writes every layer of its stage unless
     ``checkpoint_parallel_write_pipeline``; each rank writes its own ZeRO optimizer partition): the GPU's own saved
     state, its full weights and its optimizer shard (:func:`per_gpu_state_bytes`). ``distributed``: an even share,
-    ``total / gpus`` (DCP's plan deduplication gives each replicated piece to one rank)."""
+    ``total / gpus`` (DCP's plan deduplication gives each replicated piece to the rank with the smallest plan so far;
+    Megatron's fully parallel save, dist_checkpointing/strategies/fully_parallel.py, to the least loaded rank)."""
     return gpu_bytes if writer == "rank_files" else total_bytes / gpus
 
 
