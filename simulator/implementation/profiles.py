@@ -160,6 +160,16 @@ class Profile(BaseModel):
     separate_projections: bool = Field(
         False, description="q, k, v and gate, up are separate Linear modules (Hugging Face); false: fused qkv and "
                            "fc1 GEMMs. Under eager AMP autocast casts the fp32 norm output once per Linear")
+    pipeline_p2p: Literal["paired", "separate"] = Field(
+        "paired", description="pipeline transfers: paired (a stage's send and the receive that follows go out as "
+                              "one batched call, Megatron's send_forward_recv_backward) or separate (each send "
+                              "and each receive is its own blocking call, DeepSpeed's PipelineEngine: a stage "
+                              "pays its receives besides its sends)")
+    bf16_grad_sync: Literal["reduce_scatter", "all_reduce"] = Field(
+        "reduce_scatter", description="bf16 with ZeRO-1: reduce_scatter (a distributed optimizer reduces each "
+                                      "rank's shard) or all_reduce (DeepSpeed's BF16_Optimizer: the whole "
+                                      "gradient all-reduced, the updated bf16 parameters all-gathered, the tied "
+                                      "embedding's gradient all-reduced in fp32)")
     training_defaults: tuple[tuple[str, Any], ...] = ()
     serving_defaults: tuple[tuple[str, Any], ...] = ()
     sources: tuple[tuple[str, str], ...] = ()

@@ -73,10 +73,11 @@ class ServingConfig(BaseModel):
                              "torch.cat copies every layer's cache each step) or static (HF StaticCache: "
                              "input_len + output_len slots, attention over all of them with K/V expanded to every "
                              "query head)")
-    attention: Literal["flash_decoding", "torch_sdpa", "flash_mla"] = Field(
+    attention: Literal["flash_decoding", "torch_sdpa", "flash_mla", "masked_mha"] = Field(
         "flash_decoding", description="decode attention kernel: flash_decoding (split-KV: FlashAttention / "
                                       "FlashInfer as vLLM runs them; FlashMLA's rates for MLA models), torch_sdpa "
-                                      "(one CTA per sequence and K/V head) or flash_mla")
+                                      "(one CTA per sequence and K/V head), flash_mla or masked_mha (TensorRT-LLM "
+                                      "before XQA: one CTA per sequence and query head, K/V read per query head)")
     attention_call: Literal["folded_gqa", "gqa_single_call", "repeat_kv", "expanded_cache"] | None = Field(
         None, description="attention torch_sdpa: how SDPA is called at decode (simulator/serving/backends.py "
                           "SDPA_CALLS): folded_gqa (query group folded into each K/V head's rows), gqa_single_call "

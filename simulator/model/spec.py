@@ -89,7 +89,8 @@ class ModelSpec(BaseModel):
     linear_bias: bool = Field(False, description="all linear layers have biases (GPT-2/3)")
     qkv_bias: bool | None = Field(None, description="Q/K/V projections have biases; null = linear_bias (Qwen2: true)")
     qk_norm: bool = Field(False, description="per-head RMSNorm of Q and K (Qwen3)")
-    position_embedding: Literal["learned", "rope", "none"] = Field("rope", description="learned absolute or rotary")
+    position_embedding: Literal["learned", "rope", "none", "alibi"] = Field(
+        "rope", description="learned absolute, rotary, none, or ALiBi (a per-head linear bias added to the scores)")
     max_position: int = Field(2048, ge=1, description="rows of a learned position embedding")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="hidden and attention dropout probability")
     moe: MoESpec | None = Field(None, description="mixture-of-experts FFN; null = dense")

@@ -8,7 +8,11 @@ input and writes its output (4 bytes/element) and in backward reads input and ou
 gradient (6); bias-dropout-add reads input and residual and writes output and mask (7; 6 without dropout); GeLU
 reads and writes (4; backward 6); SwiGLU reads gate and up and writes one (6 per output element; backward 10);
 the fused scale-mask-softmax of unfused attention reads and writes the score matrix (4; backward 6) and attention
-dropout adds a read, a write and a mask (5). Flash attention keeps scores on chip (no entries here).
+dropout adds a read, a write and a mask (5). ALiBi in unfused attention adds 4 per score in the forward: Megatron-
+DeepSpeed computes the scores as ``torch.baddbmm(alibi, q, k^T, beta=beta)`` (bigscience-workshop/Megatron-DeepSpeed
+megatron/model/transformer.py@affff3d2), which copies the broadcast [b*np, 1, s] bias into the [b*np, s, s] result
+(write 2) for the GEMM to read back as C (2); the bias needs no gradient. Flash attention keeps scores on chip (no
+entries here; ALiBi is added inside the kernel).
 
 The MoE permute / unpermute and the cross entropy are priced by the framework's implementation in copy-equivalent
 bytes (:mod:`simulator.program.op_chains`: the fused kernels' byte counts, or the measured chains of PyTorch ops).
@@ -41,6 +45,16 @@ class LayerShape:
     expert_ffn_local: float = 0.0  # routed-expert FFN width on this rank (expert_ffn / etp; 0 for dense layers)
 
 
+def _score_memops(model: ModelSpec, scores: float) -> list[MemOp]:
+    """The unfused attention core's memory-bound kernels over its ``scores`` elements (module docstring)."""
+    ops = [MemOp("softmax", "fwd", 4 * scores, True), MemOp("softmax", "bwd", 6 * scores, True)]
+    if model.position_embedding == "alibi":   # baddbmm(alibi, q, k^T, beta): the bias expanded into the scores,
+        ops.append(MemOp("alibi", "fwd", 4 * scores, True))   # read back by the GEMM as C
+    if model.dropout > 0:
+        ops += [MemOp("attn_dropout", "fwd", 5 * scores, True), MemOp("attn_dropout", "bwd", 5 * scores, True)]
+    return ops
+
+
 def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool, moe_routed_tokens: float = 0.0,
                  permute: PermuteChain = FUSED_PERMUTE, sequential_experts: float = 0.0, sort_chunks: bool = False,
                  local_experts: float = 0.0) -> list[MemOp]:
@@ -65,10 +79,7 @@ def layer_memops(model: ModelSpec, shape: LayerShape, *, unfused_attention: bool
         ops += [MemOp("rope", "fwd", 4 * shape.tokens * shape.qk_width),
                 MemOp("rope", "bwd", 4 * shape.tokens * shape.qk_width)]
     if unfused_attention:
-        ops += [MemOp("softmax", "fwd", 4 * shape.scores, True), MemOp("softmax", "bwd", 6 * shape.scores, True)]
-        if drop:
-            ops += [MemOp("attn_dropout", "fwd", 5 * shape.scores, True),
-                    MemOp("attn_dropout", "bwd", 5 * shape.scores, True)]
+        ops += _score_memops(model, shape.scores)
     if moe_routed_tokens:
         # permute before the experts and un-permute after, as the framework's chain moves them
         fwd, bwd = permute.bytes(moe_routed_tokens, shape.tokens, h)

@@ -156,7 +156,8 @@ def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decod
         return CacheAttentionOp(flops, kv, keys, model.dhead, decode=False)
     cap = float("inf")
     if not decode_kernel.split_kv:
-        cap = seqs * (sh.heads_tp if mla is not None else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
+        per_query_head = mla is not None or decode_kernel.expanded   # one CTA per query head (MLA, masked MHA)
+        cap = seqs * (sh.heads_tp if per_query_head else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
     # a call form that reads K/V for every query head (PyTorch SDPA without enable_gqa), copying it first per call
     call = sh.heads_tp / sh.kv_heads_tp if decode_kernel.expanded and mla is None else 1.0
     copy = (1 + call) * kv if decode_kernel.copy_efficiency is not None and call > 1 else 0.0

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 CheckpointMode = Literal["sync", "async", "in_memory"]
 StorageTarget = Literal["local_nvme", "pfs"]
+Staging = Literal["cached_pinned", "pinned", "pageable"]
+Writer = Literal["auto", "rank_files", "distributed"]
 
 
 class _Strict(BaseModel):
@@ -43,6 +45,16 @@ class CheckpointSection(_Strict):
                                 "(default: the write bandwidth)")
     filesystem_Bps: float | None = Field(
         None, gt=0, description="aggregate bandwidth of the parallel file system, bytes/s (caps nodes x per-node)")
+    staging: Staging = Field("cached_pinned", description="how an async or in-memory save copies the GPU's state to "
+                             "the host: into pinned buffers kept from the first save (DCP async_save, Megatron "
+                             "--async-save), into pinned buffers allocated at every save, or into pageable memory")
+    writer: Writer = Field("auto", description="who writes what: rank_files (each rank torch.saves its own files, data-"
+                           "parallel rank 0 all of its stage's weights: DeepSpeed), distributed (replicated pieces "
+                           "spread over the ranks: PyTorch DCP, Megatron dist-checkpointing); auto: rank_files for "
+                           "training.framework deepspeed, else distributed")
+    rank_write_Bps: float | None = Field(
+        None, gt=0, description="one rank's torch.save rate of GPU tensors to a durable file, bytes/s (default: "
+                                "measured on the H200 host, simulator/wholerun/data/checkpoint_rates.yaml)")
 
     @field_validator("interval_s")
     @classmethod

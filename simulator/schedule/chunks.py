@@ -21,6 +21,7 @@ from simulator.schedule.cache import Fixed, StepCache
 from simulator.schedule.costs import Cost, layer_costs, microbatch_dp_cost, settle_issue
 from simulator.schedule.inputs import LayerInputs, MoeInputs, StepInputs, layer_times, moe_timings
 from simulator.traffic import CommOp
+from simulator.traffic.step import RECEIVE
 
 Bases = list[tuple[Cost, Cost, float]]
 """(forward, backward, share of the stage's layers) of each chunk of one stage"""
@@ -164,10 +165,11 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
 def boundary_cost(timer: GroupTimer, ops: tuple[CommOp, ...], pp: int, vpp: int, stage: int, chunk: int, fwd: Cost,
                   bwd: Cost) -> None:
     """Blocking pipeline transfers of one chunk: a forward sends its output unless it is the last virtual stage
-    and gathers its input unless it is the first; a backward the other way round."""
+    and gathers its input unless it is the first; a backward the other way round. A receive of its own
+    (``RECEIVE``: the profile's ``pipeline_p2p`` is ``separate``) is charged where a gather is: to the receiver."""
     u, last = chunk * pp + stage, pp * vpp - 1
     for op in ops:
-        sends, gradient = op.op == "sendrecv", "gradient" in op.name
+        sends, gradient = op.op == "sendrecv" and not op.name.endswith(RECEIVE), "gradient" in op.name
         cost = bwd if gradient else fwd
         applies = (u > 0 if gradient else u < last) if sends else (u < last if gradient else u > 0)
         if applies:

@@ -22,6 +22,7 @@ from simulator.schedule.costs import Cost, dp_window
 from simulator.schedule.inputs import StepInputs
 from simulator.schedule.result import CommRow, TraceEvent
 from simulator.traffic import DIMS, CommOp
+from simulator.traffic.step import RECEIVE
 
 
 def p2p_s(ctx: StepInputs) -> float:
@@ -124,7 +125,8 @@ def comm_rows(ctx: StepInputs, stage: int) -> tuple[CommRow, ...]:
         n_layers = sum(1 for k, r in zip(kinds, recomputed, strict=True)
                        if (op.layer == "any" or (op.layer == "moe") == k) and (r or op.scope != "layer_recompute"))
         rows.append((op, op.count * n_layers * m))
-    rows += [(op, plan.schedule.boundary_calls(stage, p.pp, p.vpp, m, "gradient" in op.name))
+    rows += [(op, plan.schedule.boundary_calls(stage, p.pp, p.vpp, m, ("gradient" in op.name)
+                                               != op.name.endswith(RECEIVE)))   # a receive: the other side's count
              for op in ctx.traffic.pipeline]
     rows += [(op, m if op.scope == "microbatch" else 1) for op in ctx.traffic.stages[stage]]
     out = []

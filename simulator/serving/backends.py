@@ -179,6 +179,16 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
         source="deepseek-ai/FlashMLA README (2025-02-24): up to 3000 GB/s memory-bound and 580 TFLOPS compute-bound "
                "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
                "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
+    "masked_mha": AttentionKernel(
+        split_kv=False, kv_read_efficiency=0.94, per_cta_Bps=44.5e9, expanded=True, compute_efficiency=256 / 4096,
+        source="TensorRT-LLM's masked multi-head attention before XQA: NVIDIA/TensorRT-LLM @ 027cd518e3b6 (the first "
+               "public tree, TensorRT 9.0.1.4; v0.5.0 followed with 9.1.0.4) decoderMaskedMultiheadAttentionTemplate.h "
+               "'assign a threadblock for B x H pair': one CTA per (sequence, query head) loads its K/V head hi_kv for "
+               "itself, so a GQA group's K/V is read once per query head; q.k and p.v are FP32 FMAs on the CUDA "
+               "cores (256 / 4096 of the bf16 tensor rate per SM clock, hardware_profiles/gpus/h200_sxm.yaml). "
+               "Replaced for GQA by XQA in v0.7-0.8 (NVIDIA/TensorRT-LLM/docs/source/blogs/XQA-kernel.md; Falcon180B-H200.md: 'up to "
+               "2.4x improvement on Llama-70B over TensorRT-LLM v0.5'). Read rate: torch_sdpa's (assumed: a group's "
+               "repeated reads stream like the first; not measured for this kernel)"),
 }
 
 SDPA_DATA = "simulator/validation/data/h200_sdpa/sdpa_decode.jsonl"

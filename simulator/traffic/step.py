@@ -35,6 +35,12 @@ from simulator.plan.params import StageParams, stage_params
 from simulator.traffic.layer import layer_traffic
 from simulator.traffic.ops import CommOp
 
+RECEIVE = " (receive)"
+"""Name suffix of a pipeline transfer's receiving call when the profile's ``pipeline_p2p`` is ``separate``."""
+FP32_GRAD = 4
+"""Bytes per element of BF16_Optimizer's fp32 gradient (``weight._hp_grad``), which its tied-embedding sync
+all-reduces."""
+
 
 def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
     """Activation (forward) and gradient (backward) sendrecv per micro-batch per virtual-stage boundary."""
@@ -47,7 +53,17 @@ def pipeline_traffic(rp: ResolvedPlan) -> tuple[CommOp, ...]:
     if p.tp > 1 and not p.sp:   # the receiver re-assembles the full activation over NVLink (scatter/gather)
         ops += (CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received activation gather"),
                 CommOp("pp", "tp", "all_gather", size * p.tp, 1, "boundary", "none", "received gradient gather"))
+    if rp.training.profile.pipeline_p2p == "separate":   # each receive is its own blocking call (DeepSpeed)
+        ops += (CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activations" + RECEIVE),
+                CommOp("pp", "pp_pair", "sendrecv", size, 1, "boundary", "none", "activation gradients" + RECEIVE))
     return ops
+
+
+def bf16_all_reduce(rp: ResolvedPlan) -> bool:
+    """Whether the plan's ZeRO-1 runs as DeepSpeed's BF16_Optimizer (the profile's ``bf16_grad_sync``): bf16,
+    sharding stage 1, the whole gradient all-reduced."""
+    return (rp.training.profile.bf16_grad_sync == "all_reduce" and rp.recipe.precision == "bf16"
+            and rp.recipe.stage == 1)
 
 
 def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[CommOp]:
@@ -61,6 +77,9 @@ def _dp_ops(rp: ResolvedPlan, params: float, group: str, label: str) -> list[Com
     stage = r.stage
     if stage == 0:
         return [CommOp("dp", group, "all_reduce", g, 1, "step", grad_overlap, f"{label} gradients")]
+    if stage == 1 and bf16_all_reduce(rp):   # BF16_Optimizer: all-reduce, then gather the updated bf16 shards
+        return [CommOp("dp", group, "all_reduce", g, 1, "step", grad_overlap, f"{label} gradients"),
+                CommOp("dp", group, "all_gather", w, 1, "step", gather_overlap, f"{label} parameters")]
     if stage in (1, 2):
         scope = "step" if stage == 1 else "microbatch"
         return [CommOp("dp", group, "reduce_scatter", g, 1, scope, grad_overlap, f"{label} gradients"),
@@ -76,7 +95,7 @@ def data_parallel_traffic(rp: ResolvedPlan, stage: int) -> tuple[CommOp, ...]:
     ops = _dp_ops(rp, sp.dense, "dp_cp", "dense") + _dp_ops(rp, sp.expert, "edp", "expert")
     m, p = rp.model, rp.parallel
     if m.tied_embeddings and rp.last_stage_rank > 0 and stage in (0, rp.last_stage_rank):
-        size = m.vocab * m.hidden / p.tp * rp.recipe.grad_wire
+        size = m.vocab * m.hidden / p.tp * (FP32_GRAD if bf16_all_reduce(rp) else rp.recipe.grad_wire)
         ops.append(CommOp("pp", "embedding", "all_reduce", size, 1, "step", "none", "tied embedding gradients"))
     if rp.schedule.mirrored:
         size = (sp.dense + sp.expert) * rp.recipe.grad_wire

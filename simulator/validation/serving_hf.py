@@ -34,6 +34,9 @@ CALIBRATION = {("eager", "qwen2.5-0.5b", 8, 512), ("eager", "llama-3.2-1b", 8, 5
 #: the issue's target for every row (issue 28: "eager and compiled decode within 10%")
 TOLERANCE = 0.10
 SETUP = {"eager": ("hf_eager", "concat", "decode_run2.jsonl"), "compiled": ("hf_compiled", "static", "decode.jsonl")}
+#: the same eager sweep run again later (call 4: twice in one command on a fresh machine, 7 timed calls each; the
+#: data README's "Repeatability of eager decoding"), reported beside the scored call-2 rows, never scored
+EAGER_REPEATS = ("decode_run4a.jsonl", "decode_run4b.jsonl")
 
 
 def hf_scenario(mode: str, model: str, batch: int, prompt: int, new_tokens: int = 64) -> dict:
@@ -66,10 +69,20 @@ class HfRow:
         return (self.mode, self.model, self.batch, self.prompt) in CALIBRATION
 
 
-def measured(mode: str) -> list[dict]:
-    """The decode rows of ``mode`` from its file (README: eager from call 2, compiled from call 1)."""
-    rows = [json.loads(line) for line in (DATA / SETUP[mode][2]).read_text().splitlines() if line.strip()]
+def measured(mode: str, file: str | None = None) -> list[dict]:
+    """The decode rows of ``mode`` from its file (README: eager from call 2, compiled from call 1), or from ``file``."""
+    rows = [json.loads(line) for line in (DATA / (file or SETUP[mode][2])).read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("section") == "decode" and r["mode"] == mode]
+
+
+def eager_repeats() -> dict[tuple[str, int, int], tuple[float, ...]]:
+    """(model, batch, prompt) -> median seconds per token of each later eager sweep (``EAGER_REPEATS``, in order)."""
+    out: dict[tuple[str, int, int], tuple[float, ...]] = {}
+    for file in EAGER_REPEATS:
+        for r in measured("eager", file):
+            key = (r["model"], r["batch"], r["prompt"])
+            out[key] = out.get(key, ()) + (r["per_token_s_median"],)
+    return out
 
 
 def hf_rows() -> list[HfRow]:

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
 from simulator.model.params import param_counts
 from simulator.plan.resolved import ResolvedPlan
 from simulator.scenario.run_section import CheckpointSection
+from simulator.yamlio import read_yaml
+
+RATES = Path(__file__).parent / "data" / "checkpoint_rates.yaml"
 
 #: buckets of the memory model a checkpoint saves (gradients are rebuilt by the next step)
 SAVED_BUCKETS = ("weights", "main_params", "optimizer")
@@ -38,6 +43,42 @@ def per_gpu_state_bytes(memory: MemoryReport) -> float:
     return max(sum(stage.bucket(b) for b in SAVED_BUCKETS) for stage in memory.stages)
 
 
+@memo(maxsize=1, loaded=True)
+def rates() -> dict[str, float]:
+    """The measured host-side rates of a save (``data/checkpoint_rates.yaml``, each ``{value, source}``): bytes/s,
+    and ``pinned_copy_efficiency`` as a fraction of the PCIe link."""
+    return {k: float(v["value"]) for k, v in read_yaml(RATES).data.items()}
+
+
+def writer_of(section: CheckpointSection, framework: str) -> str:
+    """``rank_files`` or ``distributed``: the section's choice, or by framework (DeepSpeed's ``save_checkpoint``
+    writes per-rank files; PyTorch DCP and Megatron's dist-checkpointing spread replicated pieces)."""
+    if section.writer != "auto":
+        return section.writer
+    return "rank_files" if framework == "deepspeed" else "distributed"
+
+
+def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: int) -> float:
+    """Bytes the busiest rank writes. ``rank_files`` (DeepSpeed, deepspeed/runtime/pipe/module.py
+    ``save_state_dict`` at microsoft/DeepSpeed@00f47f03: data-parallel rank 0 writes every layer of its stage unless
+    ``checkpoint_parallel_write_pipeline``; each rank writes its own ZeRO optimizer partition): the GPU's own saved
+    state, its full weights and its optimizer shard (:func:`per_gpu_state_bytes`). ``distributed``: an even share,
+    ``total / gpus`` (DCP's plan deduplication gives each replicated piece to the rank with the smallest plan so far;
+    Megatron's fully parallel save, dist_checkpointing/strategies/fully_parallel.py, to the least loaded rank)."""
+    return gpu_bytes if writer == "rank_files" else total_bytes / gpus
+
+
+def staging_seconds(gpu_bytes: float, staging: str, pcie_Bps: float) -> float:
+    """Seconds an async or in-memory save stalls to copy ``gpu_bytes`` to the host (measured rates, ``rates()``):
+    ``cached_pinned`` ``bytes / (efficiency x PCIe)``; ``pinned`` adds the allocation, ``bytes / pinned_alloc_Bps``
+    (cudaHostAlloc at every save); ``pageable`` ``bytes / min(pageable_copy_Bps, PCIe)``."""
+    r = rates()
+    if staging == "pageable":
+        return gpu_bytes / min(r["pageable_copy_Bps"], pcie_Bps)
+    copy_s = gpu_bytes / (r["pinned_copy_efficiency"] * pcie_Bps)
+    return copy_s + (gpu_bytes / r["pinned_alloc_Bps"] if staging == "pinned" else 0.0)
+
+
 @dataclass(frozen=True)
 class CheckpointCost:
     """One checkpoint's cost: ``bytes`` in all, ``write_s`` to durable storage, ``stall_s`` of training."""
@@ -58,19 +99,23 @@ def write_seconds(total_bytes: float, nodes: int, per_node_Bps: float, filesyste
     return total_bytes / bandwidth
 
 
-def checkpoint_cost(total_bytes: float, gpu_bytes: float, nodes: int, host_copy_Bps: float, section: CheckpointSection,
-                    storage_Bps: float) -> CheckpointCost:
+def checkpoint_cost(total_bytes: float, gpu_bytes: float, nodes: int, pcie_Bps: float, section: CheckpointSection,
+                    storage_Bps: float, rank_bytes: float = 0.0, writer: str = "distributed") -> CheckpointCost:
     """What a checkpoint stalls, by mode:
 
-    - ``sync``: the full write (training waits for ``torch.save`` / DCP ``save`` to return);
-    - ``async``: the device-to-host copy of the GPU's own state (PyTorch DCP ``async_save`` stages the state dict
-      in CPU memory, then writes in a background thread; Megatron ``--async-save`` likewise), ``gpu_bytes /
-      host_copy_Bps``; the write continues behind training;
+    - ``sync``: the full write (training waits for ``torch.save`` / DCP ``save`` to return): the longer of the
+      aggregate write (:func:`write_seconds`) and the busiest rank's serial ``torch.save``, ``rank_bytes /
+      rank_write_Bps`` (:func:`rank_write_bytes`; the measured rate of ``torch.save`` for ``rank_files``, of a one-rank
+      DCP ``save`` for ``distributed``);
+    - ``async``: the device-to-host staging of the GPU's own state (PyTorch DCP ``async_save`` stages the state dict
+      in CPU memory, then writes in the background; Megatron ``--async-save`` likewise), :func:`staging_seconds`;
+      the write continues behind training;
     - ``in_memory``: the same copy to host memory (a peer keeps a replica: Wang et al. SOSP'23 "Gemini"); the
       durable write is left out of the critical path and recovery loads from host memory.
     """
-    write_s = write_seconds(total_bytes, nodes, storage_Bps, section.filesystem_Bps)
-    copy_s = gpu_bytes / host_copy_Bps
+    rank_Bps = section.rank_write_Bps or rates()["rank_write_Bps_" + ("torch_save" if writer == "rank_files" else "dcp")]
+    write_s = max(write_seconds(total_bytes, nodes, storage_Bps, section.filesystem_Bps), rank_bytes / rank_Bps)
+    copy_s = staging_seconds(gpu_bytes, section.staging, pcie_Bps)
     read_Bps = section.read_Bps_per_node or storage_Bps
     if section.mode == "sync":
         return CheckpointCost(total_bytes, write_s, write_s, write_seconds(total_bytes, nodes, read_Bps,

@@ -23,6 +23,8 @@ from simulator.wholerun.checkpoint import (
     checkpoint_cost,
     interval_seconds,
     per_gpu_state_bytes,
+    rank_write_bytes,
+    writer_of,
 )
 from simulator.wholerun.energy import Energy, gpu_power, node_overhead_W, run_energy, step_energy_J
 from simulator.wholerun.expectation import TimeBreakdown, expected_time
@@ -107,12 +109,15 @@ def _storage_Bps(section: RunSection, cluster: ClusterSpec) -> float:
     return value
 
 
-def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state_bytes: float, nodes: int
+def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state_bytes: float, gpus: int
           ) -> CheckpointCost:
     gpu = cluster.node.gpu
-    host_copy = pcie_bandwidth_Bps(gpu.pcie.generation, gpu.pcie.lanes)
-    return checkpoint_cost(checkpoint_bytes(rp), gpu_state_bytes, nodes, host_copy, section.checkpoint,
-                           _storage_Bps(section, cluster))
+    pcie = pcie_bandwidth_Bps(gpu.pcie.generation, gpu.pcie.lanes)
+    total = checkpoint_bytes(rp)
+    writer = writer_of(section.checkpoint, rp.training.framework)
+    rank_bytes = rank_write_bytes(writer, gpu_state_bytes, total, gpus)
+    return checkpoint_cost(total, gpu_state_bytes, math.ceil(gpus / cluster.node.gpus), pcie, section.checkpoint,
+                           _storage_Bps(section, cluster), rank_bytes, writer)
 
 
 def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus: int,
@@ -123,7 +128,7 @@ def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus:
     rate = failure_rate_per_s(component_counts(cluster, gpus), section.failures)
     mtbf = 1.0 / rate if rate > 0 else math.inf
     gpu_state = memory if isinstance(memory, float | int) else per_gpu_state_bytes(memory)
-    cost = _cost(section, rp, cluster, gpu_state, nodes)
+    cost = _cost(section, rp, cluster, gpu_state, gpus)
     productive = sum(n * step.step_s for n, step in stages)
     interval = interval_seconds(section.checkpoint, cost, mtbf)
     if isinstance(section.checkpoint.interval_s, float) and interval > productive:

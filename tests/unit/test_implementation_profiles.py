@@ -42,7 +42,8 @@ def test_registry_names_and_families():
 
 def test_every_shipped_field_has_a_source():
     for name, profile in shipped_profiles().items():
-        given = [f for f in ("host", "kernels", "measured_host", "training_defaults", "serving_defaults")
+        given = [f for f in ("host", "kernels", "measured_host", "training_defaults", "serving_defaults",
+                             "pipeline_p2p", "bf16_grad_sync")
                  if getattr(profile, f) != type(profile).model_fields[f].default]
         for field in given:
             assert profile.source_of(field) or any(k.startswith(field) for k, _ in profile.sources), (name, field)

@@ -67,12 +67,28 @@ def test_development_set_error_does_not_regress(runs):
     the padded vocabulary memory holds (issue 26 drift fix: Megatron pads to a multiple of 128 x tp, GPT-3's 50257
     rows: 50688 at TP 4, 51200 at TP 8): MLPerf GPT-3 fp8 rows 0.01-0.05% slower, mean 7.155% -> 7.153%, dense 8.149% ->
     8.144%, MoE 7.353% -> 7.350%, fp8 5.428% -> 5.430% (over the 5.43% gate by 0.0004 points: moved to 5.44%).
+    Then the deepspeed profile's pipeline engine and BF16_Optimizer (separate blocking receives, the whole-gradient
+    all-reduce, the fp32 tied-embedding sync) with BLOOM's dropout 0.1 and ALiBi, and MT-NLG's rows naming that
+    profile (test_deepspeed_rows_pinned): mean 7.153% -> 7.007%, dense 8.144% -> 7.784%, median unchanged.
     Tighten as the model improves."""
     s = published.summary(runs)
-    assert s["mean"] <= 0.0716
-    assert s["mean_dense"] <= 0.0816 and s["mean_fp8"] <= 0.0544 and s["mean_moe"] <= 0.0736
+    assert s["mean"] <= 0.0701
+    assert s["mean_dense"] <= 0.0779 and s["mean_fp8"] <= 0.0544 and s["mean_moe"] <= 0.0736
     assert abs(s["median_signed"]) <= 0.05 and s["median_signed"] >= -0.0149
     assert s["oom_trained"] == 0
+
+
+def test_deepspeed_rows_pinned(runs):
+    """The deepspeed profile's rows (issue 28: one within 10%), pinned so the table fails when they move. BLOOM
+    91.27 s (-13.3%) -> 96.19 s (-8.6%), in the order applied: separate blocking receives (a 5.02 ms receive of
+    29.4 MB over Omni-Path per micro-batch on the busiest stage), BF16_Optimizer's all-reduce in place of a
+    reduce-scatter (+0.53 s exposed DP) and its fp32 tied-embedding sync (+0.33 s): 93.01 s; dropout 0.1 (tr11
+    README): 95.29 s; ALiBi's bias written into the scores, net of RoPE: 96.19 s.
+    MT-NLG +0.3% each (its fp16 ZeRO-1 keeps the sharded reduction; 10.5 MB receives over a 25 GB/s HDR link):
+    what is left there is not in DeepSpeed's pipeline code (docs/implementation_profiles.md, "DeepSpeed")."""
+    err = {r.id: r.predicted_s / r.measured_s - 1 for r in runs}
+    assert err["bloom_176b_a100_384"] == pytest.approx(-0.0859, abs=5e-4)
+    assert [round(err[f"mtnlg_530b_a100_{g}"], 3) for g in (2240, 2800, 3360)] == [-0.249, -0.257, -0.278]
 
 
 def test_flagperf_a800_plan_that_ran_out_of_memory_is_predicted_out_of_memory(runs, tmp_path):

@@ -148,7 +148,9 @@ def _mtnlg(id, nodes, step, tflops):
                "Model = Korthikanti 530B preset (same shape) with vocab 50257. attention unfused: the run predates "
                "FlashAttention (Dao et al., arXiv:2205.14135, May 2022); Megatron's fused scale-mask-softmax between "
                "two batched GEMMs. cross_entropy unfused: Megatron-DeepSpeed's mpu/cross_entropy.py (max, sub_, "
-               "exp, sum, div_ on output.float())."),
+               "exp, sum, div_ on output.float()). framework deepspeed: DeepSpeed's PipelineEngine (separate "
+               "blocking receives); grad_accumulation fused, as the unsaid knob says (BF16_Optimizer's fp32 "
+               "accumulation, the profile's default, is bf16-only)."),
         measured_step_s=step,
         yaml_comment=(f"{id}: MT-NLG 530B on {nodes} DGX A100 ({gpus} GPUs), TP8 x PP35 x DP{dp}, GBS 1920.\n"
                       f"Source: {MTNLG}.\nMeasured: {step} s per iteration ({tflops} TFLOP/s/GPU)."),
@@ -156,7 +158,8 @@ def _mtnlg(id, nodes, step, tflops):
                       model=dict(preset="korthikanti-530b", vocab=50257),
                       parallel=dict(tp=8, pp=35, dp=dp, sp=False, recompute="full", zero=1),
                       training=dict(seq_len=2048, micro_batch=1, global_batch=1920, precision="fp16",
-                                    attention="unfused", cross_entropy="unfused")))
+                                    attention="unfused", cross_entropy="unfused", framework="deepspeed",
+                                    grad_accumulation="fused")))
 
 
 RUNS += [_mtnlg("mtnlg_530b_a100_2240", 280, 60.1, 126), _mtnlg("mtnlg_530b_a100_2800", 350, 50.2, 121),
@@ -177,7 +180,11 @@ RUNS.append(dict(
             "Gb/s Omni-Path per node from the README; NVSwitch baseboard, one adapter per GPU pair and the CPU "
             "model assumed)"),
     notes=("Megatron-DeepSpeed. TFLOPs in the log are hardware TFLOPs (4x2 coefficient, counting recompute). "
-           "ALiBi modelled as rope (no position parameters either way); embedding LayerNorm not modelled. "
+           "dropout 0.1: README.md lines 308-312 (the default Megatron-LM --attention-dropout and --hidden-dropout "
+           "0.1 are inherited; the slurm script sets neither). "
+           "ALiBi (slurm --position-embedding-type alibi): Megatron-DeepSpeed's baddbmm of the bias into the "
+           "scores (megatron/model/transformer.py@affff3d2), no position parameters; embedding LayerNorm not "
+           "modelled. "
            "attention unfused: training began 2022-03-11, before FlashAttention (arXiv:2205.14135, May 2022); "
            "grad_accumulation separate_fp32: DeepSpeed's pipeline engine calls BF16_Optimizer.update_hp_grads "
            "after every micro-batch's backward (deepspeed/runtime/pipe/engine.py _exec_backward_pass; "
@@ -191,8 +198,8 @@ RUNS.append(dict(
                   "Measured: 105.22 s per iteration (149.02 hardware TFLOP/s per GPU)."),
     scenario=dict(name="bloom_176b_a100_384", system=dict(profile="jean_zay_a100_80gb", nodes=48),
                   model=dict(name="bloom-176b", layers=70, hidden=14336, heads=112, vocab=250880, activation="gelu",
-                             norm="layernorm", linear_bias=True, tied_embeddings=True, position_embedding="rope",
-                             max_position=2048),
+                             norm="layernorm", linear_bias=True, tied_embeddings=True, position_embedding="alibi",
+                             max_position=2048, dropout=0.1),
                   parallel=dict(tp=4, pp=12, dp=8, sp=False, recompute="full", zero=1,
                                 pipeline_layers=[5] + [6] * 10 + [5]),
                   training=dict(seq_len=2048, micro_batch=2, global_batch=2048, precision="bf16",
