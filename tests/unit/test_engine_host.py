@@ -96,7 +96,9 @@ def test_held_bytes_leave_the_cache_as_each_engine_counts_memory():
     from simulator.serving.scheduler import kv_blocks
 
     held = 3.94e9
-    for framework, share in (("vllm", 1.0), ("tensorrt_llm", 0.9)):   # vLLM: all of it; TensorRT-LLM: 0.9 of free
+    # vLLM and SGLang: all of it (their budgets are fractions of total memory less what is loaded); TensorRT-LLM:
+    # 0.9 of it (its cache is 0.9 of the memory left free)
+    for framework, share in (("vllm", 1.0), ("sglang", 1.0), ("tensorrt_llm", 0.9)):
         s = load_scenario(_gpt_oss(framework))
         ctx, memory = serving_context(s)
         step = inference_memory(s.plan, memory.hbm_capacity_bytes, Batch(1, 8192))
