@@ -170,6 +170,11 @@ class Profile(BaseModel):
                                       "rank's shard) or all_reduce (DeepSpeed's BF16_Optimizer: the whole "
                                       "gradient all-reduced, the updated bf16 parameters all-gathered, the tied "
                                       "embedding's gradient all-reduced in fp32)")
+    checkpoint_writer: Literal["distributed", "rank_files"] = Field(
+        "distributed", description="who writes a checkpoint: distributed (PyTorch DCP and Megatron's fully "
+                                   "parallel dist-checkpointing spread replicated pieces evenly over the ranks) or "
+                                   "rank_files (DeepSpeed's save_checkpoint: data-parallel rank 0 writes its "
+                                   "stage's layers, every rank its own optimizer partition)")
     training_defaults: tuple[tuple[str, Any], ...] = ()
     serving_defaults: tuple[tuple[str, Any], ...] = ()
     sources: tuple[tuple[str, str], ...] = ()

@@ -50,12 +50,11 @@ def rates() -> dict[str, float]:
     return {k: float(v["value"]) for k, v in read_yaml(RATES).data.items()}
 
 
-def writer_of(section: CheckpointSection, framework: str) -> str:
-    """``rank_files`` or ``distributed``: the section's choice, or by framework (DeepSpeed's ``save_checkpoint``
-    writes per-rank files; PyTorch DCP and Megatron's dist-checkpointing spread replicated pieces)."""
-    if section.writer != "auto":
-        return section.writer
-    return "rank_files" if framework == "deepspeed" else "distributed"
+def writer_of(section: CheckpointSection, profile_writer: str) -> str:
+    """``rank_files`` or ``distributed``: the section's choice, else the implementation profile's
+    ``checkpoint_writer`` (DeepSpeed's ``save_checkpoint`` writes per-rank files; PyTorch DCP and Megatron's
+    dist-checkpointing spread replicated pieces)."""
+    return section.writer if section.writer != "auto" else profile_writer
 
 
 def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: int) -> float:

@@ -114,7 +114,7 @@ def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state
     gpu = cluster.node.gpu
     pcie = pcie_bandwidth_Bps(gpu.pcie.generation, gpu.pcie.lanes)
     total = checkpoint_bytes(rp)
-    writer = writer_of(section.checkpoint, rp.training.framework)
+    writer = writer_of(section.checkpoint, rp.training.profile.checkpoint_writer)
     rank_bytes = rank_write_bytes(writer, gpu_state_bytes, total, gpus)
     return checkpoint_cost(total, gpu_state_bytes, math.ceil(gpus / cluster.node.gpus), pcie, section.checkpoint,
                            _storage_Bps(section, cluster), rank_bytes, writer)

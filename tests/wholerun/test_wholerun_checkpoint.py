@@ -58,11 +58,15 @@ def test_staging_by_hand():
 
 
 def test_who_writes_what():
+    from simulator.implementation.profiles import profile_named
+
     section = CheckpointSection()
-    assert writer_of(section, "deepspeed") == "rank_files"
-    assert writer_of(section, "megatron") == "distributed"
-    assert writer_of(section, "pytorch") == "distributed"
-    assert writer_of(CheckpointSection(writer="distributed"), "deepspeed") == "distributed"
+    writers = {n: profile_named(n).checkpoint_writer for n in ("deepspeed", "megatron", "pytorch", "torchtitan")}
+    assert writers == {"deepspeed": "rank_files", "megatron": "distributed", "pytorch": "distributed",
+                       "torchtitan": "distributed"}
+    assert writer_of(section, writers["deepspeed"]) == "rank_files"
+    assert writer_of(section, writers["megatron"]) == "distributed"
+    assert writer_of(CheckpointSection(writer="distributed"), writers["deepspeed"]) == "distributed"
     # DeepSpeed: data-parallel rank 0 writes its stage's full weights and its own optimizer partition, i.e. the
     # GPU's saved state; DCP: the union over the ranks, 1 TB over 64 GPUs = 15.625 GB each
     assert rank_write_bytes("rank_files", 13.9e9, 1e12, 64) == 13.9e9
