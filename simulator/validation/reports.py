@@ -274,6 +274,27 @@ def trtllm_report() -> Report:
                   within == len(rows), gated=False)
 
 
+def trtllm_nim_report() -> Report:
+    """NIM 1.8.0 (TensorRT-LLM engines), Llama 3.3 70B FP8 on two H100 at fixed concurrency, with the tensorrt_llm
+    profile (simulator/validation/trtllm_nim.py): reported, not gated."""
+    from simulator.validation import trtllm_nim as nim
+
+    rows = nim.nim_rows()
+    s = nim.summary(rows)
+    return Report("trtllm_nim", f"NIM 1.8.0 (TensorRT-LLM), Llama 3.3 70B FP8 TP2 on H100, closed loop (profile "
+                  f"{nim.FRAMEWORK}): TTFT, ITL, output tokens/s",
+                  ("input", "output", "conc", "TTFT ms", "model", "err", "ITL ms", "model", "err", "tok/s", "model",
+                   "err"),
+                  tuple((r.input_len, r.output_len, r.concurrency,
+                         *(x for i in range(3) for x in (round(r.published[i] * (1e3 if i < 2 else 1), 2),
+                                                         round(r.predicted[i] * (1e3 if i < 2 else 1), 2),
+                                                         _pct(r.errors[i]))))
+                        for r in rows),
+                  "; ".join(f"{m}: {v['within_10pct']}/{len(rows)} within 10%, median {v['median_error']:+.1%}"
+                            for m, v in s.items()) + " (target: a row within 10%; docs/engine_kernels.md)",
+                  any(abs(e) <= 0.10 for r in rows for e in r.errors), gated=False)
+
+
 def whole_run_report() -> Report:
     """The whole-run model against published job MTTF, ETTR and checkpoint figures (simulator/validation/whole_run.py):
     scored rows within 15%, known misses at their pinned value with their reason."""
@@ -297,4 +318,5 @@ REPORTS = {"memory": memory_report, "step": step_report, "layer": layer_report, 
            "h200": h200_report, "kit": kit_report, "deepep": deepep_report, "pytorch": pytorch_report,
            "published": published_report, "serving": serving_report,
            "hf_decode": hf_decode_report, "hf_train": hf_train_report, "whole_run": whole_run_report,
-           "memory_features": memory_features_report, "trtllm": trtllm_report}
+           "memory_features": memory_features_report, "trtllm": trtllm_report,
+           "trtllm_nim": trtllm_nim_report}

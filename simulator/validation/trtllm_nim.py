@@ -1,0 +1,75 @@
+"""NVIDIA NIM 1.8.0 (TensorRT-LLM engines) serving Llama 3.3 70B in FP8 on two H100 at fixed concurrency against the
+serving model with the ``tensorrt_llm`` profile: rows for that profile (issue 28 item 1), reported, not gated.
+
+Data: simulator/validation/data/published_trtllm_nim.csv (source, engine, client and what is left out in its
+header). Each row is one scenario: ``dgx_h100`` with 2 GPUs, ``tp: 2``, ``precision: fp8``, ``framework:
+tensorrt_llm`` (its scheduler, memory rule and limits as shipped), ``serving: {input_len, output_len}``, run as AIPerf
+ran it: a closed loop of ``concurrency`` requests (:func:`simulator.entries.serve.simulate_closed_loop`, 5 x
+concurrency requests, at least 20). Three numbers per row: mean TTFT, mean ITL (the model's mean TPOT) and output
+tokens/s. Nothing in the model was derived from these rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+
+from simulator.validation import VALIDATION_DATA
+
+DATA = VALIDATION_DATA / "published_trtllm_nim.csv"
+#: meta-llama/Llama-3.3-70B-Instruct config.json
+LLAMA33_70B = dict(name="llama-3.3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256,
+                   activation="swiglu", norm="rmsnorm", tied_embeddings=False)
+FRAMEWORK = "tensorrt_llm"
+METRICS = ("ttft", "itl", "throughput")
+
+
+@dataclass(frozen=True)
+class NimRow:
+    input_len: int
+    output_len: int
+    concurrency: int
+    published: tuple[float, float, float]     # TTFT (s), ITL (s), output tokens/s
+    predicted: tuple[float, float, float]
+
+    @property
+    def errors(self) -> tuple[float, float, float]:
+        return tuple(p / q - 1.0 for p, q in zip(self.predicted, self.published, strict=True))
+
+
+def published_rows() -> list[dict]:
+    return list(csv.DictReader(ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")))
+
+
+def scenario_for(input_len: int, output_len: int) -> dict:
+    return {"name": f"nim-llama33-70b-h100-tp2-{input_len}-{output_len}",
+            "system": {"profile": "dgx_h100", "nodes": 1, "gpus": 2}, "model": dict(LLAMA33_70B), "parallel": {"tp": 2},
+            "training": {"mode": "inference", "precision": "fp8", "framework": FRAMEWORK},
+            "serving": {"batch": 1, "input_len": input_len, "output_len": output_len, "num_requests": 20}}
+
+
+def predict(input_len: int, output_len: int, concurrency: int) -> tuple[float, float, float]:
+    """(mean TTFT s, mean ITL s, output tokens/s) of the closed loop at ``concurrency``."""
+    from simulator.entries.serve import simulate_closed_loop
+    from simulator.scenario import load_scenario
+
+    m = simulate_closed_loop(load_scenario(scenario_for(input_len, output_len)), concurrency, max(20, 5 * concurrency))
+    return m["ttft_mean_s"], m["tpot_mean_s"], m["tokens_per_s"]
+
+
+def nim_rows(max_concurrency: int | None = None) -> list[NimRow]:
+    out = []
+    for r in published_rows():
+        isl, osl, c = int(r["input_len"]), int(r["output_len"]), int(r["concurrency"])
+        if max_concurrency is not None and c > max_concurrency:
+            continue
+        pub = (float(r["ttft_ms"]) / 1e3, float(r["itl_ms"]) / 1e3, float(r["output_tokens_per_s"]))
+        out.append(NimRow(isl, osl, c, pub, predict(isl, osl, c)))
+    return out
+
+
+def summary(rows: list[NimRow]) -> dict:
+    """Per metric: how many rows within 10% and the median error."""
+    return {m: {"within_10pct": sum(abs(r.errors[i]) <= 0.10 for r in rows),
+                "median_error": statistics.median(r.errors[i] for r in rows)} for i, m in enumerate(METRICS)}
