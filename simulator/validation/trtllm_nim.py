@@ -58,6 +58,29 @@ def predict(input_len: int, output_len: int, concurrency: int) -> tuple[float, f
     return m["ttft_mean_s"], m["tpot_mean_s"], m["tokens_per_s"]
 
 
+def wave_ttfts(input_len: int, output_len: int, concurrency: int, request_s: float) -> list[list[float]]:
+    """Each request's TTFT (s), one list per wave of ``concurrency`` requests (5 waves), of the closed loop with the
+    scenario's step prices and the API server's per-request time set to ``request_s``
+    (``serving.host.request_s``): how a per-request stagger changes the waves (docs/engine_host.md,
+    "Closed-loop clients")."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from simulator.entries.serve import serving_context
+    from simulator.scenario import load_scenario
+    from simulator.serving.loop import run_loop
+    from simulator.serving.metrics import loop_costs, loop_limits
+
+    scenario = load_scenario(scenario_for(input_len, output_len))
+    ctx, memory = serving_context(scenario)
+    costs = replace(loop_costs(ctx, scenario.plan), request_s=request_s)
+    run = run_loop(np.zeros(concurrency), input_len, output_len, costs, loop_limits(ctx, scenario.plan, memory),
+                   refill=4 * concurrency)
+    ttft = run.first_token_s - run.arrival_s
+    return [ttft[w:w + concurrency].tolist() for w in range(0, 5 * concurrency, concurrency)]
+
+
 def nim_rows(max_concurrency: int | None = None) -> list[NimRow]:
     out = []
     for r in published_rows():

@@ -5,7 +5,7 @@ concurrency-1 TTFT rows and the 5000/500 concurrency-5 row."""
 
 import pytest
 
-from simulator.validation.trtllm_nim import LLAMA33_70B, nim_rows, predict, published_rows
+from simulator.validation.trtllm_nim import LLAMA33_70B, nim_rows, predict, published_rows, wave_ttfts
 
 #: (input, output) -> (TTFT, ITL, output tokens/s) errors at concurrency 1 (2026-12-04, h49). The single prefill is
 #: within 10% but for the 200-token prompt (-18.7%: 31 ms published for a ~25 ms forward, the serving stack's fixed
@@ -58,3 +58,23 @@ def test_concurrency_five_long_prompt_within_ten_percent():
     ttft, itl, tps = predict(5000, 500, 5)
     assert (ttft / 0.5467 - 1, itl / 0.02183 - 1, tps / 218.48 - 1) == pytest.approx((0.0662, -0.0561, 0.0526),
                                                                                        abs=5e-4)
+
+
+def test_per_request_stagger_does_not_break_the_waves():
+    """1000 in / 1000 out at concurrency 5 (published mean TTFT 145.6 ms; 82.5 ms alone). Both clients start every
+    request at once (docs/engine_host.md, "Closed-loop clients"), so the model's only stagger is the API server's
+    per-request time. Without it each wave of 5 is one 5000-token forward: every TTFT 381.4 ms. With 1 ms (or 5 ms)
+    per request, the first request of the run is prefilled alone and the other four arrive during its 81.5 ms
+    forward and are prefilled together in the next: the group of four finishes in one step, its refills come back
+    1 ms apart and again land in one step, so the split (one alone at 98.3 ms, four together at 389.9 ms) repeats
+    every wave: mean 331.6 ms, still +128% (h52, 2026-12-04). A stagger splits a group only if it exceeds a step
+    (16-82 ms here), which no per-request cost found does (docs/engine_host.md)."""
+    locked = wave_ttfts(1000, 1000, 5, 0.0)
+    assert all(t == pytest.approx(0.3814, abs=1e-3) for wave in locked for t in wave)
+    for request_s in (0.001, 0.005):
+        waves = wave_ttfts(1000, 1000, 5, request_s)
+        for wave in waves[1:]:
+            assert wave[0] == pytest.approx(0.0983, abs=1e-3)
+            assert wave[1:] == pytest.approx([0.3899] * 4, abs=1e-3)
+        mean = sum(sum(w) for w in waves[1:]) / (4 * 5)
+        assert mean / 0.14562 - 1 == pytest.approx(1.28, abs=0.01)
