@@ -62,6 +62,24 @@ def test_the_api_server_hands_requests_to_the_engine_one_after_another():
     assert run.first_token_s.tolist() == pytest.approx([0.07, 0.12, 0.17, 0.22])
 
 
+def test_a_per_request_stagger_shorter_than_a_step_regroups_the_wave():
+    """docs/engine_host.md, "Per-request time ... closed-loop clients": a closed loop of 3 requests of 10 + 2 tokens,
+    prefill 100 ms per prompt, decode step 10 ms, 1 ms per request at the API server, by hand:
+    A reaches the engine at 1 ms and is prefilled alone (first token 101 ms); B and C (2, 3 ms) wait for that step
+    and are prefilled together with A's decode (10 + 2 x 100 ms: first tokens at 311 ms; A ends). A's refill, sent
+    at 311 ms, reaches the engine at 312 ms, during B's and C's last decode (ends 321 ms); it is prefilled alone
+    (321 -> 421 ms: TTFT 110 ms); B's and C's refills (322, 323 ms) are prefilled together again (421 + 10 + 200 =
+    631 ms: TTFT 310 ms). The 1-2 split repeats; without the stagger every prompt of every wave shares one 300 ms
+    prefill."""
+    limits = LoopLimits(kv_blocks=100, block_tokens=16)
+    step = dict(decode_s=lambda s, c: 0.010, prefill_s=lambda s, n, p: 0.100 * s)
+    locked = run_loop(np.zeros(3), 10, 2, LoopCosts(**step), limits, refill=3)
+    assert (locked.first_token_s - locked.arrival_s).tolist() == pytest.approx([0.300] * 6)
+    run = run_loop(np.zeros(3), 10, 2, LoopCosts(**step, request_s=0.001), limits, refill=3)
+    assert run.arrival_s.tolist() == pytest.approx([0, 0, 0, 0.311, 0.321, 0.321])
+    assert (run.first_token_s - run.arrival_s).tolist() == pytest.approx([0.101, 0.311, 0.311, 0.110, 0.310, 0.310])
+
+
 def _gpt_oss(framework: str, tp: int = 1, **serving) -> dict:
     return {"name": "t", "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
             "model": {"preset": "gpt-oss-120b", "weight_quantization": {"format": "mxfp4", "modules": "experts"}},
