@@ -10,19 +10,65 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.caching import memo
+from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.scenario.run_section import FailureSection, RestartSection
 from simulator.wholerun.units import DAY
-from simulator.yamlio import read_yaml
+from simulator.yamlio import LocatedYaml, read_yaml
 
 TABLE = Path(__file__).parent / "data" / "failure_rates.yaml"
 COMPONENTS = ("gpu", "host", "nic", "switch", "software")
+RESTART_PARTS = ("reschedule", "init", "nccl_init", "warmup")
 
 
 @memo(maxsize=1, loaded=True)
 def table() -> dict:
-    """The sourced defaults: ``rates_per_day`` and ``restart_s``, each ``{value, source}``."""
-    return read_yaml(TABLE).data
+    """The sourced defaults: ``rates_per_day`` (each ``{value, source}``) and ``restart_s`` (each ``{value,
+    source}``, but ``nccl_init``: ``{base, quadratic}``, see :func:`nccl_init_s`), checked by :func:`check_table`."""
+    located = read_yaml(TABLE)
+    check_table(located)
+    return located.data
+
+
+def check_table(located: LocatedYaml) -> None:
+    """Every number of the failure table a finite number >= 0 (GPU counts >= 1); else a UserError naming the
+    file, the line and the key (exit 2)."""
+    data = located.data if isinstance(located.data, dict) else {}
+
+    def number(key_path: str, minimum: float) -> None:
+        value: object = data
+        for part in key_path.split("."):
+            if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < minimum:
+            raise UserError(f"must be a finite number >= {minimum:g}, got {value!r}", file=located.file,
+                            line=located.line_of(key_path), key_path=key_path)
+
+    for name in COMPONENTS:
+        number(f"rates_per_day.{name}.value", 0.0)
+    for name in RESTART_PARTS:
+        if name != "nccl_init":
+            number(f"restart_s.{name}.value", 0.0)
+    number("restart_s.nccl_init.base.seconds", 0.0)
+    number("restart_s.nccl_init.base.gpus", 1.0)
+    terms = data["restart_s"]["nccl_init"].get("quadratic")
+    if not isinstance(terms, list):
+        key = "restart_s.nccl_init.quadratic"
+        raise UserError(f"must be a list of {{seconds, gpus}} (empty for none), got {terms!r}", file=located.file,
+                        line=located.line_of(key), key_path=key)
+    for i in range(len(terms)):
+        number(f"restart_s.nccl_init.quadratic.{i}.seconds", 0.0)
+        number(f"restart_s.nccl_init.quadratic.{i}.gpus", 1.0)
+
+
+def nccl_init_s(gpus: int) -> float:
+    """Seconds to set up NCCL's communicator over the job's ``gpus`` (docs/whole_run.md, "Restart"): the measured
+    one-node time plus each measured O(N^2) part scaled by (N / its rank count)^2 (NVIDIA/nccl#1789: ring building
+    and transport set-up loop over all pairs of ranks)."""
+    form = table()["restart_s"]["nccl_init"]
+    return form["base"]["seconds"] + sum(term["seconds"] * (gpus / term["gpus"]) ** 2 for term in form["quadratic"])
 
 
 def component_counts(cluster: ClusterSpec, gpus: int) -> dict[str, int]:
@@ -72,10 +118,12 @@ class RestartCost:
         return self.reschedule_s + self.init_s + self.nccl_init_s + self.load_s + self.warmup_s
 
 
-def restart_cost(section: RestartSection, failures: FailureSection, load_s: float) -> RestartCost:
-    """The restart's parts (overrides, else the table): hot spares replace the wait for the scheduler by a swap
-    (the reschedule part is dropped); in-job recovery keeps the processes (no re-initialisation)."""
-    defaults = {k: v["value"] for k, v in table()["restart_s"].items()}
+def restart_cost(section: RestartSection, failures: FailureSection, load_s: float, gpus: int) -> RestartCost:
+    """The restart's parts for a job of ``gpus`` GPUs (overrides, else the table; NCCL's set-up by
+    :func:`nccl_init_s`): hot spares replace the wait for the scheduler by a swap (the reschedule part is dropped);
+    in-job recovery keeps the processes (no re-initialisation)."""
+    defaults = {k: v["value"] for k, v in table()["restart_s"].items() if k != "nccl_init"}
+    defaults["nccl_init"] = nccl_init_s(gpus)
 
     def part(name: str) -> float:
         value = getattr(section, f"{name}_s")
