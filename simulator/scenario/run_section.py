@@ -92,6 +92,9 @@ class RestartSection(_Strict):
     init_s: float | None = Field(None, ge=0, description="process launch, imports, model construction")
     nccl_init_s: float | None = Field(None, ge=0, description="communicator set-up at the job's scale")
     warmup_s: float | None = Field(None, ge=0, description="slow first steps after a restart (allocator, kernels)")
+    nccl_version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+                                     description="the job's NCCL release (MAJOR.MINOR[.PATCH]): which measured parts "
+                                                 "of NCCL's set-up apply (null: the table's default_nccl_version)")
 
 
 class MonteCarlo(_Strict):

@@ -135,7 +135,7 @@ def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus:
         file, line = section.where("checkpoint.interval_s")
         raise UserError(f"a checkpoint every {interval:g} s is longer than the run's {productive:.0f} s of steps",
                         file=file, line=line, key_path="run.checkpoint.interval_s")
-    restart = restart_cost(section.restart, section.failures, cost.load_s)
+    restart = restart_cost(section.restart, section.failures, cost.load_s, gpus)
     lag = cost.write_s - cost.stall_s if cost.mode == "async" else 0.0
     time = expected_time(productive, interval, cost.stall_s, rate, restart.total_s, lag)
     power = gpu_power(cluster.node.gpu)
