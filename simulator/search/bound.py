@@ -10,21 +10,32 @@ any plan timed alone is decided, so which plans are pruned does not depend on th
 the shards, and the first ``exact_top`` plans are those of a search without the bound, in the same order with
 the same numbers.
 
-The bound: each rank runs its work serially, so its timeline lasts at least the compute of the step on it, m
-micro-batches x (forward compute + backward compute + recompute) of its per-micro-batch work as the breakdown
-counts it (:func:`simulator.schedule.dual_timeline.rank_costs`; an overlapped forward-backward pair hides only
-EP communication, never compute), and then its tail (exposed per-step communication and the optimizer,
-:func:`simulator.schedule.tails.stage_tail`, which does not depend on when the tail starts). The step is the
-latest rank's end, so
+The bound: each rank runs its ops one after another, so it ends no earlier than its first op's start plus the
+seconds of all its ops, and its tail (exposed per-step communication and the optimizer,
+:func:`simulator.schedule.tails.stage_tail`, which does not depend on when the tail starts) comes after. The step
+is the latest rank's end, so
 
-    step >= max_s [ m (F_s + B_s + R_s) + tail_s ].
+    step >= max_s [ r_s + busy_s + tail_s ].
+
+busy_s: m micro-batches x the rank's per-micro-batch work as the breakdown counts it
+(:func:`simulator.schedule.dual_timeline.rank_costs`); an overlapped forward-backward pair (DualPipe, DualPipeV)
+hides at most (1 - interference) of each side's exposed EP seconds, never compute, so busy_s >= m (F_s + B_s -
+(1 - interference) (ep of F_s + ep of B_s)) with F, B the totals (compute, recompute, exposed communication, host).
+r_s, the release of rank s: its first op waits for the first micro-batch's forward on every rank between it and
+the rank where that forward enters the pipeline (phase 0 enters at rank 0 and flows to higher ranks; phase 1 of a
+V turns at the last rank; DualPipe's second copy enters at the last rank and flows down), each at least its
+forward seconds less what a pair could hide, so r_s >= sum_{j<s} f_j (ZB-H1, ZB-V, DualPipeV) and
+r_s >= min(sum_{j<s} f_j, sum_{j>s} f_j) (DualPipe, f_j its smaller phase). Without a split schedule (the replay
+of whole backwards) the bound keeps r_s = 0 and compute only: m (forward compute + backward compute + recompute).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from simulator.pricing.overlap import coefficients
 from simulator.schedule.dual_timeline import phase_costs, rank_costs
 from simulator.schedule.step import StepParts
 from simulator.schedule.tails import stage_tail
@@ -79,10 +90,14 @@ def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) 
 def step_lower_bound(parts: StepParts) -> float:
     """A lower bound of the step time of ``parts`` (module docstring), in seconds."""
     ctx, plan = parts.ctx, parts.ctx.plan
-    chunks = parts.chunks
-    if plan.schedule.replay == "split":
-        chunks = rank_costs(plan.schedule, phase_costs(plan.schedule, chunks))
+    chunks, schedule = parts.chunks, plan.schedule
     m, tails, out = plan.num_microbatches, {}, 0.0
+    hide = 1.0 - coefficients()["overlap_interference"]
+    split = schedule.replay == "split" and 0.0 <= hide <= 1.0
+    if schedule.replay == "split":
+        phases = phase_costs(schedule, chunks)
+        chunks = rank_costs(schedule, phases)
+    release = _releases(schedule, phases, hide) if split else [0.0] * plan.parallel.pp
     for s in range(plan.parallel.pp):
         signature = parts.signatures[s]      # middle stages of one signature share their tail (as finish_step)
         tail = tails.get(signature) if signature is not None else None
@@ -91,5 +106,25 @@ def step_lower_bound(parts: StepParts) -> float:
             tail = sum(exposed.values()) + optimizer
             if signature is not None:
                 tails[signature] = tail
-        out = max(out, m * sum(f.compute + b.compute + b.recompute for f, b in chunks[s]) + tail)
+        if split:
+            busy = sum(f.total + b.total - hide * (f.exposed["ep"] + b.exposed["ep"]) for f, b in chunks[s])
+        else:
+            busy = sum(f.compute + b.compute + b.recompute for f, b in chunks[s])
+        out = max(out, release[s] + m * busy + tail)
     return out
+
+
+def _releases(schedule, phases: list, hide: float) -> list[float]:
+    """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it."""
+    def forward(cost) -> float:       # a forward's seconds, less what an overlapped pair could hide of them
+        return cost.total - hide * cost.exposed["ep"]
+
+    if schedule.mirrored:
+        f = [min(forward(p[0][0]), forward(p[1][0])) for p in phases]
+    else:
+        f = [forward(p[0][0]) for p in phases]
+    below = list(itertools.accumulate(f, initial=0.0))          # below[s] = sum_{j<s} f_j
+    if not schedule.mirrored:
+        return below[:-1]
+    total = below[-1]
+    return [min(below[s], total - below[s + 1]) for s in range(len(f))]
