@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.pricing.overlap import coefficients
-from simulator.schedule.dual_timeline import phase_costs, rank_costs
+from simulator.schedule.dual_timeline import half_total, phase_costs, rank_costs
 from simulator.schedule.step import StepParts
 from simulator.schedule.tails import stage_tail
 from simulator.search.rank import OBJECTIVES
@@ -46,6 +46,10 @@ BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than
 
 #: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
 EXACT_TOP = 10
+
+#: plans timed alone per round, best lower bound first; the threshold is updated between rounds
+#: (:func:`simulator.search.run.time_alone`)
+ROUND = 8
 
 #: objectives the bound applies to (step time, and tokens per second per GPU: a function of it)
 BOUNDED = ("step_time", "tokens_per_s_per_gpu")
@@ -93,36 +97,60 @@ def step_lower_bound(parts: StepParts) -> float:
     chunks, schedule = parts.chunks, plan.schedule
     m, tails, out = plan.num_microbatches, {}, 0.0
     hide = 1.0 - coefficients()["overlap_interference"]
-    split = schedule.replay == "split" and 0.0 <= hide <= 1.0
-    if schedule.replay == "split":
-        phases = phase_costs(schedule, chunks)
-        chunks = rank_costs(schedule, phases)
-    release = _releases(schedule, phases, hide) if split else [0.0] * plan.parallel.pp
+    split = schedule.replay == "split"
+    if split and 0.0 <= hide <= 1.0:
+        forward, busy = _rank_seconds(schedule, chunks, hide)
+        release = _releases(schedule, forward)
+    else:
+        busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in chunks]
+        release = [0.0] * plan.parallel.pp
+    phases = phase_costs(schedule, chunks) if split and not schedule.v_shape else None
     for s in range(plan.parallel.pp):
         signature = parts.signatures[s]      # middle stages of one signature share their tail (as finish_step)
         tail = tails.get(signature) if signature is not None else None
         if tail is None:
-            exposed, optimizer, _ = stage_tail(ctx, s, chunks[s], 0.0, parts.slowest, False)
+            if split:     # the rank's per-micro-batch costs as the breakdown counts them (only where needed)
+                rank = phase_costs(schedule, [chunks[s]])[0] if phases is None else phases[s]
+                stage = rank_costs(schedule, [rank])[0]
+            else:
+                stage = chunks[s]
+            exposed, optimizer, _ = stage_tail(ctx, s, stage, 0.0, parts.slowest, False)
             tail = sum(exposed.values()) + optimizer
             if signature is not None:
                 tails[signature] = tail
-        if split:
-            busy = sum(f.total + b.total - hide * (f.exposed["ep"] + b.exposed["ep"]) for f, b in chunks[s])
-        else:
-            busy = sum(f.compute + b.compute + b.recompute for f, b in chunks[s])
-        out = max(out, release[s] + m * busy + tail)
+        out = max(out, release[s] + m * busy[s] + tail)
     return out
 
 
-def _releases(schedule, phases: list, hide: float) -> list[float]:
-    """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it."""
-    def forward(cost) -> float:       # a forward's seconds, less what an overlapped pair could hide of them
+def _rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
+    """Per rank of a split schedule: the seconds of a forward of each phase and of one micro-batch's work (as
+    :func:`~simulator.schedule.dual_timeline.rank_costs` weighs the phases), each less what overlapped pairs
+    could hide (``hide`` x the exposed EP seconds); from the numbers alone (no Cost built: a V's halves by
+    :func:`~simulator.schedule.dual_timeline.half_total`)."""
+    def whole(cost) -> float:
         return cost.total - hide * cost.exposed["ep"]
 
-    if schedule.mirrored:
-        f = [min(forward(p[0][0]), forward(p[1][0])) for p in phases]
-    else:
-        f = [forward(p[0][0]) for p in phases]
+    def half(cost) -> float:
+        return half_total(cost) - hide * cost.exposed["ep"] / 2
+
+    pp = len(chunks)
+    if schedule.v_shape:            # both phases halves of the rank's own stage, every micro-batch runs both
+        forward = [(half(c[0][0]),) for c in chunks]
+        return forward, [2 * (half(c[0][0]) + half(c[0][1])) for c in chunks]
+    if not schedule.mirrored:       # ZB-H1: one phase
+        return [(whole(c[0][0]),) for c in chunks], [whole(c[0][0]) + whole(c[0][1]) for c in chunks]
+    forward, busy = [], []
+    for s in range(pp):              # DualPipe: stage s (phase 0) and pp - 1 - s (phase 1), m / 2 each
+        (f0, b0), (f1, b1) = chunks[s][0], chunks[pp - 1 - s][0]
+        forward.append((whole(f0), whole(f1)))
+        busy.append(0.5 * (whole(f0) + whole(b0)) + 0.5 * (whole(f1) + whole(b1)))
+    return forward, busy
+
+
+def _releases(schedule, forward: list[tuple[float, ...]]) -> list[float]:
+    """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it
+    (``forward``: per rank, its phases' forward seconds)."""
+    f = [min(x) for x in forward]
     below = list(itertools.accumulate(f, initial=0.0))          # below[s] = sum_{j<s} f_j
     if not schedule.mirrored:
         return below[:-1]

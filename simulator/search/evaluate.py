@@ -92,9 +92,13 @@ class Evaluated:
     """Of the plans that passed the rules but not memory, the smallest device peak seen (bytes, without the
     headroom), whether it is the plan's peak (else a lower bound: its model states, NCCL's buffers and the runtime)
     and the plan (docs/search.md, "When nothing fits")."""
+    bounds: list[tuple[float, float, int, dict[str, Any]]] = field(default_factory=list)
+    """With ``lower_only``: per plan timed alone that the bound kept, its step's lower bound (seconds), tokens per
+    step, GPUs and point (:func:`evaluate_points`)."""
 
     def merge(self, other: Evaluated) -> None:
         self.rows += other.rows
+        self.bounds += other.bounds
         self.rejected.update(other.rejected)
         self.evaluated += other.evaluated
         if other.least_oom is not None and (self.least_oom is None or other.least_oom[0] < self.least_oom[0]):
@@ -309,11 +313,31 @@ def _without_cycle_collector():
             gc.enable()
 
 
-def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
+def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None,
+                    lower_only: bool = False) -> Evaluated:
     """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: plans timed alone
-    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
+    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed.
+    ``lower_only``: no plan is timed; each that passes the rules, memory and ``bound`` leaves its step's lower
+    bound in ``bounds`` (the search times them best bound first, :func:`simulator.search.run.search`)."""
     with _without_cycle_collector():
+        if lower_only:
+            return _lower_bounds(ctx, points, bound)
         return _evaluate_points(ctx, points, bound)
+
+
+def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
+    out, overflow = Evaluated(), {}
+    for point in points:
+        item = _prepare(ctx, point, out, overflow)
+        if item is None:
+            continue
+        plan = item[1].ctx.plan
+        lower, tokens = step_lower_bound(item[1]), plan.training.global_batch * plan.training.seq_len
+        if bound is not None and bound.excludes(lower, tokens, plan.world_size):
+            out.rejected[BOUND_REASON] += 1
+        else:
+            out.bounds.append((lower, tokens, plan.world_size, point))
+    return out
 
 
 def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
