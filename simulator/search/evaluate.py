@@ -42,8 +42,9 @@ from simulator.memory.offload import check_host_memory, offloaded_activation_byt
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
-from simulator.plan import moe_backend, resolve_plan
+from simulator.plan import moe_backend
 from simulator.plan.config import ParallelPlan
+from simulator.plan.resolve import batch_free_rules, finish_plan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
@@ -160,10 +161,23 @@ def resolve(ctx: Context, point: dict[str, Any]):
         key = tuple(parallel.items())
     parallel = _built(ctx, "parallel", key,
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
-    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
+    # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
+    # result, or the same first rejection, for every micro-batch)
+    rules = _built(ctx, "rules", (key, point["gpus"]), lambda: _batch_free(ctx, parallel, training, point["gpus"]))
+    if isinstance(rules, UserError):
+        raise rules.with_traceback(None)
+    plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
     check_timeline(plan)
     check_host_memory(plan, ctx.fixed.cluster)     # offload: the node's host memory holds what it offloads
     return plan
+
+
+def _batch_free(ctx: Context, parallel: ParallelPlan, training, gpus: int):
+    """:func:`simulator.plan.resolve.batch_free_rules` of a candidate, or the UserError of the first it breaks."""
+    try:
+        return batch_free_rules(ctx.fixed.model, parallel, training, gpus)
+    except UserError as exc:
+        return exc
 
 
 def _monotone(plan) -> bool:
