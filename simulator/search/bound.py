@@ -5,10 +5,12 @@ The search evaluates every other plan first (GPipe and 1F1B, whose timelines a b
 ``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
 ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
 the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
-plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before
-any plan timed alone is decided, so which plans are pruned does not depend on the executor or on the order of
-the shards, and the first ``exact_top`` plans are those of a search without the bound, in the same order with
-the same numbers.
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The plans the threshold keeps are
+then timed best lower bound first (ties by the point's values), :data:`ROUND` at a time, the threshold after each
+round the ``exact_top``-th best of every plan timed so far; when the next plan's lower bound is excluded, so is
+every plan after it (:func:`simulator.search.run.time_alone`). The order and the rounds depend only on the plans'
+bounds and values, so which plans are pruned does not depend on the executor or on the order of the shards, and
+the first ``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
 
 The bound: each rank runs its ops one after another, so it ends no earlier than its first op's start plus the
 seconds of all its ops, and its tail (exposed per-step communication and the optimizer,
@@ -91,11 +93,12 @@ def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) 
     return Bound(column, larger, values[exact_top - 1])
 
 
-def step_lower_bound(parts: StepParts) -> float:
-    """A lower bound of the step time of ``parts`` (module docstring), in seconds."""
+def step_lower_bound(parts: StepParts, tails: bool = True) -> float:
+    """A lower bound of the step time of ``parts`` (module docstring), in seconds; ``tails`` False: without the
+    ranks' tails (a lower one, cheaper: no tail is priced)."""
     ctx, plan = parts.ctx, parts.ctx.plan
     chunks, schedule = parts.chunks, plan.schedule
-    m, tails, out = plan.num_microbatches, {}, 0.0
+    m, seen, out = plan.num_microbatches, {}, 0.0
     hide = 1.0 - coefficients()["overlap_interference"]
     split = schedule.replay == "split"
     if split and 0.0 <= hide <= 1.0:
@@ -104,10 +107,12 @@ def step_lower_bound(parts: StepParts) -> float:
     else:
         busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in chunks]
         release = [0.0] * plan.parallel.pp
+    if not tails:
+        return max(r + m * b for r, b in zip(release, busy, strict=True))
     phases = phase_costs(schedule, chunks) if split and not schedule.v_shape else None
     for s in range(plan.parallel.pp):
         signature = parts.signatures[s]      # middle stages of one signature share their tail (as finish_step)
-        tail = tails.get(signature) if signature is not None else None
+        tail = seen.get(signature) if signature is not None else None
         if tail is None:
             if split:     # the rank's per-micro-batch costs as the breakdown counts them (only where needed)
                 rank = phase_costs(schedule, [chunks[s]])[0] if phases is None else phases[s]
@@ -117,7 +122,7 @@ def step_lower_bound(parts: StepParts) -> float:
             exposed, optimizer, _ = stage_tail(ctx, s, stage, 0.0, parts.slowest, False)
             tail = sum(exposed.values()) + optimizer
             if signature is not None:
-                tails[signature] = tail
+                seen[signature] = tail
         out = max(out, release[s] + m * busy[s] + tail)
     return out
 

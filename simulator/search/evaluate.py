@@ -50,7 +50,7 @@ from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
-from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound, timed_alone
+from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -329,14 +329,15 @@ def _without_cycle_collector():
 
 def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None,
                     lower_only: bool = False) -> Evaluated:
-    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: plans timed alone
-    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed.
-    ``lower_only``: no plan is timed; each that passes the rules, memory and ``bound`` leaves its step's lower
-    bound in ``bounds`` (the search times them best bound first, :func:`simulator.search.run.search`)."""
+    """Evaluate candidates in batches (module docstring); rows in candidate order. ``lower_only`` (implied by a
+    ``bound``): no plan is timed; each that passes the rules and memory leaves its step's lower bound in
+    ``bounds`` (:mod:`simulator.search.bound`), unless ``bound`` excludes it: then it is counted under
+    :data:`~simulator.search.bound.BOUND_REASON` (the search times the rest best bound first,
+    :func:`simulator.search.run.time_alone`)."""
     with _without_cycle_collector():
-        if lower_only:
+        if lower_only or bound is not None:
             return _lower_bounds(ctx, points, bound)
-        return _evaluate_points(ctx, points, bound)
+        return _evaluate_points(ctx, points)
 
 
 def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
@@ -346,33 +347,23 @@ def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | Non
         if item is None:
             continue
         plan = item[1].ctx.plan
-        lower, tokens = step_lower_bound(item[1]), plan.training.global_batch * plan.training.seq_len
-        if bound is not None and bound.excludes(lower, tokens, plan.world_size):
+        tokens, gpus = plan.training.global_batch * plan.training.seq_len, plan.world_size
+        # the bound without the tails first: where that is excluded already, no tail is priced
+        if bound is not None and bound.excludes(step_lower_bound(item[1], tails=False), tokens, gpus):
+            out.rejected[BOUND_REASON] += 1
+            continue
+        lower = step_lower_bound(item[1])
+        if bound is not None and bound.excludes(lower, tokens, gpus):
             out.rejected[BOUND_REASON] += 1
         else:
-            out.bounds.append((lower, tokens, plan.world_size, point))
+            out.bounds.append((lower, tokens, gpus, point))
     return out
 
 
-def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
-    """Whether a prepared plan is to be timed: always, unless it is timed alone (:func:`timed_alone`) and
-    ``bound`` excludes its step's lower bound (:mod:`simulator.search.bound`)."""
-    parts = item[1]
-    plan = parts.ctx.plan
-    if bound is None or not timed_alone(plan.schedule):
-        return True
-    t = plan.training
-    if bound.excludes(step_lower_bound(parts), t.global_batch * t.seq_len, plan.world_size):
-        out.rejected[BOUND_REASON] += 1
-        return False
-    return True
-
-
-def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
+def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
     out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
-        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
-                    if x is not None and _within(bound, out, x)]
+        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH]) if x is not None]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}
