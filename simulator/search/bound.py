@@ -104,8 +104,9 @@ def step_lower_bound(parts: StepParts, tails: bool = True) -> float:
     if split and 0.0 <= hide <= 1.0:
         forward, busy = _rank_seconds(schedule, chunks, hide)
         release = _releases(schedule, forward)
-    else:
-        busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in chunks]
+    else:            # compute only (per rank as the breakdown counts it, for a split schedule)
+        ranks = rank_costs(schedule, phase_costs(schedule, chunks)) if split else chunks
+        busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in ranks]
         release = [0.0] * plan.parallel.pp
     if not tails:
         return max(r + m * b for r, b in zip(release, busy, strict=True))
