@@ -75,6 +75,12 @@ def _half(cost: Cost) -> Cost:
     return out
 
 
+def half_total(cost: Cost) -> float:
+    """``_half(cost).total`` without building it: half of everything but the pipeline transfers."""
+    pp = cost.exposed["pp"]
+    return (cost.total - pp) / 2 + pp
+
+
 def phase_costs(schedule: Schedule, chunks: list[list[tuple[Cost, Cost]]]
                 ) -> list[tuple[tuple[Cost, Cost], tuple[Cost, Cost]]]:
     """Per rank, the (forward, backward) Cost of one micro-batch in phase 0 and in phase 1 (module docstring), from

@@ -5,27 +5,40 @@ The search evaluates every other plan first (GPipe and 1F1B, whose timelines a b
 ``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
 ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
 the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
-plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The threshold is fixed before
-any plan timed alone is decided, so which plans are pruned does not depend on the executor or on the order of
-the shards, and the first ``exact_top`` plans are those of a search without the bound, in the same order with
-the same numbers.
+plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The plans the threshold keeps are
+then timed best lower bound first (ties by the point's values), :data:`ROUND` at a time, the threshold after each
+round the ``exact_top``-th best of every plan timed so far; when the next plan's lower bound is excluded, so is
+every plan after it (:func:`simulator.search.run.time_alone`). The order and the rounds depend only on the plans'
+bounds and values, so which plans are pruned does not depend on the executor or on the order of the shards, and
+the first ``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
 
-The bound: each rank runs its work serially, so its timeline lasts at least the compute of the step on it, m
-micro-batches x (forward compute + backward compute + recompute) of its per-micro-batch work as the breakdown
-counts it (:func:`simulator.schedule.dual_timeline.rank_costs`; an overlapped forward-backward pair hides only
-EP communication, never compute), and then its tail (exposed per-step communication and the optimizer,
-:func:`simulator.schedule.tails.stage_tail`, which does not depend on when the tail starts). The step is the
-latest rank's end, so
+The bound: each rank runs its ops one after another, so it ends no earlier than its first op's start plus the
+seconds of all its ops, and its tail (exposed per-step communication and the optimizer,
+:func:`simulator.schedule.tails.stage_tail`, which does not depend on when the tail starts) comes after. The step
+is the latest rank's end, so
 
-    step >= max_s [ m (F_s + B_s + R_s) + tail_s ].
+    step >= max_s [ r_s + busy_s + tail_s ].
+
+busy_s: m micro-batches x the rank's per-micro-batch work as the breakdown counts it
+(:func:`simulator.schedule.dual_timeline.rank_costs`); an overlapped forward-backward pair (DualPipe, DualPipeV)
+hides at most (1 - interference) of each side's exposed EP seconds, never compute, so busy_s >= m (F_s + B_s -
+(1 - interference) (ep of F_s + ep of B_s)) with F, B the totals (compute, recompute, exposed communication, host).
+r_s, the release of rank s: its first op waits for the first micro-batch's forward on every rank between it and
+the rank where that forward enters the pipeline (phase 0 enters at rank 0 and flows to higher ranks; phase 1 of a
+V turns at the last rank; DualPipe's second copy enters at the last rank and flows down), each at least its
+forward seconds less what a pair could hide, so r_s >= sum_{j<s} f_j (ZB-H1, ZB-V, DualPipeV) and
+r_s >= min(sum_{j<s} f_j, sum_{j>s} f_j) (DualPipe, f_j its smaller phase). Without a split schedule (the replay
+of whole backwards) the bound keeps r_s = 0 and compute only: m (forward compute + backward compute + recompute).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.schedule.dual_timeline import phase_costs, rank_costs
+from simulator.pricing.overlap import coefficients
+from simulator.schedule.dual_timeline import half_total, phase_costs, rank_costs
 from simulator.schedule.step import StepParts
 from simulator.schedule.tails import stage_tail
 from simulator.search.rank import OBJECTIVES
@@ -35,6 +48,10 @@ BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than
 
 #: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
 EXACT_TOP = 10
+
+#: plans timed alone per round, best lower bound first; the threshold is updated between rounds
+#: (:func:`simulator.search.run.time_alone`)
+ROUND = 8
 
 #: objectives the bound applies to (step time, and tokens per second per GPU: a function of it)
 BOUNDED = ("step_time", "tokens_per_s_per_gpu")
@@ -76,20 +93,72 @@ def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) 
     return Bound(column, larger, values[exact_top - 1])
 
 
-def step_lower_bound(parts: StepParts) -> float:
-    """A lower bound of the step time of ``parts`` (module docstring), in seconds."""
+def step_lower_bound(parts: StepParts, tails: bool = True) -> float:
+    """A lower bound of the step time of ``parts`` (module docstring), in seconds; ``tails`` False: without the
+    ranks' tails (a lower one, cheaper: no tail is priced)."""
     ctx, plan = parts.ctx, parts.ctx.plan
-    chunks = parts.chunks
-    if plan.schedule.replay == "split":
-        chunks = rank_costs(plan.schedule, phase_costs(plan.schedule, chunks))
-    m, tails, out = plan.num_microbatches, {}, 0.0
+    chunks, schedule = parts.chunks, plan.schedule
+    m, seen, out = plan.num_microbatches, {}, 0.0
+    hide = 1.0 - coefficients()["overlap_interference"]
+    split = schedule.replay == "split"
+    if split and 0.0 <= hide <= 1.0:
+        forward, busy = _rank_seconds(schedule, chunks, hide)
+        release = _releases(schedule, forward)
+    else:            # compute only (per rank as the breakdown counts it, for a split schedule)
+        ranks = rank_costs(schedule, phase_costs(schedule, chunks)) if split else chunks
+        busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in ranks]
+        release = [0.0] * plan.parallel.pp
+    if not tails:
+        return max(r + m * b for r, b in zip(release, busy, strict=True))
+    phases = phase_costs(schedule, chunks) if split and not schedule.v_shape else None
     for s in range(plan.parallel.pp):
         signature = parts.signatures[s]      # middle stages of one signature share their tail (as finish_step)
-        tail = tails.get(signature) if signature is not None else None
+        tail = seen.get(signature) if signature is not None else None
         if tail is None:
-            exposed, optimizer, _ = stage_tail(ctx, s, chunks[s], 0.0, parts.slowest, False)
+            if split:     # the rank's per-micro-batch costs as the breakdown counts them (only where needed)
+                rank = phase_costs(schedule, [chunks[s]])[0] if phases is None else phases[s]
+                stage = rank_costs(schedule, [rank])[0]
+            else:
+                stage = chunks[s]
+            exposed, optimizer, _ = stage_tail(ctx, s, stage, 0.0, parts.slowest, False)
             tail = sum(exposed.values()) + optimizer
             if signature is not None:
-                tails[signature] = tail
-        out = max(out, m * sum(f.compute + b.compute + b.recompute for f, b in chunks[s]) + tail)
+                seen[signature] = tail
+        out = max(out, release[s] + m * busy[s] + tail)
     return out
+
+
+def _rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
+    """Per rank of a split schedule: the seconds of a forward of each phase and of one micro-batch's work (as
+    :func:`~simulator.schedule.dual_timeline.rank_costs` weighs the phases), each less what overlapped pairs
+    could hide (``hide`` x the exposed EP seconds); from the numbers alone (no Cost built: a V's halves by
+    :func:`~simulator.schedule.dual_timeline.half_total`)."""
+    def whole(cost) -> float:
+        return cost.total - hide * cost.exposed["ep"]
+
+    def half(cost) -> float:
+        return half_total(cost) - hide * cost.exposed["ep"] / 2
+
+    pp = len(chunks)
+    if schedule.v_shape:            # both phases halves of the rank's own stage, every micro-batch runs both
+        forward = [(half(c[0][0]),) for c in chunks]
+        return forward, [2 * (half(c[0][0]) + half(c[0][1])) for c in chunks]
+    if not schedule.mirrored:       # ZB-H1: one phase
+        return [(whole(c[0][0]),) for c in chunks], [whole(c[0][0]) + whole(c[0][1]) for c in chunks]
+    forward, busy = [], []
+    for s in range(pp):              # DualPipe: stage s (phase 0) and pp - 1 - s (phase 1), m / 2 each
+        (f0, b0), (f1, b1) = chunks[s][0], chunks[pp - 1 - s][0]
+        forward.append((whole(f0), whole(f1)))
+        busy.append(0.5 * (whole(f0) + whole(b0)) + 0.5 * (whole(f1) + whole(b1)))
+    return forward, busy
+
+
+def _releases(schedule, forward: list[tuple[float, ...]]) -> list[float]:
+    """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it
+    (``forward``: per rank, its phases' forward seconds)."""
+    f = [min(x) for x in forward]
+    below = list(itertools.accumulate(f, initial=0.0))          # below[s] = sum_{j<s} f_j
+    if not schedule.mirrored:
+        return below[:-1]
+    total = below[-1]
+    return [min(below[s], total - below[s + 1]) for s in range(len(f))]

@@ -42,14 +42,15 @@ from simulator.memory.offload import check_host_memory, offloaded_activation_byt
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
 from simulator.model.strict import build
-from simulator.plan import moe_backend, resolve_plan
+from simulator.plan import moe_backend
 from simulator.plan.config import ParallelPlan
+from simulator.plan.resolve import batch_free_rules, finish_plan
 from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
-from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound, timed_alone
+from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -92,9 +93,13 @@ class Evaluated:
     """Of the plans that passed the rules but not memory, the smallest device peak seen (bytes, without the
     headroom), whether it is the plan's peak (else a lower bound: its model states, NCCL's buffers and the runtime)
     and the plan (docs/search.md, "When nothing fits")."""
+    bounds: list[tuple[float, float, int, dict[str, Any]]] = field(default_factory=list)
+    """With ``lower_only``: per plan timed alone that the bound kept, its step's lower bound (seconds), tokens per
+    step, GPUs and point (:func:`evaluate_points`)."""
 
     def merge(self, other: Evaluated) -> None:
         self.rows += other.rows
+        self.bounds += other.bounds
         self.rejected.update(other.rejected)
         self.evaluated += other.evaluated
         if other.least_oom is not None and (self.least_oom is None or other.least_oom[0] < self.least_oom[0]):
@@ -156,10 +161,23 @@ def resolve(ctx: Context, point: dict[str, Any]):
         key = tuple(parallel.items())
     parallel = _built(ctx, "parallel", key,
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
-    plan = resolve_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend)
+    # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
+    # result, or the same first rejection, for every micro-batch)
+    rules = _built(ctx, "rules", (key, point["gpus"]), lambda: _batch_free(ctx, parallel, training, point["gpus"]))
+    if isinstance(rules, UserError):
+        raise rules.with_traceback(None)
+    plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
     check_timeline(plan)
     check_host_memory(plan, ctx.fixed.cluster)     # offload: the node's host memory holds what it offloads
     return plan
+
+
+def _batch_free(ctx: Context, parallel: ParallelPlan, training, gpus: int):
+    """:func:`simulator.plan.resolve.batch_free_rules` of a candidate, or the UserError of the first it breaks."""
+    try:
+        return batch_free_rules(ctx.fixed.model, parallel, training, gpus)
+    except UserError as exc:
+        return exc
 
 
 def _monotone(plan) -> bool:
@@ -309,32 +327,43 @@ def _without_cycle_collector():
             gc.enable()
 
 
-def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
-    """Evaluate candidates in batches (module docstring); rows in candidate order. ``bound``: plans timed alone
-    that it excludes are counted under :data:`~simulator.search.bound.BOUND_REASON`, not replayed."""
+def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None,
+                    lower_only: bool = False) -> Evaluated:
+    """Evaluate candidates in batches (module docstring); rows in candidate order. ``lower_only`` (implied by a
+    ``bound``): no plan is timed; each that passes the rules and memory leaves its step's lower bound in
+    ``bounds`` (:mod:`simulator.search.bound`), unless ``bound`` excludes it: then it is counted under
+    :data:`~simulator.search.bound.BOUND_REASON` (the search times the rest best bound first,
+    :func:`simulator.search.run.time_alone`)."""
     with _without_cycle_collector():
-        return _evaluate_points(ctx, points, bound)
+        if lower_only or bound is not None:
+            return _lower_bounds(ctx, points, bound)
+        return _evaluate_points(ctx, points)
 
 
-def _within(bound: Bound | None, out: Evaluated, item: tuple) -> bool:
-    """Whether a prepared plan is to be timed: always, unless it is timed alone (:func:`timed_alone`) and
-    ``bound`` excludes its step's lower bound (:mod:`simulator.search.bound`)."""
-    parts = item[1]
-    plan = parts.ctx.plan
-    if bound is None or not timed_alone(plan.schedule):
-        return True
-    t = plan.training
-    if bound.excludes(step_lower_bound(parts), t.global_batch * t.seq_len, plan.world_size):
-        out.rejected[BOUND_REASON] += 1
-        return False
-    return True
+def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
+    out, overflow = Evaluated(), {}
+    for point in points:
+        item = _prepare(ctx, point, out, overflow)
+        if item is None:
+            continue
+        plan = item[1].ctx.plan
+        tokens, gpus = plan.training.global_batch * plan.training.seq_len, plan.world_size
+        # the bound without the tails first: where that is excluded already, no tail is priced
+        if bound is not None and bound.excludes(step_lower_bound(item[1], tails=False), tokens, gpus):
+            out.rejected[BOUND_REASON] += 1
+            continue
+        lower = step_lower_bound(item[1])
+        if bound is not None and bound.excludes(lower, tokens, gpus):
+            out.rejected[BOUND_REASON] += 1
+        else:
+            out.bounds.append((lower, tokens, gpus, point))
+    return out
 
 
-def _evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None) -> Evaluated:
+def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:
     out, overflow = Evaluated(), {}
     for start in range(0, len(points), BATCH):
-        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH])
-                    if x is not None and _within(bound, out, x)]
+        prepared = [x for x in (_prepare(ctx, p, out, overflow) for p in points[start:start + BATCH]) if x is not None]
         groups: dict[tuple, list[int]] = {}
         timelines: dict[int, list] = {}
         how: dict[int, str] = {}

@@ -26,12 +26,14 @@ def _shards(points: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]
 
 
 def run_local(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,
-              progress: Callable[[int], None] | None = None, bound: Bound | None = None) -> Evaluated:
-    """Evaluate in this process, shard by shard (``bound``: :func:`simulator.search.evaluate.evaluate_points`)."""
+              progress: Callable[[int], None] | None = None, bound: Bound | None = None,
+              lower_only: bool = False) -> Evaluated:
+    """Evaluate in this process, shard by shard (``bound``, ``lower_only``:
+    :func:`simulator.search.evaluate.evaluate_points`)."""
     del document, ray_address
     out = Evaluated()
     for shard in _shards(points, SHARD):
-        out.merge(evaluate_points(ctx, shard, bound))
+        out.merge(evaluate_points(ctx, shard, bound, lower_only))
         if progress:
             progress(len(shard))
     return out
@@ -48,18 +50,20 @@ def _worker_context(document_json: str) -> Context:
     return search_context(Document(file=file, data=data, origins={k: tuple(v) for k, v in origins.items()}))
 
 
-def _ray_shard(document: Document, shard: list[dict[str, Any]], bound: Bound | None = None) -> Evaluated:
+def _ray_shard(document: Document, shard: list[dict[str, Any]], bound: Bound | None = None,
+               lower_only: bool = False) -> Evaluated:
     """One Ray task: the context of the scenario, built once per worker process and scenario (so that its layer
     times, op times and validated configs serve every shard the worker runs), and evaluate."""
     import json
 
     return evaluate_points(_worker_context(json.dumps([document.file, document.data, document.origins], sort_keys=True,
                                                       default=str)),
-                           shard, bound)
+                           shard, bound, lower_only)
 
 
 def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, ray_address: str | None = None,
-            progress: Callable[[int], None] | None = None, bound: Bound | None = None) -> Evaluated:
+            progress: Callable[[int], None] | None = None, bound: Bound | None = None,
+            lower_only: bool = False) -> Evaluated:
     """Shard the candidates over a Ray cluster (``ray_address``, else ``RAY_ADDRESS``, else a local cluster);
     results stream back as shards finish."""
     del ctx
@@ -72,7 +76,7 @@ def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, r
                  log_to_driver=False)
     task = ray.remote(_ray_shard)
     ref = ray.put(document)
-    pending = {task.remote(ref, shard, bound): len(shard) for shard in _shards(points, SHARD)}
+    pending = {task.remote(ref, shard, bound, lower_only): len(shard) for shard in _shards(points, SHARD)}
     out = Evaluated()
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)

@@ -20,7 +20,7 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.bound import BOUND_REASON, EXACT_TOP, bound_of, timed_alone
+from simulator.search.bound import BOUND_REASON, EXACT_TOP, ROUND, Bound, bound_of, timed_alone
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
@@ -161,8 +161,13 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     points = [p for p in points if not alone[p["schedule"]]]
     out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
     if replayed:     # after the others: their exact_top-th plan bounds the plans timed alone
-        out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress,
-                               bound=bound_of(out.rows, objective, exact_top)))
+        bound = bound_of(out.rows, objective, exact_top)
+        if bound is None:
+            out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress))
+        else:
+            time_alone(out, bound, objective, exact_top,
+                       lambda todo, **kw: run_executor(executor, document, ctx, todo, ray_address=ray_address, **kw),
+                       replayed, progress)
     if not out.rows:
         raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
@@ -176,6 +181,35 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     plans = rank(rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
+
+
+def time_alone(out: Evaluated, bound: Bound, objective: str, exact_top: int, run: Callable[..., Evaluated],
+               points: list[dict[str, Any]], progress: Callable[[int], None] | None) -> None:
+    """The plans timed alone, into ``out`` (docs/search.md, "Pruning by a bound"): their rules, memory and step
+    lower bounds first (``bound``, from the other plans, prunes what it can); then, best lower bound first (ties by
+    the point's values), rounds of :data:`~simulator.search.bound.ROUND` plans timed, the threshold the
+    ``exact_top``-th best of every plan timed so far; once the next plan's bound is excluded, it and every plan
+    after it are pruned. ``run(points, **kwargs)`` evaluates on the executor."""
+    first = run(points, progress=progress, bound=bound, lower_only=True)
+    waiting, first.bounds = first.bounds, []
+    out.merge(first)
+    larger = OBJECTIVES[objective][1]
+    # the best value each plan could reach: its step's lower bound, or tokens per second per GPU at most
+    best = (lambda b: -b[1] / b[0] / b[2]) if larger else (lambda b: b[0])
+    waiting.sort(key=lambda b: (best(b), repr(tuple(b[3].items()))))
+    done = 0
+    while done < len(waiting):
+        bound = bound_of(out.rows, objective, exact_top)
+        todo = []
+        for lower, tokens, gpus, point in waiting[done:done + ROUND]:
+            if bound.excludes(lower, tokens, gpus):
+                break
+            todo.append(point)
+        if not todo:
+            break
+        out.rows += run(todo).rows
+        done += len(todo)
+    out.rejected[BOUND_REASON] += len(waiting) - done
 
 
 class NoPlanFits(UserError):
