@@ -51,9 +51,9 @@ def _trace_nodes(folder: str) -> None:
 
     shard = executors._ray_shard
 
-    def traced(document, points, bound=None):
+    def traced(document, points, bound=None, lower_only=False):
         Path(folder, ray.get_runtime_context().get_node_id()).touch()
-        return shard(document, points, bound)
+        return shard(document, points, bound, lower_only)
 
     executors._ray_shard = traced
     executors.SHARD = SHARD
