@@ -61,6 +61,10 @@ class ServingConfig(BaseModel):
                                                            "decode step)")
     output_len: int = Field(ge=1, le=10_000_000, description="generated tokens per sequence")
     cuda_graphs: bool = Field(True, description="decode captured in CUDA graphs (no host launch cost per kernel)")
+    cuda_graph_batch_sizes: tuple[int, ...] | None = Field(
+        None, description="decode batch sizes the engine captured (with cuda_graphs): a decode step of any other "
+                          "sequence count is issued eagerly (TensorRT-LLM's CudaGraphConfig without padding); "
+                          "None: every decode batch replays a graph")
     concurrency: tuple[int, ...] | None = Field(
         None, description="requests in flight in the whole system: one point of the latency-throughput curve each")
     kernels: Literal["fused", "torch_eager", "hf_eager", "hf_compiled"] = Field(
@@ -168,6 +172,14 @@ class ServingConfig(BaseModel):
             raise UserError(f"kernels {self.kernels} {'always' if forced else 'never'} replays CUDA graphs: "
                             f"set cuda_graphs: {str(forced).lower()} or leave it out", key_path="serving.cuda_graphs")
         return self
+
+    @field_validator("cuda_graph_batch_sizes")
+    @classmethod
+    def _capture_sizes(cls, value):
+        if value is not None and (not value or any(not 1 <= v <= 1_000_000 for v in value)):
+            raise ValueError("cuda_graph_batch_sizes lists decode batch sizes from 1 to 1,000,000 (leave it out for "
+                             "every size)")
+        return value
 
     @model_validator(mode="after")
     def _rate_sets_the_arrivals(self):

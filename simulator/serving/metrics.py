@@ -41,7 +41,7 @@ from simulator.serving.loop import LoopCosts, LoopLimits
 from simulator.serving.rate import rate_curve
 from simulator.serving.scheduler import engine_budget_bytes, kv_blocks, profile_peak, step_limits
 from simulator.serving.speculative import speculative_decode_time, with_draft
-from simulator.serving.step import StepContext, StepTime, kv_window, mixed_step_time, step_time
+from simulator.serving.step import StepContext, StepTime, captured, kv_window, mixed_step_time, step_time
 
 #: latency quantiles of the curve (fixed lengths: only the wait for the next iteration varies)
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -167,7 +167,7 @@ def decode_time(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> Ste
         return speculative_decode_time(ctx, rp, seqs, past)
     m = min(rp.parallel.pp, seqs)
     per = math.ceil(seqs / m)
-    return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=ctx.serving.cuda_graphs, microbatches=m)
+    return step_time(ctx, rp, Batch(per, 1, past), phase="decode", graphs=captured(ctx.serving, per), microbatches=m)
 
 
 def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:

@@ -21,9 +21,9 @@ on one rank:
   choice, or a measured custom kernel); the LM head's logits gathered over TP. PP: one send/recv of ``tokens x h /
   tp`` per stage boundary; prefill runs the stages one after another, decode keeps up to ``pp`` micro-batches in
   flight (``step_time(microbatches=...)``).
-- Without CUDA graphs (``cuda_graphs: false``, always for prefill, and for any step whose all-to-all backend cannot be
-  captured: DeepEP's normal kernels) the host issues every kernel: the step takes at least
-  ``kernels x host_launch_s``. HF generate decides itself (``serving.cuda_graphs`` follows
+- Without CUDA graphs (``cuda_graphs: false``, always for prefill, a decode batch outside
+  ``cuda_graph_batch_sizes``, and any step whose all-to-all backend cannot be captured: DeepEP's normal kernels)
+  the host issues every kernel: the step takes at least ``kernels x host_launch_s``. HF generate decides itself (``serving.cuda_graphs`` follows
   the kernel set: eager never captures, the compiled static-cache forward always does), and its compiled decode adds the host work around the graph replay that the
   GPU waits for (``KernelSet.step_host_s``).
 - The K/V cache's implementation (``serving.kv_cache_impl``: paged, HF's concatenating DynamicCache or its static
@@ -312,6 +312,14 @@ def step_time(ctx: StepContext, rp: ResolvedPlan, batch: Batch, *, phase: str, g
                     comm=tuple(log))
 
 
+def captured(serving: ServingConfig, seqs: int) -> bool:
+    """A decode step of ``seqs`` sequences replays a CUDA graph: ``serving.cuda_graphs`` on and ``seqs`` one of
+    ``serving.cuda_graph_batch_sizes`` (None: every size). An engine that captures a list and does not pad (TensorRT-LLM's
+    PyTorch backend, ``_maybe_get_cuda_graph``) issues any other batch eagerly."""
+    sizes = serving.cuda_graph_batch_sizes
+    return serving.cuda_graphs and (sizes is None or seqs in sizes)
+
+
 def mixed_step_time(ctx: StepContext, rp: ResolvedPlan, parts: tuple[Batch, ...]) -> StepTime:
     """One forward over every part of a mixed step (prefill chunks and decodes, each a :class:`Batch`), as vLLM V1
     and TensorRT-LLM's in-flight batching run it: the layers' GEMMs, memory-bound kernels, experts and collectives
@@ -321,4 +329,4 @@ def mixed_step_time(ctx: StepContext, rp: ResolvedPlan, parts: tuple[Batch, ...]
     tokens = sum(q.tokens for q in parts)
     decode = all(q.new == 1 for q in parts)
     return step_time(ctx, rp, Batch(1, tokens), phase="decode" if decode else "prefill",
-                     graphs=ctx.serving.cuda_graphs and decode, parts=tuple(parts))
+                     graphs=decode and captured(ctx.serving, sum(q.sequences for q in parts)), parts=tuple(parts))

@@ -29,6 +29,10 @@ from simulator.validation.serving_engines import engine_rows, summary
 #: (serving.host.token_s, calibrated on vllm-project/vllm#12287's Llama-3.2-1B A100 row), a floor under each step:
 #: tp2 1.329 -> 0.568, tp4 1.144 -> 0.152 (their GPU steps at ~850 sequences fall under it); the TP 1 steps stay
 #: above it, and random_128 (per-request work, not priced) and c4 do not move
+#: (h53) re-scored with TensorRT-LLM 1.0's CUDA-graph capture list (serving.cuda_graph_batch_sizes 1-32, 64, 128; other
+#: decode batches eager): no row moves. trtllm_sharegpt stays 6.772: its eager floor, 760 kernels x 13.3 us = 10.1 ms,
+#: is under its GPU step at every uncaptured batch (30.9 ms at 33 sequences, 49.3 ms at 466); the vLLM and SGLang
+#: rows capture every batch as before (docs/engine_kernels.md "TensorRT-LLM 1.0's gpt-oss run")
 PINNED = {"vllm_random_2k": 0.464, "vllm_random_4k": 0.391, "vllm_random_32k": -0.520, "vllm_random_128": 1.208,
           "vllm_sharegpt": 0.952, "vllm_sharegpt_c4_tpot": -0.033, "vllm_sharegpt_tp2": 0.568,
           "vllm_sharegpt_tp4": 0.152, "sglang_sharegpt": 2.953, "trtllm_sharegpt": 6.772}
