@@ -32,21 +32,20 @@ from dataclasses import dataclass, replace
 
 from simulator.caching import memo
 from simulator.errors import UserError
-from simulator.memory import estimate_memory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
-from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_step
 from simulator.multimodal.evaluate import (
     PlanChoice,
     SubmoduleRun,
     evaluate_submodule,
     extra_state_bytes,
-    resolve_submodule,
     stage_peaks_with_extras,
+    submodule_memory,
 )
 from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan.rules import data_parallel
+from simulator.schedule.cache import StepCache
 from simulator.topology import Topology
 
 _DEGREES = (1, 2, 4, 8)
@@ -83,13 +82,12 @@ def _stage_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, b
     """:func:`stage_peaks` by what it reads (a search asks again for the same plan once per layout it weighs;
     the topology plays no part)."""
     try:
-        plan = resolve_submodule(spec, sub, choice, batch, precision, optimizer)
+        plan, memory, items = submodule_memory(spec, sub, choice, batch, precision, optimizer)
     except UserError:
         return None
-    memory = estimate_memory(plan)
     pooler = spec.pooler_params(sub)
     extra, tail = extra_state_bytes(plan, spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
-    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(spec, sub, plan))
+    activations = tuple(sum(i.bytes for i in stage) for stage in items)
     return tuple(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
 
 
@@ -189,11 +187,13 @@ def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) 
     the one before (the bubble and the fill shrink and the GEMMs slow down as micro-batches shrink: one minimum)."""
     feeds = s.spec.feeds(sub)
     best, best_cost = None, float("inf")
+    cache = StepCache()   # every plan of ``sub`` on these GPUs: one model, one topology view
     for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
         previous = None
         for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
-                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
+                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer,
+                                         cache=cache)
             except UserError:  # a layout the engine refuses
                 break
             cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
@@ -230,12 +230,17 @@ def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
             for rest in splits(total - n, nodes, parts - 1)]
 
 
+def _shape_key(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> tuple:
+    """:func:`_cached_run`'s key: the submodule and its GPUs shifted by whole nodes to start on the first node."""
+    node = s.topology.cluster.node.gpus
+    shift = min(gpus) // node * node
+    return sub.name, tuple(g - shift for g in gpus)
+
+
 def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
     """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
     are alike); the run is returned on the real GPUs."""
-    node = s.topology.cluster.node.gpus
-    shift = min(gpus) // node * node
-    key = (sub.name, tuple(g - shift for g in gpus))
+    key = _shape_key(s, sub, gpus)
     if key not in cache:
         cache[key] = best_submodule_plan(s, sub, tuple(gpus))
     run = cache[key]
@@ -257,15 +262,22 @@ def balanced_splits(total: int, runs: dict[str, SubmoduleRun], reach: int = BALA
     return out
 
 
-def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict
-                    ) -> MultimodalStep | None:
+def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict,
+                    beat: float = float("inf")) -> MultimodalStep | None:
+    """The DistMM step of one split and placement; None when a submodule fits nowhere on its GPUs, or when the
+    step cannot be faster than ``beat``: a DistMM step is its slowest submodule's step plus exchange, fill and loss
+    (each >= 0), so once one submodule's best step is >= ``beat`` the others are not searched. The submodules
+    already searched on their shape come first (free), then the others in order."""
     cluster = s.topology.cluster
     counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
     ranks = place(counts, cluster.node.gpus, cluster.nodes, how)
-    runs = {sub.name: _cached_run(s, sub, ranks[sub.name], cache) for sub in subs}
-    if any(r is None for r in runs.values()):
-        return None
-    return distmm_step(s.spec, s.topology, runs, s.batch, how)
+    runs: dict[str, SubmoduleRun] = {}
+    for sub in sorted(subs, key=lambda x: _shape_key(s, x, ranks[x.name]) not in cache):
+        run = _cached_run(s, sub, ranks[sub.name], cache)
+        if run is None or run.step_s >= beat:
+            return None
+        runs[sub.name] = run
+    return distmm_step(s.spec, s.topology, {sub.name: runs[sub.name] for sub in subs}, s.batch, how)
 
 
 def distmm_plan(s: Settings) -> MultimodalStep:
@@ -281,7 +293,7 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     for split in splits(cluster.gpus, cluster.nodes, len(subs)):
         counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
         for how in feasible_placements(counts, cluster.nodes, "auto"):
-            step = _evaluate_split(s, subs, split, how, cache)
+            step = _evaluate_split(s, subs, split, how, cache, float("inf") if best is None else best.step_s)
             if step is not None and (best is None or step.step_s < best.step_s):
                 best = step
     if best is None:
@@ -289,7 +301,7 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     if s.uneven and cluster.nodes > 1:
         for split in balanced_splits(cluster.gpus, best.runs):
             for how in UNEVEN_PLACEMENTS:
-                step = _evaluate_split(s, subs, split, how, cache)
+                step = _evaluate_split(s, subs, split, how, cache, best.step_s)
                 if step is not None and step.step_s < best.step_s:
                     best = step
     return best
@@ -300,9 +312,10 @@ def uniform_plan(s: Settings) -> MultimodalStep:
     subs = list(s.spec.submodules)
     gpus = tuple(range(s.topology.cluster.gpus))
     best = None
+    caches = {sub.name: StepCache() for sub in subs}   # per submodule: its plans on all GPUs
     for choice in _baseline_choices(s, subs, len(gpus)):
         runs = {sub.name: evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision,
-                                             s.optimizer) for sub in subs}
+                                             s.optimizer, cache=caches[sub.name]) for sub in subs}
         step = uniform_step(s.spec, s.topology, runs, s.batch)
         if best is None or step.step_s < best.step_s:
             best = step
