@@ -33,12 +33,15 @@ from dataclasses import dataclass, replace
 from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.memory.scaling import PeakByMicroBatch, peak_by_micro_batch
+from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_step
 from simulator.multimodal.evaluate import (
     PlanChoice,
     SubmoduleRun,
     evaluate_submodule,
     extra_state_bytes,
+    resolve_submodule,
     stage_peaks_with_extras,
     submodule_memory,
 )
@@ -85,14 +88,48 @@ def _stage_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, b
         plan, memory, items = submodule_memory(spec, sub, choice, batch, precision, optimizer)
     except UserError:
         return None
+    return _with_extras(spec, sub, plan, [st.peak for st in memory.stages], items)
+
+
+def _with_extras(spec: MultimodalSpec, sub: SubmoduleSpec, plan, engine: list[float], items) -> tuple[float, ...]:
+    """The engine's stage peaks plus what it lacks (:func:`stage_peaks_with_extras`)."""
     pooler = spec.pooler_params(sub)
     extra, tail = extra_state_bytes(plan, spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
     activations = tuple(sum(i.bytes for i in stage) for stage in items)
-    return tuple(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
+    return tuple(stage_peaks_with_extras(engine, extra, tail, activations))
 
 
 def _capacity(s: Settings) -> float:
     return s.topology.cluster.node.gpu.memory.capacity - RUNTIME_BYTES - ALLOCATOR_CACHE_BYTES
+
+
+#: a peak from a layout's coefficients this close to the capacity (relative) is decided by the plan's own report
+FIT_MARGIN = 1e-9
+
+
+def _line(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, batch: int, precision: str, optimizer: str
+          ) -> PeakByMicroBatch | None:
+    """The coefficients of ``sub``'s engine peaks in the micro-batch (:func:`simulator.memory.scaling.
+    peak_by_micro_batch`) from the report of ``choice``; None where the peak is not such a sum (gradients freed
+    between steps: their peak changes at one micro-batch)."""
+    plan, memory, _ = submodule_memory(spec, sub, choice, batch, precision, optimizer)
+    if plan.recipe.grads_freed_between_steps:
+        return None
+    p = plan.parallel
+    return peak_by_micro_batch(memory, choice.micro_batch, plan.num_microbatches, p.schedule, p.pp, p.vpp)
+
+
+def _line_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, batch: int, precision: str,
+                optimizer: str, line: PeakByMicroBatch) -> tuple[float, ...] | None:
+    """The stage peaks of ``choice`` with the engine's part from ``line`` (a plan of the same layout and recompute
+    at another micro-batch: its items sum to F + (b / b0)(P + Q in_flight(m) / f0), docs/search.md) and the extras
+    from the plan itself; no memory report is built."""
+    try:
+        plan = resolve_submodule(spec, sub, choice, batch, precision, optimizer)
+    except UserError:
+        return None
+    engine = line.stage_peaks(choice.micro_batch, plan.num_microbatches)
+    return _with_extras(spec, sub, plan, engine, submodule_activation_items(spec, sub, plan))
 
 
 def micro_batch_candidates(batch: int, dp: int, pp: int = 1) -> list[int]:
@@ -130,16 +167,38 @@ def fitting_micro_batches(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: i
                           baseline: bool = False) -> list[int]:
     """The candidate micro-batches (:func:`micro_batch_candidates`, or :func:`baseline_micro_batches` for a
     Megatron-style baseline) whose (summed) stage peaks fit, largest first (once the largest fits, the smaller ones
-    do: the in-flight batch is the same and the transient buffers shrink)."""
-    tries = baseline_micro_batches(s.spec, s.batch, dp) if baseline else micro_batch_candidates(s.batch, dp, pp)
+    do: the in-flight batch is the same and the transient buffers shrink). The first try that resolves builds its
+    memory reports; the later ones take the engine's peaks from its coefficients (:func:`_line_peaks`), unless
+    they land within FIT_MARGIN of the capacity, where their own reports decide: the verdicts are the reports'."""
+    return list(_fitting(s.spec, tuple(subs), tp, pp, dp, recompute, baseline, s.batch, s.precision, s.optimizer,
+                         _capacity(s)))
+
+
+@memo(maxsize=4096)
+def _fitting(spec: MultimodalSpec, subs: tuple[SubmoduleSpec, ...], tp: int, pp: int, dp: int, recompute: str,
+             baseline: bool, batch: int, precision: str, optimizer: str, cap: float) -> tuple[int, ...]:
+    """:func:`fitting_micro_batches` by what it reads (a search asks again for each GPU set of one size)."""
+    tries = baseline_micro_batches(spec, batch, dp) if baseline else micro_batch_candidates(batch, dp, pp)
+    lines: dict[str, PeakByMicroBatch | None] = {}
     for i, mb in enumerate(tries):
         choice = searched_choice(tp, pp, dp, mb, recompute)
-        peaks = [stage_peaks(s, sub, choice) for sub in subs]
+        if lines and all(lines[sub.name] is not None for sub in subs):
+            peaks = [_line_peaks(spec, sub, choice, batch, precision, optimizer, lines[sub.name]) for sub in subs]
+            if any(p is None for p in peaks):
+                continue
+            total = max(sum(col) for col in zip(*peaks, strict=True))
+            if abs(total - cap) > FIT_MARGIN * cap:
+                if total <= cap:
+                    return tuple(tries[i:])
+                continue
+        peaks = [_stage_peaks(spec, sub, choice, batch, precision, optimizer) for sub in subs]
         if any(p is None for p in peaks):
             continue
-        if max(sum(col) for col in zip(*peaks, strict=True)) <= _capacity(s):
-            return tries[i:]
-    return []
+        if not lines:
+            lines = {sub.name: _line(spec, sub, choice, batch, precision, optimizer) for sub in subs}
+        if max(sum(col) for col in zip(*peaks, strict=True)) <= cap:
+            return tuple(tries[i:])
+    return ()
 
 
 def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[tuple[int, int, int]]:
