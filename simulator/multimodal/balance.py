@@ -22,6 +22,10 @@ the loss micro-batch by micro-batch, so a contrastive loss over the whole batch 
 micro-batch (DistMM section 2.2: the micro-batch, not the batch, is what (M - Ms/P) / Ma bounds). The Megatron-style
 baselines (uniform, monolithic) therefore run one micro-batch of ceil(B / dp) per replica when the loss is
 contrastive (:func:`baseline_micro_batches`), and a pipeline of p stages then idles (p - 1) / p of the step.
+
+Cost (docs/multimodal.md, "Cost of the search"): one StepCache per submodule and GPU set, memory checks of a
+layout's later micro-batches by the first one's peak coefficients, and splits cut once one submodule cannot beat
+the best step; every number is the one a plan priced alone gets.
 """
 
 from __future__ import annotations
