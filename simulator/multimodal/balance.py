@@ -326,21 +326,31 @@ def balanced_splits(total: int, runs: dict[str, SubmoduleRun], reach: int = BALA
 
 
 def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict,
-                    beat: float = float("inf")) -> MultimodalStep | None:
+                    beat: float = float("inf"), work: dict[str, float] | None = None) -> MultimodalStep | None:
     """The DistMM step of one split and placement; None when a submodule fits nowhere on its GPUs, or when the
     step cannot be faster than ``beat``: a DistMM step is its slowest submodule's step plus exchange, fill and loss
     (each >= 0), so once one submodule's best step is >= ``beat`` the others are not searched. The submodules
-    already searched on their shape come first (free), then the others in order."""
+    already searched on their shape come first (free), then the others, the likely slowest first: the most
+    GPU-seconds of ``work`` (the best split's, by submodule) per GPU here. The order saves searches only; the
+    result is the same in any order."""
     cluster = s.topology.cluster
     counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
     ranks = place(counts, cluster.node.gpus, cluster.nodes, how)
     runs: dict[str, SubmoduleRun] = {}
-    for sub in sorted(subs, key=lambda x: _shape_key(s, x, ranks[x.name]) not in cache):
+    def order(x: SubmoduleSpec) -> tuple[bool, float]:
+        return _shape_key(s, x, ranks[x.name]) not in cache, -(work or {}).get(x.name, 0.0) / counts[x.name]
+
+    for sub in sorted(subs, key=order):
         run = _cached_run(s, sub, ranks[sub.name], cache)
         if run is None or run.step_s >= beat:
             return None
         runs[sub.name] = run
     return distmm_step(s.spec, s.topology, {sub.name: runs[sub.name] for sub in subs}, s.batch, how)
+
+
+def _work(step: MultimodalStep) -> dict[str, float]:
+    """GPU-seconds per submodule of a DistMM step (step x GPUs; :func:`balanced_splits` splits by them)."""
+    return {name: r.step_s * r.choice.gpus for name, r in step.runs.items()}
 
 
 def distmm_plan(s: Settings) -> MultimodalStep:
@@ -356,7 +366,8 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     for split in splits(cluster.gpus, cluster.nodes, len(subs)):
         counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
         for how in feasible_placements(counts, cluster.nodes, "auto"):
-            step = _evaluate_split(s, subs, split, how, cache, float("inf") if best is None else best.step_s)
+            step = _evaluate_split(s, subs, split, how, cache, float("inf") if best is None else best.step_s,
+                                   None if best is None else _work(best))
             if step is not None and (best is None or step.step_s < best.step_s):
                 best = step
     if best is None:
@@ -364,7 +375,7 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     if s.uneven and cluster.nodes > 1:
         for split in balanced_splits(cluster.gpus, best.runs):
             for how in UNEVEN_PLACEMENTS:
-                step = _evaluate_split(s, subs, split, how, cache, best.step_s)
+                step = _evaluate_split(s, subs, split, how, cache, best.step_s, _work(best))
                 if step is not None and step.step_s < best.step_s:
                     best = step
     return best
