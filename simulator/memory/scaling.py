@@ -58,12 +58,18 @@ class PeakByMicroBatch:
         """The tensors' peak (largest stage) and the device peak of the plan at ``micro_batch``; ``fixed`` and
         ``nccl``: its F_s (:func:`simulator.memory.estimate.fixed_bytes`) and NCCL bytes per stage when its sharding
         differs from the report's."""
-        r = micro_batch / self.b0
-        peaks = [f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
-                 for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
-                                       self.per_micro_batch, self.per_in_flight, strict=True)]
+        peaks = self.stage_peaks(micro_batch, num_microbatches, fixed)
         device = max(p + n for p, n in zip(peaks, self.nccl if nccl is None else nccl, strict=True))
         return PeakOnly(max(peaks), device + self.runtime_bytes)
+
+
+    def stage_peaks(self, micro_batch: int, num_microbatches: int, fixed: tuple[float, ...] | None = None
+                    ) -> list[float]:
+        """Each reported stage's tensor peak at ``micro_batch`` (:meth:`peak` takes their largest)."""
+        r = micro_batch / self.b0
+        return [f + r * (p + q * in_flight(self.schedule, self.pp, self.vpp, s, num_microbatches))
+                for s, f, p, q in zip(self.stages, self.fixed if fixed is None else fixed,
+                                      self.per_micro_batch, self.per_in_flight, strict=True)]
 
 
 def peak_by_micro_batch(report: MemoryReport, micro_batch: int, num_microbatches: int, schedule: str, pp: int,

@@ -22,6 +22,10 @@ the loss micro-batch by micro-batch, so a contrastive loss over the whole batch 
 micro-batch (DistMM section 2.2: the micro-batch, not the batch, is what (M - Ms/P) / Ma bounds). The Megatron-style
 baselines (uniform, monolithic) therefore run one micro-batch of ceil(B / dp) per replica when the loss is
 contrastive (:func:`baseline_micro_batches`), and a pipeline of p stages then idles (p - 1) / p of the step.
+
+Cost (docs/multimodal.md, "Cost of the search"): one StepCache per submodule and GPU set, memory checks of a
+layout's later micro-batches by the first one's peak coefficients, and splits cut once one submodule cannot beat
+the best step; every number is the one a plan priced alone gets.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from dataclasses import dataclass, replace
 
 from simulator.caching import memo
 from simulator.errors import UserError
-from simulator.memory import estimate_memory
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
+from simulator.memory.scaling import PeakByMicroBatch, peak_by_micro_batch
 from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.compose import MultimodalStep, distmm_step, uniform_step
 from simulator.multimodal.evaluate import (
@@ -43,10 +47,12 @@ from simulator.multimodal.evaluate import (
     extra_state_bytes,
     resolve_submodule,
     stage_peaks_with_extras,
+    submodule_memory,
 )
 from simulator.multimodal.placement import feasible_placements, place
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan.rules import data_parallel
+from simulator.schedule.cache import StepCache
 from simulator.topology import Topology
 
 _DEGREES = (1, 2, 4, 8)
@@ -83,18 +89,51 @@ def _stage_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, b
     """:func:`stage_peaks` by what it reads (a search asks again for the same plan once per layout it weighs;
     the topology plays no part)."""
     try:
-        plan = resolve_submodule(spec, sub, choice, batch, precision, optimizer)
+        plan, memory, items = submodule_memory(spec, sub, choice, batch, precision, optimizer)
     except UserError:
         return None
-    memory = estimate_memory(plan)
+    return _with_extras(spec, sub, plan, [st.peak for st in memory.stages], items)
+
+
+def _with_extras(spec: MultimodalSpec, sub: SubmoduleSpec, plan, engine: list[float], items) -> tuple[float, ...]:
+    """The engine's stage peaks plus what it lacks (:func:`stage_peaks_with_extras`)."""
     pooler = spec.pooler_params(sub)
     extra, tail = extra_state_bytes(plan, spec.extra_params(sub) - pooler), extra_state_bytes(plan, pooler)
-    activations = tuple(sum(i.bytes for i in items) for items in submodule_activation_items(spec, sub, plan))
-    return tuple(stage_peaks_with_extras([st.peak for st in memory.stages], extra, tail, activations))
+    activations = tuple(sum(i.bytes for i in stage) for stage in items)
+    return tuple(stage_peaks_with_extras(engine, extra, tail, activations))
 
 
 def _capacity(s: Settings) -> float:
     return s.topology.cluster.node.gpu.memory.capacity - RUNTIME_BYTES - ALLOCATOR_CACHE_BYTES
+
+
+#: a peak from a layout's coefficients this close to the capacity (relative) is decided by the plan's own report
+FIT_MARGIN = 1e-9
+
+
+def _line(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, batch: int, precision: str, optimizer: str
+          ) -> PeakByMicroBatch | None:
+    """The coefficients of ``sub``'s engine peaks in the micro-batch (:func:`simulator.memory.scaling.
+    peak_by_micro_batch`) from the report of ``choice``; None where the peak is not such a sum (gradients freed
+    between steps: their peak changes at one micro-batch)."""
+    plan, memory, _ = submodule_memory(spec, sub, choice, batch, precision, optimizer)
+    if plan.recipe.grads_freed_between_steps:
+        return None
+    p = plan.parallel
+    return peak_by_micro_batch(memory, choice.micro_batch, plan.num_microbatches, p.schedule, p.pp, p.vpp)
+
+
+def _line_peaks(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, batch: int, precision: str,
+                optimizer: str, line: PeakByMicroBatch) -> tuple[float, ...] | None:
+    """The stage peaks of ``choice`` with the engine's part from ``line`` (a plan of the same layout and recompute
+    at another micro-batch: its items sum to F + (b / b0)(P + Q in_flight(m) / f0), docs/search.md) and the extras
+    from the plan itself; no memory report is built."""
+    try:
+        plan = resolve_submodule(spec, sub, choice, batch, precision, optimizer)
+    except UserError:
+        return None
+    engine = line.stage_peaks(choice.micro_batch, plan.num_microbatches)
+    return _with_extras(spec, sub, plan, engine, submodule_activation_items(spec, sub, plan))
 
 
 def micro_batch_candidates(batch: int, dp: int, pp: int = 1) -> list[int]:
@@ -132,16 +171,38 @@ def fitting_micro_batches(s: Settings, subs: list[SubmoduleSpec], tp: int, pp: i
                           baseline: bool = False) -> list[int]:
     """The candidate micro-batches (:func:`micro_batch_candidates`, or :func:`baseline_micro_batches` for a
     Megatron-style baseline) whose (summed) stage peaks fit, largest first (once the largest fits, the smaller ones
-    do: the in-flight batch is the same and the transient buffers shrink)."""
-    tries = baseline_micro_batches(s.spec, s.batch, dp) if baseline else micro_batch_candidates(s.batch, dp, pp)
+    do: the in-flight batch is the same and the transient buffers shrink). The first try that resolves builds its
+    memory reports; the later ones take the engine's peaks from its coefficients (:func:`_line_peaks`), unless
+    they land within FIT_MARGIN of the capacity, where their own reports decide: the verdicts are the reports'."""
+    return list(_fitting(s.spec, tuple(subs), tp, pp, dp, recompute, baseline, s.batch, s.precision, s.optimizer,
+                         _capacity(s)))
+
+
+@memo(maxsize=4096)
+def _fitting(spec: MultimodalSpec, subs: tuple[SubmoduleSpec, ...], tp: int, pp: int, dp: int, recompute: str,
+             baseline: bool, batch: int, precision: str, optimizer: str, cap: float) -> tuple[int, ...]:
+    """:func:`fitting_micro_batches` by what it reads (a search asks again for each GPU set of one size)."""
+    tries = baseline_micro_batches(spec, batch, dp) if baseline else micro_batch_candidates(batch, dp, pp)
+    lines: dict[str, PeakByMicroBatch | None] = {}
     for i, mb in enumerate(tries):
         choice = searched_choice(tp, pp, dp, mb, recompute)
-        peaks = [stage_peaks(s, sub, choice) for sub in subs]
+        if lines and all(lines[sub.name] is not None for sub in subs):
+            peaks = [_line_peaks(spec, sub, choice, batch, precision, optimizer, lines[sub.name]) for sub in subs]
+            if any(p is None for p in peaks):
+                continue
+            total = max(sum(col) for col in zip(*peaks, strict=True))
+            if abs(total - cap) > FIT_MARGIN * cap:
+                if total <= cap:
+                    return tuple(tries[i:])
+                continue
+        peaks = [_stage_peaks(spec, sub, choice, batch, precision, optimizer) for sub in subs]
         if any(p is None for p in peaks):
             continue
-        if max(sum(col) for col in zip(*peaks, strict=True)) <= _capacity(s):
-            return tries[i:]
-    return []
+        if not lines:
+            lines = {sub.name: _line(spec, sub, choice, batch, precision, optimizer) for sub in subs}
+        if max(sum(col) for col in zip(*peaks, strict=True)) <= cap:
+            return tuple(tries[i:])
+    return ()
 
 
 def candidate_layouts(s: Settings, subs: list[SubmoduleSpec], gpus: int) -> Iterator[tuple[int, int, int]]:
@@ -189,11 +250,13 @@ def best_submodule_plan(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) 
     the one before (the bubble and the fill shrink and the GEMMs slow down as micro-batches shrink: one minimum)."""
     feeds = s.spec.feeds(sub)
     best, best_cost = None, float("inf")
+    cache = StepCache()   # every plan of ``sub`` on these GPUs: one model, one topology view
     for tp, pp, dp in candidate_layouts(s, [sub], len(gpus)):
         previous = None
         for choice in _layout_choices(s, [sub], tp, pp, dp, s.pipeline == "distmm_pipe" and (pp > 1 or feeds)):
             try:
-                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer)
+                run = evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision, s.optimizer,
+                                         cache=cache)
             except UserError:  # a layout the engine refuses
                 break
             cost = run.step_s + (run.forward_microbatch_s if feeds else 0.0)
@@ -230,12 +293,17 @@ def splits(total: int, nodes: int, parts: int) -> list[tuple[int, ...]]:
             for rest in splits(total - n, nodes, parts - 1)]
 
 
+def _shape_key(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...]) -> tuple:
+    """:func:`_cached_run`'s key: the submodule and its GPUs shifted by whole nodes to start on the first node."""
+    node = s.topology.cluster.node.gpus
+    shift = min(gpus) // node * node
+    return sub.name, tuple(g - shift for g in gpus)
+
+
 def _cached_run(s: Settings, sub: SubmoduleSpec, gpus: tuple[int, ...], cache: dict) -> SubmoduleRun | None:
     """:func:`best_submodule_plan`, evaluated once per shape: GPUs shifted by whole nodes give the same step (nodes
     are alike); the run is returned on the real GPUs."""
-    node = s.topology.cluster.node.gpus
-    shift = min(gpus) // node * node
-    key = (sub.name, tuple(g - shift for g in gpus))
+    key = _shape_key(s, sub, gpus)
     if key not in cache:
         cache[key] = best_submodule_plan(s, sub, tuple(gpus))
     run = cache[key]
@@ -257,15 +325,32 @@ def balanced_splits(total: int, runs: dict[str, SubmoduleRun], reach: int = BALA
     return out
 
 
-def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict
-                    ) -> MultimodalStep | None:
+def _evaluate_split(s: Settings, subs: list[SubmoduleSpec], split: tuple[int, ...], how: str, cache: dict,
+                    beat: float = float("inf"), work: dict[str, float] | None = None) -> MultimodalStep | None:
+    """The DistMM step of one split and placement; None when a submodule fits nowhere on its GPUs, or when the
+    step cannot be faster than ``beat``: a DistMM step is its slowest submodule's step plus exchange, fill and loss
+    (each >= 0), so once one submodule's best step is >= ``beat`` the others are not searched. The submodules
+    already searched on their shape come first (free), then the others, the likely slowest first: the most
+    GPU-seconds of ``work`` (the best split's, by submodule) per GPU here. The order saves searches only; the
+    result is the same in any order."""
     cluster = s.topology.cluster
     counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
     ranks = place(counts, cluster.node.gpus, cluster.nodes, how)
-    runs = {sub.name: _cached_run(s, sub, ranks[sub.name], cache) for sub in subs}
-    if any(r is None for r in runs.values()):
-        return None
-    return distmm_step(s.spec, s.topology, runs, s.batch, how)
+    runs: dict[str, SubmoduleRun] = {}
+    def order(x: SubmoduleSpec) -> tuple[bool, float]:
+        return _shape_key(s, x, ranks[x.name]) not in cache, -(work or {}).get(x.name, 0.0) / counts[x.name]
+
+    for sub in sorted(subs, key=order):
+        run = _cached_run(s, sub, ranks[sub.name], cache)
+        if run is None or run.step_s >= beat:
+            return None
+        runs[sub.name] = run
+    return distmm_step(s.spec, s.topology, {sub.name: runs[sub.name] for sub in subs}, s.batch, how)
+
+
+def _work(step: MultimodalStep) -> dict[str, float]:
+    """GPU-seconds per submodule of a DistMM step (step x GPUs; :func:`balanced_splits` splits by them)."""
+    return {name: r.step_s * r.choice.gpus for name, r in step.runs.items()}
 
 
 def distmm_plan(s: Settings) -> MultimodalStep:
@@ -281,7 +366,8 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     for split in splits(cluster.gpus, cluster.nodes, len(subs)):
         counts = {sub.name: n for sub, n in zip(subs, split, strict=True)}
         for how in feasible_placements(counts, cluster.nodes, "auto"):
-            step = _evaluate_split(s, subs, split, how, cache)
+            step = _evaluate_split(s, subs, split, how, cache, float("inf") if best is None else best.step_s,
+                                   None if best is None else _work(best))
             if step is not None and (best is None or step.step_s < best.step_s):
                 best = step
     if best is None:
@@ -289,7 +375,7 @@ def distmm_plan(s: Settings) -> MultimodalStep:
     if s.uneven and cluster.nodes > 1:
         for split in balanced_splits(cluster.gpus, best.runs):
             for how in UNEVEN_PLACEMENTS:
-                step = _evaluate_split(s, subs, split, how, cache)
+                step = _evaluate_split(s, subs, split, how, cache, best.step_s, _work(best))
                 if step is not None and step.step_s < best.step_s:
                     best = step
     return best
@@ -300,9 +386,10 @@ def uniform_plan(s: Settings) -> MultimodalStep:
     subs = list(s.spec.submodules)
     gpus = tuple(range(s.topology.cluster.gpus))
     best = None
+    caches = {sub.name: StepCache() for sub in subs}   # per submodule: its plans on all GPUs
     for choice in _baseline_choices(s, subs, len(gpus)):
         runs = {sub.name: evaluate_submodule(s.spec, sub, choice, gpus, s.topology, s.batch, s.precision,
-                                             s.optimizer) for sub in subs}
+                                             s.optimizer, cache=caches[sub.name]) for sub in subs}
         step = uniform_step(s.spec, s.topology, runs, s.batch)
         if best is None or step.step_s < best.step_s:
             best = step

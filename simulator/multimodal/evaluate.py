@@ -17,18 +17,19 @@ a contrastive loss needs the embeddings of the whole batch before any backward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
+from simulator.caching import IdentityCache, memo
 from simulator.compute import default_efficiency
 from simulator.compute.layer import LayerTime
 from simulator.errors import UserError
 from simulator.hardware import GpuSpec
 from simulator.memory import MemoryReport, estimate_memory
 from simulator.memory.items import MemoryItem
-from simulator.model import param_counts
+from simulator.model import ModelSpec, param_counts
 from simulator.multimodal.activations import submodule_activation_items
 from simulator.multimodal.spec import MultimodalSpec, SubmoduleSpec
 from simulator.plan import ResolvedPlan, resolve_plan
@@ -37,6 +38,7 @@ from simulator.pricing.compute import price
 from simulator.program import LayerProgram
 from simulator.program.multimodal import attention_gemms, cross_attention_program, pooler_program
 from simulator.schedule import StepResult, simulate_step
+from simulator.schedule.cache import StepCache
 from simulator.topology import Topology
 from simulator.units import GIBI
 
@@ -183,11 +185,19 @@ def resolve_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoi
     training = {"seq_len": seq, "micro_batch": choice.micro_batch, "global_batch": padded,
                 "precision": precision, "optimizer": optimizer}
     try:
-        return resolve_plan(sub.engine_model(seq), parallel, training, choice.gpus)
+        return resolve_plan(engine_model(sub, seq), parallel, training, choice.gpus)
     except UserError as exc:
         key = (exc.key_path or "").split(".")[-1]
         raise UserError(f"submodule {sub.name!r}: {exc.message}",
                         key_path=f"multimodal.plans.{sub.name}" + (f".{key}" if key else "")) from None
+
+
+@memo(maxsize=256)
+def engine_model(sub: SubmoduleSpec, seq_len: int) -> ModelSpec:
+    """:meth:`SubmoduleSpec.engine_model`, one object per submodule and length: every plan of a submodule then holds
+    the same model, so a :class:`~simulator.schedule.cache.StepCache` shared by its plans (it keys on the model's
+    identity) keeps its entries from plan to plan."""
+    return sub.engine_model(seq_len)
 
 
 def extra_state_bytes(plan: ResolvedPlan, params: float) -> float:
@@ -247,16 +257,49 @@ def pooler_s(sub: SubmoduleSpec, plan: ResolvedPlan, gpu: GpuSpec, dtype: str) -
 
 def evaluate_submodule(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, gpus: tuple[int, ...],
                        topology: Topology, global_batch: int, precision: str = "bf16", optimizer: str = "adam",
-                       calibration=None) -> SubmoduleRun:
-    """Memory and step of ``sub`` under ``choice`` on the global GPUs ``gpus`` (module docstring)."""
-    plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
+                       calibration=None, cache: StepCache | None = None) -> SubmoduleRun:
+    """Memory and step of ``sub`` under ``choice`` on the global GPUs ``gpus`` (module docstring); ``cache``: a
+    :class:`~simulator.schedule.cache.StepCache` the caller shares between the plans of ``sub`` on these GPUs (the
+    searches of :mod:`simulator.multimodal.balance`), None: one of this step's own. What does not depend on the
+    GPUs (plan, memory, the extra GEMMs' seconds) comes from :func:`submodule_memory` and :func:`extra_gemms_s`,
+    once per plan."""
+    plan, memory, activations = submodule_memory(spec, sub, choice, global_batch, precision, optimizer)
     gpu = topology.cluster.node.gpu
-    memory = estimate_memory(plan, hbm_capacity_bytes=gpu.memory.capacity)
+    memory = replace(memory, hbm_capacity_bytes=gpu.memory.capacity)   # the same report, flagged against the GPU
     view = topology.with_ranks_on(tuple(gpus))   # rank r of the plan on GPU gpus[r]
-    step = simulate_step(plan.model, plan, view, calibration=calibration)
-    dtype = plan.gemm_dtype(gpu)
+    step = simulate_step(plan.model, plan, view, calibration=calibration, cache=cache)
     extra_params, pooler = spec.extra_params(sub), spec.pooler_params(sub)
+    cross_s, pool_s = extra_gemms_s(spec, sub, choice, global_batch, precision, optimizer, gpu)
     return SubmoduleRun(sub, choice, tuple(gpus), plan, memory, extra_state_bytes(plan, extra_params - pooler), step,
-                        cross_attention_s(spec, sub, plan, gpu, dtype), extra_params,
-                        pooler_s(sub, plan, gpu, dtype), extra_state_bytes(plan, pooler),
-                        submodule_activation_items(spec, sub, plan))
+                        cross_s, extra_params, pool_s, extra_state_bytes(plan, pooler), activations)
+
+
+#: plans whose :func:`submodule_memory` is kept (a DistMM search weighs each plan on several GPU sets of one size)
+PLAN_MEMO = 1024
+
+
+@memo(maxsize=PLAN_MEMO)
+def submodule_memory(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, global_batch: int, precision: str,
+                     optimizer: str) -> tuple[ResolvedPlan, MemoryReport, tuple[tuple[MemoryItem, ...], ...]]:
+    """The plan of ``sub`` under ``choice`` (:func:`resolve_submodule`; raises its UserError), its memory
+    (:func:`simulator.memory.estimate_memory`, no capacity) and the activation items the engine lacks
+    (:func:`simulator.multimodal.activations.submodule_activation_items`), by what they read: a search asks for
+    the same plan's memory check and run on every GPU set of its size; the topology plays no part."""
+    plan = resolve_submodule(spec, sub, choice, global_batch, precision, optimizer)
+    return plan, estimate_memory(plan), submodule_activation_items(spec, sub, plan)
+
+
+def extra_gemms_s(spec: MultimodalSpec, sub: SubmoduleSpec, choice: PlanChoice, global_batch: int, precision: str,
+                  optimizer: str, gpu: GpuSpec) -> tuple[float, float]:
+    """(:func:`cross_attention_s`, :func:`pooler_s`) of the plan of :func:`submodule_memory` on ``gpu``, kept by
+    the GPU's identity (its spec is not hashable) and the plan's arguments."""
+    return _EXTRA_GEMMS((gpu,), (spec, sub, choice, global_batch, precision, optimizer))
+
+
+def _extra_gemms(objects: tuple, values: tuple) -> tuple[float, float]:
+    (gpu,), plan = objects, submodule_memory(*values)[0]
+    dtype = plan.gemm_dtype(gpu)
+    return cross_attention_s(values[0], values[1], plan, gpu, dtype), pooler_s(values[1], plan, gpu, dtype)
+
+
+_EXTRA_GEMMS = IdentityCache(_extra_gemms, PLAN_MEMO)

@@ -116,7 +116,7 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
 def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                   efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
                   gpu_speed_sigma: float | None = None, offload_activation_bytes: float = 0.0,
-                  replay: bool = False) -> StepResult:
+                  replay: bool = False, cache: StepCache | None = None) -> StepResult:
     """Time one training step of ``plan`` for ``model`` on ``topology`` (module docstring for the method).
 
     Args:
@@ -133,9 +133,13 @@ def simulate_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, c
             its layers move to the host per micro-batch (:func:`simulator.memory.offload.offloaded_activation_bytes`).
         replay: time the pipeline by the event replay even where the schedule has a faster evaluator (the result's
             timelines then hold every op; otherwise the replay runs when :meth:`StepResult.op_timelines` is called).
+        cache: a :class:`~simulator.schedule.cache.StepCache` the caller shares between plans on one model and
+            topology (as :func:`prepare_step`; the multimodal searches keep one per submodule and GPU view); None: one
+            of this step's own. A hit returns what the same code computed for an earlier plan.
     """
     parts = prepare_step(model, plan, topology, calibration=calibration, efficiency=efficiency, moe=moe,
-                         gpu_speed_sigma=gpu_speed_sigma, offload_activation_bytes=offload_activation_bytes)
+                         gpu_speed_sigma=gpu_speed_sigma, offload_activation_bytes=offload_activation_bytes,
+                         cache=cache)
     result = finish_step(parts, replay_timelines(parts) if replay else fast_or_replay(parts))
     return replace(result, replay=partial(replay_timelines, parts))
 
