@@ -168,8 +168,24 @@ def resolve(ctx: Context, point: dict[str, Any]):
         raise rules.with_traceback(None)
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
     check_timeline(plan)
-    check_host_memory(plan, ctx.fixed.cluster)     # offload: the node's host memory holds what it offloads
+    if plan.offload.any:      # offload: the node's host memory holds what it offloads
+        # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
+        # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
+        # the answer, round 3")
+        host = _built(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
+                      lambda: _host_check(ctx, plan))
+        if isinstance(host, UserError):
+            raise host.with_traceback(None)
     return plan
+
+
+def _host_check(ctx: Context, plan) -> UserError | None:
+    """:func:`simulator.memory.offload.check_host_memory` of ``plan``, or the UserError it raises."""
+    try:
+        check_host_memory(plan, ctx.fixed.cluster)
+    except UserError as exc:
+        return exc
+    return None
 
 
 def _batch_free(ctx: Context, parallel: ParallelPlan, training, gpus: int):
