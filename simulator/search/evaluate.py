@@ -163,7 +163,8 @@ def resolve(ctx: Context, point: dict[str, Any]):
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
     # result, or the same first rejection, for every micro-batch)
-    rules = _built(ctx, "rules", (key, point["gpus"]), lambda: _batch_free(ctx, parallel, training, point["gpus"]))
+    rules = _built(ctx, "rules", (key, point["gpus"]),
+                   lambda: _caught(batch_free_rules, ctx.fixed.model, parallel, training, point["gpus"]))
     if isinstance(rules, UserError):
         raise rules.with_traceback(None)
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
@@ -173,25 +174,16 @@ def resolve(ctx: Context, point: dict[str, Any]):
         # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
         # the answer, round 3")
         host = _built(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
-                      lambda: _host_check(ctx, plan))
+                      lambda: _caught(check_host_memory, plan, ctx.fixed.cluster))
         if isinstance(host, UserError):
             raise host.with_traceback(None)
     return plan
 
 
-def _host_check(ctx: Context, plan) -> UserError | None:
-    """:func:`simulator.memory.offload.check_host_memory` of ``plan``, or the UserError it raises."""
+def _caught(check, *args):
+    """``check(*args)``, or the UserError it raises (a rule's verdict, kept in the context)."""
     try:
-        check_host_memory(plan, ctx.fixed.cluster)
-    except UserError as exc:
-        return exc
-    return None
-
-
-def _batch_free(ctx: Context, parallel: ParallelPlan, training, gpus: int):
-    """:func:`simulator.plan.resolve.batch_free_rules` of a candidate, or the UserError of the first it breaks."""
-    try:
-        return batch_free_rules(ctx.fixed.model, parallel, training, gpus)
+        return check(*args)
     except UserError as exc:
         return exc
 
