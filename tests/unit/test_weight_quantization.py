@@ -107,6 +107,25 @@ def test_vllm_start_up_profile_by_hand():
     assert profile_peak(config, 512, 1024)["logit_rows"] == 512
 
 
+def test_vllm_profile_prices_the_flashinfer_sampler_run_by_hand():
+    # (h55b) vLLM 0.10.2's dummy sampler run sets top_k = V - 1 and top_p = 0.9 on every row, so its V1 sampler
+    # (FlashInfer importable, VLLM_USE_FLASHINFER_SAMPLER unset: on until vllm-project/vllm#26859) runs
+    # top_k_top_p_sampling_from_logits: top_k_mask_logits (a new fp32 tensor) -> softmax (fp32 probabilities) ->
+    # top_p_sampling_from_probs, while the bf16 logits (2 B) and the sampler's fp32 copy (4 B) stay live:
+    # 2 + 4 + 4 + 4 = 14 B per logit; 1024 x 201088 x 14 = 2,882,797,568 B, 1,647,312,896 B (1.534 GiB) over 6 B
+    from simulator.implementation.profiles import profile_named
+    from simulator.implementation.scheduler import EngineScheduler
+    from simulator.serving.scheduler import profile_peak
+
+    config = EngineScheduler(**dict(profile_named("vllm").serving_defaults)["scheduler"])
+    assert config.profile_logit_bytes == 14
+    kwargs = profile_peak(config, 8192, 1024)
+    (stage,) = inference_memory(_scenario(GPT_OSS).plan, 80e9, Batch(1, 8192), **kwargs).stages
+    logits = {i.name: i.bytes for i in stage.items}["prefill.logits"]
+    assert logits == 2_882_797_568
+    assert (logits - 1024 * 201088 * 6) / 2**30 == pytest.approx(1.534, abs=0.001)
+
+
 def test_sglang_takes_no_start_up_profile(tmp_path: Path, capsys):
     text = ("name: bad\nsystem: {profile: dgx_h100, nodes: 1, gpus: 1}\nmodel: {preset: gpt-oss-120b}\n"
             "parallel: {tp: 1}\ntraining: {mode: inference, precision: fp4, framework: sglang}\n"

@@ -1,5 +1,5 @@
-"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 2.5-5.3x fewer sequences at once
-than the model admits, while the modelled step at the published concurrency is within -18% .. +62% of the published
+"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 1.8-5.3x fewer sequences at once
+than the model admits (vLLM's ShareGPT row 2.5x before h55b), while the modelled step at the published concurrency is within -18% .. +62% of the published
 median ITL (-7% and -11% at TP 2 and TP 4). Published concurrency = output tokens/s x mean ITL, worked by hand from
 GPUStack's printed benchmark output (simulator/validation/data/published_engines_latency.csv); the model's values are
 pinned at what it gives (2026-12-04): a change that moves them must update the pins and docs/engine_kernels.md in the
@@ -20,7 +20,9 @@ PUBLISHED = {"vllm_sharegpt": 135.33, "sglang_sharegpt": 44.36, "trtllm_sharegpt
 #: TP rows' steps under vLLM's API-server floor (68.4 us per streamed token) run longer at the same admission, so
 #: more sequences decode at once by this measure: 792.4 -> 859.3, 808.9 -> 893.3 (the step at the published
 #: concurrency is the GPU's alone, unchanged)
-MODEL = {"vllm_sharegpt": (338.5, 0.0458), "sglang_sharegpt": (235.1, 0.0348), "trtllm_sharegpt": (465.7, 0.0441),
+#: (h55b) vLLM's start-up sampler run on FlashInfer's top-k/top-p path (14 B per logit, not 6: 1.53 GiB less cache):
+#: 338.5 -> 247.5; the TP rows and the steps at the published concurrency do not move
+MODEL = {"vllm_sharegpt": (247.5, 0.0458), "sglang_sharegpt": (235.1, 0.0348), "trtllm_sharegpt": (465.7, 0.0441),
          "vllm_sharegpt_tp2": (859.3, 0.0291), "vllm_sharegpt_tp4": (893.3, 0.0193)}
 
 
@@ -31,6 +33,7 @@ def test_published_engines_decode_fewer_sequences_than_the_model_admits():
         r = rows[k]
         assert r["model_concurrency"] == pytest.approx(concurrency, rel=0.005)
         assert r["model_step_at_published_s"] == pytest.approx(step, rel=0.01)
-        # the diagnosis: admission, not the step's kernels, carries the error
-        assert r["model_concurrency"] / r["published_concurrency"] > 2.0
+        # the diagnosis: admission, not the step's kernels, carries the error (vllm_sharegpt 247.5 / 135.3 = 1.83x
+        # since h55b's sampler run, 2.5x before; the others 2.6x and more)
+        assert r["model_concurrency"] / r["published_concurrency"] > 1.8
         assert 0.8 < r["model_step_at_published_s"] / r["published_median_itl_s"] < 1.7
