@@ -23,7 +23,8 @@ Every default below is an engine default, with its source file and commit:
   ``tensorrt_llm/bench/build/tuning.py`` ``calc_engine_setting``, ``finetune_setting`` @ a7e572fb20c6.
 - start-up profiling (``profile_forward``, ``profile_logit_bytes``): vLLM's ``gpu_model_runner.py`` ``profile_run``
   runs ``_dummy_run(max_num_tokens)`` then ``_dummy_sampler_run`` on min(max_num_seqs, max_num_tokens) rows
-  (``compute_logits`` in the model dtype, the sampler's fp32 copy), and ``determine_available_memory`` keeps that
+  (``compute_logits`` in the model dtype, the sampler's fp32 copy, and on FlashInfer's top-k/top-p path its
+  masked fp32 copy and fp32 probabilities: 14 B per logit), and ``determine_available_memory`` keeps that
   peak out of the cache (vllm-project/vllm ``vllm/v1/worker/``, read through the code index: commit not resolved);
   TensorRT-LLM sizes its cache from the memory free after a forward of ``max_num_tokens`` (``KvCacheCreator``, as
   the llm_args.py field above: of the free memory after weights and activations).
@@ -81,7 +82,8 @@ class EngineScheduler(BaseModel):
     profile_logit_bytes: float = Field(
         0.0, ge=0, le=64, description="with profile_forward: bytes per logit the start-up sampler run holds for "
                                       "min(max_num_seqs, max_batched_tokens) sequences x the whole vocabulary "
-                                      "(vLLM: bf16 logits and their fp32 copy, 6)")
+                                      "(vLLM 0.10 on FlashInfer's top-k/top-p path: bf16 logits, their fp32 "
+                                      "copy, the masked copy and the probabilities, 14)")
     expert_layout_bytes: tuple[tuple[Literal["mxfp4", "nvfp4", "fp8", "fp8_block"], float], ...] = Field(
         (), description="a mapping {format: B per weight}: bytes per expert weight the engine's MoE kernels hold, by "
                         "checkpoint format (model.weight_quantization.format), at least the format's bytes, at most "
