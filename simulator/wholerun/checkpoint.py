@@ -23,17 +23,29 @@ RATES = Path(__file__).parent / "data" / "checkpoint_rates.yaml"
 SAVED_BUCKETS = ("weights", "main_params", "optimizer")
 
 
-def checkpoint_bytes(rp: ResolvedPlan) -> float:
+def weights_saved(rp: ResolvedPlan, writer: str) -> bool:
+    """False for DeepSpeed's ZeRO-3 with a master copy (``rank_files`` writer, sharding stage 3, ``Recipe.main`` >
+    0): its checkpoint holds no 16-bit weights. ZeRO-3 frees a partitioned parameter's data to an empty tensor
+    (deepspeed/runtime/zero/partition_parameters.py ``free_param``), so the module state dict that
+    ``_save_checkpoint`` writes carries none, and the optimizer file holds the fp32 partitions and the moments
+    (runtime/zero/stage3.py ``_rigid_state_dict``: ``fp32_flat_groups`` and the optimizer's state dict;
+    microsoft/DeepSpeed@38327e07); DeepSpeed's utils/zero_to_fp32.py rebuilds the weights from those partitions."""
+    r = rp.recipe
+    return not (writer == "rank_files" and r.stage >= 3 and r.main > 0)
+
+
+def checkpoint_bytes(rp: ResolvedPlan, writer: str = "distributed") -> float:
     """Bytes of one checkpoint: the union over ranks of the saved states without replicas.
 
     Every parameter once, at the recipe's bytes per parameter of the weights, the fp32 master copy and the optimizer
-    moments (``Recipe.param + main + moments``; e.g. 2 + 4 + 8 = 14 B for bf16 with Adam). Sharding changes who
+    moments (``Recipe.param + main + moments``; e.g. 2 + 4 + 8 = 14 B for bf16 with Adam); without the weights where
+    the ``writer`` does not save them (:func:`weights_saved`: DeepSpeed ZeRO-3, 4 + 8 = 12 B). Sharding changes who
     writes which piece, never the union (PyTorch DCP and Megatron's distributed checkpoint write each replicated
     piece once). MTP modules' parameters are included."""
     counts = param_counts(rp.model)
     params = counts["total"] + counts.get("mtp", 0)
     r = rp.recipe
-    return params * (r.param + r.main + r.moments)
+    return params * ((r.param if weights_saved(rp, writer) else 0) + r.main + r.moments)
 
 
 def per_gpu_state_bytes(memory: MemoryReport) -> float:
@@ -57,14 +69,16 @@ def writer_of(section: CheckpointSection, profile_writer: str) -> str:
     return section.writer if section.writer != "auto" else profile_writer
 
 
-def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: int) -> float:
+def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: int, weights: bool = True) -> float:
     """Bytes the busiest rank writes. ``rank_files`` (DeepSpeed, deepspeed/runtime/pipe/module.py
     ``save_state_dict`` at microsoft/DeepSpeed@00f47f03: data-parallel rank 0 writes every layer of its stage unless
     ``checkpoint_parallel_write_pipeline``; each rank writes its own ZeRO optimizer partition): the GPU's own saved
-    state, its full weights and its optimizer shard (:func:`per_gpu_state_bytes`). ``distributed``: an even share,
-    ``total / gpus`` (DCP's plan deduplication gives each replicated piece to the rank with the smallest plan so far;
-    Megatron's fully parallel save, dist_checkpointing/strategies/fully_parallel.py, to the least loaded rank)."""
-    return gpu_bytes if writer == "rank_files" else total_bytes / gpus
+    state, its full weights and its optimizer shard (:func:`per_gpu_state_bytes`); where the weights are not saved
+    (``weights`` False, ZeRO-3: :func:`weights_saved`) its even partition, ``total / gpus``. ``distributed``: an even
+    share, ``total / gpus`` (DCP's plan deduplication gives each replicated piece to the rank with the smallest plan
+    so far; Megatron's fully parallel save, dist_checkpointing/strategies/fully_parallel.py, to the least loaded
+    rank)."""
+    return gpu_bytes if writer == "rank_files" and weights else total_bytes / gpus
 
 
 def staging_seconds(gpu_bytes: float, staging: str, pcie_Bps: float) -> float:

@@ -24,6 +24,7 @@ from simulator.wholerun.checkpoint import (
     interval_seconds,
     per_gpu_state_bytes,
     rank_write_bytes,
+    weights_saved,
     writer_of,
 )
 from simulator.wholerun.energy import Energy, gpu_power, node_overhead_W, run_energy, step_energy_J
@@ -113,9 +114,9 @@ def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state
           ) -> CheckpointCost:
     gpu = cluster.node.gpu
     pcie = pcie_bandwidth_Bps(gpu.pcie.generation, gpu.pcie.lanes)
-    total = checkpoint_bytes(rp)
     writer = writer_of(section.checkpoint, rp.training.profile.checkpoint_writer)
-    rank_bytes = rank_write_bytes(writer, gpu_state_bytes, total, gpus)
+    total = checkpoint_bytes(rp, writer)
+    rank_bytes = rank_write_bytes(writer, gpu_state_bytes, total, gpus, weights_saved(rp, writer))
     return checkpoint_cost(total, gpu_state_bytes, math.ceil(gpus / cluster.node.gpus), pcie, section.checkpoint,
                            _storage_Bps(section, cluster), rank_bytes, writer)
 

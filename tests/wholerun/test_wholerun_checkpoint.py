@@ -96,3 +96,27 @@ def test_async_stalls_for_the_staging_and_writes_behind():
     assert cost.write_s == pytest.approx(12.5 / 0.571, rel=1e-9)
     memory = checkpoint_cost(1e12, 10e9, 10, GEN5_X16, CheckpointSection(mode="in_memory"), 10e9, 12.5e9)
     assert memory.stall_s == memory.write_s == memory.load_s == pytest.approx(0.18136, abs=1e-4)
+
+
+@pytest.mark.parametrize("framework, zero, per_param", [
+    ("deepspeed", 3, 12),   # ZeRO-3: fp32 partitions (4 B) + two fp32 moments (8 B), no 16-bit weights
+    ("deepspeed", 1, 14),   # ZeRO-1: the stage's 16-bit layer files (2 B) as well
+    ("pytorch", 3, 14),     # DCP saves the model's state dict: the weights (2 B) beside the master copy and moments
+])
+def test_deepspeed_zero3_saves_no_16bit_weights(framework, zero, per_param):
+    """DeepSpeed's ZeRO-3 frees each partitioned parameter to an empty tensor, so its checkpoint carries the fp32
+    partitions and the moments only: 12 B per parameter for fp16 with Adam (4 + 8), against 14 B (2 + 4 + 8) where
+    the weights are written. The busiest DeepSpeed rank then writes its even partition, total / GPUs."""
+    from simulator import load_scenario
+    from simulator.model.params import param_counts
+    from simulator.wholerun.checkpoint import checkpoint_bytes, weights_saved
+
+    rp = load_scenario({"name": "zero3", "system": {"profile": "dgx_a100_80gb", "nodes": 2},
+                        "model": {"preset": "gpt3-175b"}, "parallel": {"dp": 16, "zero": zero},
+                        "training": {"seq_len": 2048, "micro_batch": 1, "global_batch": 16, "precision": "fp16",
+                                     "framework": framework}}).plan
+    writer = rp.training.profile.checkpoint_writer
+    params = param_counts(rp.model)["total"]
+    assert checkpoint_bytes(rp, writer) == pytest.approx(params * per_param, rel=1e-12)
+    assert weights_saved(rp, writer) is (per_param == 14)
+    assert rank_write_bytes(writer, 99e9, 12 * params, 16, weights=False) == pytest.approx(12 * params / 16)
