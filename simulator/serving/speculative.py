@@ -169,7 +169,7 @@ def _head_s(ctx: StepContext, d: Drafter, rows: int, first: bool) -> float:
     seconds = _gemm_s(ctx, d, "draft.fc", rows, d.fc_inputs * h, h) if first or method != "eagle3" else 0.0
     if method == "eagle3":
         shape = d.plan.shape_of(Batch(1, 1))
-        qkv = (model.heads / shape.tp + 2 * model.kv / shape.kv_ranks) * model.dhead
+        qkv = (shape.heads_tp + 2 * shape.kv_heads_tp) * model.dhead
         seconds += _gemm_s(ctx, d, "draft.qkv_hidden", rows, h, qkv)
     return seconds
 
