@@ -59,13 +59,34 @@ def _scenario(seqs: int, tokens: int, layers: int) -> dict:
                         "attention": "torch_sdpa"}}
 
 
-def model_layer_s(seqs: int, tokens: int) -> float:
-    """The model's GPU seconds of one layer of the measured shape (a 2-layer minus a 1-layer prefill)."""
+def model_layer(seqs: int, tokens: int) -> dict[str, float]:
+    """The model's seconds of one layer of the measured shape by op class, and ``gpu`` in all (a 2-layer minus a
+    1-layer prefill)."""
     from simulator.entries.serve import simulate_serving
     from simulator.scenario import load_scenario
 
-    two, one = (simulate_serving(load_scenario(_scenario(seqs, tokens, n))).prefill.gpu_s for n in (2, 1))
-    return two - one
+    two, one = (simulate_serving(load_scenario(_scenario(seqs, tokens, n))).prefill for n in (2, 1))
+    out = {k: two.breakdown_s[k] - one.breakdown_s[k] for k in ("gemm", "attention", "memory_ops", "launch")}
+    return {**out, "gpu": two.gpu_s - one.gpu_s}
+
+
+#: the isolated rows of each model op class at m tokens (one sequence)
+CLASS_OPS = {"gemm": ("qkv", "o", "gate_up", "down"),
+             "memory_ops": ("rms_norm", "rms_norm", "add", "add", "rope_q", "rope_k", "cache_k", "cache_v",
+                            "attn_out", "silu_mul")}
+
+
+def class_rows() -> list[dict]:
+    """Per m: each model op class against the sum of its isolated rows (the layer's two norms and two residual
+    adds counted twice; attention on random K/V, one sequence of m tokens)."""
+    t, out = op_times(), []
+    for m in sorted({k[1] for k in t if len(k) == 2 and k[0] == "qkv"}):
+        model = model_layer(1, m)
+        measured = {c: sum(t[(o, m)] for o in ops) for c, ops in CLASS_OPS.items()}
+        measured["attention"] = t[("prefill_attention", m, "randn")]
+        for c, v in measured.items():
+            out.append({"m": m, "class": c, "measured_s": v, "model_s": model[c], "error": model[c] / v - 1})
+    return out
 
 
 def layer_rows() -> list[dict]:
@@ -73,7 +94,7 @@ def layer_rows() -> list[dict]:
     out = []
     for r in _rows():
         if r["kind"] in ("layer_eager", "layer_graph"):
-            model = model_layer_s(r["seqs"], r["tokens"])
+            model = model_layer(r["seqs"], r["tokens"])["gpu"]
             out.append({"kind": r["kind"], "seqs": r["seqs"], "tokens": r["tokens"], "measured_s": r["time_s"],
                         "model_s": model, "error": model / r["time_s"] - 1})
     return out
