@@ -3,7 +3,8 @@ the expert GEMM kernel. Every number carries its source (or ``assumed`` with the
 
 - **Kernel sets** (``serving.kernels``): how many kernels one transformer layer launches in a decode step. Each
   kernel pays ``ComputeEfficiency.launch_s`` on the GPU (in or out of a CUDA graph), and without CUDA graphs the
-  host issues each one: a step then takes at least ``kernels x host_launch_s``.
+  host issues each one: a step then takes at least ``kernels x host_launch_s``. Plain PyTorch's (``torch_eager``)
+  memory-bound kernels carry measured copy-equivalent bytes (:class:`EagerChains`).
 - **Decode attention** (``serving.attention``): reading the K/V cache is a streaming read at
   ``kv_read_efficiency`` of HBM bandwidth, but a kernel with too few CTAs cannot pull that bandwidth: with one CTA
   per (sequence, K/V head) and no split of the context (PyTorch's SDPA FlashAttention-2 kernel) the rate is at most
@@ -111,9 +112,10 @@ KERNEL_SETS: dict[str, KernelSet] = {
                "elementwise kernels each for q and k, 2 cache writes, SDPA, 2 residual adds, silu, mul = 27; "
                "embedding, final norm, LM head, argmax = 4. host_launch_s 13.3 us: the eager step of batch 1 at "
                "1K context (11.5 ms over 868 kernels) in simulator/validation/data/h200_serve/serve.jsonl (the other "
-               "eager rows validate it). Extra bytes: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat reads 5 "
-               "and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu then mul "
-               "moves 10 B per FFN element against silu_and_mul's 6 (+4)",
+               "eager rows validate it). Extra bytes as counted: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat "
+               "reads 5 and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu "
+               "then mul moves 10 B per FFN element against silu_and_mul's 6 (+4). The measured chains "
+               "(TORCH_EAGER_CHAINS) price these kernels in their place",
         rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6, chains=TORCH_EAGER_CHAINS),
     "hf_eager": KernelSet(
         per_layer=42, per_step=39, per_moe_layer=10, host_launch_s=HF_EAGER_HOST_LAUNCH_S, eager_layout=True,

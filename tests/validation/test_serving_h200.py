@@ -52,7 +52,7 @@ def test_eager_rows_other_than_the_calibration_row():
 
 def test_tp2_decode_on_two_h200s_with_cuda_graphs():
     """Issue 14's last item: TP2 decode of the same model on two H200s (NVLink, NCCL 2.28.9, NVLS off), captured in
-    CUDA graphs, 44 (batch, context) points: within 10% median and every point within 6% (1.9% / 5.1% today). The
+    CUDA graphs, 44 (batch, context) points: within 10% median and every point within 6% (1.4% / 4.8% today). The
     model's two all-reduces per layer dominate at small batches (5.1 ms at batch 1 and 1K context against 6.3 ms at TP1)."""
     rows = [r for r in h200_rows("serve_tp2.jsonl") if r.kind == "decode" and r.graphs]
     assert len(rows) == 44
