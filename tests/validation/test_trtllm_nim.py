@@ -91,6 +91,20 @@ def test_page_capacity_rules_out_a_16_bit_cache():
     assert pool_tokens(None) == 267_504 < min(tokens.values()) < max(tokens.values()) < pool_tokens() == 535_024
 
 
+def test_page_queue_onsets_bracket_the_pool():
+    """The same page, where its TTFT jumps from a prefill to a queue (a request waits for another to finish): the
+    highest concurrency without the jump and the lowest with it, and the tokens their whole lengths reserve (the
+    admission holds every started request's prompt + output). 1000/1000: 558 ms at 200, 3.5 s at 250; 500/2000:
+    297 ms at 150, 4.9 s at 200; 5000/500: 835 ms at 50, 8.0 s at 100; 200/200: no jump up to 250 (264 ms);
+    20000/2000: 2.9 s at 5, 18.8 s at 25. Every onset lies between 400,000 and 500,000 tokens, and 200 requests of
+    1000/1000 (400,000 tokens) ran without a queue: more than the 267,504 a 16-bit pool holds."""
+    onsets = {(1000, 1000): (200, 250), (500, 2000): (150, 200), (5000, 500): (50, 100), (20000, 2000): (5, 25)}
+    fits = max(sum(k) * ok for k, (ok, _) in onsets.items())
+    queues = min(sum(k) * bad for k, (_, bad) in onsets.items())
+    assert (fits, queues) == (400_000, 500_000)
+    assert pool_tokens(None) < fits < queues < pool_tokens()  # the model's 8-bit pool would not queue at 250
+
+
 def test_decode_gap_is_a_per_step_constant():
     """What is left in the ITL with the 8-bit cache (h62): the model's step is short of the published ITL by
     1.9-2.7 ms at concurrency 1-5 on every length and 3.1-3.8 ms at 25-50 on the 200-1000-token prompts (the
