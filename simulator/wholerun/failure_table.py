@@ -67,20 +67,17 @@ class Rates(_Strict):
 
 
 class NcclBase(_Strict):
-    """The one-node time of NCCL's set-up: the part that does not grow with the GPU count."""
+    """A part of NCCL's set-up measured at a rank count; as ``base``, the one-node time (it does not grow with N)."""
 
-    seconds: NonNegative = Field(description="measured set-up time, s")
+    seconds: NonNegative = Field(description="the part's measured time at ``gpus`` ranks, s")
     gpus: GpuCount = Field(description="the rank count it was measured at")
-    source: Source = Field(description="where the measurement comes from")
+    source: Source = Field(description="where the measurement (and a term's release) comes from")
 
 
-class QuadraticTerm(_Strict):
+class QuadraticTerm(NcclBase):
     """An O(N^2) part of NCCL's set-up: ``seconds`` measured at ``gpus`` ranks, present before ``until_nccl``."""
 
-    seconds: NonNegative = Field(description="the part's time at ``gpus`` ranks, s")
-    gpus: GpuCount = Field(description="the rank count it was measured at")
     until_nccl: Release = Field(description="the first NCCL release without this part")
-    source: Source = Field(description="where the measurement and the release come from")
 
 
 class NcclInit(_Strict):
