@@ -12,6 +12,10 @@ The engine profiles (``frameworks/vllm.yaml``, ``sglang.yaml``, ``tensorrt_llm.y
   decoding sequence's token costs ``token_s`` there (detokenization, streaming), so a step lasts at least
   ``token_s x decoding sequences``; each request costs ``request_s`` (HTTP, chat template, tokenization), one after
   another: request i reaches the engine at ``max(its arrival, the previous request's) + request_s``.
+
+Under speculative decoding (``serving.speculative``) an engine may give up its overlap (``speculative_overlap``
+false: SGLang sets ``disable_overlap_schedule`` for EAGLE, EAGLE3 and NEXTN, server_args.py): the engine core's host
+time is then paid once per draft-and-verify iteration, after it (simulator/serving/speculative.py).
 """
 
 from __future__ import annotations
@@ -31,8 +35,14 @@ class EngineHost(BaseModel):
                                              "(step = max(GPU, host)); false: one after the other (GPU + host)")
     token_s: float = Field(0.0, ge=0, le=0.01, description="API server time per streamed output token (s), in its "
                                                             "own process: a step lasts at least this x its decodes")
+    speculative_overlap: bool = Field(True, description="under speculative decoding the engine keeps its overlap "
+                                                          "setting; false: it runs host and GPU one after the other")
     request_s: float = Field(0.0, ge=0, le=10.0, description="API server time per request (s): HTTP, chat template, "
                                                               "tokenization, one request after another")
+
+    def speculating(self) -> EngineHost:
+        """The host as it runs under speculative decoding: without overlap where the engine gives it up."""
+        return self if self.speculative_overlap else self.model_copy(update={"overlap": False})
 
     def engine_s(self, gpu_s: float, seqs: int, decodes: int) -> float:
         """A step of ``gpu_s`` seconds on the GPU that schedules ``seqs`` sequences, ``decodes`` of them emitting a

@@ -14,6 +14,12 @@ one forward over k + 1 tokens per sequence and keeps the accepted prefix plus on
 Acceptance: ``acceptance_rate`` a (every position), a list (a_1..a_k: the probability that draft token i is accepted
 given that tokens 1..i-1 were), or ``acceptance_length`` E (tokens per iteration, the bonus token included, as the
 EAGLE papers report tau).
+
+Tree drafts (SGLang's EAGLE worker, sgl-project/sglang python/sglang/srt/speculative/eagle_worker.py, the April-2025
+version read through the code index): ``topk`` branches per node (``--speculative-eagle-topk``), k = the tree's depth
+(``--speculative-num-steps``), ``num_draft_tokens`` tree nodes verified per sequence, the root (the last accepted
+token) included (``--speculative-num-draft-tokens``; ``organize_draft_results`` keeps the ``num_draft_tokens - 1``
+best-scored of the ``topk + (k - 1) topk^2`` drafted nodes). A chain is ``topk`` 1 with ``num_draft_tokens`` k + 1.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from simulator.errors import UserError
 
 #: the longest draft modelled (vLLM and SGLang configurations use 1-8; EAGLE-2 trees draft up to ~10 deep)
 MAX_SPECULATIVE_TOKENS = 64
+#: the widest draft tree modelled (SGLang's auto-chosen trees use top-k 1-8: server_args auto_choose_speculative_params)
+MAX_TOPK = 64
+#: the most tokens one verify forward runs per sequence (SGLang's EAGLE examples verify up to 64)
+MAX_DRAFT_TOKENS = 1024
 #: EAGLE-3's draft vocabulary: the released heads' ``draft_vocab_size`` (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
 #: config.json: 32000; EAGLE-3 paper, Li et al. 2025, Sec. 3: a reduced vocabulary for the draft's LM head)
 EAGLE3_DRAFT_VOCAB = 32_000
@@ -54,6 +64,31 @@ class SpeculativeConfig(BaseModel):
         None, description="method draft_model: the draft model as model: takes it (preset, hf_config or fields)")
     draft_vocab: int | None = Field(
         None, ge=2, le=10_000_000, description=f"eagle3: the draft head's vocabulary (default {EAGLE3_DRAFT_VOCAB:,})")
+    topk: int = Field(1, ge=1, le=MAX_TOPK, description="draft tree branches per node (SGLang --speculative-eagle-topk);"
+                                                       " each draft pass after the first runs topk rows per sequence")
+    num_draft_tokens: int | None = Field(
+        None, ge=2, le=MAX_DRAFT_TOKENS,
+        description="tree nodes the verify forward runs per sequence, the root included (SGLang "
+                    "--speculative-num-draft-tokens); null: k + 1 (a chain)")
+    draft_extend_graph: bool = Field(
+        True, description="the draft's first pass over the accepted tokens replays a CUDA graph (SGLang since PR #6606, "
+                          "2025-05-26); false: issued eagerly (SGLang before it)")
+
+    @model_validator(mode="after")
+    def _tree(self):
+        k, n = self.num_speculative_tokens, self.num_draft_tokens
+        if n is None:
+            return self
+        nodes = self.topk + (k - 1) * self.topk ** 2
+        if n < k + 1:
+            raise UserError(f"num_draft_tokens {n} is fewer than the k + 1 = {k + 1} tokens of one path through a tree "
+                            f"of depth num_speculative_tokens {k}: the deeper drafts would all be discarded (SGLang "
+                            "server_args.py: speculative_num_steps < speculative_num_draft_tokens)",
+                            key_path=f"{_KEY}.num_draft_tokens")
+        if n > nodes + 1:
+            raise UserError(f"num_draft_tokens {n} is more than the root and the {nodes} nodes a tree of depth {k} and "
+                            f"topk {self.topk} drafts (topk + (k - 1) x topk^2)", key_path=f"{_KEY}.num_draft_tokens")
+        return self
 
     @model_validator(mode="after")
     def _acceptance(self):
@@ -76,7 +111,14 @@ class SpeculativeConfig(BaseModel):
         if self.acceptance_length is not None and self.acceptance_length > k + 1:
             raise UserError(f"acceptance_length {self.acceptance_length:g} is more than the k + 1 = {k + 1} tokens "
                             "an iteration can yield", key_path=f"{_KEY}.acceptance_length")
+        if self.topk > 1 and self.acceptance_rate is not None:
+            raise UserError(f"a per-position acceptance rate describes a chain; a tree (topk {self.topk}) takes "
+                            "acceptance_length (the engines' mean accept length)", key_path=f"{_KEY}.acceptance_rate")
         return self
+
+    def verified_tokens(self) -> int:
+        """Tokens the verify forward runs per sequence: ``num_draft_tokens``, or k + 1 for a chain."""
+        return self.num_draft_tokens or self.num_speculative_tokens + 1
 
     @model_validator(mode="after")
     def _drafter(self):

@@ -189,12 +189,31 @@ def _memops(rp: ResolvedPlan, batch: Batch, layer_index: int, kv_token_bytes: fl
     shape = LayerShape(tokens=tokens, norm_tokens=tokens, scores=0.0, ffn_local=0.0 if moe else sh.ffn,
                        qk_width=(sh.heads_tp + sh.kv_heads_tp) * model.dhead)
     ops = layer_memops(model, shape, unfused_attention=False, moe_routed_tokens=sh.routed_rows if moe else 0.0)
-    if kernels.eager_layout:
-        ops += eager_memops(model, shape, 0.0, amp=False)
-    ops += [MemOp("rope_extra", "fwd", tokens * kernels.rope_extra_bytes * shape.qk_width),
-            MemOp("swiglu_extra", "fwd", tokens * kernels.swiglu_extra_bytes * shape.ffn_local)]
-    ops += _cache_memops(rp, batch, kv_token_bytes, kv_cache, cache_len)
+    cache = _cache_memops(rp, batch, kv_token_bytes, kv_cache, cache_len)
+    if kernels.chains is not None:
+        ops = _chain_memops(model, shape, kernels.chains, ops, cache, tokens * sh.heads_tp * model.dhead_v)
+    else:
+        if kernels.eager_layout:
+            ops += eager_memops(model, shape, 0.0, amp=False)
+        ops += [MemOp("rope_extra", "fwd", tokens * kernels.rope_extra_bytes * shape.qk_width),
+                MemOp("swiglu_extra", "fwd", tokens * kernels.swiglu_extra_bytes * shape.ffn_local)] + cache
     return tuple(MemOp(o.name, "fwd", o.bytes, kernel="kernel_set") for o in ops if o.phase == "fwd")
+
+
+def _chain_memops(model: ModelSpec, shape: LayerShape, ch, ops: list[MemOp], cache: list[MemOp],
+                  attn_out: float) -> list[MemOp]:
+    """``ops`` with the norms, residual adds, RoPE and SwiGLU at the kernel set's measured copy-equivalent bytes
+    (:class:`simulator.serving.backends.EagerChains`), the attention output's layout copy over ``attn_out``
+    elements, and the paged cache write (4 B per bf16 K/V element fused) scaled to the measured ``kv_write``."""
+    th = shape.norm_tokens * model.hidden
+    per = {"norm1": ch.norm * th, "norm2": ch.norm * th, "bias_dropout_add.attn": ch.residual_add * th,
+           "bias_dropout_add.mlp": ch.residual_add * th, "rope": ch.rope * shape.tokens * shape.qk_width}
+    if model.glu:
+        per["activation"] = ch.swiglu * shape.tokens * shape.ffn_local
+    out = [MemOp(o.name, o.phase, per[o.name]) if o.phase == "fwd" and o.name in per else o for o in ops]
+    out.append(MemOp("attn_out_copy", "fwd", ch.attn_out * attn_out))
+    return out + [MemOp(o.name, o.phase, o.bytes * ch.kv_write / 4.0) if o.name == "kv_cache_write" else o
+                  for o in cache]
 
 
 def serving_layer_program(rp: ResolvedPlan, batch: Batch, dtype: str, weights: str, *, layer_index: int,

@@ -65,7 +65,8 @@ def render_serving(result) -> str:
     if d.get("speculative"):
         sp = d["speculative"]
         lines += ["", f"speculative decoding ({s['speculative']['method']}): per iteration {sp['num_speculative_tokens']} "
-                      f"draft passes {sp['draft_s'] * 1e3:.3f} ms + verify {sp['verify_s'] * 1e3:.3f} ms = "
+                      f"draft passes (top-k {sp['topk']}) {sp['draft_s'] * 1e3:.3f} ms + verify of "
+                      f"{sp['verified_tokens']} tokens {sp['verify_s'] * 1e3:.3f} ms + host {sp['host_s'] * 1e3:.3f} ms = "
                       f"{sp['iteration_s'] * 1e3:.3f} ms for {sp['expected_tokens']:.3f} tokens per sequence "
                       f"(batch {s['batch']}, context {s['input_len']}); decode steps above are per token"]
     lines += [f"warning: {w}" for w in d["warnings"]]

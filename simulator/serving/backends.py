@@ -3,7 +3,8 @@ the expert GEMM kernel. Every number carries its source (or ``assumed`` with the
 
 - **Kernel sets** (``serving.kernels``): how many kernels one transformer layer launches in a decode step. Each
   kernel pays ``ComputeEfficiency.launch_s`` on the GPU (in or out of a CUDA graph), and without CUDA graphs the
-  host issues each one: a step then takes at least ``kernels x host_launch_s``.
+  host issues each one: a step then takes at least ``kernels x host_launch_s``. Plain PyTorch's (``torch_eager``)
+  memory-bound kernels carry measured copy-equivalent bytes (:class:`EagerChains`).
 - **Decode attention** (``serving.attention``): reading the K/V cache is a streaming read at
   ``kv_read_efficiency`` of HBM bandwidth, but a kernel with too few CTAs cannot pull that bandwidth: with one CTA
   per (sequence, K/V head) and no split of the context (PyTorch's SDPA FlashAttention-2 kernel) the rate is at most
@@ -32,6 +33,42 @@ HF_EAGER_HOST_LAUNCH_S = 17.97e-6
 HF_COMPILED_STEP_HOST_S = 2.05e-3
 
 
+PREFILL_OPS_DATA = "simulator/validation/data/h200_prefill_ops/prefill_ops.jsonl"
+
+
+@dataclass(frozen=True)
+class EagerChains:
+    """Copy-equivalent bytes per element (kernel seconds x HBM bandwidth x ``memory_efficiency`` / elements) of
+    plain PyTorch's memory-bound kernels in the call forms of benchmarks/device/serve_decode.py's layer, measured in
+    isolation (:data:`PREFILL_OPS_DATA`); they replace the fused kernels' byte counts, the RoPE / SwiGLU extras and
+    the eager layout copies (simulator/program/serving.py)."""
+
+    norm: float
+    """per token x hidden: ``F.rms_norm``"""
+    residual_add: float
+    """per token x hidden: ``h + branch``"""
+    rope: float
+    """per token x (q + k heads) x head dim: rotate-and-cat (4 mul, sub, add, cat) over strided views of the fused
+    QKV output, cos / sin broadcast"""
+    swiglu: float
+    """per token x FFN width: ``F.silu(g) * u`` over the two halves of the gate/up output (strided views)"""
+    attn_out: float
+    """per token x heads x head dim: ``transpose(1, 2).reshape`` of the attention output, a copy (SDPA returns it
+    (batch, heads, tokens, head dim)-contiguous)"""
+    kv_write: float
+    """per K and V element written into the cache: ``copy_`` of the rotated K (contiguous) and of V (a strided view)"""
+    source: str
+
+
+TORCH_EAGER_CHAINS = EagerChains(
+    norm=4.80, residual_add=5.32, rope=42.9, swiglu=20.35, attn_out=9.53, kv_write=7.07,
+    source=f"{PREFILL_OPS_DATA} (one H200, torch 2.11, bf16, CUDA-graph timed): the 16384-token rows at hidden 5120, "
+           "40/8 heads of 128, FFN 13824 x 4.8 TB/s x 0.803 / elements (rope: rope_q + rope_k over q + k width; "
+           "kv_write: cache_k + cache_v over both); the 8192- and 2048-token rows validate "
+           "(simulator/validation/prefill_ops.py). The fused counts they replace: 4, 6, 4 + 14, 6 + 4, 16 per hidden "
+           "element for four layout copies, 4")
+
+
 @dataclass(frozen=True)
 class KernelSet:
     """Kernels one layer launches in a decode step, the host time to issue one without CUDA graphs, the extra
@@ -51,6 +88,9 @@ class KernelSet:
     step_host_s: float = 0.0
     """host seconds per decode step that the GPU waits for (serialized with the step's GPU work, added to it): the
     generate loop around a CUDA-graph replay (guards, input copies, sampling, stopping check and its sync)"""
+    chains: EagerChains | None = None
+    """measured bytes of the plain-PyTorch memory-bound kernels (:class:`EagerChains`) in place of the fused counts
+    plus ``rope_extra_bytes``, ``swiglu_extra_bytes`` and ``eager_layout``'s copies; None: those counts"""
     sdpa_call: str = "folded_gqa"
     """how the kernel set calls PyTorch SDPA at decode (``serving.attention: torch_sdpa``; :data:`SDPA_CALLS`), unless
     ``serving.attention_call`` says otherwise"""
@@ -72,10 +112,11 @@ KERNEL_SETS: dict[str, KernelSet] = {
                "elementwise kernels each for q and k, 2 cache writes, SDPA, 2 residual adds, silu, mul = 27; "
                "embedding, final norm, LM head, argmax = 4. host_launch_s 13.3 us: the eager step of batch 1 at "
                "1K context (11.5 ms over 868 kernels) in simulator/validation/data/h200_serve/serve.jsonl (the other "
-               "eager rows validate it). Extra bytes: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat reads 5 "
-               "and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu then mul "
-               "moves 10 B per FFN element against silu_and_mul's 6 (+4)",
-        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6),
+               "eager rows validate it). Extra bytes as counted: RoPE as x1*cos, x2*sin, sub, x2*cos, x1*sin, add, cat "
+               "reads 5 and writes 4 half-or-full widths = 18 B per element against the fused kernel's 4 (+14); silu "
+               "then mul moves 10 B per FFN element against silu_and_mul's 6 (+4). The measured chains "
+               "(TORCH_EAGER_CHAINS) price these kernels in their place",
+        rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6, chains=TORCH_EAGER_CHAINS),
     "hf_eager": KernelSet(
         per_layer=42, per_step=39, per_moe_layer=10, host_launch_s=HF_EAGER_HOST_LAUNCH_S, eager_layout=True,
         rope_extra_bytes=14.0, swiglu_extra_bytes=4.0, collective_host_s=24.5e-6, sdpa_call="gqa_single_call",

@@ -19,16 +19,23 @@ from simulator.plan import ResolvedPlan
 from simulator.serving.loop import LoopCosts
 
 
-def with_host(costs: LoopCosts, host: EngineHost | None) -> LoopCosts:
+def with_host(costs: LoopCosts, host: EngineHost | None, speculative: bool = False) -> LoopCosts:
     """``costs`` with ``host``'s prices on every step: a decode step of ``seqs`` sequences schedules and emits
     ``seqs``; a prefill group of ``seqs`` chunks schedules ``seqs`` and emits none (a request's first token is part
     of its per-request work); a mixed step schedules every group's sequences and emits its decodes' tokens (the
-    group of one-token parts). Unchanged without ``host``."""
+    group of one-token parts). Unchanged without ``host``. Under speculative decoding (``speculative``) a decode
+    step's engine-core host time is already in its price (once per iteration: simulator/serving/speculative.py), so
+    only the API server's floor is added, and the other steps take the host as it runs then
+    (:meth:`EngineHost.speculating`)."""
     if host is None:
         return costs
     decode, prefill, mixed = costs.decode_s, costs.prefill_s, costs.mixed_s
+    if speculative:
+        host = host.speculating()
 
     def decode_s(seqs: int, context: float) -> float:
+        if speculative:
+            return max(decode(seqs, context), host.token_s * seqs)
         return host.engine_s(decode(seqs, context), seqs, seqs)
 
     def prefill_s(seqs: int, new: int, past: int) -> float:

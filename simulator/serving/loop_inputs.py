@@ -55,7 +55,7 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
       allocates): at most ``kv_block_size - 1`` tokens more per chunk, exact for page-aligned prompts."""
     s = ctx.serving
     lo, hi = s.input_len, s.input_len + s.output_len - 1
-    page = s.kv_block_size
+    page, spec = s.kv_block_size, s.speculative is not None  # speculation: host time in the iteration's price
 
     @functools.cache
     def decode_ends(seqs: int) -> tuple[float, float]:
@@ -92,4 +92,4 @@ def loop_costs(ctx: StepContext, rp: ResolvedPlan) -> LoopCosts:
         return mixed_pages(tuple((k, n if n == 1 else -(-n // page) * page, -(-math.ceil(past) // page) * page)
                                  for k, n, past in groups))
 
-    return with_host(LoopCosts(decode_s=decode_s, prefill_s=prefill_s, mixed_s=mixed_s), s.host)  # host time
+    return with_host(LoopCosts(decode_s=decode_s, prefill_s=prefill_s, mixed_s=mixed_s), s.host, spec)  # host time

@@ -3,32 +3,40 @@
 One decode iteration of ``seqs`` sequences with ``past`` cached tokens each (``serving.speculative``,
 :class:`~simulator.implementation.speculative.SpeculativeConfig`, k = ``num_speculative_tokens``):
 
-- **draft**: k sequential draft passes, each a decode step of ``Batch(seqs, 1, past + i)`` (i = 0 .. k-1) through
+- **draft** (:func:`draft_s`, SGLang's EAGLE worker as the engines run it): one pass of the drafter over each
+  sequence's accepted tokens (``ceil(E)`` rows per sequence), then k - 1 passes over ``topk`` rows per sequence
+  (``serving.speculative.topk``: the branches of a draft tree; 1: a chain), each through
   :func:`simulator.serving.step.step_time` on the drafter's plan:
   - ``mtp``: the target's plan holding only its last layer (an MTP module's transformer layer is of the last layer's
     kind: :meth:`ModelSpec.is_moe_layer`), the shared embedding and LM head, plus the module's ``eh_proj`` GEMM
-    (2h -> h, replicated: vLLM ``deepseek_mtp.py`` ``nn.Linear(2h, h)``);
+    (2h -> h, replicated: vLLM ``deepseek_mtp.py`` ``nn.Linear(2h, h)``) on every pass;
   - ``eagle`` / ``eagle3``: the target's plan holding one dense layer of the target's width (EAGLE's draft head is one
     decoder layer of the target's configuration: Li et al. 2024, EAGLE, Sec. 4; vLLM ``llama_eagle.py`` builds it
-    from the target's config with one layer), plus its ``fc`` GEMM (2h -> h; EAGLE-3 3h -> h, replicated); EAGLE-3
-    has an LM head of its own over ``draft_vocab`` tokens;
+    from the target's config with one layer), plus its ``fc`` GEMM (2h -> h on every pass; EAGLE-3 3h -> h on the
+    first pass only, and its q/k/v reading 2h inputs: :func:`_head_s`); EAGLE-3 has an LM head of its own over
+    ``draft_vocab`` tokens;
   - ``draft_model``: the draft model resolved on the target's TP degree (vLLM's draft runs on the target's TP
     group), every layer.
-- **verify**: one step of the target over ``Batch(seqs, k + 1, past)`` (phase ``verify``: the decode kernels over
-  k + 1 query rows per sequence, K/V read included, logits of all k + 1 positions).
+- **verify**: one step of the target over ``Batch(seqs, n, past)``, n = ``num_draft_tokens`` tree nodes per
+  sequence (k + 1 for a chain; phase ``verify``: the decode kernels over n query rows per sequence with the tree
+  mask, K/V read included, logits of all n positions).
+- **host**: the engine core's host time per iteration where the engine does not overlap it under speculation
+  (``serving.host``, ``speculative_overlap``: SGLang disables its overlap scheduler for EAGLE/NEXTN).
 - Expected tokens per iteration ``E`` (:meth:`SpeculativeConfig.expected_tokens`): a step of the serving model is
-  ``(draft + verify) / E`` per token, which is what TPOT, the concurrency curve and the request-rate loop see.
+  ``(draft + verify + host) / E`` per token, which is what TPOT, the concurrency curve and the request-rate loop see.
 
 Memory: the drafter's weights (per GPU, the serving precision's bytes) and its K/V cache (the draft's layers' bytes
 per token beside the target's) join each stage's report (:func:`with_draft`), so the cache holds fewer sequences.
 
-Not modelled: tree drafts (EAGLE-2's dynamic tree verifies more than k + 1 tokens), the rejection sampler's kernel,
-the host's extra work per iteration, the k extra K/V slots a sequence reserves, pipeline parallelism (refused).
+Not modelled: the tree's small kernels (top-k over each pass's logits, tree construction, the greedy tree
+acceptance), the host work the speculative worker adds beyond the engine's step time, the K/V slots a sequence
+reserves for its draft, pipeline parallelism (refused).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from simulator.errors import UserError
@@ -58,33 +66,40 @@ class Drafter:
     plan: ResolvedPlan
     fc_inputs: int
     layers: int
+    method: str = "draft_model"
 
 
 @dataclass(frozen=True)
 class Iteration:
-    """One speculative iteration: k draft passes, one verify step, and the tokens it yields per sequence."""
+    """One speculative iteration: the draft passes, one verify step, the engine-core host time the iteration waits
+    for, and the tokens it yields per sequence."""
 
     draft_s: float
     verify: StepTime
     expected_tokens: float
     k: int
+    host_s: float = 0.0
+    verified_tokens: int = 0
+    topk: int = 1
 
     @property
     def iteration_s(self) -> float:
-        return self.draft_s + self.verify.step_s
+        return self.draft_s + self.verify.step_s + self.host_s
 
     def per_token(self) -> StepTime:
         """The iteration as a step of one token per sequence: every time and the breakdown over ``E``; the draft's
-        seconds under ``draft``."""
+        seconds under ``draft``, the host's under ``host``."""
         e = self.expected_tokens
         breakdown = {key: value / e for key, value in self.verify.breakdown_s.items()}
         breakdown["draft"] = self.draft_s / e
+        breakdown["host"] = breakdown.get("host", 0.0) + self.host_s / e
         return StepTime(step_s=self.iteration_s / e, breakdown_s=breakdown, kernels=self.verify.kernels,
                         gpu_s=(self.verify.gpu_s + self.draft_s) / e, comm=self.verify.comm)
 
     def to_dict(self) -> dict:
-        return {"num_speculative_tokens": self.k, "expected_tokens": self.expected_tokens,
-                "draft_s": self.draft_s, "verify_s": self.verify.step_s, "iteration_s": self.iteration_s,
+        return {"num_speculative_tokens": self.k, "topk": self.topk, "verified_tokens": self.verified_tokens,
+                "expected_tokens": self.expected_tokens, "draft_s": self.draft_s, "verify_s": self.verify.step_s,
+                "host_s": self.host_s, "iteration_s": self.iteration_s,
                 "per_token_s": self.iteration_s / self.expected_tokens}
 
 
@@ -114,13 +129,13 @@ def drafter(ctx: StepContext, rp: ResolvedPlan) -> Drafter:
         if model.mtp_layers == 0:
             raise UserError(f"method mtp drafts with the model's MTP modules; model {model.name} has none "
                             "(model.mtp_layers 0)", key_path=f"{_KEY}.method")
-        return Drafter(_with_layers(rp, model, model.layers - 1), FC_INPUTS["mtp"], model.mtp_layers)
+        return Drafter(_with_layers(rp, model, model.layers - 1), FC_INPUTS["mtp"], model.mtp_layers, "mtp")
     if spec.method in ("eagle", "eagle3"):
         head = model
         if spec.method == "eagle3":
             head = type(model).model_validate({**model.model_dump(), "vocab": spec.draft_vocab or EAGLE3_DRAFT_VOCAB,
                                                "tied_embeddings": False})
-        return Drafter(_with_layers(rp, head, _dense_layer(model)), FC_INPUTS[spec.method], 1)
+        return Drafter(_with_layers(rp, head, _dense_layer(model)), FC_INPUTS[spec.method], 1, spec.method)
     return Drafter(_draft_model_plan(rp, ctx.draft_model), 0, ctx.draft_model.layers)
 
 
@@ -134,26 +149,71 @@ def _draft_model_plan(rp: ResolvedPlan, draft: ModelSpec) -> ResolvedPlan:
                         key_path=f"{_KEY}.draft_model") from None
 
 
-def _fc_s(ctx: StepContext, d: Drafter, seqs: int) -> float:
-    """The draft head's input projection ``fc_inputs x h -> h`` over ``seqs`` rows (replicated on every TP rank)."""
-    if not d.fc_inputs:
-        return 0.0
-    h = d.plan.model.hidden
-    gemm = Gemm("draft.fc", "fwd", seqs, d.fc_inputs * h, h, dtype=d.plan.gemm_dtype(ctx.gpu))
+def _gemm_s(ctx: StepContext, d: Drafter, name: str, rows: int, k: float, n: float) -> float:
+    gemm = Gemm(name, "fwd", rows, k, n, dtype=d.plan.gemm_dtype(ctx.gpu))
     return sum(price_serving(LayerProgram(kind="head", gemms=(gemm,), fwd_flops=gemm.flops), ctx.gpu,
                              ctx.eff).values())
 
 
-def iteration(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> Iteration:
-    """One speculative iteration of ``seqs`` sequences with ``past`` cached tokens each (module docstring)."""
+def _head_s(ctx: StepContext, d: Drafter, rows: int, first: bool) -> float:
+    """What a draft head computes beyond the target's layer, over ``rows`` token rows of one pass: its input
+    projection ``fc_inputs x h -> h`` (replicated) on every pass for EAGLE-1/2 and MTP (``fc`` / ``eh_proj`` of the
+    concatenated embedding and hidden state), on the first pass only for EAGLE-3 (its ``fc`` fuses the target's three
+    hidden states; later passes feed the head's own h-wide state: sglang ``llama_eagle3.py`` applies ``fc`` only when
+    the hidden state is wider than the embedding); EAGLE-3's q/k/v projection also reads 2h inputs (the normed
+    embedding and hidden state concatenated: ``QKVParallelLinear(2 * hidden_size, ...)``), the second h priced here."""
+    if not d.fc_inputs:
+        return 0.0
+    model, method = d.plan.model, d.method
+    h = model.hidden
+    seconds = _gemm_s(ctx, d, "draft.fc", rows, d.fc_inputs * h, h) if first or method != "eagle3" else 0.0
+    if method == "eagle3":
+        shape = d.plan.shape_of(Batch(1, 1))
+        qkv = (shape.heads_tp + 2 * shape.kv_heads_tp) * model.dhead
+        seconds += _gemm_s(ctx, d, "draft.qkv_hidden", rows, h, qkv)
+    return seconds
+
+
+def _host_s(ctx: StepContext, seqs: int, gpu_s: float) -> float:
+    """The engine core's host time an iteration of ``gpu_s`` GPU seconds adds (``serving.host`` as the engine runs
+    it under speculation, :meth:`EngineHost.speculating`): ``step_s + seq_s x seqs`` after the GPU work where the
+    engine gives its overlap up (SGLang), what exceeds the GPU time where it keeps it; 0 without host prices."""
+    host = ctx.serving.host
+    return 0.0 if host is None else host.speculating().engine_s(gpu_s, seqs, 0) - gpu_s
+
+
+def draft_s(ctx: StepContext, d: Drafter, seqs: int, past: int) -> float:
+    """The draft passes of one iteration (SGLang's EAGLE worker, eagle_worker.py; vLLM V1's EAGLE proposer runs the
+    same two kinds of pass): first the draft over each sequence's accepted tokens, ``ceil(E)`` per sequence
+    (``forward_draft_extend_after_decode``: ``extend_lens = accept_length + 1``), which yields the first draft
+    token(s), captured in a CUDA graph or issued eagerly (``draft_extend_graph``); then ``k - 1`` passes over
+    ``topk`` rows per sequence (``draft_forward``: every branch kept at the last level is one row), pass i at
+    ``past + i`` cached tokens. A chain (topk 1) runs the same k passes."""
     spec: SpeculativeConfig = ctx.serving.speculative
-    k, graphs = spec.num_speculative_tokens, ctx.serving.cuda_graphs
+    graphs, dctx = ctx.serving.cuda_graphs, dataclasses.replace(ctx, model=d.plan.model)
+    extend = max(1, math.ceil(spec.expected_tokens() - 1e-9))
+    total = step_time(dctx, d.plan, Batch(seqs, extend, past), phase="decode",
+                      graphs=graphs and spec.draft_extend_graph).step_s + _head_s(ctx, d, seqs * extend, True)
+    rows = seqs * spec.topk
+    for i in range(1, spec.num_speculative_tokens):
+        total += step_time(dctx, d.plan, Batch(rows, 1, past + i), phase="decode", graphs=graphs).step_s
+        total += _head_s(ctx, d, rows, False)
+    return total
+
+
+def iteration(ctx: StepContext, rp: ResolvedPlan, seqs: int, past: int) -> Iteration:
+    """One speculative iteration of ``seqs`` sequences with ``past`` cached tokens each (module docstring): the draft
+    passes (:func:`draft_s`), the verify of ``num_draft_tokens`` tree nodes per sequence (k + 1 for a chain) in one
+    forward with the tree mask over the cache, logits of every node, then the host time the engine adds
+    (:func:`_host_s`)."""
+    spec: SpeculativeConfig = ctx.serving.speculative
     d = drafter(ctx, rp)
-    dctx = dataclasses.replace(ctx, model=d.plan.model)
-    draft = sum(step_time(dctx, d.plan, Batch(seqs, 1, past + i), phase="decode", graphs=graphs).step_s
-                for i in range(k)) + k * _fc_s(ctx, d, seqs)
-    verify = step_time(ctx, rp, Batch(seqs, k + 1, past), phase="verify", graphs=graphs)
-    return Iteration(draft_s=draft, verify=verify, expected_tokens=spec.expected_tokens(), k=k)
+    draft = draft_s(ctx, d, seqs, past)
+    n = spec.verified_tokens()
+    verify = step_time(ctx, rp, Batch(seqs, n, past), phase="verify", graphs=ctx.serving.cuda_graphs)
+    return Iteration(draft_s=draft, verify=verify, expected_tokens=spec.expected_tokens(),
+                     k=spec.num_speculative_tokens, host_s=_host_s(ctx, seqs, draft + verify.step_s),
+                     verified_tokens=n, topk=spec.topk)
 
 
 def draft_bytes(ctx: StepContext, rp: ResolvedPlan) -> tuple[float, float, str]:
@@ -173,8 +233,11 @@ def draft_bytes(ctx: StepContext, rp: ResolvedPlan) -> tuple[float, float, str]:
         else:
             tensors += layer_params(model, _dense_layer(model))
             tensors.append(ParamTensor("draft.fc", d.fc_inputs * model.hidden ** 2, "replicated", "draft"))
-            if spec.method == "eagle3":
+            if spec.method == "eagle3":  # its own LM head; q/k/v read the embedding and hidden state (2h)
                 tensors += [t for t in head_params(d.plan.model) if t.name == "output_layer"]
+                h, dh = model.hidden, model.dhead
+                tensors += [ParamTensor("draft.q_hidden", h * model.heads * dh, "tp", "draft"),
+                            ParamTensor("draft.kv_hidden", h * 2 * model.kv * dh, "kv", "draft")]
         params = sum(local_numel(t, tp=p.tp, kv_ranks=rp.shape.kv_ranks, ep=p.ep, etp=p.etp) for t in tensors)
     kv = d.layers * kv_cache_bytes_per_token_layer(d.plan)
     return params * element, kv, f"{spec.method}: {params:.4g} params x {element} B; {d.layers} layers of K/V"

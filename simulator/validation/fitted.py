@@ -37,7 +37,12 @@ from simulator.program.op_chains import (
     PERMUTE_CHAINS,
     SEQUENTIAL_ASSEMBLY,
 )
-from simulator.serving.backends import HF_COMPILED_STEP_HOST_S, HF_EAGER_HOST_LAUNCH_S, SDPA_CALLS
+from simulator.serving.backends import (
+    HF_COMPILED_STEP_HOST_S,
+    HF_EAGER_HOST_LAUNCH_S,
+    SDPA_CALLS,
+    TORCH_EAGER_CHAINS,
+)
 
 KORTHIKANTI = "published, outside the development set"
 KERNEL = "published kernel or NCCL benchmark"
@@ -141,6 +146,12 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
                             if k != "folded_gqa"}, H200,
                    "calibration rows of validation/data/h200_sdpa/sdpa_decode.jsonl (batch 128 x 4K, batch 1 x 1K; "
                    "validation/sdpa_decode.py fit, the other 96 rows validate)"),
+    FittedConstant("serving/backends.py TORCH_EAGER_CHAINS",
+                   "plain PyTorch's serving-layer memory-bound kernels (copy bytes per element)",
+                   lambda: (TORCH_EAGER_CHAINS.norm, TORCH_EAGER_CHAINS.residual_add, TORCH_EAGER_CHAINS.rope,
+                            TORCH_EAGER_CHAINS.swiglu, TORCH_EAGER_CHAINS.attn_out, TORCH_EAGER_CHAINS.kv_write), H200,
+                   "the 16384-token rows of validation/data/h200_prefill_ops (hidden 5120; the 8192- and 2048-token "
+                   "rows and the whole-layer rows validate)"),
     FittedConstant("program/op_chains.py CROSS_ENTROPY_BYTES", "unfused cross entropy (copy bytes per logit)",
                    lambda: dict(CROSS_ENTROPY_BYTES), H200, "4 shapes, validation/data/h200_moe_chains"),
     FittedConstant("moe/coefficients.py normal_nvlink_efficiency", "DeepEP normal kernels' NVLink efficiency",

@@ -4,7 +4,8 @@
 
 The measured sweep is predicted with the benchmark's own kernel set (``kernels: torch_eager``, ``attention:
 torch_sdpa``): the component rates come from the per-op rows of the same session (``ops.jsonl``: isolated GEMMs,
-attention kernels) and from earlier GEMM measurements, never from these end-to-end rows. The host launch time
+attention kernels), from earlier GEMM measurements and, for the memory-bound kernels, from isolated rows at another
+shape (``h200_prefill_ops``, :mod:`simulator.validation.prefill_ops`), never from these end-to-end rows. The host launch time
 (``cuda_graphs: false``) is taken from the batch-1, 1K row, which is therefore left out of the eager validation.
 """
 

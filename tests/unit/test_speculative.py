@@ -101,7 +101,8 @@ def test_mtp_needs_mtp_modules_and_eagle3_its_own_vocabulary():
     ctx, _ = serving_context(sc)
     weights, _, _ = draft_bytes(ctx, sc.plan)
     layer = 1024 * 1024 * 2 + 2 * 1024 * 256 + 3 * 1024 * 4096 + 2 * 1024
-    assert weights == (layer + 3072 * 1024 + 1000 * 1024) * 2  # fc 3h -> h and a 1,000-token head
+    # fc 3h -> h, a 1,000-token head, and q/k/v reading 2h (the second h: 1024 x (8 + 2 x 2) heads x 128)
+    assert weights == (layer + 3072 * 1024 + 1000 * 1024 + 1024 * (1024 + 2 * 256)) * 2
 
 
 @pytest.mark.parametrize(("spec", "serving", "model", "key", "rule"), [
@@ -130,8 +131,9 @@ def test_bad_speculation_exits_2_with_file_line_key_and_rule(tmp_path, capsys, s
 
 
 def test_draft_model_passes_are_decode_steps_of_the_draft_on_the_targets_tp():
-    """method draft_model: k = 2 passes, each a decode step of the draft model (here 2 layers of the small model's
-    shape) on the target's TP degree at contexts 1000 and 1001; its weights are the whole draft model's."""
+    """method draft_model: k = 2 passes of the draft model (here 2 layers of the small model's shape) on the target's
+    TP degree: the first over each sequence's accepted tokens, ceil(E) = ceil(1 + 0.7 + 0.49) = 3 per sequence at
+    1000 cached, the second one row per sequence (a chain) at 1001; its weights are the whole draft model's."""
     from simulator.plan import resolve_plan
     from simulator.plan.params import stage_params
 
@@ -144,7 +146,8 @@ def test_draft_model_passes_are_decode_steps_of_the_draft_on_the_targets_tp():
     training = {**sc.plan.training.model_dump(exclude_defaults=True), "global_batch": 4}
     drp = resolve_plan(ctx.draft_model, {"tp": 1}, training, 1)
     dctx = replace(ctx, model=ctx.draft_model)
-    passes = [step_time(dctx, drp, Batch(4, 1, 1000 + i), phase="decode", graphs=True).step_s for i in range(2)]
+    passes = [step_time(dctx, drp, Batch(4, n, 1000 + i), phase="decode", graphs=True).step_s
+              for i, n in ((0, 3), (1, 1))]
     assert it.draft_s == pytest.approx(sum(passes), rel=1e-12)
     weights, kv_token, _ = draft_bytes(ctx, sc.plan)
     sp = stage_params(drp, 0)
@@ -166,10 +169,11 @@ def test_mtp_drafts_with_the_last_layers_kind_and_counts_the_module():
     weights, _, _ = draft_bytes(ctx, sc.plan)
     module = sum(t.numel for t in mtp_head_params(sc.model) + layer_params(sc.model, sc.model.layers))
     assert weights == module * 2
-    from simulator.serving.speculative import _fc_s, drafter
+    from simulator.serving.speculative import _gemm_s, drafter
 
     d = drafter(ctx, sc.plan)
     assert d.plan.stage_layers == ((3,),) and sc.model.is_moe_layer(3) and d.fc_inputs == 2
-    one = step_time(replace(ctx, model=d.plan.model), d.plan, Batch(2, 1, 500), phase="decode", graphs=True)
+    # k = 1: one pass, over the ceil(1.9) = 2 accepted tokens of each sequence, and eh_proj over those 4 rows
+    one = step_time(replace(ctx, model=d.plan.model), d.plan, Batch(2, 2, 500), phase="decode", graphs=True)
     assert one.breakdown_s["experts"] > 0  # the MTP layer is MoE, as the last layer
-    assert it.draft_s == pytest.approx(one.step_s + _fc_s(ctx, d, 2), rel=1e-12)
+    assert it.draft_s == pytest.approx(one.step_s + _gemm_s(ctx, d, "fc", 4, 2 * 1024, 1024), rel=1e-12)

@@ -18,10 +18,18 @@ def test_decode_with_cuda_graphs_within_10_percent_median(rows):
     assert max(abs(r.error) for r in decode) < 0.10  # every point: at most 5.6% today
 
 
-def test_prefill_within_10_percent_median(rows):
+def test_prefill_within_5_percent_median_and_15_percent_max(rows):
+    """Issue 29's target over 1K-32K tokens: median 2.2% / 4.2%, max 5.5% / 7.7% (runs 1 / 2) since the memory-bound
+    kernels carry their measured bytes (TORCH_EAGER_CHAINS; before: 5.7% / 3.6%, max 7.4% / 7.5%, every row low).
+    The 1 x 512 row is host-bound (eager issue, 20.4 ms in run 1 and 15.8 ms in run 2): -17.8% / +6.2%; with it
+    the median is 2.5% / 4.9%."""
     prefill = [r for r in rows if r.kind == "prefill"]
     assert len(prefill) == 9
-    assert median_abs_error(prefill) < 0.10
+    assert median_abs_error(prefill) < 0.05
+    in_range = [r for r in prefill if r.batch * r.tokens >= 1024]
+    assert len(in_range) == 8
+    assert median_abs_error(in_range) < 0.05
+    assert max(abs(r.error) for r in in_range) < 0.08
 
 
 def test_decode_time_grows_with_context_and_batch(rows):
@@ -44,7 +52,7 @@ def test_eager_rows_other_than_the_calibration_row():
 
 def test_tp2_decode_on_two_h200s_with_cuda_graphs():
     """Issue 14's last item: TP2 decode of the same model on two H200s (NVLink, NCCL 2.28.9, NVLS off), captured in
-    CUDA graphs, 44 (batch, context) points: within 10% median and every point within 6% (1.9% / 5.1% today). The
+    CUDA graphs, 44 (batch, context) points: within 10% median and every point within 6% (1.4% / 4.8% today). The
     model's two all-reduces per layer dominate at small batches (5.1 ms at batch 1 and 1K context against 6.3 ms at TP1)."""
     rows = [r for r in h200_rows("serve_tp2.jsonl") if r.kind == "decode" and r.graphs]
     assert len(rows) == 44
