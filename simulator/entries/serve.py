@@ -15,7 +15,7 @@ from simulator.scenario.load import Scenario
 from simulator.serving import ServeResult, serve
 from simulator.serving.backends import EXPERT_KERNELS
 from simulator.serving.bench import bench
-from simulator.serving.metrics import loop_costs, loop_limits
+from simulator.serving.loop_inputs import loop_costs, loop_limits
 from simulator.serving.rate import closed_loop_point
 from simulator.serving.speculative import iteration, with_draft
 from simulator.serving.step import StepContext, kv_window

@@ -15,6 +15,8 @@ CheckpointMode = Literal["sync", "async", "in_memory"]
 StorageTarget = Literal["local_nvme", "pfs"]
 Staging = Literal["cached_pinned", "pinned", "pageable"]
 Writer = Literal["auto", "rank_files", "distributed"]
+#: an NCCL release, MAJOR.MINOR[.PATCH] (also the failure table's releases, simulator/wholerun/failure_table.py)
+NCCL_RELEASE = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"
 
 
 class _Strict(BaseModel):
@@ -92,7 +94,7 @@ class RestartSection(_Strict):
     init_s: float | None = Field(None, ge=0, description="process launch, imports, model construction")
     nccl_init_s: float | None = Field(None, ge=0, description="communicator set-up at the job's scale")
     warmup_s: float | None = Field(None, ge=0, description="slow first steps after a restart (allocator, kernels)")
-    nccl_version: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$",
+    nccl_version: str | None = Field(None, pattern=NCCL_RELEASE,
                                      description="the job's NCCL release (MAJOR.MINOR[.PATCH]): which measured parts "
                                                  "of NCCL's set-up apply (null: the table's default_nccl_version)")
 

@@ -2,6 +2,7 @@
 concurrency (docs/serving.md)."""
 
 from simulator.implementation.serving import ServingConfig
-from simulator.serving.metrics import ServeResult, serve
+from simulator.serving.metrics import serve
+from simulator.serving.result import ServeResult
 
 __all__ = ["ServeResult", "ServingConfig", "serve"]

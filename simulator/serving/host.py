@@ -1,7 +1,7 @@
 """What a serving engine costs beyond the GPU model (docs/engine_host.md):
 
 - its host time in the serving loop's step prices (``serving.host``: simulator/implementation/host.py): each step's
-  GPU time from :func:`simulator.serving.metrics.loop_costs` with the engine core's host time added or overlapped and
+  GPU time from :func:`simulator.serving.loop_inputs.loop_costs` with the engine core's host time added or overlapped and
   the API server's token work as a floor; the API server's per-request time goes to the loop as
   ``LoopCosts.request_s`` (requests reach the engine one after another);
 - the memory its MoE kernels hold beyond the checkpoint's expert weights (``serving.scheduler.expert_layout_bytes``),

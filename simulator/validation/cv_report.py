@@ -47,7 +47,7 @@ def _summary_line(s: dict) -> str:
 
 
 def cv_json() -> dict:
-    """``simulator validate published --cv --json``: the summary and the registry (docs/validation.md)."""
+    """``simulator validate published --cv --json``: the summary and the registry (docs/validation_cv.md)."""
     *_, s = cv_reports()
     constants = [{"name": c.name, "what": c.what, "value": row[2], "fitted_on_data": row[3],
                   "fitted_on_sources": list(c.fitted_on)}

@@ -156,7 +156,7 @@ def cache_to_match(rid: str, target: float, low: float, high: float, steps: int 
     from simulator.entries.serve import serving_context
     from simulator.errors import UserError
     from simulator.scenario import load_scenario
-    from simulator.serving.metrics import loop_limits
+    from simulator.serving.loop_inputs import loop_limits
 
     r = _row(rid)
 

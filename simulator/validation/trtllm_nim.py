@@ -95,7 +95,7 @@ def wave_ttfts(input_len: int, output_len: int, concurrency: int, request_s: flo
     from simulator.entries.serve import serving_context
     from simulator.scenario import load_scenario
     from simulator.serving.loop import run_loop
-    from simulator.serving.metrics import loop_costs, loop_limits
+    from simulator.serving.loop_inputs import loop_costs, loop_limits
 
     scenario = load_scenario(scenario_for(input_len, output_len))
     ctx, memory = serving_context(scenario)

@@ -6,78 +6,25 @@ Units: failures per second, seconds (docs/whole_run.md, "Failures"). Sources liv
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.caching import memo
-from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.scenario.run_section import FailureSection, RestartSection
+from simulator.wholerun.failure_table import FailureTable, parse_table
 from simulator.wholerun.units import DAY
-from simulator.yamlio import LocatedYaml, read_yaml
+from simulator.yamlio import read_yaml
 
 TABLE = Path(__file__).parent / "data" / "failure_rates.yaml"
 COMPONENTS = ("gpu", "host", "nic", "switch", "software")
-RESTART_PARTS = ("reschedule", "init", "nccl_init", "warmup")
-#: an NCCL release, MAJOR.MINOR[.PATCH]
-VERSION = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 
 
 @memo(maxsize=1, loaded=True)
-def table() -> dict:
-    """The sourced defaults: ``rates_per_day`` (each ``{value, source}``) and ``restart_s`` (each ``{value,
-    source}``, but ``nccl_init``: ``{base, quadratic}``, see :func:`nccl_init_s`), checked by :func:`check_table`."""
-    located = read_yaml(TABLE)
-    check_table(located)
-    return located.data
-
-
-def check_table(located: LocatedYaml) -> None:
-    """Every number of the failure table finite and >= 0 (GPU counts >= 1), every NCCL release a quoted
-    MAJOR.MINOR[.PATCH]; else a UserError naming the file, the line and the key (exit 2)."""
-    for name in COMPONENTS:
-        _number(located, f"rates_per_day.{name}.value", 0.0)
-    for name in RESTART_PARTS:
-        if name != "nccl_init":
-            _number(located, f"restart_s.{name}.value", 0.0)
-    _number(located, "restart_s.nccl_init.base.seconds", 0.0)
-    _number(located, "restart_s.nccl_init.base.gpus", 1.0)
-    _version(located, "restart_s.nccl_init.default_nccl_version")
-    terms = _at(located.data, "restart_s.nccl_init.quadratic")
-    if not isinstance(terms, list):
-        _fail(located, "restart_s.nccl_init.quadratic", f"must be a list of {{seconds, gpus, until_nccl}} (empty for "
-                                                         f"none), got {terms!r}")
-    for i in range(len(terms)):
-        _number(located, f"restart_s.nccl_init.quadratic.{i}.seconds", 0.0)
-        _number(located, f"restart_s.nccl_init.quadratic.{i}.gpus", 1.0)
-        _version(located, f"restart_s.nccl_init.quadratic.{i}.until_nccl")
-
-
-def _at(data: object, key_path: str) -> object:
-    """The value at a dotted key path (list items by index), None where it is missing."""
-    for part in key_path.split("."):
-        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
-            data = data[int(part)]
-        else:
-            data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
-def _fail(located: LocatedYaml, key_path: str, rule: str) -> None:
-    raise UserError(rule, file=located.file, line=located.line_of(key_path), key_path=key_path)
-
-
-def _number(located: LocatedYaml, key_path: str, minimum: float) -> None:
-    value = _at(located.data, key_path)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < minimum:
-        _fail(located, key_path, f"must be a finite number >= {minimum:g}, got {value!r}")
-
-
-def _version(located: LocatedYaml, key_path: str) -> None:
-    value = _at(located.data, key_path)
-    if not isinstance(value, str) or not VERSION.fullmatch(value):
-        _fail(located, key_path, f"must be an NCCL release as a quoted MAJOR.MINOR[.PATCH] string, got {value!r}")
+def table() -> FailureTable:
+    """The sourced defaults (rates per component per day, the restart's parts; the schema and its rules in
+    :mod:`simulator.wholerun.failure_table`): a bad entry exits 2 naming the file, the line, the key and the rule."""
+    return parse_table(read_yaml(TABLE))
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -91,10 +38,10 @@ def nccl_init_s(gpus: int, nccl_version: str | None = None) -> float:
     one-node time plus each measured O(N^2) part that the job's NCCL still has (``nccl_version`` below the part's
     ``until_nccl``; None: the table's default release), scaled by (N / its rank count)^2 (NVIDIA/nccl#1789: ring
     building and transport set-up looped over all pairs of ranks until NCCL 2.28.7)."""
-    form = table()["restart_s"]["nccl_init"]
-    job = release(nccl_version or form["default_nccl_version"])
-    return form["base"]["seconds"] + sum(term["seconds"] * (gpus / term["gpus"]) ** 2 for term in form["quadratic"]
-                                         if job < release(term["until_nccl"]))
+    form = table().restart_s.nccl_init
+    job = release(nccl_version or form.default_nccl_version)
+    return form.base.seconds + sum(term.seconds * (gpus / term.gpus) ** 2 for term in form.quadratic
+                                   if job < release(term.until_nccl))
 
 
 def component_counts(cluster: ClusterSpec, gpus: int) -> dict[str, int]:
@@ -121,11 +68,11 @@ def clos_switches(nics: int, leaf_ports: int, oversubscription: float) -> int:
 def failure_rate_per_s(counts: dict[str, int], section: FailureSection) -> float:
     """The job's interruption rate, 1/s: sum over components of count x rate (independent exponential failures:
     any one stops a synchronous job). Rates per day from the section, else the table."""
-    defaults = table()["rates_per_day"]
+    defaults = table().rates_per_day
     total = 0.0
     for name in COMPONENTS:
         rate = getattr(section.rates, name)
-        total += counts[name] * (defaults[name]["value"] if rate is None else rate)
+        total += counts[name] * (getattr(defaults, name).value if rate is None else rate)
     return total / DAY
 
 
@@ -148,8 +95,9 @@ def restart_cost(section: RestartSection, failures: FailureSection, load_s: floa
     """The restart's parts for a job of ``gpus`` GPUs (overrides, else the table; NCCL's set-up by
     :func:`nccl_init_s`): hot spares replace the wait for the scheduler by a swap (the reschedule part is dropped);
     in-job recovery keeps the processes (no re-initialisation)."""
-    defaults = {k: v["value"] for k, v in table()["restart_s"].items() if k != "nccl_init"}
-    defaults["nccl_init"] = nccl_init_s(gpus, section.nccl_version)
+    parts = table().restart_s
+    defaults = {"reschedule": parts.reschedule.value, "init": parts.init.value, "warmup": parts.warmup.value,
+                "nccl_init": nccl_init_s(gpus, section.nccl_version)}
 
     def part(name: str) -> float:
         value = getattr(section, f"{name}_s")

@@ -181,7 +181,7 @@ def test_trtllm_bench_limits_reach_the_loop():
     parameters, bf16: 131.41 GiB) at TP 4 on H200s of 143,771 MiB (561.6 GiB), 1024 + 64 tokens: cache (561.6 -
     131.41) x 0.95 = 408.7 GiB over 2 x 80 x 8 x 128 x 2 B x 1088 = 0.332 GiB a request = 1230.8 requests: batch
     256 x 5 = 1280, tokens 1230.8 x 17 = 20,924 -> 1024 x 21 = 21,504."""
-    from simulator.serving.metrics import loop_limits
+    from simulator.serving.loop_inputs import loop_limits
 
     sc = load_scenario(scenario("tensorrt_llm", scheduler={"limits": "trtllm_bench"}))
     ctx, memory = serving_context(sc)

@@ -225,7 +225,7 @@ def test_pipeline_decode_keeps_pp_micro_batches_in_flight():
     2 x the slowest stage) at 8 sequences, never more than the 16-sequence batch traversing both stages alone."""
     from simulator.compute.efficiency import default_efficiency
     from simulator.plan import Batch
-    from simulator.serving.metrics import decode_time
+    from simulator.serving.phases import decode_time
     from simulator.serving.step import StepContext, step_time
     from simulator.topology import topology_of
 

@@ -14,7 +14,7 @@ from simulator.plan import Batch
 from simulator.program.serving import attended_pairs, cache_attention
 from simulator.scenario import load_scenario
 from simulator.serving import backends as B
-from simulator.serving.metrics import kv_capacity
+from simulator.serving.kv_capacity import kv_capacity
 from simulator.serving.scheduler import Pages, engine_budget_bytes
 
 CONTEXT = 32768

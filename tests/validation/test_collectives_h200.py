@@ -26,7 +26,7 @@ def _medians(sizes, err):
 
 
 def test_all_gather_error_table_holds_the_documented_medians(errors):
-    """docs/validation.md [h200]: pooled median 5.3% for sizes >= 1 MiB; NCCL's tuner 22-37% in every setting."""
+    """docs/validation/collectives.md [h200]: pooled median 5.3% for sizes >= 1 MiB; NCCL's tuner 22-37% in every setting."""
     lines = ["\nall_gather on 2x H200, model calibrated on all_reduce only (median |error|):",
              f"{'setting':8s} {'ours >=1MiB':>12s} {'ours <1MiB':>11s} {'NCCL >=1MiB':>12s} {'NCCL <1MiB':>11s}"]
     for s, (sizes, ours, nccl) in errors.items():
@@ -38,7 +38,7 @@ def test_all_gather_error_table_holds_the_documented_medians(errors):
     lines += [f"  {int(x):>10d} {100 * o:+7.1f}% {100 * n:+7.1f}%" for x, o, n in zip(sizes, ours, nccl, strict=True)]
     print("\n".join(lines))
     pooled = pooled_median({("all_gather", s): v for s, v in errors.items()}, "all_gather")
-    assert pooled <= 0.0535, f"pooled median {pooled:.1%} (docs/validation.md: 5.3%)"
+    assert pooled <= 0.0535, f"pooled median {pooled:.1%} (docs/validation/collectives.md: 5.3%)"
     for setting, (sizes, ours, nccl) in errors.items():
         assert median_abs(sizes, ours) <= 0.11 and median_abs(sizes, nccl) >= 0.22, setting
 

@@ -22,7 +22,7 @@ def _table(rows):
 
 
 def test_error_table_holds_the_documented_bars():
-    """README and docs/validation.md: the 12 gated rows within 8% (gate 10%); 4 informational rows, not gated."""
+    """README and docs/validation/collectives.md: the 12 gated rows within 8% (gate 10%); 4 informational rows, not gated."""
     gated, informational = published_rows(), published_rows(INFORMATIONAL_ROWS)
     print("\nPublished all_reduce busbw (GB/s), profile placements on the topology graph, 4 GiB:\n" + _table(gated))
     print("\nInformational (not gated):\n" + _table(informational))

@@ -34,7 +34,7 @@ def errors():
     return predicted_vs_measured("h200x2_kit", ("all_reduce", "sendrecv"), TARGETS)
 
 
-#: the (operation, setting) rows of docs/validation.md [kit]
+#: the (operation, setting) rows of docs/validation/collectives.md [kit]
 DOCUMENTED_ROWS = {(op, s) for op in ("all_gather", "reduce_scatter") for s in ("default", "ll", "ll128", "ring", "shm", "simple")} \
     | {(op, s) for op in ("broadcast", "all_to_all") for s in ("default", "ring", "simple")}
 

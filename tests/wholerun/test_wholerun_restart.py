@@ -10,7 +10,8 @@ import pytest
 
 from simulator.errors import UserError
 from simulator.wholerun import failures
-from simulator.wholerun.failures import check_table, nccl_init_s, restart_cost
+from simulator.wholerun.failure_table import parse_table
+from simulator.wholerun.failures import nccl_init_s, restart_cost
 from simulator.yamlio import parse_yaml_text
 
 
@@ -55,46 +56,63 @@ def test_restart_cost_adds_the_sourced_parts_at_the_jobs_scale():
 
 TABLE = """\
 rates_per_day:
-  gpu: {value: 0.0}
-  host: {value: 6.5e-3}
-  nic: {value: 0.0}
-  switch: {value: 0.0}
-  software: {value: 0.0}
+  gpu: {value: 0.0, source: s}
+  host: {value: 6.5e-3, source: s}
+  nic: {value: 0.0, source: s}
+  switch: {value: 0.0, source: s}
+  software: {value: 0.0, source: s}
 restart_s:
-  reschedule: {value: 600.0}
-  init: {value: 120.0}
+  reschedule: {value: 600.0, source: s}
+  init: {value: 120.0, source: s}
   nccl_init:
     default_nccl_version: "2.28.9"
-    base: {seconds: 2.46, gpus: 8}
+    base: {seconds: 2.46, gpus: 8, source: s}
     quadratic:
-      - {seconds: 26.0, gpus: 98304, until_nccl: "2.28.7"}
-  warmup: {value: 60.0}
+      - {seconds: 26.0, gpus: 98304, until_nccl: "2.28.7", source: s}
+  warmup: {value: 60.0, source: s}
 """
 
 
 def test_the_shipped_table_passes_its_checks():
     failures.table.cache_clear()
-    assert failures.table()["restart_s"]["nccl_init"]["base"]["gpus"] == 8
-    check_table(parse_yaml_text(TABLE, "t.yaml"))
+    assert failures.table().restart_s.nccl_init.base.gpus == 8
+    assert parse_table(parse_yaml_text(TABLE, "t.yaml")).restart_s.nccl_init.quadratic[0].until_nccl == "2.28.7"
 
 
 @pytest.mark.parametrize(("old", "new", "line", "key", "rule"), [
-    ("host: {value: 6.5e-3}", "host: {value: -1.0}", 3, "rates_per_day.host.value", ">= 0"),
-    ("warmup: {value: 60.0}", "warmup: {value: x}", 15, "restart_s.warmup.value", ">= 0"),
-    ("base: {seconds: 2.46, gpus: 8}", "base: {seconds: 2.46, gpus: 0}", 12, "restart_s.nccl_init.base.gpus", ">= 1"),
+    ("host: {value: 6.5e-3,", "host: {value: -1.0,", 3, "rates_per_day.host.value", ">= 0"),
+    ("warmup: {value: 60.0,", "warmup: {value: x,", 15, "restart_s.warmup.value", ">= 0"),
+    ("base: {seconds: 2.46, gpus: 8,", "base: {seconds: 2.46, gpus: 0,", 12, "restart_s.nccl_init.base.gpus", ">= 1"),
     ("seconds: 26.0,", "seconds: -26.0,", 14, "restart_s.nccl_init.quadratic.0.seconds", ">= 0"),
     ('until_nccl: "2.28.7"', "until_nccl: 2.28", 14, "restart_s.nccl_init.quadratic.0.until_nccl", "quoted"),
     ('default_nccl_version: "2.28.9"', 'default_nccl_version: "latest"', 11,
      "restart_s.nccl_init.default_nccl_version", "MAJOR.MINOR"),
-    ("    quadratic:\n      - {seconds: 26.0, gpus: 98304, until_nccl: \"2.28.7\"}\n", "    quadratic: 3\n", 13,
+    ("    quadratic:\n      - {seconds: 26.0, gpus: 98304, until_nccl: \"2.28.7\", source: s}\n", "    quadratic: 3\n", 13,
      "restart_s.nccl_init.quadratic", "list"),
+    # the schema's further rules: a YAML boolean is no number, a GPU count is whole, every number has its source,
+    # a misspelt key is refused rather than ignored
+    ("nic: {value: 0.0,", "nic: {value: true,", 4, "rates_per_day.nic.value", ">= 0"),
+    ("gpus: 98304,", "gpus: 98304.5,", 14, "restart_s.nccl_init.quadratic.0.gpus", ">= 1"),
+    ("init: {value: 120.0, source: s}", "init: {value: 120.0}", 9, "restart_s.init.source", "required"),
+    ("init: {value: 120.0, source: s}", "init: {value: 120.0, source: \"\"}", 9, "restart_s.init.source",
+     "non-empty"),
+    ("warmup: {value: 60.0,", "warmup: {valeu: 60.0,", 15, "restart_s.warmup.valeu", "unknown key"),
 ])
 def test_bad_table_values_name_file_line_key_and_rule(old, new, line, key, rule):
     assert old in TABLE
     with pytest.raises(UserError) as err:
-        check_table(parse_yaml_text(TABLE.replace(old, new), "t.yaml"))
+        parse_table(parse_yaml_text(TABLE.replace(old, new), "t.yaml"))
     assert (err.value.file, err.value.line, err.value.key_path) == ("t.yaml", line, key)
     assert rule in err.value.message
+
+
+def test_every_bad_entry_of_the_table_is_listed_with_its_line():
+    text = TABLE.replace("host: {value: 6.5e-3,", "host: {value: -1.0,").replace("gpus: 8,", "gpus: 0,")
+    with pytest.raises(UserError) as err:
+        parse_table(parse_yaml_text(text, "t.yaml"))
+    assert (err.value.line, err.value.key_path) == (3, "rates_per_day.host.value")
+    assert "must be a finite number >= 0, got -1.0" in err.value.message
+    assert "t.yaml:12: restart_s.nccl_init.base.gpus: must be a whole number of GPUs >= 1, got 0" in err.value.message
 
 
 def test_a_bad_shipped_table_exits_2_through_the_cli(tmp_path, monkeypatch, capsys):

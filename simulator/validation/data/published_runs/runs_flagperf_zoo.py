@@ -59,7 +59,7 @@ RUNS += [
 ]
 # The same README's A100 rows: one DGX A800 (A800-SXM4-80GB, NVLink 400 GB/s), megatron-core core_v0.6.0, flash
 # attention 2, the baseline plan and its ablation table (A100单机8卡 消融实验). Its PP1DP8TP1 row ran out of memory
-# and has no time; docs/validation.md states what the model predicts for it.
+# and has no time; docs/validation/published.md states what the model predicts for it.
 _A800 = dict(gpu="A800-SXM4-80GB", profile="dgx_a800_80gb")
 _A8CFG = "training/nvidia/llama3_8B-megatron/config/config_A100x1x8.py"
 RUNS += [
