@@ -73,7 +73,7 @@ def pool_tokens(kv_cache_dtype: str | None = KV_CACHE_DTYPE) -> int:
     the cache element type ``kv_cache_dtype`` (None: the scenario default, 16-bit)."""
     from simulator.entries.serve import serving_context
     from simulator.scenario import load_scenario
-    from simulator.serving.metrics import loop_limits
+    from simulator.serving.loop_inputs import loop_limits
 
     spec = scenario_for(1000, 1000)
     spec["training"]["kv_cache_dtype"] = kv_cache_dtype
