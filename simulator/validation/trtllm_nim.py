@@ -3,7 +3,8 @@ serving model with the ``tensorrt_llm`` profile: rows for that profile (issue 28
 
 Data: simulator/validation/data/published_trtllm_nim.csv (source, engine, client and what is left out in its
 header). Each row is one scenario: ``dgx_h100`` with 2 GPUs, ``tp: 2``, ``precision: fp8``, ``framework:
-tensorrt_llm`` (its scheduler, memory rule and limits as shipped), ``serving: {input_len, output_len}``, run as AIPerf
+tensorrt_llm`` (its scheduler, memory rule and limits as shipped), an 8-bit K/V cache (``KV_CACHE_DTYPE``: deduced
+from the page's capacity plateaus), ``serving: {input_len, output_len}``, run as AIPerf
 ran it: a closed loop of ``concurrency`` requests (:func:`simulator.entries.serve.simulate_closed_loop`, 5 x
 concurrency requests, at least 20). Three numbers per row: mean TTFT, mean ITL (the model's mean TPOT) and output
 tokens/s. Nothing in the model was derived from these rows.
@@ -22,6 +23,14 @@ DATA = VALIDATION_DATA / "published_trtllm_nim.csv"
 LLAMA33_70B = dict(name="llama-3.3-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256,
                    activation="swiglu", norm="rmsnorm", tied_embeddings=False)
 FRAMEWORK = "tensorrt_llm"
+#: The engine's K/V cache element type: 8-bit. Not stated on the page, but its own capacity plateaus (rows left out of
+#: scoring) rule out a 16-bit cache: 5000/500 at concurrency 100-250 runs ~920 tok/s at ~93 ms ITL, about 86
+#: sequences decoding at once, and 20000/2000 at 25-250 ~420 tok/s at ~49.5 ms, about 21; with their whole lengths
+#: (5500, 22000 tokens) that is ~470K and ~460K cached tokens, which at 16 bits (80 layers x 2 x 4 K/V heads per GPU x
+#: 128 x 2 B = 163,840 B a token per GPU) is ~77 GB a GPU beside 34 GB of FP8 weights on an 80 GB H100; at 8 bits it
+#: is ~38 GB. A deduction from the page, not a fit (tests/validation/test_trtllm_nim.py
+#: ``test_page_capacity_rules_out_a_16_bit_cache``; docs/engine_kernels.md, NIM section, h62).
+KV_CACHE_DTYPE = "fp8"
 METRICS = ("ttft", "itl", "throughput")
 
 
@@ -45,7 +54,8 @@ def published_rows() -> list[dict]:
 def scenario_for(input_len: int, output_len: int) -> dict:
     return {"name": f"nim-llama33-70b-h100-tp2-{input_len}-{output_len}",
             "system": {"profile": "dgx_h100", "nodes": 1, "gpus": 2}, "model": dict(LLAMA33_70B), "parallel": {"tp": 2},
-            "training": {"mode": "inference", "precision": "fp8", "framework": FRAMEWORK},
+            "training": {"mode": "inference", "precision": "fp8", "kv_cache_dtype": KV_CACHE_DTYPE,
+                         "framework": FRAMEWORK},
             "serving": {"batch": 1, "input_len": input_len, "output_len": output_len, "num_requests": 20}}
 
 
@@ -56,6 +66,21 @@ def predict(input_len: int, output_len: int, concurrency: int) -> tuple[float, f
 
     m = simulate_closed_loop(load_scenario(scenario_for(input_len, output_len)), concurrency, max(20, 5 * concurrency))
     return m["ttft_mean_s"], m["tpot_mean_s"], m["tokens_per_s"]
+
+
+def pool_tokens(kv_cache_dtype: str | None = KV_CACHE_DTYPE) -> int:
+    """Tokens the modelled engine's K/V pool holds on each GPU for the NIM scenario (the profile's memory rule), with
+    the cache element type ``kv_cache_dtype`` (None: the scenario default, 16-bit)."""
+    from simulator.entries.serve import serving_context
+    from simulator.scenario import load_scenario
+    from simulator.serving.loop_inputs import loop_limits
+
+    spec = scenario_for(1000, 1000)
+    spec["training"]["kv_cache_dtype"] = kv_cache_dtype
+    scenario = load_scenario(spec)
+    ctx, memory = serving_context(scenario)
+    limits = loop_limits(ctx, scenario.plan, memory)
+    return limits.kv_blocks * limits.block_tokens
 
 
 def wave_ttfts(input_len: int, output_len: int, concurrency: int, request_s: float) -> list[list[float]]:
