@@ -163,37 +163,38 @@ def resolve(ctx: Context, point: dict[str, Any]):
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
     # result, or the same first rejection, for every micro-batch)
-    rules = _built(ctx, "rules", (key, point["gpus"]),
-                   lambda: _caught(batch_free_rules, ctx.fixed.model, parallel, training, point["gpus"]))
-    if isinstance(rules, UserError):
-        raise rules.with_traceback(None)
+    rules = _verdict(ctx, "rules", (key, point["gpus"]),
+                     lambda: batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"]))
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
     check_timeline(plan)
     if plan.offload.any:      # offload: the node's host memory holds what it offloads
         # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
         # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
         # the answer, round 3")
-        host = _built(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
-                      lambda: _caught(check_host_memory, plan, ctx.fixed.cluster))
-        if isinstance(host, UserError):
-            raise host.with_traceback(None)
+        _verdict(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
+                 lambda: check_host_memory(plan, ctx.fixed.cluster))
     return plan
 
 
-def _caught(check, *args):
-    """``check(*args)``, or the UserError it raises (a rule's verdict, kept in the context)."""
-    try:
-        return check(*args)
-    except UserError as exc:
-        return exc
+def _verdict(ctx: Context, kind: str, key: Any, check):
+    """``check()``'s result once per ``(kind, key)`` in the context, its UserError kept as the verdict too and
+    raised again on every call (a rule's verdict is a pure function of the key)."""
+    def caught():
+        try:
+            return check()
+        except UserError as exc:
+            return exc
+
+    result = _built(ctx, kind, key, caught)
+    if isinstance(result, UserError):
+        raise result.with_traceback(None)
+    return result
 
 
 def _monotone(plan) -> bool:
     """Whether the device peak of ``plan`` cannot fall when only its micro-batch grows (docs/search.md, "Memory
-    first"): every activation item is proportional to the micro-batch b and held for min(w + 1, m v) / v
-    micro-batches (GPipe: m), m = global batch / (b dp), so their product never falls with b; states, runtime and
-    the other buffers do not depend on b. The one exception is a recipe that frees gradients between steps, whose
-    peak drops by min(activations, gradients) once m reaches 1; inference memory is another model."""
+    first": activations scale with b and are held for min(w + 1, m v) / v micro-batches, GPipe m, m = global batch
+    / (b dp); the rest does not read b). Not so for a recipe that frees gradients between steps, nor inference."""
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 

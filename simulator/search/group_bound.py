@@ -1,0 +1,203 @@
+"""Pruning whole groups by a bound before they are resolved (docs/search.md, "Time to the answer, round 4").
+
+A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
+schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,
+offload, recompute, sharding, micro-batch). The group's bound is a lower bound of the step time of every member
+that passes the rules:
+
+    step(x) >= min over the group's compute variants k of T_k,
+
+T_k the latest stage end of the schedule's timeline when every forward and backward of a chunk lasts only its
+compute seconds (the slowest GPU's pace included) on the variant's representative plan. Why it holds:
+
+1. A chunk's ``compute`` seconds (:class:`~simulator.schedule.costs.Cost`) come from the layer, embedding and head
+   times of its layers and the MoE layer of its stage (:class:`~simulator.schedule.inputs.LayerInputs`,
+   :class:`~simulator.schedule.inputs.MoeInputs`), scaled by the slowest GPU's pace (the GPU count's): nothing
+   of them reads the recompute mode (its seconds are ``recompute``, apart), the offload (host seconds and
+   transfers), the TP overlap (it changes which communication is exposed) or the sharding beyond the recipe's
+   compute fields (the eager framework's FSDP copies and AMP casts), all of which :class:`LayerInputs` holds. So
+   two members with the same micro-batch and the same :class:`LayerInputs` (a *compute variant*) have the same
+   chunk compute seconds; every member that passes the rules is in the variant of its micro-batch and layer
+   inputs, whose representative is the first member of it that passes the rules.
+2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host >= compute,
+   and every timeline the engine runs is a max-plus recurrence (an op ends at the latest of its predecessors'
+   ends plus its duration: :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is
+   non-decreasing in every duration: the ends with compute-only durations are at most the member's.
+   The split schedules (DualPipe, DualPipeV, ZB-H1, ZB-V) overlap forward-backward pairs; for them T_k is
+   :mod:`simulator.search.bound`'s release-plus-busy bound of the compute-only costs (no exposed EP seconds, so
+   nothing a pair could hide), itself below the member's step. Plans whose MoE layers pair two micro-batches
+   (``moe.microbatch_overlap``) get no bound (0): the pairing hides seconds across ops.
+3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
+   >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
+
+A group is pruned (counted under :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its
+bound exceeds the threshold of :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans
+timed so far; such a threshold exists only once ``exact_top`` plans fit and were timed, so a search where nothing
+fits never prunes a group, and its no-fit report (memory and the smallest peak) is that of a search without the
+bound. Each pruned member is slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of
+a search without the bound (tests/search/test_group_bound.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.errors import UserError
+from simulator.memory.offload import offloaded_activation_bytes
+from simulator.moe import DEFAULT_MOE_SETTINGS
+from simulator.schedule.costs import Cost
+from simulator.schedule.inputs import layer_inputs
+from simulator.schedule.step import StepParts, prepare_step
+from simulator.search.bound import _rank_seconds, _releases
+
+#: the rejection reason of a candidate whose whole group the bound pruned before resolving it
+GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
+                "search's exact_top-th plan (not resolved)")
+
+#: rule rejections that depend only on the outer point and the micro-batch (the batch divisibility, the schedule's
+#: count of micro-batches and the timeline size limit: :func:`simulator.plan.rules.check_batch`,
+#: :func:`simulator.scenario.limits.check_timeline`)
+BATCH_KEY = "training.global_batch"
+
+
+@dataclass
+class Group:
+    """The candidates of one outer point, and the bound of their step time (seconds; 0: none)."""
+
+    outer: dict[str, Any]
+    points: list[dict[str, Any]]
+    lower: float = 0.0
+    tokens: float = 0.0
+    rejected: list[UserError] = field(default_factory=list)
+    """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
+
+
+def compute_lower(parts: StepParts) -> float:
+    """A lower bound of the step of ``parts``' plan from its chunks' compute seconds alone (module docstring),
+    seconds. Split schedules: :mod:`simulator.search.bound`'s release plus busy seconds. The others (GPipe, 1F1B,
+    interleaved): rank s's first op is a forward, which waits for the first model chunk's forward of its
+    micro-batch on every rank below it; the rank then runs m x its chunks' forwards and backwards; its last op is a
+    backward of some chunk c, after which that micro-batch's backward of chunk c still runs on every rank below it
+    (the engine's timeline has no transfer lag: each wait is at least the ops' seconds):
+
+        step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c}) + min_c sum_{j<s} b_{j,c} ].
+
+    For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk."""
+    plan = parts.ctx.plan
+    schedule, m = plan.schedule, plan.num_microbatches
+    if parts.pairing() is not None:
+        return 0.0
+    if schedule.replay == "split":
+        chunks = [[(Cost(compute=f.compute, wgrad=f.wgrad), Cost(compute=b.compute, wgrad=b.wgrad)) for f, b in c]
+                  for c in parts.chunks]
+        forward, busy = _rank_seconds(schedule, chunks, 0.0)
+        return max(r + m * b for r, b in zip(_releases(schedule, forward), busy, strict=True))
+    out = release = 0.0
+    drain = [0.0] * len(parts.chunks[0])
+    for c in parts.chunks:
+        busy = sum(f.compute + b.compute for f, b in c)
+        out = max(out, release + m * busy + min(drain))
+        release += c[0][0].compute
+        drain = [d + b.compute for d, (_, b) in zip(drain, c, strict=True)]
+    return out
+
+
+def group_variants(ctx, group: Group, resolve) -> list[StepParts]:
+    """The chunk costs of one representative per compute variant of ``group`` (module docstring; ``group.lower`` is
+    the least of their :func:`compute_lower`) and the group's tokens per step; ``resolve(ctx, point)`` the
+    search's.
+
+    The layer inputs of a member are a function of the outer point, its micro-batch and its sharding (the recipe
+    reads only the sharding of the inner knobs), so the first member of each (micro-batch, sharding) that passes
+    the rules stands for all of them; a micro-batch that the batch rules reject (:data:`BATCH_KEY`: a function of
+    the outer point and the micro-batch) is not tried again. A group none of whose members passes the rules keeps
+    each member's rejection in ``group.rejected`` (its bound is then infinite: it has no plan)."""
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
+    gpu = ctx.topology.cluster.node.gpu
+    variants: dict[tuple, Any] = {}
+    found: set[tuple] = set()
+    dead: set[int] = set()         # micro-batches every member of which the batch rules reject
+    errors: list[UserError | None] = []
+    for point in group.points:
+        mb = point["micro_batch"]
+        if mb in dead or (mb, point["sharding"]) in found:
+            errors.append(None)
+            continue
+        try:
+            plan = resolve(ctx, point)
+        except UserError as exc:
+            errors.append(exc)
+            if exc.key_path == BATCH_KEY:
+                dead.add(mb)
+            continue
+        errors.append(None)
+        found.add((mb, point["sharding"]))
+        variants.setdefault((mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
+    if not variants:           # every member rejected: their reasons, as evaluating them would count them
+        group.rejected = [exc if exc is not None else _error(resolve, ctx, point)
+                          for exc, point in zip(errors, group.points, strict=True)]
+        group.lower = math.inf
+        return []
+    plan = next(iter(variants.values()))
+    group.tokens = plan.training.global_batch * plan.training.seq_len
+    return [prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                         offload_activation_bytes=offloaded_activation_bytes(plan)) for plan in variants.values()]
+
+
+def set_lowers(groups: list[Group], variants: list[list[StepParts]]) -> None:
+    """Each group's bound: the least of its variants' :func:`compute_lower`."""
+    for g, v in zip(groups, variants, strict=True):
+        if v:
+            g.lower = min(compute_lower(x) for x in v)
+
+
+def _error(resolve, ctx, point) -> UserError:
+    """The rule that rejects ``point`` (a member of a group with no plan)."""
+    try:
+        resolve(ctx, point)
+    except UserError as exc:
+        return exc
+    raise AssertionError("a member of a group without plans passed the rules")     # pragma: no cover
+
+
+def best_value(larger: bool):
+    """The sort key of a group: the best objective value its members could reach (step seconds at least ``lower``;
+    tokens per second per GPU at most tokens / lower / GPUs, negated so that smaller sorts first)."""
+    if larger:
+        return lambda g: -g.tokens / g.lower / g.outer["gpus"] if g.lower > 0 else -math.inf
+    return lambda g: g.lower
+
+
+def excluded(bound, group: Group) -> bool:
+    """Whether ``bound`` (or None: no threshold yet) excludes every member of ``group``."""
+    return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
+
+
+def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
+    """Evaluate ``groups`` into ``out`` best bound first (ties by the outer point's values), rounds of whole groups
+    of about ``batch`` candidates, the threshold (``bound_of(rows, objective, exact_top)``) after each round the
+    ``exact_top``-th best plan timed so far; once the next group is excluded, it and every group after it are
+    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order and
+    the rounds depend only on the groups' bounds and values, not on the executor."""
+    from simulator.search.rank import OBJECTIVES
+
+    key = best_value(OBJECTIVES[objective][1])
+    groups = sorted(groups, key=lambda g: (key(g), repr(tuple(g.outer.items()))))
+    done = 0
+    while done < len(groups):
+        bound = bound_of(out.rows, objective, exact_top)
+        todo: list[dict[str, Any]] = []
+        while done < len(groups) and (not todo or len(todo) + len(groups[done].points) <= batch):
+            if excluded(bound, groups[done]):
+                break
+            todo += groups[done].points
+            done += 1
+        if not todo:
+            break
+        out.merge(run(todo))
+    for g in groups[done:]:
+        out.rejected[GROUP_REASON] += len(g.points)
+        out.evaluated += len(g.points)
