@@ -44,8 +44,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
+from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
 from simulator.schedule.costs import Cost
 from simulator.schedule.inputs import layer_inputs
@@ -70,37 +73,71 @@ class Group:
     points: list[dict[str, Any]]
     lower: float = 0.0
     tokens: float = 0.0
+    sub: dict[tuple[str, int], float] = field(default_factory=dict)
+    """the bound of the members of each (recompute value, micro-batch) (:func:`set_lowers`); a pair without one
+    (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
 
 
-def compute_lower(parts: StepParts) -> float:
-    """A lower bound of the step of ``parts``' plan from its chunks' compute seconds alone (module docstring),
-    seconds. Split schedules: :mod:`simulator.search.bound`'s release plus busy seconds. The others (GPipe, 1F1B,
-    interleaved): rank s's first op is a forward, which waits for the first model chunk's forward of its
-    micro-batch on every rank below it; the rank then runs m x its chunks' forwards and backwards; its last op is a
-    backward of some chunk c, after which that micro-batch's backward of chunk c still runs on every rank below it
-    (the engine's timeline has no transfer lag: each wait is at least the ops' seconds):
+def compute_lower(parts: StepParts, recompute: tuple[str, ...] = ("none",)) -> list[float]:
+    """Lower bounds of the step of ``parts``' plan from its chunks' compute seconds alone (module docstring), one
+    per ``recompute`` value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose
+    re-run seconds of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s
+    release plus busy seconds. The others (GPipe, 1F1B, interleaved): rank s's first op is a forward, which waits
+    for the first model chunk's forward of its micro-batch on every rank below it; the rank then runs m x its
+    chunks' forwards and backwards; its last op is a backward of some chunk c, after which that micro-batch's
+    backward of chunk c still runs on every rank below it (the engine's timeline has no transfer lag: each wait is
+    at least the ops' seconds):
 
-        step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c}) + min_c sum_{j<s} b_{j,c} ].
+        step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c} + r_{s,c}) + min_c sum_{j<s} b_{j,c} ].
 
     For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk."""
     plan = parts.ctx.plan
     schedule, m = plan.schedule, plan.num_microbatches
     if parts.pairing() is not None:
-        return 0.0
+        return [0.0] * len(recompute)
+    f = np.array([[x.compute for x, _ in c] for c in parts.chunks])
+    b = np.array([[x.compute for _, x in c] for c in parts.chunks])
+    r = recompute_seconds(parts, recompute)          # (values, pp, vpp)
     if schedule.replay == "split":
-        chunks = [[(Cost(compute=f.compute, wgrad=f.wgrad), Cost(compute=b.compute, wgrad=b.wgrad)) for f, b in c]
-                  for c in parts.chunks]
-        forward, busy = _rank_seconds(schedule, chunks, 0.0)
-        return max(r + m * b for r, b in zip(_releases(schedule, forward), busy, strict=True))
-    out = release = 0.0
-    drain = [0.0] * len(parts.chunks[0])
-    for c in parts.chunks:
-        busy = sum(f.compute + b.compute for f, b in c)
-        out = max(out, release + m * busy + min(drain))
-        release += c[0][0].compute
-        drain = [d + b.compute for d, (_, b) in zip(drain, c, strict=True)]
+        out = []
+        for extra in r:
+            chunks = [[(Cost(compute=x.compute, wgrad=x.wgrad), Cost(compute=y.compute, recompute=e, wgrad=y.wgrad))
+                       for (x, y), e in zip(c, row, strict=True)] for c, row in zip(parts.chunks, extra, strict=True)]
+            forward, busy = _rank_seconds(schedule, chunks, 0.0)
+            out.append(max(a + m * w for a, w in zip(_releases(schedule, forward), busy, strict=True)))
+        return out
+    busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
+    if schedule.fast is None:     # the replay only: each stage's own work, one after another
+        return list((m * busy).max(axis=1))
+    release = np.concatenate(([0.0], np.cumsum(f[:-1, 0])))
+    drain = np.concatenate((np.zeros((1, b.shape[1])), np.cumsum(b[:-1], axis=0))).min(axis=1)
+    return list((release + m * busy + drain).max(axis=1))
+
+
+def recompute_seconds(parts: StepParts, recompute: tuple[str, ...]) -> np.ndarray:
+    """Per ``recompute`` value, stage and model chunk, the seconds its dense layers re-run per micro-batch at the
+    slowest GPU's pace (:meth:`~simulator.compute.layer.LayerTime.recompute_s`, as the chunk costs add them; the
+    MoE layers' and a partial ``recompute_layers`` full recompute counted as 0: a lower bound)."""
+    plan = parts.ctx.plan
+    p, dense = plan.parallel, parts.ctx.layers.get(False)
+    out = np.zeros((len(recompute), p.pp, len(parts.chunks[0])))
+    if dense is None:
+        return out
+    counts = np.zeros(out.shape[1:])
+    for s in range(p.pp):
+        flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
+        for c, n in enumerate(plan.stage_chunks[s]):
+            counts[s, c] = n - sum(flags[start:start + n])
+            start += n
+    for i, value in enumerate(recompute):
+        mode, _, modules = value.partition(":")
+        if mode == "none" or (mode == "full" and p.recompute_layers is not None):
+            continue
+        given = p.model_copy(update={"recompute": mode, "recompute_modules": tuple(modules.split(",")) if modules
+                                     else None})
+        out[i] = counts * (dense.recompute_s(mode, given.recomputed_modules) * parts.slowest)
     return out
 
 
@@ -148,10 +185,16 @@ def group_variants(ctx, group: Group, resolve) -> list[StepParts]:
 
 
 def set_lowers(groups: list[Group], variants: list[list[StepParts]]) -> None:
-    """Each group's bound: the least of its variants' :func:`compute_lower`."""
+    """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
+    of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
     for g, v in zip(groups, variants, strict=True):
+        values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
+        for parts in v:
+            mb = parts.ctx.plan.training.micro_batch
+            for value, lower in zip(values, compute_lower(parts, values), strict=True):
+                g.sub[value, mb] = min(g.sub.get((value, mb), math.inf), lower)
         if v:
-            g.lower = min(compute_lower(x) for x in v)
+            g.lower = min(g.sub.values())
 
 
 def _error(resolve, ctx, point) -> UserError:
@@ -176,6 +219,21 @@ def excluded(bound, group: Group) -> bool:
     return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
 
 
+def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
+    """The members of ``group`` whose (recompute value, micro-batch) bound ``bound`` does not exclude; the others
+    are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
+    if bound is None or not group.sub:
+        return group.points
+    gone = {k for k, lower in group.sub.items() if lower > 0 and bound.excludes(lower, group.tokens,
+                                                                                group.outer["gpus"])}
+    if not gone:
+        return group.points
+    kept = [p for p in group.points if (p["recompute"], p["micro_batch"]) not in gone]
+    out.rejected[GROUP_REASON] += len(group.points) - len(kept)
+    out.evaluated += len(group.points) - len(kept)
+    return kept
+
+
 def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
     """Evaluate ``groups`` into ``out`` best bound first (ties by the outer point's values), rounds of whole groups
     of about ``batch`` candidates, the threshold (``bound_of(rows, objective, exact_top)``) after each round the
@@ -193,7 +251,7 @@ def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, b
         while done < len(groups) and (not todo or len(todo) + len(groups[done].points) <= batch):
             if excluded(bound, groups[done]):
                 break
-            todo += groups[done].points
+            todo += kept_points(out, bound, groups[done])
             done += 1
         if not todo:
             break

@@ -27,6 +27,7 @@ from simulator.search.group_bound import (
     Group,
     excluded,
     group_variants,
+    kept_points,
     set_lowers,
     time_groups,
 )
@@ -238,7 +239,8 @@ def _time_split(ctx: Context, out: Evaluated, split: list[Group], grouped: bool,
             if excluded(bound, g):
                 out.rejected[GROUP_REASON] += len(g.points)
                 out.evaluated += len(g.points)
-    replayed = [p for g in split if not (grouped and excluded(bound, g)) for p in g.points]
+    replayed = [p for g in split if not (grouped and excluded(bound, g))
+                for p in (kept_points(out, bound, g) if grouped else g.points)]
     if bound is None:
         out.merge(run(replayed, progress=progress))
     elif replayed:
