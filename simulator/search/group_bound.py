@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,7 +50,6 @@ from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
-from simulator.schedule.costs import Cost
 from simulator.schedule.inputs import layer_inputs
 from simulator.schedule.step import StepParts, prepare_step
 from simulator.search.bound import _rank_seconds, _releases
@@ -63,6 +62,9 @@ GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time i
 #: count of micro-batches and the timeline size limit: :func:`simulator.plan.rules.check_batch`,
 #: :func:`simulator.scenario.limits.check_timeline`)
 BATCH_KEY = "training.global_batch"
+
+
+_NO_EXPOSED = {"ep": 0.0, "pp": 0.0}
 
 
 @dataclass
@@ -78,6 +80,14 @@ class Group:
     (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
+
+
+class _Seconds(NamedTuple):
+    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound._rank_seconds` reads a
+    :class:`~simulator.schedule.costs.Cost` (its total; no exposed EP or pipeline seconds)."""
+
+    total: float
+    exposed: dict = _NO_EXPOSED
 
 
 def compute_lower(parts: StepParts, recompute: tuple[str, ...] = ("none",)) -> list[float]:
@@ -102,9 +112,9 @@ def compute_lower(parts: StepParts, recompute: tuple[str, ...] = ("none",)) -> l
     r = recompute_seconds(parts, recompute)          # (values, pp, vpp)
     if schedule.replay == "split":
         out = []
-        for extra in r:
-            chunks = [[(Cost(compute=x.compute, wgrad=x.wgrad), Cost(compute=y.compute, recompute=e, wgrad=y.wgrad))
-                       for (x, y), e in zip(c, row, strict=True)] for c, row in zip(parts.chunks, extra, strict=True)]
+        for extra in r.tolist():
+            chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
+                      for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
             forward, busy = _rank_seconds(schedule, chunks, 0.0)
             out.append(max(a + m * w for a, w in zip(_releases(schedule, forward), busy, strict=True)))
         return out
