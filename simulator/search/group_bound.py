@@ -46,12 +46,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from simulator.compute import default_efficiency
 from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
-from simulator.schedule.inputs import layer_inputs
-from simulator.schedule.step import StepParts, prepare_step
+from simulator.pricing.overlap import coefficients
+from simulator.schedule.inputs import layer_inputs, layer_times
+from simulator.schedule.step import prepare_step
+from simulator.schedule.stragglers import straggler_factor
 from simulator.search.bound import _rank_seconds, _releases
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
@@ -90,26 +93,41 @@ class _Seconds(NamedTuple):
     exposed: dict = _NO_EXPOSED
 
 
-def compute_lower(parts: StepParts, recompute: tuple[str, ...] = ("none",)) -> list[float]:
-    """Lower bounds of the step of ``parts``' plan from its chunks' compute seconds alone (module docstring), one
-    per ``recompute`` value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose
-    re-run seconds of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s
-    release plus busy seconds. The others (GPipe, 1F1B, interleaved): rank s's first op is a forward, which waits
-    for the first model chunk's forward of its micro-batch on every rank below it; the rank then runs m x its
-    chunks' forwards and backwards; its last op is a backward of some chunk c, after which that micro-batch's
-    backward of chunk c still runs on every rank below it (the engine's timeline has no transfer lag: each wait is
-    at least the ops' seconds):
+@dataclass(frozen=True)
+class Variant:
+    """A compute variant of a group (module docstring): its representative plan and, per stage and model chunk,
+    the compute seconds of a forward (``f``) and a backward (``b``) per micro-batch at the slowest GPU's pace, its
+    dense layers' count (``dense``) and their :class:`~simulator.compute.layer.LayerTime` (``layer``, None: no
+    dense layer)."""
+
+    plan: Any
+    f: np.ndarray
+    b: np.ndarray
+    dense: np.ndarray
+    layer: Any
+    slowest: float
+    paired: bool = False
+    """whether MoE layers pair two micro-batches (no bound: the pairing hides seconds across ops)"""
+
+
+def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[float]:
+    """Lower bounds of the step of the plans of compute variant ``v`` (module docstring), one per ``recompute``
+    value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose re-run seconds
+    of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s release plus
+    busy seconds. The others (GPipe, 1F1B, interleaved): rank s's first op is a forward, which waits for the first
+    model chunk's forward of its micro-batch on every rank below it; the rank then runs m x its chunks' forwards
+    and backwards; its last op is a backward of some chunk c, after which that micro-batch's backward of chunk c
+    still runs on every rank below it (the engine's timeline has no transfer lag: each wait is at least the ops'
+    seconds):
 
         step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c} + r_{s,c}) + min_c sum_{j<s} b_{j,c} ].
 
     For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk."""
-    plan = parts.ctx.plan
-    schedule, m = plan.schedule, plan.num_microbatches
-    if parts.pairing() is not None:
+    schedule, m = v.plan.schedule, v.plan.num_microbatches
+    if v.paired:
         return [0.0] * len(recompute)
-    f = np.array([[x.compute for x, _ in c] for c in parts.chunks])
-    b = np.array([[x.compute for _, x in c] for c in parts.chunks])
-    r = recompute_seconds(parts, recompute)          # (values, pp, vpp)
+    f, b = v.f, v.b
+    r = recompute_seconds(v, recompute)          # (values, pp, vpp)
     if schedule.replay == "split":
         out = []
         for extra in r.tolist():
@@ -126,35 +144,70 @@ def compute_lower(parts: StepParts, recompute: tuple[str, ...] = ("none",)) -> l
     return list((release + m * busy + drain).max(axis=1))
 
 
-def recompute_seconds(parts: StepParts, recompute: tuple[str, ...]) -> np.ndarray:
+def recompute_seconds(v: Variant, recompute: tuple[str, ...]) -> np.ndarray:
     """Per ``recompute`` value, stage and model chunk, the seconds its dense layers re-run per micro-batch at the
     slowest GPU's pace (:meth:`~simulator.compute.layer.LayerTime.recompute_s`, as the chunk costs add them; the
     MoE layers' and a partial ``recompute_layers`` full recompute counted as 0: a lower bound)."""
-    plan = parts.ctx.plan
-    p, dense = plan.parallel, parts.ctx.layers.get(False)
-    out = np.zeros((len(recompute), p.pp, len(parts.chunks[0])))
-    if dense is None:
+    p = v.plan.parallel
+    out = np.zeros((len(recompute), *v.f.shape))
+    if v.layer is None:
         return out
-    counts = np.zeros(out.shape[1:])
-    for s in range(p.pp):
-        flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
-        for c, n in enumerate(plan.stage_chunks[s]):
-            counts[s, c] = n - sum(flags[start:start + n])
-            start += n
     for i, value in enumerate(recompute):
         mode, _, modules = value.partition(":")
         if mode == "none" or (mode == "full" and p.recompute_layers is not None):
             continue
         given = p.model_copy(update={"recompute": mode, "recompute_modules": tuple(modules.split(",")) if modules
                                      else None})
-        out[i] = counts * (dense.recompute_s(mode, given.recomputed_modules) * parts.slowest)
+        out[i] = v.dense * (v.layer.recompute_s(mode, given.recomputed_modules) * v.slowest)
     return out
 
 
-def group_variants(ctx, group: Group, resolve) -> list[StepParts]:
-    """The chunk costs of one representative per compute variant of ``group`` (module docstring; ``group.lower`` is
-    the least of their :func:`compute_lower`) and the group's tokens per step; ``resolve(ctx, point)`` the
-    search's.
+def dense_counts(plan) -> np.ndarray:
+    """Per stage and model chunk of ``plan``, its dense (not MoE) layers."""
+    out = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0])))
+    for s in range(plan.parallel.pp):
+        flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
+        for c, n in enumerate(plan.stage_chunks[s]):
+            out[s, c] = n - sum(flags[start:start + n])
+            start += n
+    return out
+
+
+def variant_of(ctx, plan) -> Variant:
+    """The :class:`Variant` of ``plan``. A dense model: from its layer time alone (the step's cached
+    :func:`~simulator.schedule.inputs.layer_times` and the slowest GPU's pace, as
+    :func:`~simulator.schedule.step.prepare_step` takes them), the embedding and the head left out (>= 0, so the
+    bound stays below); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
+    chunk costs of :func:`~simulator.schedule.step.prepare_step`."""
+    dense = dense_counts(plan)
+    if plan.model.moe is None:
+        layer, slowest = dense_layer_time(ctx, plan)
+        return Variant(plan, dense * (layer.fwd_s * slowest), dense * (layer.bwd_s * slowest), dense, layer, slowest)
+    parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
+    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]),
+                   np.array([[x.compute for _, x in c] for c in parts.chunks]), dense, parts.ctx.layers.get(False),
+                   parts.slowest, parts.pairing() is not None)
+
+
+def dense_layer_time(ctx, plan) -> tuple[Any, float]:
+    """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model) and the slowest
+    GPU's pace, through the search's step cache (what :func:`~simulator.schedule.inputs.build_inputs` and
+    :func:`~simulator.schedule.step.prepare_step` read)."""
+    gpu = ctx.topology.cluster.node.gpu
+    eff = default_efficiency(gpu.architecture)
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
+    fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
+    layers = dict(ctx.step_cache.get(layer_times, fixed, layer_inputs(plan, plan.gemm_dtype(gpu), settings)))
+    sigma = ctx.fixed.system.gpu_speed_sigma
+    sigma = coefficients()["gpu_speed_sigma"] if sigma is None else sigma
+    return layers[False], straggler_factor(plan.world_size, sigma, eff.calibration_gpus)
+
+
+def group_variants(ctx, group: Group, resolve) -> list[Variant]:
+    """One :class:`Variant` per compute variant of ``group`` (module docstring; ``group.lower`` is the least of
+    their :func:`compute_lower`) and the group's tokens per step; ``resolve(ctx, point)`` the search's.
 
     The layer inputs of a member are a function of the outer point, its micro-batch and its sharding (the recipe
     reads only the sharding of the inner knobs), so the first member of each (micro-batch, sharding) that passes
@@ -189,19 +242,17 @@ def group_variants(ctx, group: Group, resolve) -> list[StepParts]:
         return []
     plan = next(iter(variants.values()))
     group.tokens = plan.training.global_batch * plan.training.seq_len
-    return [prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
-                         offload_activation_bytes=offloaded_activation_bytes(plan)) for plan in variants.values()]
+    return [variant_of(ctx, plan) for plan in variants.values()]
 
 
-def set_lowers(groups: list[Group], variants: list[list[StepParts]]) -> None:
+def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
     """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
     of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
     for g, v in zip(groups, variants, strict=True):
         values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
-        for parts in v:
-            mb = parts.ctx.plan.training.micro_batch
-            for value, lower in zip(values, compute_lower(parts, values), strict=True):
+        for variant in v:
+            mb = variant.plan.training.micro_batch
+            for value, lower in zip(values, compute_lower(variant, values), strict=True):
                 g.sub[value, mb] = min(g.sub.get((value, mb), math.inf), lower)
         if v:
             g.lower = min(g.sub.values())

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator.plan.config import ParallelPlan
 from simulator.plan.schedules import schedule_named
-from simulator.schedule.costs import Cost
 from simulator.schedule.timeline import run_timeline
 from simulator.search import search
 from simulator.search.evaluate import Evaluated, evaluate_points
+from simulator.search.group_bound import Variant, compute_lower
 from simulator.search.run import NoPlanFits, bound_groups, candidate_groups, search_context
 
 REL = 1e-9
@@ -25,25 +26,20 @@ DENSE = {"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "lla
          "training": {"seq_len": 4096, "global_batch": 32}}
 
 
-def _parts(schedule: str, f: list[float], b: list[float], m: int, recompute_s: dict[str, float]):
-    """A pipeline of one layer per stage: forward f[s] and backward b[s] compute seconds per micro-batch, the dense
+def _variant(schedule: str, f: list[float], b: list[float], m: int, recompute_s: dict[str, float]) -> Variant:
+    """A pipeline of one dense layer per stage: forward f[s] and backward b[s] compute seconds per micro-batch, the
     layer re-running recompute_s[mode] seconds."""
     pp = len(f)
-    plan = SimpleNamespace(schedule=schedule_named(schedule), num_microbatches=m, parallel=ParallelPlan(pp=pp),
-                           model=SimpleNamespace(moe=None), stage_layers=tuple((s,) for s in range(pp)),
-                           stage_chunks=((1,),) * pp)
-    dense = SimpleNamespace(recompute_s=lambda mode, modules: recompute_s.get(mode, 0.0))
-    return SimpleNamespace(ctx=SimpleNamespace(plan=plan, layers={False: dense}), slowest=1.0, pairing=lambda: None,
-                           chunks=[[(Cost(compute=x), Cost(compute=y))] for x, y in zip(f, b, strict=True)])
+    plan = SimpleNamespace(schedule=schedule_named(schedule), num_microbatches=m, parallel=ParallelPlan(pp=pp))
+    layer = SimpleNamespace(recompute_s=lambda mode, modules: recompute_s.get(mode, 0.0))
+    return Variant(plan, np.array([f]).T, np.array([b]).T, np.ones((pp, 1)), layer, 1.0)
 
 
 def test_compute_lower_by_hand_and_against_the_replay():
-    from simulator.search.group_bound import compute_lower
-
     # 1F1B, 2 stages, forwards 1 and 2 s, backwards 2 and 4 s, 4 micro-batches: stage 1 starts after stage 0's
     # first forward (1 s), works 4 x 6 = 24 s, then the last backward runs on stage 0 (2 s): 27 s. Full recompute
     # re-runs 0.5 s per backward: 1 + 4 x 6.5 + 2 = 29 s; selective 0.25 s: 28 s
-    parts = _parts("1f1b", [1.0, 2.0], [2.0, 4.0], 4, {"full": 0.5, "selective": 0.25})
+    parts = _variant("1f1b", [1.0, 2.0], [2.0, 4.0], 4, {"full": 0.5, "selective": 0.25})
     assert compute_lower(parts, ("none", "full", "selective")) == [27.0, 29.0, 28.0]
     orders = schedule_named("1f1b").orders(2, 1, 4)
     assert max(t.end_s for t in run_timeline(orders, [[1.0], [2.0]], [[2.0], [4.0]], 0.0)) == 27.0
@@ -51,7 +47,7 @@ def test_compute_lower_by_hand_and_against_the_replay():
     assert max(t.end_s for t in run_timeline(orders, [[1.0], [2.0]], [[2.5], [4.5]], 0.0)) == 29.5
     # GPipe, 3 equal stages of 1 + 2 s, 2 micro-batches: fill 2 x 1, work 2 x 3, drain 2 x 2 = 12 s; the replay
     # (all forwards, then all backwards) takes 1 x 4 + 2 x 4 = 12 s too
-    gpipe = _parts("gpipe", [1.0] * 3, [2.0] * 3, 2, {})
+    gpipe = _variant("gpipe", [1.0] * 3, [2.0] * 3, 2, {})
     assert compute_lower(gpipe) == [12.0]
     ends = run_timeline(schedule_named("gpipe").orders(3, 1, 2), [[1.0]] * 3, [[2.0]] * 3, 0.0)
     assert max(t.end_s for t in ends) == 12.0
