@@ -22,11 +22,9 @@ in how it is computed.
 
 from __future__ import annotations
 
-import gc
 import operator
 import re
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +49,7 @@ from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
 from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
+from simulator.search.caches import without_cycle_collector
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -191,6 +190,14 @@ def _verdict(ctx: Context, kind: str, key: Any, check):
     return result
 
 
+def _kept_rules(ctx: Context, point: dict[str, Any]):
+    """The batch-free rules' verdict on ``point`` if the context keeps one (:func:`resolve`), else None."""
+    try:
+        return ctx.built.get(("rules", (_PARALLEL(point), point["gpus"])))
+    except (KeyError, TypeError):          # a point without its inner values, or an unhashable one
+        return None
+
+
 def _monotone(plan) -> bool:
     """Whether the device peak of ``plan`` cannot fall when only its micro-batch grows (docs/search.md, "Memory
     first": activations scale with b and are held for min(w + 1, m v) / v micro-batches, GPipe m, m = global batch
@@ -214,6 +221,9 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
     grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
+    if isinstance(verdict := _kept_rules(ctx, point), UserError):     # a kept rejection: no resolving
+        out.rejected[reason_of(verdict)] += 1
+        return None
     try:
         plan = resolve(ctx, point)
     except UserError as exc:
@@ -315,27 +325,6 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
     return row
 
 
-@contextmanager
-def _without_cycle_collector():
-    """Pause Python's cyclic garbage collector (restored after): evaluating a batch allocates many short-lived
-    objects, none of them in reference cycles that outlive it (freed by reference counting), while each full
-    collection walks every object the search holds (its rows and caches); that cost 10-30% of a search's CPU
-    time here (docs/search.md, "Throughput"). On resuming, what survived the batch (rows, cache entries) is moved
-    to the oldest generation at once (``gc.freeze`` then ``gc.unfreeze``: two list splices, which also reset the
-    young generation's count), where a young collection right after would have walked all of it; skipped when
-    something else holds objects frozen. Numbers are unaffected."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
-
-
 def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None,
                     lower_only: bool = False) -> Evaluated:
     """Evaluate candidates in batches (module docstring); rows in candidate order. ``lower_only`` (implied by a
@@ -343,7 +332,7 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | N
     ``bounds`` (:mod:`simulator.search.bound`), unless ``bound`` excludes it: then it is counted under
     :data:`~simulator.search.bound.BOUND_REASON` (the search times the rest best bound first,
     :func:`simulator.search.run.time_alone`)."""
-    with _without_cycle_collector():
+    with without_cycle_collector():
         if lower_only or bound is not None:
             return _lower_bounds(ctx, points, bound)
         return _evaluate_points(ctx, points)
