@@ -52,6 +52,7 @@ from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
 from simulator.pricing.overlap import coefficients
+from simulator.schedule.chunks import embedding_of, head_of
 from simulator.schedule.inputs import layer_inputs, layer_times
 from simulator.schedule.step import prepare_step
 from simulator.schedule.stragglers import straggler_factor
@@ -174,15 +175,20 @@ def dense_counts(plan) -> np.ndarray:
 
 
 def variant_of(ctx, plan) -> Variant:
-    """The :class:`Variant` of ``plan``. A dense model: from its layer time alone (the step's cached
-    :func:`~simulator.schedule.inputs.layer_times` and the slowest GPU's pace, as
-    :func:`~simulator.schedule.step.prepare_step` takes them), the embedding and the head left out (>= 0, so the
-    bound stays below); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
+    """The :class:`Variant` of ``plan``. A dense model: from its layer, embedding and head times alone (the step's
+    cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases' embedding and head, at the slowest
+    GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
     chunk costs of :func:`~simulator.schedule.step.prepare_step`."""
     dense = dense_counts(plan)
     if plan.model.moe is None:
-        layer, slowest = dense_layer_time(ctx, plan)
-        return Variant(plan, dense * (layer.fwd_s * slowest), dense * (layer.bwd_s * slowest), dense, layer, slowest)
+        layer, slowest, (embedding, head) = dense_layer_time(ctx, plan)
+        f, b = dense * layer.fwd_s, dense * layer.bwd_s
+        f[0, 0] += embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
+        b[0, 0] += embedding.bwd_s
+        last = plan.last_stage_rank
+        f[last, -1] += head.fwd_s
+        b[last, -1] += head.bwd_s
+        return Variant(plan, f * slowest, b * slowest, dense, layer, slowest)
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
                          offload_activation_bytes=offloaded_activation_bytes(plan))
@@ -191,18 +197,24 @@ def variant_of(ctx, plan) -> Variant:
                    parts.slowest, parts.pairing() is not None)
 
 
-def dense_layer_time(ctx, plan) -> tuple[Any, float]:
-    """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model) and the slowest
-    GPU's pace, through the search's step cache (what :func:`~simulator.schedule.inputs.build_inputs` and
-    :func:`~simulator.schedule.step.prepare_step` read)."""
+def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
+    """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model), the slowest
+    GPU's pace and the embedding's and the head's times, through the search's step cache (what
+    :func:`~simulator.schedule.inputs.build_inputs`, :func:`~simulator.schedule.step.prepare_step` and the chunk
+    bases read)."""
     gpu = ctx.topology.cluster.node.gpu
     eff = default_efficiency(gpu.architecture)
     settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
-    layers = dict(ctx.step_cache.get(layer_times, fixed, layer_inputs(plan, plan.gemm_dtype(gpu), settings)))
+    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
+    layers = dict(ctx.step_cache.get(layer_times, fixed, li))
     sigma = ctx.fixed.system.gpu_speed_sigma
     sigma = coefficients()["gpu_speed_sigma"] if sigma is None else sigma
-    return layers[False], straggler_factor(plan.world_size, sigma, eff.calibration_gpus)
+    last, model = plan.last_stage_rank, plan.model
+    copy = (model.tied_embeddings or (model.mtp_layers > 0 and plan.training.mode == "train")) and last > 0
+    edges = (embedding_of(ctx.step_cache, fixed, li),
+             head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy))
+    return layers[False], straggler_factor(plan.world_size, sigma, eff.calibration_gpus), edges
 
 
 def group_variants(ctx, group: Group, resolve) -> list[Variant]:
