@@ -2,13 +2,14 @@
 
 A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
 schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,
-offload, recompute, sharding, micro-batch). The group's bound is a lower bound of the step time of every member
-that passes the rules:
+offload, recompute, sharding, micro-batch). Its bound, and the bound of the members of each (recompute value,
+micro-batch) in it, is a lower bound of the step time of every such member that passes the rules:
 
-    step(x) >= min over the group's compute variants k of T_k,
+    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value),
 
-T_k the latest stage end of the schedule's timeline when every forward and backward of a chunk lasts only its
-compute seconds (the slowest GPU's pace included) on the variant's representative plan. Why it holds:
+T_k(r) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
+compute seconds and every backward its compute plus the re-run seconds of recompute value r (the slowest GPU's
+pace included), on the variant's representative plan. Why it holds:
 
 1. A chunk's ``compute`` seconds (:class:`~simulator.schedule.costs.Cost`) come from the layer, embedding and head
    times of its layers and the MoE layer of its stage (:class:`~simulator.schedule.inputs.LayerInputs`,
@@ -19,10 +20,12 @@ compute seconds (the slowest GPU's pace included) on the variant's representativ
    two members with the same micro-batch and the same :class:`LayerInputs` (a *compute variant*) have the same
    chunk compute seconds; every member that passes the rules is in the variant of its micro-batch and layer
    inputs, whose representative is the first member of it that passes the rules.
-2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host >= compute,
-   and every timeline the engine runs is a max-plus recurrence (an op ends at the latest of its predecessors'
-   ends plus its duration: :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is
-   non-decreasing in every duration: the ends with compute-only durations are at most the member's.
+2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host, at least
+   its compute plus its dense layers' re-run seconds, and every timeline the engine runs is a max-plus
+   recurrence (an op ends at the latest of its predecessors' ends plus its duration:
+   :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is non-decreasing in every
+   duration: the ends with those smaller durations, and T_k (a bound of them: :func:`compute_lower`), are at most
+   the member's.
    The split schedules (DualPipe, DualPipeV, ZB-H1, ZB-V) overlap forward-backward pairs; for them T_k is
    :mod:`simulator.search.bound`'s release-plus-busy bound of the compute-only costs (no exposed EP seconds, so
    nothing a pair could hide), itself below the member's step. Plans whose MoE layers pair two micro-batches
