@@ -76,6 +76,7 @@ def run_answer_case(key: str, repeats: int) -> dict:
     best = result.plans[0]
     return {"name": name, "points": result.evaluated, "timed": result.valid, "seconds": seconds,
             "memory": result.rejected.get(evaluate.OOM_REASON, 0), "bound": result.rejected.get(BOUND_REASON, 0),
+            "group": result.pruned_by_group_bound,
             "replayed": sum(p["timeline"].startswith("replay") for p in result.plans), "best": best}
 
 
@@ -85,7 +86,8 @@ def report_answer(key: str, r: dict) -> str:
                                             "recompute", "recompute_modules", "sharding", "micro_batch"))
     cold = statistics.median(r["seconds"])
     return (f"({key}) {r['name']}: {r['points']:,} points, {r['timed']:,} plans timed ({r['replayed']:,} by the "
-            f"replay), {r['memory']:,} pruned by memory, {r['bound']:,} by the bound\n"
+            f"replay), {r['memory']:,} pruned by memory, {r['bound']:,} by the bound, {r['group']:,} points in groups "
+            f"the bound pruned before resolving them\n"
             f"    time to the answer (cold search, median of {len(r['seconds'])}): {cold:.2f} s CPU "
             f"({'within' if cold < ANSWER_TARGET_S else 'above'} the {ANSWER_TARGET_S:.0f} s target)\n"
             f"    best: {plan}: {b['step_s']:.3f} s per step, MFU {b['mfu']:.3f}")
@@ -111,6 +113,7 @@ def run_case(key: str, repeats: int, reference: int) -> dict:
         result = search(data)
         seconds.append(time.process_time() - start)
     cold = statistics.median(seconds)
+    # plans known to pass the rules (the points of groups pruned by the bound are not resolved: not counted)
     plans = result.valid + result.pruned_by_memory + result.pruned_by_bound
     # the same candidates again in one context: what is left once every shared cache is filled
     clear_process_caches()
@@ -128,14 +131,15 @@ def run_case(key: str, repeats: int, reference: int) -> dict:
         simulate(ctx.fixed.with_plan(resolve(ctx, {**_point(r), "sp": r["sp"] or r["tp"] == 1})))
     sim_s = (time.process_time() - start) / len(rows)
     return {"name": name, "points": result.evaluated, "plans": plans, "timed": result.valid, "cold_s": cold,
+            "group": result.pruned_by_group_bound,
             "warm_s": statistics.median(warm), "simulate_s": sim_s, "reference": len(rows), "target": target}
 
 
 def report(key: str, r: dict, repeats: int) -> str:
     sim = r["simulate_s"]
     rate = lambda n, s: f"{n / s:>9,.0f}/s/core, {s / n * 1e6:8.1f} us each, {sim * n / s:7.1f}x simulate()"  # noqa: E731
-    return (f"({key}) {r['name']}: {r['points']:,} points, {r['plans']:,} plans pass the rules, {r['timed']:,} "
-            f"fit and are timed\n"
+    return (f"({key}) {r['name']}: {r['points']:,} points, {r['plans']:,} plans pass the rules (of the points "
+            f"resolved: {r['group']:,} in groups the bound pruned are not), {r['timed']:,} fit and are timed\n"
             f"    cold search (median of {repeats}, caches cleared): {r['cold_s'] * 1e3:.0f} ms CPU\n"
             f"      points       {rate(r['points'], r['cold_s'])}\n"
             f"      plans        {rate(r['plans'], r['cold_s'])}   target {r['target']:,}/s/core\n"

@@ -31,11 +31,14 @@ def render_search(result, top: int, why_line: str | None) -> str:
     by_memory, by_bound = result.pruned_by_memory, result.pruned_by_bound
     seconds = max(result.seconds, 1e-9)
     bounded = f", {by_bound:,} not timed (provably below the first plans)" if by_bound else ""
+    by_group = getattr(result, "pruned_by_group_bound", 0)
+    grouped = f"; {by_group:,} points in groups provably below the first plans (not resolved)" if by_group else ""
     out = [f"{result.evaluated:,} points of the plan space in {result.seconds:.2f} s "
            f"({result.evaluated / seconds:,.0f}/s): {result.valid + by_memory + by_bound:,} plans pass the rules, "
            f"{by_memory:,} of them do not fit in memory{bounded}, {result.valid:,} valid plans timed "
-           f"({result.valid / seconds:,.0f}/s); {result.evaluated - result.valid - by_memory - by_bound:,} points "
-           f"rejected by the rules; objective {result.objective}", ""]
+           f"({result.valid / seconds:,.0f}/s){grouped}; "
+           f"{result.evaluated - result.valid - by_memory - by_bound - by_group:,} points rejected by the rules; "
+           f"objective {result.objective}", ""]
     header = [*_COLUMNS, "step_s", "peak_GiB", "MFU", "tokens/s"]
     rows = [[str(p[c]) for c in _COLUMNS] + [f"{p['step_s']:.3f}", f"{p['device_peak_bytes'] / GIBI:.1f}",
                                              f"{p['mfu']:.1%}", f"{p['tokens_per_s']:,.0f}"] for p in plans]

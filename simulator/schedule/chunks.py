@@ -90,6 +90,19 @@ def _head(cache: StepCache, fixed: Fixed, h: HeadInputs):
                      CROSS_ENTROPY_BYTES[h.cross_entropy], h.fsdp_copy_bytes)
 
 
+def embedding_of(cache: StepCache, fixed: Fixed, li: LayerInputs):
+    """The first chunk's embedding time (:func:`simulator.compute.layer.embedding_time`) of a plan with layer
+    inputs ``li``, through the cache."""
+    return cache.get(_embedding, fixed, EmbeddingInputs(li.shape, li.grad_accum_bytes, li.fsdp_copy_bytes))
+
+
+def head_of(cache: StepCache, fixed: Fixed, li: LayerInputs, copy: bool, cross_entropy: str):
+    """The last chunk's head time (:func:`simulator.compute.layer.head_time`) of a plan with layer inputs ``li``;
+    ``copy``: the last stage holds a copy of the word embedding; ``cross_entropy``: the loss chain."""
+    return cache.get(_head, fixed, HeadInputs(li.shape, li.dtype, li.grad_accum_bytes, copy, cross_entropy,
+                                              li.fsdp_copy_bytes))
+
+
 def chunk_inputs(ctx: StepInputs, signatures: tuple[int | None, ...]) -> ChunkInputs:
     """The :class:`ChunkInputs` of the plan of ``ctx``."""
     plan, p = ctx.plan, ctx.plan.parallel
@@ -129,7 +142,7 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
     # (they embed the next tokens there; simulator.plan.params.stage_params)
     mtp = model.mtp_layers > 0 and c.train
     last = c.last_stage_rank          # pp - 1; DualPipeV / ZB-V: rank 0, where the V ends
-    accum, copy = li.grad_accum_bytes, (model.tied_embeddings or mtp) and last > 0
+    copy = (model.tied_embeddings or mtp) and last > 0
     out, start = [], 0
     for chunk, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()
@@ -145,12 +158,11 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
             bwd.add(per_kind[kind, mode][1], count)
         start += n
         if stage == 0 and chunk == 0:
-            e = cache.get(_embedding, fixed, EmbeddingInputs(li.shape, accum, li.fsdp_copy_bytes))
+            e = embedding_of(cache, fixed, li)
             fwd.compute += e.fwd_s
             bwd.compute += e.bwd_s
         if stage == last and chunk == len(counts) - 1:
-            h = cache.get(_head, fixed, HeadInputs(li.shape, li.dtype, accum, copy, c.cross_entropy,
-                                                   li.fsdp_copy_bytes))
+            h = head_of(cache, fixed, li, copy, c.cross_entropy)
             fwd.add(Cost(compute=h.fwd_s, flops=h.fwd_flops))
             bwd.add(Cost(compute=h.bwd_s, flops=h.bwd_flops, wgrad=h.wgrad_s))
             if li.host is not None and li.host.step_s > 0:   # embedding, head and loss kernels of the micro-batch

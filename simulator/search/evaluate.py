@@ -22,11 +22,9 @@ in how it is computed.
 
 from __future__ import annotations
 
-import gc
 import operator
 import re
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +49,7 @@ from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
 from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
+from simulator.search.caches import without_cycle_collector
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -163,37 +162,46 @@ def resolve(ctx: Context, point: dict[str, Any]):
                       lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
     # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
     # result, or the same first rejection, for every micro-batch)
-    rules = _built(ctx, "rules", (key, point["gpus"]),
-                   lambda: _caught(batch_free_rules, ctx.fixed.model, parallel, training, point["gpus"]))
-    if isinstance(rules, UserError):
-        raise rules.with_traceback(None)
+    rules = _verdict(ctx, "rules", (key, point["gpus"]),
+                     lambda: batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"]))
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
     check_timeline(plan)
     if plan.offload.any:      # offload: the node's host memory holds what it offloads
         # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
         # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
         # the answer, round 3")
-        host = _built(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
-                      lambda: _caught(check_host_memory, plan, ctx.fixed.cluster))
-        if isinstance(host, UserError):
-            raise host.with_traceback(None)
+        _verdict(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
+                 lambda: check_host_memory(plan, ctx.fixed.cluster))
     return plan
 
 
-def _caught(check, *args):
-    """``check(*args)``, or the UserError it raises (a rule's verdict, kept in the context)."""
+def _verdict(ctx: Context, kind: str, key: Any, check):
+    """``check()``'s result once per ``(kind, key)`` in the context, its UserError kept as the verdict too and
+    raised again on every call (a rule's verdict is a pure function of the key)."""
+    def caught():
+        try:
+            return check()
+        except UserError as exc:
+            return exc
+
+    result = _built(ctx, kind, key, caught)
+    if isinstance(result, UserError):
+        raise result.with_traceback(None)
+    return result
+
+
+def _kept_rules(ctx: Context, point: dict[str, Any]):
+    """The batch-free rules' verdict on ``point`` if the context keeps one (:func:`resolve`), else None."""
     try:
-        return check(*args)
-    except UserError as exc:
-        return exc
+        return ctx.built.get(("rules", (_PARALLEL(point), point["gpus"])))
+    except (KeyError, TypeError):          # a point without its inner values, or an unhashable one
+        return None
 
 
 def _monotone(plan) -> bool:
     """Whether the device peak of ``plan`` cannot fall when only its micro-batch grows (docs/search.md, "Memory
-    first"): every activation item is proportional to the micro-batch b and held for min(w + 1, m v) / v
-    micro-batches (GPipe: m), m = global batch / (b dp), so their product never falls with b; states, runtime and
-    the other buffers do not depend on b. The one exception is a recipe that frees gradients between steps, whose
-    peak drops by min(activations, gradients) once m reaches 1; inference memory is another model."""
+    first": activations scale with b and are held for min(w + 1, m v) / v micro-batches, GPipe m, m = global batch
+    / (b dp); the rest does not read b). Not so for a recipe that frees gradients between steps, nor inference."""
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 
@@ -213,6 +221,9 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
     grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
+    if isinstance(verdict := _kept_rules(ctx, point), UserError):     # a kept rejection: no resolving
+        out.rejected[reason_of(verdict)] += 1
+        return None
     try:
         plan = resolve(ctx, point)
     except UserError as exc:
@@ -314,27 +325,6 @@ def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -
     return row
 
 
-@contextmanager
-def _without_cycle_collector():
-    """Pause Python's cyclic garbage collector (restored after): evaluating a batch allocates many short-lived
-    objects, none of them in reference cycles that outlive it (freed by reference counting), while each full
-    collection walks every object the search holds (its rows and caches); that cost 10-30% of a search's CPU
-    time here (docs/search.md, "Throughput"). On resuming, what survived the batch (rows, cache entries) is moved
-    to the oldest generation at once (``gc.freeze`` then ``gc.unfreeze``: two list splices, which also reset the
-    young generation's count), where a young collection right after would have walked all of it; skipped when
-    something else holds objects frozen. Numbers are unaffected."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
-
-
 def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | None = None,
                     lower_only: bool = False) -> Evaluated:
     """Evaluate candidates in batches (module docstring); rows in candidate order. ``lower_only`` (implied by a
@@ -342,7 +332,7 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | N
     ``bounds`` (:mod:`simulator.search.bound`), unless ``bound`` excludes it: then it is counted under
     :data:`~simulator.search.bound.BOUND_REASON` (the search times the rest best bound first,
     :func:`simulator.search.run.time_alone`)."""
-    with _without_cycle_collector():
+    with without_cycle_collector():
         if lower_only or bound is not None:
             return _lower_bounds(ctx, points, bound)
         return _evaluate_points(ctx, points)

@@ -20,8 +20,17 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.bound import BOUND_REASON, EXACT_TOP, ROUND, Bound, bound_of, timed_alone
-from simulator.search.evaluate import OOM_REASON, Context, Evaluated, reason_of, resolve
+from simulator.search.bound import BOUND_REASON, BOUNDED, EXACT_TOP, ROUND, Bound, bound_of, timed_alone
+from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, reason_of, resolve
+from simulator.search.group_bound import (
+    GROUP_REASON,
+    Group,
+    excluded,
+    group_variants,
+    kept_points,
+    set_lowers,
+    time_groups,
+)
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
 from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
@@ -57,6 +66,13 @@ class SearchResult:
         """Valid plans not timed: timed alone, and provably worse than the first ``exact_top`` (docs/search.md,
         "Pruning by a bound")."""
         return self.rejected.get(BOUND_REASON, 0)
+
+    @property
+    def pruned_by_group_bound(self) -> int:
+        """Points never resolved: their whole group (one outer structure) has a step bound provably worse than the
+        first ``exact_top`` plans (docs/search.md, "Time to the answer, round 4"); the rules, memory and time of
+        these points are not known."""
+        return self.rejected.get(GROUP_REASON, 0)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""
@@ -105,12 +121,18 @@ def search_context(source: str | Path | dict | Document) -> Context:
 
 def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Evaluated]:
     """Candidates worth evaluating, and the structures the plan rules reject outright (counted per plan)."""
+    groups, skipped = candidate_groups(ctx, max_plans)
+    return [p for g in groups for p in g.points], skipped
+
+
+def candidate_groups(ctx: Context, max_plans: int) -> tuple[list[Group], Evaluated]:
+    """:func:`candidates` as one :class:`~simulator.search.group_bound.Group` per outer point."""
     space = ctx.space
     if space.size > max_plans:
         sizes = " x ".join(f"{k} {len(v)}" for k, v in space.values.items() if len(v) > 1)
         raise UserError(f"the plan space has {sizes} = {space.size:,} points, more than --max-plans {max_plans:,}; "
                         "narrow it with search: lists or parallel: values", key_path="search")
-    points, skipped = [], Evaluated()
+    groups, skipped = [], Evaluated()
     inner = space.inner_size()
     for outer in space.outer():
         first = next(space.inner(False))
@@ -124,8 +146,25 @@ def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Eval
             plan = None
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
-        points += [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]
-    return points, skipped
+        groups.append(Group(outer, [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]))
+    return groups, skipped
+
+
+def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
+    """Each group's bound (:func:`~simulator.search.group_bound.group_variants`); the groups without a plan (every
+    member rejected by the rules) are counted into ``out`` under their reasons and left out."""
+    kept, variants = [], []
+    for g in groups:
+        parts = group_variants(ctx, g, resolve)
+        if g.rejected:
+            for exc in g.rejected:
+                out.rejected[reason_of(exc)] += 1
+            out.evaluated += len(g.points)
+        else:
+            kept.append(g)
+            variants.append(parts)
+    set_lowers(kept, variants)
+    return kept
 
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
@@ -155,19 +194,23 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     start = time.perf_counter()
     document = source if isinstance(source, Document) else read_document(source)
     ctx = search_context(document)
-    points, out = candidates(ctx, max_plans)
+    groups, out = candidate_groups(ctx, max_plans)
     alone = {name: timed_alone(schedule_named(name)) for name in ctx.space.values["schedule"]}
-    replayed = [p for p in points if alone[p["schedule"]]]
-    points = [p for p in points if not alone[p["schedule"]]]
-    out.merge(run_executor(executor, document, ctx, points, ray_address=ray_address, progress=progress))
-    if replayed:     # after the others: their exact_top-th plan bounds the plans timed alone
-        bound = bound_of(out.rows, objective, exact_top)
-        if bound is None:
-            out.merge(run_executor(executor, document, ctx, replayed, ray_address=ray_address, progress=progress))
-        else:
-            time_alone(out, bound, objective, exact_top,
-                       lambda todo, **kw: run_executor(executor, document, ctx, todo, ray_address=ray_address, **kw),
-                       replayed, progress)
+    grouped = exact_top is not None and objective in BOUNDED     # groups pruned by their bound, best first
+    split = [g for g in groups if alone[g.outer["schedule"]]]
+    batched = [g for g in groups if not alone[g.outer["schedule"]]]
+    if grouped:
+        batched = bound_groups(ctx, batched, out)
+
+    def run(todo: list[dict[str, Any]], **kwargs: Any) -> Evaluated:
+        return run_executor(executor, document, ctx, todo, ray_address=ray_address, **kwargs)
+
+    if grouped:
+        time_groups(out, batched, objective, exact_top, lambda todo: run(todo, progress=progress), bound_of, BATCH)
+    else:
+        out.merge(run([p for g in batched for p in g.points], progress=progress))
+    if split:        # after the others: their exact_top-th plan bounds the plans timed alone
+        _time_split(ctx, out, split, grouped, objective, exact_top, run, progress)
     if not out.rows:
         raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
@@ -181,6 +224,27 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     plans = rank(rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
+
+
+def _time_split(ctx: Context, out: Evaluated, split: list[Group], grouped: bool, objective: str,
+                exact_top: int | None, run: Callable[..., Evaluated], progress: Callable[[int], None] | None) -> None:
+    """The groups of plans timed alone (split schedules), after the others: with ``grouped`` and a threshold,
+    whole groups it excludes first (their bounds computed now; none of their candidates resolved), then plan by
+    plan (:func:`time_alone`)."""
+    bound = bound_of(out.rows, objective, exact_top)
+    grouped = grouped and bound is not None
+    if grouped:
+        split = bound_groups(ctx, split, out)
+        for g in split:
+            if excluded(bound, g):
+                out.rejected[GROUP_REASON] += len(g.points)
+                out.evaluated += len(g.points)
+    replayed = [p for g in split if not (grouped and excluded(bound, g))
+                for p in (kept_points(out, bound, g) if grouped else g.points)]
+    if bound is None:
+        out.merge(run(replayed, progress=progress))
+    elif replayed:
+        time_alone(out, bound, objective, exact_top, run, replayed, progress)
 
 
 def time_alone(out: Evaluated, bound: Bound, objective: str, exact_top: int, run: Callable[..., Evaluated],

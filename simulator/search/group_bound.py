@@ -1,0 +1,337 @@
+"""Pruning whole groups by a bound before they are resolved (docs/search.md, "Time to the answer, round 4").
+
+A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
+schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,
+offload, recompute, sharding, micro-batch). Its bound, and the bound of the members of each (recompute value,
+micro-batch) in it, is a lower bound of the step time of every such member that passes the rules:
+
+    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value),
+
+T_k(r) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
+compute seconds and every backward its compute plus the re-run seconds of recompute value r (the slowest GPU's
+pace included), on the variant's representative plan. Why it holds:
+
+1. A chunk's ``compute`` seconds (:class:`~simulator.schedule.costs.Cost`) come from the layer, embedding and head
+   times of its layers and the MoE layer of its stage (:class:`~simulator.schedule.inputs.LayerInputs`,
+   :class:`~simulator.schedule.inputs.MoeInputs`), scaled by the slowest GPU's pace (the GPU count's): nothing
+   of them reads the recompute mode (its seconds are ``recompute``, apart), the offload (host seconds and
+   transfers), the TP overlap (it changes which communication is exposed) or the sharding beyond the recipe's
+   compute fields (the eager framework's FSDP copies and AMP casts), all of which :class:`LayerInputs` holds. So
+   two members with the same micro-batch and the same :class:`LayerInputs` (a *compute variant*) have the same
+   chunk compute seconds; every member that passes the rules is in the variant of its micro-batch and layer
+   inputs, whose representative is the first member of it that passes the rules.
+2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host, at least
+   its compute plus its dense layers' re-run seconds, and every timeline the engine runs is a max-plus
+   recurrence (an op ends at the latest of its predecessors' ends plus its duration:
+   :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is non-decreasing in every
+   duration: the ends with those smaller durations, and T_k (a bound of them: :func:`compute_lower`), are at most
+   the member's.
+   The split schedules (DualPipe, DualPipeV, ZB-H1, ZB-V) overlap forward-backward pairs; for them T_k is
+   :mod:`simulator.search.bound`'s release-plus-busy bound of the compute-only costs (no exposed EP seconds, so
+   nothing a pair could hide), itself below the member's step. Plans whose MoE layers pair two micro-batches
+   (``moe.microbatch_overlap``) get no bound (0): the pairing hides seconds across ops.
+3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
+   >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
+
+A group is pruned (counted under :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its
+bound exceeds the threshold of :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans
+timed so far; such a threshold exists only once ``exact_top`` plans fit and were timed, so a search where nothing
+fits never prunes a group, and its no-fit report (memory and the smallest peak) is that of a search without the
+bound. Each pruned member is slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of
+a search without the bound (tests/search/test_group_bound.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from simulator.compute import default_efficiency
+from simulator.errors import UserError
+from simulator.memory.offload import offloaded_activation_bytes
+from simulator.model.spec import moe_flags_of
+from simulator.moe import DEFAULT_MOE_SETTINGS
+from simulator.pricing.overlap import coefficients
+from simulator.schedule.chunks import embedding_of, head_of
+from simulator.schedule.inputs import layer_inputs, layer_times
+from simulator.schedule.step import prepare_step
+from simulator.schedule.stragglers import straggler_factor
+from simulator.search.bound import _rank_seconds, _releases
+
+#: the rejection reason of a candidate whose whole group the bound pruned before resolving it
+GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
+                "search's exact_top-th plan (not resolved)")
+
+#: rule rejections that depend only on the outer point and the micro-batch (the batch divisibility, the schedule's
+#: count of micro-batches and the timeline size limit: :func:`simulator.plan.rules.check_batch`,
+#: :func:`simulator.scenario.limits.check_timeline`)
+BATCH_KEY = "training.global_batch"
+
+
+_NO_EXPOSED = {"ep": 0.0, "pp": 0.0}
+
+
+@dataclass
+class Group:
+    """The candidates of one outer point, and the bound of their step time (seconds; 0: none)."""
+
+    outer: dict[str, Any]
+    points: list[dict[str, Any]]
+    lower: float = 0.0
+    tokens: float = 0.0
+    sub: dict[tuple[str, int], float] = field(default_factory=dict)
+    """the bound of the members of each (recompute value, micro-batch) (:func:`set_lowers`); a pair without one
+    (no member of its micro-batch passes the rules) is not pruned"""
+    rejected: list[UserError] = field(default_factory=list)
+    """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
+
+
+class _Seconds(NamedTuple):
+    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound._rank_seconds` reads a
+    :class:`~simulator.schedule.costs.Cost` (its total; no exposed EP or pipeline seconds)."""
+
+    total: float
+    exposed: dict = _NO_EXPOSED
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A compute variant of a group (module docstring): its representative plan and, per stage and model chunk,
+    the compute seconds of a forward (``f``) and a backward (``b``) per micro-batch at the slowest GPU's pace, its
+    dense layers' count (``dense``) and their :class:`~simulator.compute.layer.LayerTime` (``layer``, None: no
+    dense layer)."""
+
+    plan: Any
+    f: np.ndarray
+    b: np.ndarray
+    dense: np.ndarray
+    layer: Any
+    slowest: float
+    paired: bool = False
+    """whether MoE layers pair two micro-batches (no bound: the pairing hides seconds across ops)"""
+
+
+def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[float]:
+    """Lower bounds of the step of the plans of compute variant ``v`` (module docstring), one per ``recompute``
+    value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose re-run seconds
+    of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s release plus
+    busy seconds. The others (GPipe, 1F1B, interleaved): rank s's first op is a forward, which waits for the first
+    model chunk's forward of its micro-batch on every rank below it; the rank then runs m x its chunks' forwards
+    and backwards; its last op is a backward of some chunk c, after which that micro-batch's backward of chunk c
+    still runs on every rank below it (the engine's timeline has no transfer lag: each wait is at least the ops'
+    seconds):
+
+        step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c} + r_{s,c}) + min_c sum_{j<s} b_{j,c} ].
+
+    For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk."""
+    schedule, m = v.plan.schedule, v.plan.num_microbatches
+    if v.paired:
+        return [0.0] * len(recompute)
+    f, b = v.f, v.b
+    r = recompute_seconds(v, recompute)          # (values, pp, vpp)
+    if schedule.replay == "split":
+        out = []
+        for extra in r.tolist():
+            chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
+                      for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
+            forward, busy = _rank_seconds(schedule, chunks, 0.0)
+            out.append(max(a + m * w for a, w in zip(_releases(schedule, forward), busy, strict=True)))
+        return out
+    busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
+    if schedule.fast is None:     # the replay only: each stage's own work, one after another
+        return list((m * busy).max(axis=1))
+    release = np.concatenate(([0.0], np.cumsum(f[:-1, 0])))
+    drain = np.concatenate((np.zeros((1, b.shape[1])), np.cumsum(b[:-1], axis=0))).min(axis=1)
+    return list((release + m * busy + drain).max(axis=1))
+
+
+def recompute_seconds(v: Variant, recompute: tuple[str, ...]) -> np.ndarray:
+    """Per ``recompute`` value, stage and model chunk, the seconds its dense layers re-run per micro-batch at the
+    slowest GPU's pace (:meth:`~simulator.compute.layer.LayerTime.recompute_s`, as the chunk costs add them; the
+    MoE layers' and a partial ``recompute_layers`` full recompute counted as 0: a lower bound)."""
+    p = v.plan.parallel
+    out = np.zeros((len(recompute), *v.f.shape))
+    if v.layer is None:
+        return out
+    for i, value in enumerate(recompute):
+        mode, _, modules = value.partition(":")
+        if mode == "none" or (mode == "full" and p.recompute_layers is not None):
+            continue
+        given = p.model_copy(update={"recompute": mode, "recompute_modules": tuple(modules.split(",")) if modules
+                                     else None})
+        out[i] = v.dense * (v.layer.recompute_s(mode, given.recomputed_modules) * v.slowest)
+    return out
+
+
+def dense_counts(plan) -> np.ndarray:
+    """Per stage and model chunk of ``plan``, its dense (not MoE) layers."""
+    out = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0])))
+    for s in range(plan.parallel.pp):
+        flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
+        for c, n in enumerate(plan.stage_chunks[s]):
+            out[s, c] = n - sum(flags[start:start + n])
+            start += n
+    return out
+
+
+def variant_of(ctx, plan) -> Variant:
+    """The :class:`Variant` of ``plan``. A dense model: from its layer, embedding and head times alone (the step's
+    cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases' embedding and head, at the slowest
+    GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
+    chunk costs of :func:`~simulator.schedule.step.prepare_step`."""
+    dense = dense_counts(plan)
+    if plan.model.moe is None:
+        layer, slowest, (embedding, head) = dense_layer_time(ctx, plan)
+        f, b = dense * layer.fwd_s, dense * layer.bwd_s
+        f[0, 0] += embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
+        b[0, 0] += embedding.bwd_s
+        last = plan.last_stage_rank
+        f[last, -1] += head.fwd_s
+        b[last, -1] += head.bwd_s
+        return Variant(plan, f * slowest, b * slowest, dense, layer, slowest)
+    parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                         offload_activation_bytes=offloaded_activation_bytes(plan))
+    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]),
+                   np.array([[x.compute for _, x in c] for c in parts.chunks]), dense, parts.ctx.layers.get(False),
+                   parts.slowest, parts.pairing() is not None)
+
+
+def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
+    """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model), the slowest
+    GPU's pace and the embedding's and the head's times, through the search's step cache (what
+    :func:`~simulator.schedule.inputs.build_inputs`, :func:`~simulator.schedule.step.prepare_step` and the chunk
+    bases read)."""
+    gpu = ctx.topology.cluster.node.gpu
+    eff = default_efficiency(gpu.architecture)
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
+    fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
+    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
+    layers = dict(ctx.step_cache.get(layer_times, fixed, li))
+    sigma = ctx.fixed.system.gpu_speed_sigma
+    sigma = coefficients()["gpu_speed_sigma"] if sigma is None else sigma
+    last, model = plan.last_stage_rank, plan.model
+    copy = (model.tied_embeddings or (model.mtp_layers > 0 and plan.training.mode == "train")) and last > 0
+    edges = (embedding_of(ctx.step_cache, fixed, li),
+             head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy))
+    return layers[False], straggler_factor(plan.world_size, sigma, eff.calibration_gpus), edges
+
+
+def group_variants(ctx, group: Group, resolve) -> list[Variant]:
+    """One :class:`Variant` per compute variant of ``group`` (module docstring; ``group.lower`` is the least of
+    their :func:`compute_lower`) and the group's tokens per step; ``resolve(ctx, point)`` the search's.
+
+    The layer inputs of a member are a function of the outer point, its micro-batch and its sharding (the recipe
+    reads only the sharding of the inner knobs), so the first member of each (micro-batch, sharding) that passes
+    the rules stands for all of them; a micro-batch that the batch rules reject (:data:`BATCH_KEY`: a function of
+    the outer point and the micro-batch) is not tried again. A group none of whose members passes the rules keeps
+    each member's rejection in ``group.rejected`` (its bound is then infinite: it has no plan)."""
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
+    gpu = ctx.topology.cluster.node.gpu
+    variants: dict[tuple, Any] = {}
+    found: set[tuple] = set()
+    dead: set[int] = set()         # micro-batches every member of which the batch rules reject
+    errors: list[UserError | None] = []
+    for point in group.points:
+        mb = point["micro_batch"]
+        if mb in dead or (mb, point["sharding"]) in found:
+            errors.append(None)
+            continue
+        try:
+            plan = resolve(ctx, point)
+        except UserError as exc:
+            errors.append(exc)
+            if exc.key_path == BATCH_KEY:
+                dead.add(mb)
+            continue
+        errors.append(None)
+        found.add((mb, point["sharding"]))
+        variants.setdefault((mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
+    if not variants:           # every member rejected: their reasons, as evaluating them would count them
+        group.rejected = [exc if exc is not None else _error(resolve, ctx, point)
+                          for exc, point in zip(errors, group.points, strict=True)]
+        group.lower = math.inf
+        return []
+    plan = next(iter(variants.values()))
+    group.tokens = plan.training.global_batch * plan.training.seq_len
+    return [variant_of(ctx, plan) for plan in variants.values()]
+
+
+def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
+    """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
+    of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
+    for g, v in zip(groups, variants, strict=True):
+        values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
+        for variant in v:
+            mb = variant.plan.training.micro_batch
+            for value, lower in zip(values, compute_lower(variant, values), strict=True):
+                g.sub[value, mb] = min(g.sub.get((value, mb), math.inf), lower)
+        if v:
+            g.lower = min(g.sub.values())
+
+
+def _error(resolve, ctx, point) -> UserError:
+    """The rule that rejects ``point`` (a member of a group with no plan)."""
+    try:
+        resolve(ctx, point)
+    except UserError as exc:
+        return exc
+    raise AssertionError("a member of a group without plans passed the rules")     # pragma: no cover
+
+
+def best_value(larger: bool):
+    """The sort key of a group: the best objective value its members could reach (step seconds at least ``lower``;
+    tokens per second per GPU at most tokens / lower / GPUs, negated so that smaller sorts first)."""
+    if larger:
+        return lambda g: -g.tokens / g.lower / g.outer["gpus"] if g.lower > 0 else -math.inf
+    return lambda g: g.lower
+
+
+def excluded(bound, group: Group) -> bool:
+    """Whether ``bound`` (or None: no threshold yet) excludes every member of ``group``."""
+    return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
+
+
+def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
+    """The members of ``group`` whose (recompute value, micro-batch) bound ``bound`` does not exclude; the others
+    are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
+    if bound is None or not group.sub:
+        return group.points
+    gone = {k for k, lower in group.sub.items() if lower > 0 and bound.excludes(lower, group.tokens,
+                                                                                group.outer["gpus"])}
+    if not gone:
+        return group.points
+    kept = [p for p in group.points if (p["recompute"], p["micro_batch"]) not in gone]
+    out.rejected[GROUP_REASON] += len(group.points) - len(kept)
+    out.evaluated += len(group.points) - len(kept)
+    return kept
+
+
+def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
+    """Evaluate ``groups`` into ``out`` best bound first (ties by the outer point's values), rounds of whole groups
+    of about ``batch`` candidates, the threshold (``bound_of(rows, objective, exact_top)``) after each round the
+    ``exact_top``-th best plan timed so far; once the next group is excluded, it and every group after it are
+    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order and
+    the rounds depend only on the groups' bounds and values, not on the executor."""
+    from simulator.search.rank import OBJECTIVES
+
+    key = best_value(OBJECTIVES[objective][1])
+    groups = sorted(groups, key=lambda g: (key(g), repr(tuple(g.outer.items()))))
+    done = 0
+    while done < len(groups):
+        bound = bound_of(out.rows, objective, exact_top)
+        todo: list[dict[str, Any]] = []
+        while done < len(groups) and (not todo or len(todo) + len(groups[done].points) <= batch):
+            if excluded(bound, groups[done]):
+                break
+            todo += kept_points(out, bound, groups[done])
+            done += 1
+        if not todo:
+            break
+        out.merge(run(todo))
+    for g in groups[done:]:
+        out.rejected[GROUP_REASON] += len(g.points)
+        out.evaluated += len(g.points)
