@@ -10,7 +10,7 @@ def register(subparsers) -> None:
     serve = subparsers.add_parser("serve", help="serving: prefill/decode step time, TTFT, TPOT, throughput "
                                                 "(scenario with a serving: section)")
     serve.add_argument("scenario", type=scenario_path, help="scenario YAML with training.mode: inference and a serving: section")
-    serve.add_argument("--json", action="store_true", help="print the JSON object of docs/serving.md")
+    serve.add_argument("--json", action="store_true", help="print the JSON object of docs/serving/outputs.md")
     serve.add_argument("--bench", action="store_true",
                        help="simulate the whole request stream (serving.workload, serving.num_requests) and report "
                             "throughput and TTFT / TPOT / ITL / e2e as vLLM's and SGLang's benchmark scripts do")

@@ -59,7 +59,8 @@ def simulate_bench(scenario: Scenario) -> dict:
 def simulate_serving(scenario: Scenario) -> ServeResult:
     """Predict the serving scenario (its ``serving:`` section is required)."""
     if scenario.serving is None:
-        raise UserError("simulator serve needs a serving: section (batch, input_len, output_len; docs/serving.md)",
+        raise UserError("simulator serve needs a serving: section (batch, input_len, output_len; "
+                        "docs/serving/scenario.md)",
                         file=scenario.file, key_path="serving")
     kernel = EXPERT_KERNELS[scenario.serving.expert_kernel]
     dtype = scenario.plan.recipe.gemm_dtype

@@ -78,7 +78,7 @@ class EngineScheduler(BaseModel):
     profile_forward: bool = Field(
         False, description="vllm_v1 / trtllm: the cache is sized after a start-up forward of the step's whole token "
                            "budget (max_batched_tokens) with 16-bit activations, whose peak stays reserved "
-                           "(docs/engine_kernels.md); false: the transients of the step at the weights' bytes")
+                           "(docs/serving/weight_formats.md); false: the transients of the step at the weights' bytes")
     profile_logit_bytes: float = Field(
         0.0, ge=0, le=64, description="with profile_forward: bytes per logit the start-up sampler run holds for "
                                       "min(max_num_seqs, max_batched_tokens) sequences x the whole vocabulary "

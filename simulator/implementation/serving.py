@@ -30,7 +30,7 @@ FRAMEWORK_GRAPHS = {"hf_eager": False, "hf_compiled": True}
 
 
 class Disaggregation(BaseModel):
-    """Separate prefill and decode pools (docs/serving.md, "Disaggregated prefill/decode")."""
+    """Separate prefill and decode pools (docs/serving/disaggregation.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

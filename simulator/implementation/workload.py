@@ -1,4 +1,4 @@
-"""``serving.workload:``: the request stream of ``simulator serve --bench`` (docs/serving.md, "Benchmark").
+"""``serving.workload:``: the request stream of ``simulator serve --bench`` (docs/serving/bench.md).
 
 Request lengths (input and output) each from a distribution, or both from a CSV of ``input,output`` rows; a
 prefix-cache hit rate; an arrival process (Poisson, constant, gamma, or a CSV of timestamps); a seed. Left out,

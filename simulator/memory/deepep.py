@@ -31,7 +31,7 @@ beyond the granule rounding (DeepEP issue #510 measured ~3.1 GB on a GPU whose l
 NVSHMEM bootstrap, DeepEP v2's ``ElasticBuffer`` (sized differently), and the buffers serving engines allocate
 (vLLM 0.33.0: 1 GiB NVLink by ``VLLM_DEEPEP_BUFFER_SIZE_MB``, plus 1 GiB RDMA across nodes in high-throughput mode
 or the low-latency hint at ``max_num_batched_tokens``; allocated at model load, after vLLM's memory snapshot, so
-they would come out of the K/V cache, docs/serving.md).
+they would come out of the K/V cache, docs/serving/outputs.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The K/V cache of sliding-window layers under a serving engine's cache manager (``serving.sliding_window_cache``;
-docs/serving.md "Sliding-window attention").
+docs/serving/sliding_window.md).
 
 A windowed layer's attention reads only the last ``w`` keys, so an engine may free the older ones. Per sequence of
 ``T`` tokens on a model of ``L`` layers, ``L_w`` of them windowed at ``w`` tokens, with pages of ``b`` tokens

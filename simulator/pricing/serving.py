@@ -1,4 +1,4 @@
-"""Seconds of a serving program's compute on one GPU, by the step breakdown's op classes (docs/serving.md): a
+"""Seconds of a serving program's compute on one GPU, by the step breakdown's op classes (docs/serving/step_model.md): a
 :class:`~simulator.program.LayerProgram` built by :mod:`simulator.program.serving` priced with the same per-op
 functions as training's (:mod:`simulator.pricing.compute`).
 

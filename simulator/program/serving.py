@@ -1,6 +1,6 @@
 """The program of a serving step (a prefill chunk or a decode step, forward only) for a
 :class:`~simulator.plan.Batch` under a resolved plan: per layer, the output head and the embedding, priced by
-:func:`simulator.pricing.serving.price_serving` (docs/serving.md).
+:func:`simulator.pricing.serving.price_serving` (docs/serving/step_model.md).
 
 A serving layer differs from a training layer's forward (:func:`simulator.program.layer_program`) in what the
 engines run, not in how an op is priced:

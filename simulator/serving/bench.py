@@ -1,5 +1,5 @@
 """``simulator serve --bench``: a whole request stream through the serving loop, reported as the engines' benchmark
-scripts report it (docs/serving.md, "Benchmark").
+scripts report it (docs/serving/bench.md).
 
 The stream (``serving.workload``, simulator/implementation/workload.py) is drawn with numpy's ``Generator`` seeded
 by ``workload.seed``: first the arrival gaps, then the input lengths, then the output lengths. Request ``i`` of the
@@ -7,7 +7,7 @@ system goes to replica ``i mod replicas`` (a round-robin router); replica 0's sh
 is taken to serve as it does.
 
 Metrics (vLLM ``vllm/benchmarks/serve.py`` ``calculate_metrics``; SGLang ``python/sglang/bench_serving.py``
-``calculate_metrics``; commits in docs/serving.md), over every request, ramp-up and drain included:
+``calculate_metrics``; commits in docs/serving/bench.md), over every request, ramp-up and drain included:
 
 - duration: last completion, from the benchmark's start (t = 0; the first request leaves after one gap);
 - request_throughput = completed requests / duration; output_tokens_per_s = output tokens / duration;

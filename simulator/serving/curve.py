@@ -1,4 +1,4 @@
-"""The latency-throughput curve over ``serving.concurrency`` (docs/serving.md defines every key).
+"""The latency-throughput curve over ``serving.concurrency`` (docs/serving/outputs.md defines every key).
 
 Curve (continuous batching in steady state, closed loop of ``c`` requests in the system, ``b = c / replicas`` per
 replica, at most ``kv_capacity_seqs_steady``: sequences of staggered ages hold ``input_len + output_len / 2`` tokens on

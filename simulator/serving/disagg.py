@@ -1,6 +1,6 @@
 """Disaggregated prefill/decode (``serving.disaggregation``): ``prefill_replicas`` of the scenario's DP replicas
 only prefill, the others only decode, and each request's K/V cache moves from a prefill GPU to the matching decode
-GPU (docs/serving.md).
+GPU (docs/serving/disaggregation.md).
 
 - K/V transfer: every GPU of the replica sends its shard at once, so the time is one send/recv of the largest
   stage's shard, ``layers_on_stage x input_len x cache bytes per token and layer``, between a GPU of the first

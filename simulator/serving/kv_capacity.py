@@ -1,5 +1,6 @@
 """How many sequences a replica's K/V cache holds (:func:`kv_capacity`, from the memory report and the engine's
-budget), and why it holds none (:func:`no_room_for_a_sequence`, a UserError on the key to change); docs/serving.md."""
+budget), and why it holds none (:func:`no_room_for_a_sequence`, a UserError on the key to change);
+docs/serving/outputs.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The serving loop: an iteration-level simulation of one replica under open-loop (Poisson) arrivals, with a paged
-K/V cache that caps the batch and preemption by recompute when it is full (docs/serving.md, "Request-rate curve").
+K/V cache that caps the batch and preemption by recompute when it is full (docs/serving/request_rate.md).
 
 Each step's work comes from the engine's policy object (``LoopLimits.scheduler``: simulator/serving/scheduler.py,
 docs/engine_schedulers.md: vLLM V1, SGLang, TensorRT-LLM); an engine that runs a step's prefill chunks and decodes as

@@ -1,6 +1,6 @@
 """What the request-rate loop (serving/loop.py) is given for a scenario: the engine's limits
 (:func:`loop_limits`: tokens and sequences per step, K/V pages) and its step prices (:func:`loop_costs`: decode,
-prefill and mixed steps from the step model, memoized, with the engine's host time); docs/serving.md."""
+prefill and mixed steps from the step model, memoized, with the engine's host time); docs/serving/request_rate.md."""
 
 from __future__ import annotations
 

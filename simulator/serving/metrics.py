@@ -1,4 +1,4 @@
-"""TTFT, TPOT, end-to-end latency and throughput of a serving scenario (docs/serving.md defines every output key):
+"""TTFT, TPOT, end-to-end latency and throughput of a serving scenario (docs/serving/outputs.md defines every output key):
 :func:`serve` puts together the request's phases (phases.py), the K/V capacity (kv_capacity.py), the curve over
 concurrency (curve.py), disaggregation (disagg.py) and the request-rate loop (loop_inputs.py, rate.py) into a
 :class:`~simulator.serving.result.ServeResult`.

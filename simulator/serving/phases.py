@@ -1,6 +1,6 @@
 """A request's phases priced by the step model: the prefill of a batch of prompts (in chunks of
 ``max_batched_tokens`` when set), one decode step (pipeline micro-batches in flight, or one speculative iteration)
-and the mean decode step over the ``output_len`` steps; seconds (docs/serving.md)."""
+and the mean decode step over the ``output_len`` steps; seconds (docs/serving/outputs.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The request-rate curve (``serving.request_rate``): per offered rate, the serving loop of
-:mod:`simulator.serving.loop` run on one replica, and the replica's saturation rate (docs/serving.md).
+:mod:`simulator.serving.loop` run on one replica, and the replica's saturation rate (docs/serving/request_rate.md).
 
 DP replicas: a router spreading Poisson arrivals at random over ``replicas`` replicas gives each a Poisson stream of
 ``rate / replicas`` (thinning), so one replica is simulated and the system's throughput is ``replicas`` times its

@@ -1,5 +1,6 @@
 """What ``simulator serve`` prints: :class:`ServeResult`, its JSON (``to_dict()``) and its flat ``serve.*`` keys
-(``summary()``); docs/serving.md defines every key. The numbers come from :func:`simulator.serving.metrics.serve`."""
+(``summary()``); docs/serving/outputs.md defines every key. The numbers come from
+:func:`simulator.serving.metrics.serve`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from simulator.serving.step import StepTime
 
 @dataclass(frozen=True)
 class ServeResult:
-    """Everything ``simulator serve`` prints (``to_dict()``: docs/serving.md)."""
+    """Everything ``simulator serve`` prints (``to_dict()``: docs/serving/outputs.md)."""
 
     header: dict[str, Any]
     prefill: StepTime

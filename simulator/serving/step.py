@@ -1,4 +1,4 @@
-"""Time of one serving step (a prefill chunk or a decode step) op by op on one replica (docs/serving.md).
+"""Time of one serving step (a prefill chunk or a decode step) op by op on one replica (docs/serving/step_model.md).
 
 A step processes a :class:`~simulator.plan.Batch` under the scenario's plan: ``seqs`` sequences, each adding ``new``
 tokens on top of ``past`` cached ones (prefill: past 0, new = the prompt or a chunk of it; decode: new 1, past =

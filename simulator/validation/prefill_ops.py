@@ -1,7 +1,7 @@
 """Prefill op classes of plain PyTorch on one H200 at a shape outside the Llama-3-8B family (hidden 5120, 40 query /
 8 K/V heads of 128, FFN 13824; simulator/validation/data/h200_prefill_ops, benchmarks/device/prefill_ops.py), and the
-attribution of the Llama-3-8B-shaped prefill rows (h200_serve) to op classes (docs/serving.md, "Prefill by op
-class").
+attribution of the Llama-3-8B-shaped prefill rows (h200_serve) to op classes
+(docs/serving/torch_eager.md, the attribution table).
 
 - :func:`chain_bytes`: the copy-equivalent bytes per element of each memory-bound kernel at ``m`` tokens, the
   numbers behind :data:`simulator.serving.backends.TORCH_EAGER_CHAINS` (its calibration is the 16384-token rows).

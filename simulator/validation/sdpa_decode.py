@@ -1,5 +1,5 @@
-"""PyTorch SDPA decode by call form on one H200 against the serving model's attention op (docs/serving.md, "SDPA
-call forms"; simulator/validation/data/h200_sdpa/README.md).
+"""PyTorch SDPA decode by call form on one H200 against the serving model's attention op (docs/serving/sdpa.md;
+simulator/validation/data/h200_sdpa/README.md).
 
 Each row times one ``F.scaled_dot_product_attention`` decode call (one query token per sequence, a bf16 cache of
 ``context`` tokens) in one of four forms; the model prices the same call through the serving program

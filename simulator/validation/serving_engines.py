@@ -78,7 +78,8 @@ def decode_concurrency() -> list[dict]:
     output tokens/s x mean ITL (each running sequence gains one token per step, so tokens/s = running / step time:
     Little's law on the decode steps; prefill stalls are inside the mean ITL). Beside it the modelled decode step
     (the GPU's: no ``serving.host`` time) at the published concurrency (context: the input plus half the output) against the published median ITL, which
-    separates the step's kernels from the admission of requests (docs/engine_kernels.md)."""
+    separates the step's kernels from the admission of requests
+    (docs/engine_kernels/gpustack_errors.md)."""
     from simulator.entries.serve import simulate_bench, simulate_serving
     from simulator.scenario import load_scenario
 

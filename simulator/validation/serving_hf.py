@@ -1,4 +1,4 @@
-"""HF Transformers ``generate`` decoding on one H200 against the serving model (docs/serving.md, "HF generate"):
+"""HF Transformers ``generate`` decoding on one H200 against the serving model (docs/serving/hf_generate.md):
 Qwen2.5-0.5B and Llama-3.2-1B built from their configs, eager (DynamicCache: ``kernels: hf_eager``,
 ``kv_cache_impl: concat``) and compiled (StaticCache under torch.compile reduce-overhead: ``kernels: hf_compiled``,
 ``kv_cache_impl: static``), batch 1 / 8, prompt 512 / 2048, 64 new tokens (simulator/validation/data/h200_hf,

@@ -29,7 +29,7 @@ FRAMEWORK = "tensorrt_llm"
 #: (5500, 22000 tokens) that is ~470K and ~460K cached tokens, which at 16 bits (80 layers x 2 x 4 K/V heads per GPU x
 #: 128 x 2 B = 163,840 B a token per GPU) is ~77 GB a GPU beside 34 GB of FP8 weights on an 80 GB H100; at 8 bits it
 #: is ~38 GB. A deduction from the page, not a fit (tests/validation/test_trtllm_nim.py
-#: ``test_page_capacity_rules_out_a_16_bit_cache``; docs/engine_kernels.md, NIM section, h62).
+#: ``test_page_capacity_rules_out_a_16_bit_cache``; docs/engine_kernels/trtllm_nim.md, h62).
 KV_CACHE_DTYPE = "fp8"
 METRICS = ("ttft", "itl", "throughput")
 

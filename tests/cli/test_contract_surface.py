@@ -171,7 +171,7 @@ def test_collective_sizes_follow_the_contract(capsys):
 
 
 def test_serve_rate_curve_keys(tmp_path, capsys):
-    """serving.request_rate's keys (docs/serving.md, "Request-rate curve"; frozen: add freely, never rename)."""
+    """serving.request_rate's keys (docs/serving/request_rate.md; frozen: add freely, never rename)."""
     path = tmp_path / "r.yaml"
     path.write_text("system: {profile: hgx_h200, gpus: 1}\nmodel: {preset: llama3-8b}\n"
                     "serving: {batch: 4, input_len: 256, output_len: 16, request_rate: [1, 1000000],\n"
@@ -197,7 +197,7 @@ def test_wrong_unit_in_a_scenario(tmp_path, capsys):
 
 
 def test_serve_json_keys(capsys):
-    """The keys docs/interface.md names and the keys docs/serving.md adds (frozen: add freely, never rename)."""
+    """The keys docs/interface.md names and the keys docs/serving/outputs.md adds (frozen: add freely, never rename)."""
     assert main(["serve", SERVE_SCENARIO, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) >= {"prefill", "decode", "ttft_s", "tpot_s", "e2e_s", "throughput", "memory", "kv_capacity_seqs",

@@ -1,5 +1,5 @@
 """Decode batches outside the engine's captured CUDA-graph sizes run eagerly (serving.cuda_graph_batch_sizes;
-TensorRT-LLM's PyTorch backend without padding, docs/engine_kernels.md "TensorRT-LLM 1.0's gpt-oss run")."""
+TensorRT-LLM's PyTorch backend without padding, docs/engine_kernels/trtllm_1_0.md)."""
 
 import pytest
 

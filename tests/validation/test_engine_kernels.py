@@ -1,10 +1,10 @@
-"""Why the published engine rows miss (docs/engine_kernels.md): the engines decoded 1.8-5.3x fewer sequences at once
-than the model admits (vLLM's ShareGPT row 2.5x before h55b), while the modelled step at the published concurrency
+"""Why the published engine rows miss (docs/engine_kernels/gpustack_errors.md): the engines decoded 1.8-5.3x
+fewer sequences at once than the model admits (vLLM's ShareGPT row 2.5x before h55b), while the modelled step at the published concurrency
 is within -18% .. +62% of the published median ITL (-7% and -11% at TP 2 and TP 4). Published concurrency = output
 tokens/s x mean ITL, worked by hand from
 GPUStack's printed benchmark output (simulator/validation/data/published_engines_latency.csv); the model's values are
-pinned at what it gives (2026-12-04): a change that moves them must update the pins and docs/engine_kernels.md in the
-same commit."""
+pinned at what it gives (2026-12-04): a change that moves them must update the pins and
+docs/engine_kernels/gpustack_errors.md in the same commit."""
 
 import pytest
 

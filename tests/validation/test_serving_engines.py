@@ -15,7 +15,7 @@ from simulator.validation.serving_engines import engine_rows, summary
 #: (h40) every row re-pinned when the scenario took gpt-oss's checkpoint format (model.weight_quantization: experts
 #: in MXFP4 at 0.53125 B, the rest bf16; 65.19 GB instead of 65.72 GB at NVFP4 for all): more cache, bf16 attention
 #: reads in decode. random_32k moved 1.237 -> 0.212: that row swings between 89 s and 205 s over +-0.5% of
-#: gpu_memory_utilization (preemption by recompute of 32k-token prompts; docs/engine_kernels.md), not a fit
+#: gpu_memory_utilization (preemption by recompute of 32k-token prompts; docs/engine_kernels/gpustack_errors.md), not a fit
 #: (h40) then the vLLM and TensorRT-LLM rows when their profiles took the engines' start-up profiling peak
 #: (serving.scheduler.profile_forward: a bf16 forward of 8192 tokens, 0.47 GB, and vLLM's sampler run, 1024 x 201088
 #: x 6 B = 1.24 GB): random_2k 0.863 -> 0.778, random_4k 0.775 -> 0.686, random_32k 0.212 -> 1.101 (knife edge,
@@ -32,7 +32,7 @@ from simulator.validation.serving_engines import engine_rows, summary
 #: (h53) re-scored with TensorRT-LLM 1.0's CUDA-graph capture list (serving.cuda_graph_batch_sizes 1-32, 64, 128; other
 #: decode batches eager): no row moves. trtllm_sharegpt stays 6.772: its eager floor, 760 kernels x 13.3 us = 10.1 ms,
 #: is under its GPU step at every uncaptured batch (30.9 ms at 33 sequences, 49.3 ms at 466); the vLLM and SGLang
-#: rows capture every batch as before (docs/engine_kernels.md "TensorRT-LLM 1.0's gpt-oss run")
+#: rows capture every batch as before (docs/engine_kernels/trtllm_1_0.md)
 #: (h55b) re-pinned when vLLM's start-up sampler run took FlashInfer's top-k/top-p path (profile_logit_bytes 6 -> 14:
 #: its top_k_mask_logits output and softmax probabilities, 2 x 4 B per logit, live with the bf16 logits and their
 #: fp32 copy; 1024 x 201088 x 8 B = 1.53 GiB less cache at every TP size; not fitted on these rows, sourced in
@@ -58,7 +58,7 @@ def test_published_engine_rows_at_their_pinned_errors(capsys):
 
 
 def test_a_smaller_cache_reproduces_the_vllm_sharegpt_row_shape():
-    """(h42) The diagnostic of docs/engine_kernels.md "The admission gap": GPUStack's client set no cap
+    """(h42) The diagnostic of docs/engine_kernels/gpustack_admission.md: GPUStack's client set no cap
     (serving_engines.CLIENT), so the 135 sequences vLLM decoded at once (2901.05 tok/s x 46.65 ms mean ITL, its printed
     output) are the engine's. The modelled run reaches them at gpu_memory_utilization 0.876 instead of 0.9 (0.811
     before h44 modelled vLLM's MXFP4 expert layout, 3.67 GiB, 0.856 before h55b's FlashInfer sampler run, 1.53 GiB:

@@ -110,7 +110,7 @@ def test_decode_gap_is_a_per_step_constant():
     1.9-2.7 ms at concurrency 1-5 on every length and 3.1-3.8 ms at 25-50 on the 200-1000-token prompts (the
     5000-token rows, whose cache read dominates, come within 3% at 25-50). A cost per step, about the same at 1 and
     5 sequences, is what the C++ runtime's own per-iteration work (no overlap scheduler in the TensorRT backend) would
-    look like; no published measurement of it was found, so none is priced (docs/engine_kernels.md, NIM section)."""
+    look like; no published measurement of it was found, so none is priced (docs/engine_kernels/trtllm_nim.md)."""
     gaps = {(r.input_len, r.output_len, r.concurrency): (r.published[1] - r.predicted[1]) * 1e3 for r in nim_rows()}
     assert all(1.9 <= g <= 2.7 for (_, _, c), g in gaps.items() if c <= 5)
     assert all(3.0 <= g <= 3.9 for (i, _, c), g in gaps.items() if c >= 25 and i < 5000)
