@@ -11,7 +11,7 @@ Cases (issue 30), timed to the answer only (CPU seconds of a cold search, target
       uneven pipeline_layers and schedule dualpipe pinned, every other dimension searched.
 
 For each case, medians over ``--repeats`` full searches (caches cleared before each), three rates, because a
-"plan per second" can be read three ways and the issue's target names no denominator (docs/search.md, "What the
+"plan per second" can be read three ways and the issue's target names no denominator (docs/search/throughput.md, "What the
 target means"):
   - points/s: every point of the plan space (most fail a structural rule and are rejected in bulk);
   - plans/s: the points the plan rules accept (the issue's "valid plans"), each either pruned by memory or timed;

@@ -22,7 +22,7 @@ def without_cycle_collector():
     """Pause Python's cyclic garbage collector (restored after): evaluating a batch allocates many short-lived
     objects, none of them in reference cycles that outlive it (freed by reference counting), while each full
     collection walks every object the search holds (its rows and caches); that cost 10-30% of a search's CPU
-    time here (docs/search.md, "Throughput"). On resuming, what survived the batch is moved to the oldest generation
+    time here (docs/search/throughput.md). On resuming, what survived the batch is moved to the oldest generation
     at once (``gc.freeze`` then ``gc.unfreeze``), where a young collection right after would have walked all of it;
     skipped when something else holds objects frozen. Numbers are unaffected."""
     enabled = gc.isenabled()

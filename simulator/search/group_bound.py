@@ -1,4 +1,4 @@
-"""Pruning whole groups by a bound before they are resolved (docs/search.md, "Time to the answer, round 4").
+"""Pruning whole groups by a bound before they are resolved (docs/search/time_to_answer.md, "Time to the answer, round 4").
 
 A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
 schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,

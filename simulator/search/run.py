@@ -70,7 +70,7 @@ class SearchResult:
     @property
     def pruned_by_group_bound(self) -> int:
         """Points never resolved: their whole group (one outer structure) has a step bound provably worse than the
-        first ``exact_top`` plans (docs/search.md, "Time to the answer, round 4"); the rules, memory and time of
+        first ``exact_top`` plans (docs/search/time_to_answer.md, "Time to the answer, round 4"); the rules, memory and time of
         these points are not known."""
         return self.rejected.get(GROUP_REASON, 0)
 

@@ -1,4 +1,4 @@
-"""The bound of a group of candidates (simulator/search/group_bound.py, docs/search.md "Time to the answer, round
+"""The bound of a group of candidates (simulator/search/group_bound.py, docs/search/time_to_answer.md "Time to the answer, round
 4"): by hand against the replay, below every member's exact step on hypothesis-drawn small spaces, and a search
 that prunes groups by it keeps the first ten plans, the counts and the no-fit report of one that does not."""
 

@@ -1,6 +1,6 @@
 """The search checks a plan's offloaded host bytes once per plan without its micro-batch, unless activations are
 offloaded (their bytes follow the micro-batch): its verdicts are ``check_host_memory``'s for every micro-batch, in
-whichever order the micro-batches come (docs/search.md, "Time to the answer, round 3")."""
+whichever order the micro-batches come (docs/search/time_to_answer.md, "Time to the answer, round 3")."""
 
 from __future__ import annotations
 
