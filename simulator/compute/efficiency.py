@@ -45,6 +45,10 @@ class ComputeEfficiency(BaseModel):
                                                         "per dtype")
     tiles: tuple[TileShape, ...] = Field(description="tile shapes the library chooses from (best one wins)")
     split_k: tuple[int, ...] = Field((1, 2, 4), description="split-K factors the library may use for small outputs")
+    wave_quantization: float = Field(
+        1.0, ge=0, le=1, description="weight w of wave quantization: a GEMM of T tiles takes w ceil(T/SMs) + (1 - w) "
+                                     "T/SMs waves (1: whole waves, as the NVIDIA guide; below 1: persistent / "
+                                     "stream-K tile schedulers fill part of the last wave)")
     split_k_efficiency: float = Field(0.85, gt=0, le=1, description="throughput factor of a split-K kernel "
                                                                     "(extra reduction pass)")
     k_overhead: float = Field(ge=0, description="k/(k + k_overhead): prologue/epilogue cost of short reductions")

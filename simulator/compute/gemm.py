@@ -5,7 +5,9 @@ Model (coefficients in :class:`~simulator.compute.efficiency.ComputeEfficiency`)
 - The library tiles the m x n output into CTA tiles (one of ``tiles``), optionally splitting k (``split_k``).
   Tiles run in waves of one tile per SM, so a GEMM with ``T`` tiles takes ``ceil(T / SMs)`` waves; the useful
   fraction is ``(m n batch) / (padded tile area) x T / (waves x SMs)`` (wave and tile quantization; NVIDIA
-  "Matrix Multiplication Background User's Guide", sections "Tile Quantization" and "Wave Quantization").
+  "Matrix Multiplication Background User's Guide", sections "Tile Quantization" and "Wave Quantization"); with
+  ``wave_quantization`` w < 1 the waves are ``max(1, w ceil(T / SMs) + (1 - w) T / SMs)`` (a persistent tile
+  scheduler spreads the last partial wave's work; a GEMM of one wave or less keeps it).
 - Short reductions pay a fixed prologue/epilogue per tile: factor ``k / (k + k_overhead)``.
 - The best (tile, split) pair wins, as cuBLAS heuristics pick it.
 - A GEMM cannot beat streaming its operands once: ``bytes / (HBM bandwidth x memory_efficiency)`` with bytes =
@@ -52,7 +54,8 @@ def gemm_efficiency(m, k, n, batch, sms: int, eff: ComputeEfficiency, dtype: str
         pad = (m * n) / (tm * tile.m * tn * tile.n)
         for split in eff.split_k:
             tiles = tm * tn * batch * split
-            waves = np.ceil(tiles / sms)
+            w = eff.wave_quantization
+            waves = np.maximum(w * np.ceil(tiles / sms) + (1 - w) * tiles / sms, 1.0)
             kk = k / split
             e = tile.efficiency * pad * tiles / (waves * sms) * kk / (kk + eff.k_overhead)
             if split > 1:
