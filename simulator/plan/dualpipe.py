@@ -68,6 +68,11 @@ class RankOrder:
         self.zb: list[tuple[int, int]] = []     # split backwards whose W is still to run (FIFO)
 
     @property
+    def rows(self) -> list[list]:
+        """The order built so far as rows of :class:`DualOp`'s fields (``posts`` a list): read, not modified."""
+        return self._rows
+
+    @property
     def ops(self) -> list[DualOp]:
         """The order built so far (new frozen ops; a send posted after an op is appended to its row in place, so
         each op is built once, when the order is read)."""
@@ -148,7 +153,7 @@ class RankOrder:
         self._op("W", ph, mb)
 
 
-def _build(mirrored: bool, pp: int, m: int, rank: int) -> list[DualOp]:
+def dual_rank(mirrored: bool, pp: int, m: int, rank: int) -> RankOrder:
     """The eight steps of the module docstring for one rank (``mirrored``: DualPipe, else DualPipeV)."""
     r = RankOrder(pp, rank, mirrored)
     if mirrored:
@@ -160,7 +165,7 @@ def _build(mirrored: bool, pp: int, m: int, rank: int) -> list[DualOp]:
     _cool_down(r, big_p, h)
     if r.zb or r.pending:
         raise RuntimeError("dual schedule left work behind (internal error)")
-    return r.ops
+    return r
 
 
 def _warm_up(r: RankOrder, big_p: int, h: int) -> None:
@@ -220,4 +225,4 @@ def _cool_down(r: RankOrder, big_p: int, h: int) -> None:
 def dual_orders(mirrored: bool, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
     """The op order of every rank of DualPipe (``mirrored``) or DualPipeV (plan rules hold: pp >= 2, m >= 2 pp;
     even pp and m for DualPipe). Cached: callers must not modify them."""
-    return tuple(tuple(_build(mirrored, pp, microbatches, i)) for i in range(pp))
+    return tuple(tuple(dual_rank(mirrored, pp, microbatches, i).ops) for i in range(pp))

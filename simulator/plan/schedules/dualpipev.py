@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from simulator.plan.dualpipe import DualOp, dual_orders
 from simulator.plan.schedules.split import SplitSchedule
+from simulator.plan.split_arrays import SplitColumns, dual_columns
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class DualPipeV(SplitSchedule):
 
     def split_orders(self, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
         return dual_orders(False, pp, microbatches)
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        return dual_columns(False, pp, microbatches)
 
     def in_flight(self, pp: int, vpp: int, stage: int, microbatches: int) -> float:
         """In closed form (a test checks it against the walk of :meth:`Schedule.in_flight`): 2P + 1 chunks at the

@@ -17,6 +17,7 @@ from simulator.plan.schedules.base import Schedule
 
 if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig
+    from simulator.plan.split_arrays import SplitColumns
 
 
 def count_text(t: TrainingConfig, dp: int, micro: int) -> str:
@@ -38,6 +39,11 @@ class SplitSchedule(Schedule):
         """One micro-batch of each phase per period: 2 with two copies of the model (each phase carries m/2),
         else 1 (:mod:`simulator.schedule.split_steady`)."""
         return 2 if self.mirrored else 1
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        """Every rank's order as integer columns (:mod:`simulator.plan.split_arrays`) for the steady-state graph;
+        the same ops as :meth:`split_orders` (tested)."""
+        raise NotImplementedError
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         """The fewest micro-batches per step the order is defined for, and its formula in pp."""
