@@ -170,8 +170,12 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     src = g.edges[dst]
     inside = (src != n) & (raw[src] >= 0)
     into = np.broadcast_to(dst[:, None], src.shape)[inside]
-    pairs = np.unique(np.stack([rank[into], rank[src[inside]], raw[into] - raw[src[inside]]], axis=1),
-                      axis=0).tolist()    # (waiting rank, posting rank, periods between them)
+    gap = raw[into] - raw[src[inside]]
+    low_gap = int(gap.min(initial=0))
+    wide = int(gap.max(initial=0)) - low_gap + 1
+    code = np.unique((rank[into] * pp + rank[src[inside]]) * wide + gap - low_gap)   # lexicographic, as the rows
+    pairs = np.stack([code // wide // pp, code // wide % pp, code % wide + low_gap], axis=1).tolist()
+    # (waiting rank, posting rank, periods between them)
     offset = [0] * pp                                  # o_src <= o_dst + (t_dst - t_src): no op waits ahead
     for _ in range(pp + 1):
         changed = False
