@@ -13,11 +13,12 @@ integers. A test checks every column against :meth:`Schedule.split_orders` for r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.plan.dualpipe import RankOrder, dual_rank
+from simulator.plan.dualpipe import DualOp, dual_rank
 
 #: kind codes of the key columns (kind, phase, mb, b_phase, b_mb, split)
 KIND = {"F": 0, "B": 1, "W": 2, "FB": 3}
@@ -118,10 +119,12 @@ def zbv_columns(pp: int, m: int) -> SplitColumns:
     return _finish(ranks, pp, m)
 
 
-def rows_columns(orders: list[RankOrder], pp: int, m: int) -> SplitColumns:
-    """Columns of built rank orders (DualPipe, DualPipeV: batched sends, overlapped pairs), read off their rows."""
-    rows = [row for r in orders for row in r.rows]
-    start = np.cumsum([0] + [len(r.rows) for r in orders])
+def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> SplitColumns:
+    """Columns of every rank's rows of :class:`~simulator.plan.dualpipe.DualOp`'s fields in order (DualPipe,
+    DualPipeV: batched sends, overlapped pairs; any split schedule through :func:`orders_columns`)."""
+    del m
+    rows = [row for order in orders for row in order]
+    start = np.cumsum([0] + [len(order) for order in orders])
     n = int(start[-1])
     keys = np.array([(KIND[k], ph, mb, bp, bmb, int(split)) for k, ph, mb, bp, bmb, split, _, _ in rows],
                     dtype=np.int64).reshape(n, 6)
@@ -129,7 +132,7 @@ def rows_columns(orders: list[RankOrder], pp: int, m: int) -> SplitColumns:
     table = {}
     for r, order in enumerate(orders):
         base = int(start[r])
-        for q, row in enumerate(order.rows):
+        for q, row in enumerate(order):
             for k, ph, mb in row[7]:
                 table[(r, kf[k], ph, mb)] = base + q
     width = max(1, max(len(row[6]) for row in rows))
@@ -142,4 +145,14 @@ def rows_columns(orders: list[RankOrder], pp: int, m: int) -> SplitColumns:
 
 def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
     """DualPipe (``mirrored``) or DualPipeV as columns."""
-    return rows_columns([dual_rank(mirrored, pp, m, i) for i in range(pp)], pp, m)
+    return rows_columns([dual_rank(mirrored, pp, m, i).rows for i in range(pp)], pp, m)
+
+
+def orders_columns(orders: tuple[tuple[DualOp, ...], ...], pp: int, m: int) -> SplitColumns:
+    """Columns of any split schedule's :meth:`split_orders` (the default of :meth:`SplitSchedule.split_columns`)."""
+    return rows_columns([[_fields(op) for op in order] for order in orders], pp, m)
+
+
+def _fields(op: DualOp) -> tuple:
+    """An op's fields in :class:`~simulator.plan.dualpipe.RankOrder`'s row order."""
+    return (op.kind, op.phase, op.mb, op.b_phase, op.b_mb, op.split, op.waits, op.posts)

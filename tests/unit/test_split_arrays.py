@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.plan.schedules import SCHEDULES
-from simulator.plan.split_arrays import KIND
+from simulator.plan.split_arrays import KIND, orders_columns
 
 SPLIT = ("zb1p", "zbv", "dualpipe", "dualpipev")
 
@@ -42,6 +42,9 @@ def test_columns_equal_the_op_orders(name: str, half: int, extra: int) -> None:
     np.testing.assert_array_equal(got.start, start)
     np.testing.assert_array_equal(got.keys, keys)
     np.testing.assert_array_equal(got.waits, waits)
+    default = orders_columns(schedule.split_orders(pp, m), pp, m)     # SplitSchedule's default, for new schedules
+    np.testing.assert_array_equal(default.keys, keys)
+    np.testing.assert_array_equal(default.waits, waits)
 
 
 def test_zbv_rank_by_hand() -> None:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from simulator.errors import UserError
 from simulator.plan.schedules.base import Schedule
+from simulator.plan.split_arrays import SplitColumns, orders_columns
 
 if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig
-    from simulator.plan.split_arrays import SplitColumns
 
 
 def count_text(t: TrainingConfig, dp: int, micro: int) -> str:
@@ -42,8 +42,9 @@ class SplitSchedule(Schedule):
 
     def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
         """Every rank's order as integer columns (:mod:`simulator.plan.split_arrays`) for the steady-state graph;
-        the same ops as :meth:`split_orders` (tested)."""
-        raise NotImplementedError
+        the same ops as :meth:`split_orders` (tested); this default reads them off :meth:`split_orders`, the
+        shipped schedules build them directly."""
+        return orders_columns(self.split_orders(pp, microbatches), pp, microbatches)
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         """The fewest micro-batches per step the order is defined for, and its formula in pp."""
