@@ -68,11 +68,6 @@ class RankOrder:
         self.zb: list[tuple[int, int]] = []     # split backwards whose W is still to run (FIFO)
 
     @property
-    def rows(self) -> list[list]:
-        """The order built so far as rows of :class:`DualOp`'s fields (``posts`` a list): read, not modified."""
-        return self._rows
-
-    @property
     def ops(self) -> list[DualOp]:
         """The order built so far (new frozen ops; a send posted after an op is appended to its row in place, so
         each op is built once, when the order is read)."""

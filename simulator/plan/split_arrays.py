@@ -7,8 +7,8 @@ micro-batch is its count among the rank's earlier ops of the same kind and phase
 the split B its FIFO pops (in ZB-H1 and ZB-V's steady state the B just before it; the cool-down's twist below). An
 F or B waits for its input from the neighbouring rank along its phase's direction and posts its output to the
 other neighbour (none past the ends), so the waited-for key is (source rank, kind, phase, the same micro-batch).
-DualPipe and DualPipeV, whose sends are batched, take :class:`~simulator.plan.dualpipe.RankOrder`'s rows as
-integers. A test checks every column against :meth:`Schedule.split_orders` for random (schedule, pp, m).
+DualPipe and DualPipeV, whose sends are batched, are :mod:`simulator.plan.dual_arrays`; a split schedule without
+columns of its own has its :meth:`split_orders` read (:func:`orders_columns`). A test checks every column against :meth:`Schedule.split_orders` for random (schedule, pp, m).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.plan.dualpipe import DualOp, dual_rank
+from simulator.plan.dualpipe import DualOp
 
 #: kind codes of the key columns (kind, phase, mb, b_phase, b_mb, split)
 KIND = {"F": 0, "B": 1, "W": 2, "FB": 3}
@@ -120,8 +120,7 @@ def zbv_columns(pp: int, m: int) -> SplitColumns:
 
 
 def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> SplitColumns:
-    """Columns of every rank's rows of :class:`~simulator.plan.dualpipe.DualOp`'s fields in order (DualPipe,
-    DualPipeV: batched sends, overlapped pairs; any split schedule through :func:`orders_columns`)."""
+    """Columns of every rank's rows of :class:`~simulator.plan.dualpipe.DualOp`'s fields in order."""
     del m
     rows = [row for order in orders for row in order]
     start = np.cumsum([0] + [len(order) for order in orders])
@@ -141,11 +140,6 @@ def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> Split
         for e, (src, k, ph, mb) in enumerate(row[6]):
             waits[g, e] = table[(src, kf[k], ph, mb)]
     return SplitColumns(start, keys, waits)
-
-
-def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
-    """DualPipe (``mirrored``) or DualPipeV as columns."""
-    return rows_columns([dual_rank(mirrored, pp, m, i).rows for i in range(pp)], pp, m)
 
 
 def orders_columns(orders: tuple[tuple[DualOp, ...], ...], pp: int, m: int) -> SplitColumns:

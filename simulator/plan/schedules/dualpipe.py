@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.errors import UserError
+from simulator.plan.dual_arrays import dual_columns
 from simulator.plan.dualpipe import DualOp, dual_orders
 from simulator.plan.schedules.split import SplitSchedule, count_text
-from simulator.plan.split_arrays import SplitColumns, dual_columns
+from simulator.plan.split_arrays import SplitColumns
 
 if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from simulator.plan.dual_arrays import dual_columns
 from simulator.plan.dualpipe import DualOp, dual_orders
 from simulator.plan.schedules.split import SplitSchedule
-from simulator.plan.split_arrays import SplitColumns, dual_columns
+from simulator.plan.split_arrays import SplitColumns
 
 
 @dataclass(frozen=True)
