@@ -13,7 +13,6 @@ columns of its own has its :meth:`split_orders` read (:func:`orders_columns`). A
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,10 +118,11 @@ def zbv_columns(pp: int, m: int) -> SplitColumns:
     return _finish(ranks, pp, m)
 
 
-def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> SplitColumns:
-    """Columns of every rank's rows of :class:`~simulator.plan.dualpipe.DualOp`'s fields in order."""
-    del m
-    rows = [row for order in orders for row in order]
+def orders_columns(orders: tuple[tuple[DualOp, ...], ...], pp: int, m: int) -> SplitColumns:
+    """Columns of any split schedule's :meth:`split_orders` (the default of :meth:`SplitSchedule.split_columns`)."""
+    del pp, m
+    rows = [(op.kind, op.phase, op.mb, op.b_phase, op.b_mb, op.split, op.waits, op.posts)
+            for order in orders for op in order]
     start = np.cumsum([0] + [len(order) for order in orders])
     n = int(start[-1])
     keys = np.array([(KIND[k], ph, mb, bp, bmb, int(split)) for k, ph, mb, bp, bmb, split, _, _ in rows],
@@ -131,8 +131,8 @@ def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> Split
     table = {}
     for r, order in enumerate(orders):
         base = int(start[r])
-        for q, row in enumerate(order):
-            for k, ph, mb in row[7]:
+        for q, op in enumerate(order):
+            for k, ph, mb in op.posts:
                 table[(r, kf[k], ph, mb)] = base + q
     width = max(1, max(len(row[6]) for row in rows))
     waits = np.full((n, width), n, dtype=np.int64)
@@ -141,12 +141,3 @@ def rows_columns(orders: Sequence[Sequence[Sequence]], pp: int, m: int) -> Split
             waits[g, e] = table[(src, kf[k], ph, mb)]
     return SplitColumns(start, keys, waits)
 
-
-def orders_columns(orders: tuple[tuple[DualOp, ...], ...], pp: int, m: int) -> SplitColumns:
-    """Columns of any split schedule's :meth:`split_orders` (the default of :meth:`SplitSchedule.split_columns`)."""
-    return rows_columns([[_fields(op) for op in order] for order in orders], pp, m)
-
-
-def _fields(op: DualOp) -> tuple:
-    """An op's fields in :class:`~simulator.plan.dualpipe.RankOrder`'s row order."""
-    return (op.kind, op.phase, op.mb, op.b_phase, op.b_mb, op.split, op.waits, op.posts)

@@ -33,7 +33,6 @@ from simulator.schedule.timeline import StageTimeline
 #: columns of a rank's duration row: F0 F1, B0 B1, split B0 B1, W0 W1, F&B (fp, bp) 00 01 10 11 (F: phase, B:
 #: 2 + 2 split + phase, W: 6 + phase, F&B: 8 + 2 fp + bp)
 NCOL = 12
-_KIND = KIND
 
 
 def duration_rows(costs: list[PhaseCosts], interference: float) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +103,7 @@ def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
     edges[start[:-1], 0] = n
     edges[:, 1:] = cols.waits
     kind, phase = keys[:, 0], keys[:, 1]
-    column = np.select([kind == _KIND["F"], kind == _KIND["B"], kind == _KIND["W"]],
+    column = np.select([kind == KIND["F"], kind == KIND["B"], kind == KIND["W"]],
                        [phase, 2 + 2 * keys[:, 5] + phase, 6 + phase], 8 + 2 * phase + keys[:, 3])
     col = np.repeat(np.arange(pp), np.diff(start)) * NCOL + column
     level = _levels(edges, start, n)
@@ -138,7 +137,7 @@ def _run(keys: np.ndarray) -> tuple[int, int, int] | None:
     for span in range(1, min(NCOL, keys.shape[0] - 1) + 1):
         step = np.zeros_like(keys[:-span])
         step[:, 2] = 1
-        step[:, 4] = keys[:-span, 0] == _KIND["FB"]
+        step[:, 4] = keys[:-span, 0] == KIND["FB"]
         same = (keys[span:] == keys[:-span] + step).all(axis=1)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
         if edges.size == 0:
