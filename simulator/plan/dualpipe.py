@@ -148,7 +148,7 @@ class RankOrder:
         self._op("W", ph, mb)
 
 
-def _build(mirrored: bool, pp: int, m: int, rank: int) -> list[DualOp]:
+def dual_rank(mirrored: bool, pp: int, m: int, rank: int) -> RankOrder:
     """The eight steps of the module docstring for one rank (``mirrored``: DualPipe, else DualPipeV)."""
     r = RankOrder(pp, rank, mirrored)
     if mirrored:
@@ -160,7 +160,7 @@ def _build(mirrored: bool, pp: int, m: int, rank: int) -> list[DualOp]:
     _cool_down(r, big_p, h)
     if r.zb or r.pending:
         raise RuntimeError("dual schedule left work behind (internal error)")
-    return r.ops
+    return r
 
 
 def _warm_up(r: RankOrder, big_p: int, h: int) -> None:
@@ -220,4 +220,4 @@ def _cool_down(r: RankOrder, big_p: int, h: int) -> None:
 def dual_orders(mirrored: bool, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
     """The op order of every rank of DualPipe (``mirrored``) or DualPipeV (plan rules hold: pp >= 2, m >= 2 pp;
     even pp and m for DualPipe). Cached: callers must not modify them."""
-    return tuple(tuple(_build(mirrored, pp, microbatches, i)) for i in range(pp))
+    return tuple(tuple(dual_rank(mirrored, pp, microbatches, i).ops) for i in range(pp))

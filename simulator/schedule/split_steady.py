@@ -25,6 +25,7 @@ import numpy as np
 
 from simulator.caching import memo
 from simulator.plan.schedules import Schedule
+from simulator.plan.split_arrays import KIND
 from simulator.schedule.dual_timeline import PhaseCosts
 from simulator.schedule.steady import Periods, _repeat
 from simulator.schedule.timeline import StageTimeline
@@ -32,7 +33,6 @@ from simulator.schedule.timeline import StageTimeline
 #: columns of a rank's duration row: F0 F1, B0 B1, split B0 B1, W0 W1, F&B (fp, bp) 00 01 10 11 (F: phase, B:
 #: 2 + 2 split + phase, W: 6 + phase, F&B: 8 + 2 fp + bp)
 NCOL = 12
-_KIND = {"F": 0, "B": 1, "W": 2, "FB": 3}
 
 
 def duration_rows(costs: list[PhaseCosts], interference: float) -> tuple[np.ndarray, np.ndarray]:
@@ -95,22 +95,15 @@ def _levels(edges: np.ndarray, start: np.ndarray, n: int) -> np.ndarray:
 
 @memo(maxsize=64)
 def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
-    orders = schedule.split_orders(pp, m)
-    start = np.cumsum([0] + [len(o) for o in orders])
+    cols = schedule.split_columns(pp, m)
+    start, keys = cols.start, cols.keys
     n = int(start[-1])
-    poster = {(i, *key): int(start[i]) + q for i, order in enumerate(orders) for q, op in enumerate(order)
-              for key in op.posts}
-    flat = [op for order in orders for op in order]
-    width = max(2, 1 + max(len(op.waits) for op in flat))
-    pad = [n] * (width - 1)
-    edges = np.empty((n, width), dtype=np.int64)
+    edges = np.empty((n, 1 + cols.waits.shape[1]), dtype=np.int64)
     edges[:, 0] = np.arange(-1, n - 1)
     edges[start[:-1], 0] = n
-    edges[:, 1:] = [[poster[w] for w in op.waits] + pad[len(op.waits):] for op in flat]
-    keys = np.array([(_KIND[op.kind], op.phase, op.mb, op.b_phase, op.b_mb, op.split) for op in flat],
-                    dtype=np.int64)
+    edges[:, 1:] = cols.waits
     kind, phase = keys[:, 0], keys[:, 1]
-    column = np.select([kind == _KIND["F"], kind == _KIND["B"], kind == _KIND["W"]],
+    column = np.select([kind == KIND["F"], kind == KIND["B"], kind == KIND["W"]],
                        [phase, 2 + 2 * keys[:, 5] + phase, 6 + phase], 8 + 2 * phase + keys[:, 3])
     col = np.repeat(np.arange(pp), np.diff(start)) * NCOL + column
     level = _levels(edges, start, n)
@@ -144,7 +137,7 @@ def _run(keys: np.ndarray) -> tuple[int, int, int] | None:
     for span in range(1, min(NCOL, keys.shape[0] - 1) + 1):
         step = np.zeros_like(keys[:-span])
         step[:, 2] = 1
-        step[:, 4] = keys[:-span, 0] == _KIND["FB"]
+        step[:, 4] = keys[:-span, 0] == KIND["FB"]
         same = (keys[span:] == keys[:-span] + step).all(axis=1)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
         if edges.size == 0:
@@ -176,8 +169,12 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     src = g.edges[dst]
     inside = (src != n) & (raw[src] >= 0)
     into = np.broadcast_to(dst[:, None], src.shape)[inside]
-    pairs = np.unique(np.stack([rank[into], rank[src[inside]], raw[into] - raw[src[inside]]], axis=1),
-                      axis=0).tolist()    # (waiting rank, posting rank, periods between them)
+    gap = raw[into] - raw[src[inside]]
+    low_gap = int(gap.min(initial=0))
+    wide = int(gap.max(initial=0)) - low_gap + 1
+    code = np.unique((rank[into] * pp + rank[src[inside]]) * wide + gap - low_gap)   # lexicographic, as the rows
+    pairs = np.stack([code // wide // pp, code // wide % pp, code % wide + low_gap], axis=1).tolist()
+    # (waiting rank, posting rank, periods between them)
     offset = [0] * pp                                  # o_src <= o_dst + (t_dst - t_src): no op waits ahead
     for _ in range(pp + 1):
         changed = False

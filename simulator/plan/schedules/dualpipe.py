@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.errors import UserError
+from simulator.plan.dual_arrays import dual_columns
 from simulator.plan.dualpipe import DualOp, dual_orders
 from simulator.plan.schedules.split import SplitSchedule, count_text
+from simulator.plan.split_arrays import SplitColumns
 
 if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -25,6 +27,9 @@ class DualPipe(SplitSchedule):
 
     def split_orders(self, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
         return dual_orders(True, pp, microbatches)
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        return dual_columns(True, pp, microbatches)
 
     def in_flight(self, pp: int, vpp: int, stage: int, microbatches: int) -> float:
         """Micro-batches of rank ``stage``'s layers (``ResolvedPlan.stage_layers``, L/pp layers) held at once, in

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from simulator.plan.dual_arrays import dual_columns
 from simulator.plan.dualpipe import DualOp, dual_orders
 from simulator.plan.schedules.split import SplitSchedule
+from simulator.plan.split_arrays import SplitColumns
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,9 @@ class DualPipeV(SplitSchedule):
 
     def split_orders(self, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
         return dual_orders(False, pp, microbatches)
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        return dual_columns(False, pp, microbatches)
 
     def in_flight(self, pp: int, vpp: int, stage: int, microbatches: int) -> float:
         """In closed form (a test checks it against the walk of :meth:`Schedule.in_flight`): 2P + 1 chunks at the

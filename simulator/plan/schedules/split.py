@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from simulator.errors import UserError
 from simulator.plan.schedules.base import Schedule
+from simulator.plan.split_arrays import SplitColumns, orders_columns
 
 if TYPE_CHECKING:
     from simulator.plan.config import ParallelPlan, TrainingConfig
@@ -38,6 +39,12 @@ class SplitSchedule(Schedule):
         """One micro-batch of each phase per period: 2 with two copies of the model (each phase carries m/2),
         else 1 (:mod:`simulator.schedule.split_steady`)."""
         return 2 if self.mirrored else 1
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        """Every rank's order as integer columns (:mod:`simulator.plan.split_arrays`) for the steady-state graph;
+        the same ops as :meth:`split_orders` (tested); this default reads them off :meth:`split_orders`, the
+        shipped schedules build them directly."""
+        return orders_columns(self.split_orders(pp, microbatches), pp, microbatches)
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         """The fewest micro-batches per step the order is defined for, and its formula in pp."""

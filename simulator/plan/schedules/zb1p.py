@@ -18,6 +18,7 @@ from typing import ClassVar
 from simulator.caching import memo
 from simulator.plan.dualpipe import DualOp, RankOrder
 from simulator.plan.schedules.split import SplitSchedule
+from simulator.plan.split_arrays import SplitColumns, zb1p_columns
 from simulator.plan.zero_bubble import all_ranks, run_op
 
 
@@ -40,6 +41,9 @@ class ZeroBubbleH1(SplitSchedule):
 
     def split_orders(self, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
         return _orders(self.name, pp, microbatches)
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        return zb1p_columns(pp, microbatches)
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         return pp, "pp"

@@ -20,6 +20,7 @@ from typing import ClassVar
 from simulator.caching import memo
 from simulator.plan.dualpipe import DualOp, RankOrder
 from simulator.plan.schedules.split import SplitSchedule
+from simulator.plan.split_arrays import SplitColumns, zbv_columns
 from simulator.plan.zero_bubble import all_ranks, run_op
 
 
@@ -66,6 +67,9 @@ class ZeroBubbleV(SplitSchedule):
 
     def split_orders(self, pp: int, microbatches: int) -> tuple[tuple[DualOp, ...], ...]:
         return _orders(self.name, pp, microbatches)
+
+    def split_columns(self, pp: int, microbatches: int) -> SplitColumns:
+        return zbv_columns(pp, microbatches)
 
     def min_microbatches(self, pp: int) -> tuple[int, str]:
         return 2 * pp - 1, "2*pp-1"
