@@ -12,7 +12,7 @@ from pathlib import Path
 from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.memory import MemoryReport
-from simulator.model.params import param_counts
+from simulator.model.params import embedding_params, head_params, layer_params, param_counts
 from simulator.plan.resolved import ResolvedPlan
 from simulator.scenario.run_section import CheckpointSection
 from simulator.yamlio import read_yaml
@@ -48,6 +48,24 @@ def checkpoint_bytes(rp: ResolvedPlan, writer: str = "distributed") -> float:
     return params * ((r.param if weights_saved(rp, writer) else 0) + r.main + r.moments)
 
 
+def rank_state_tensors(rp: ResolvedPlan) -> int:
+    """State-dict entries one rank's save walks: its parameter tensors (every one, sharded or not: FSDP2 and ZeRO
+    keep a shard of each on every rank) times ``1 + moment_count + 1`` with an optimizer (the tensor, its moments,
+    Adam's ``step``), on the busiest pipeline stage (``ceil(layers / pp)`` layers plus the larger end). A GLU's fc1 counts
+    as two tensors (gate and up are separate in torchtitan and Hugging Face; Llama-3-70B: 80 x 9 + 3 = 723)."""
+    model, r = rp.model, rp.recipe
+
+    def count(tensors) -> int:
+        return sum(2 if model.glu and t.name.endswith("fc1.weight") else 1 for t in tensors)
+
+    per_layer = [count(layer_params(model, i)) for i in range(model.layers)]
+    span = math.ceil(model.layers / rp.parallel.pp)
+    ends = max(count(embedding_params(model)), count(head_params(model))) if rp.parallel.pp > 1 else (
+        count(embedding_params(model)) + count(head_params(model)))
+    params = max(sum(per_layer[i:i + span]) for i in range(0, model.layers, span)) + ends
+    return params * ((1 + r.moment_count + 1) if r.moments > 0 else 1)
+
+
 def per_gpu_state_bytes(memory: MemoryReport) -> float:
     """Bytes of saved state one GPU holds (the largest over stages): what an async save copies device to host.
 
@@ -81,15 +99,18 @@ def rank_write_bytes(writer: str, gpu_bytes: float, total_bytes: float, gpus: in
     return gpu_bytes if writer == "rank_files" and weights else total_bytes / gpus
 
 
-def staging_seconds(gpu_bytes: float, staging: str, pcie_Bps: float) -> float:
+def staging_seconds(gpu_bytes: float, staging: str, pcie_Bps: float, tensors: int = 0) -> float:
     """Seconds an async or in-memory save stalls to copy ``gpu_bytes`` to the host (measured rates, ``rates()``):
     ``cached_pinned`` ``bytes / (efficiency x PCIe)``; ``pinned`` adds the allocation, ``bytes / pinned_alloc_Bps``
-    (cudaHostAlloc at every save); ``pageable`` ``bytes / min(pageable_copy_Bps, PCIe)``."""
+    (cudaHostAlloc at every save); ``pageable`` ``bytes / min(pageable_copy_Bps, PCIe)``; plus the per-tensor
+    host work of the blocking path, ``tensors x state_dict_s_per_tensor`` (state-dict calls and the stager's walk,
+    :func:`rank_state_tensors`)."""
     r = rates()
+    per_tensor_s = tensors * r["state_dict_s_per_tensor"]
     if staging == "pageable":
-        return gpu_bytes / min(r["pageable_copy_Bps"], pcie_Bps)
+        return gpu_bytes / min(r["pageable_copy_Bps"], pcie_Bps) + per_tensor_s
     copy_s = gpu_bytes / (r["pinned_copy_efficiency"] * pcie_Bps)
-    return copy_s + (gpu_bytes / r["pinned_alloc_Bps"] if staging == "pinned" else 0.0)
+    return copy_s + (gpu_bytes / r["pinned_alloc_Bps"] if staging == "pinned" else 0.0) + per_tensor_s
 
 
 @dataclass(frozen=True)
@@ -113,7 +134,8 @@ def write_seconds(total_bytes: float, nodes: int, per_node_Bps: float, filesyste
 
 
 def checkpoint_cost(total_bytes: float, gpu_bytes: float, nodes: int, pcie_Bps: float, section: CheckpointSection,
-                    storage_Bps: float, rank_bytes: float = 0.0, writer: str = "distributed") -> CheckpointCost:
+                    storage_Bps: float, rank_bytes: float = 0.0, writer: str = "distributed", tensors: int = 0
+                    ) -> CheckpointCost:
     """What a checkpoint stalls, by mode:
 
     - ``sync``: the full write (training waits for ``torch.save`` / DCP ``save`` to return): the longer of the
@@ -121,14 +143,15 @@ def checkpoint_cost(total_bytes: float, gpu_bytes: float, nodes: int, pcie_Bps: 
       rank_write_Bps`` (:func:`rank_write_bytes`; the measured rate of ``torch.save`` for ``rank_files``, of a one-rank
       DCP ``save`` for ``distributed``);
     - ``async``: the device-to-host staging of the GPU's own state (PyTorch DCP ``async_save`` stages the state dict
-      in CPU memory, then writes in the background; Megatron ``--async-save`` likewise), :func:`staging_seconds`;
+      in CPU memory, then writes in the background; Megatron ``--async-save`` likewise), :func:`staging_seconds` of
+      ``tensors`` state-dict entries;
       the write continues behind training;
     - ``in_memory``: the same copy to host memory (a peer keeps a replica: Wang et al. SOSP'23 "Gemini"); the
       durable write is left out of the critical path and recovery loads from host memory.
     """
     rank_Bps = section.rank_write_Bps or rates()["rank_write_Bps_" + ("torch_save" if writer == "rank_files" else "dcp")]
     write_s = max(write_seconds(total_bytes, nodes, storage_Bps, section.filesystem_Bps), rank_bytes / rank_Bps)
-    copy_s = staging_seconds(gpu_bytes, section.staging, pcie_Bps)
+    copy_s = staging_seconds(gpu_bytes, section.staging, pcie_Bps, tensors)
     read_Bps = section.read_Bps_per_node or storage_Bps
     if section.mode == "sync":
         return CheckpointCost(total_bytes, write_s, write_s, write_seconds(total_bytes, nodes, read_Bps,

@@ -23,6 +23,7 @@ from simulator.wholerun.checkpoint import (
     checkpoint_cost,
     interval_seconds,
     per_gpu_state_bytes,
+    rank_state_tensors,
     rank_write_bytes,
     weights_saved,
     writer_of,
@@ -118,7 +119,7 @@ def _cost(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpu_state
     total = checkpoint_bytes(rp, writer)
     rank_bytes = rank_write_bytes(writer, gpu_state_bytes, total, gpus, weights_saved(rp, writer))
     return checkpoint_cost(total, gpu_state_bytes, math.ceil(gpus / cluster.node.gpus), pcie, section.checkpoint,
-                           _storage_Bps(section, cluster), rank_bytes, writer)
+                           _storage_Bps(section, cluster), rank_bytes, writer, rank_state_tensors(rp))
 
 
 def whole_run(section: RunSection, rp: ResolvedPlan, cluster: ClusterSpec, gpus: int,

@@ -120,3 +120,44 @@ def test_deepspeed_zero3_saves_no_16bit_weights(framework, zero, per_param):
     assert checkpoint_bytes(rp, writer) == pytest.approx(params * per_param, rel=1e-12)
     assert weights_saved(rp, writer) is (per_param == 14)
     assert rank_write_bytes(writer, 99e9, 12 * params, 16, weights=False) == pytest.approx(12 * params / 16)
+
+
+def test_per_tensor_rate_is_the_cached_pinned_save_less_its_copy():
+    """state_dict_s_per_tensor from async_save_staging.jsonl: at 80 blocks (723 parameters + 2,169 AdamW tensors),
+    get_state_dict + async_save with cached pinned staging took 0.1237 s; its 3 x 180.5 MB (weights and two moments,
+    fp32) at the cached copy's 55.1 GB/s take 9.8 ms; (0.1237 - 0.0098) / 2,892 = 39.4 us. The 20-block point (732
+    tensors, 44.2 us) agrees within 15%, and get_state_dict alone is under half of it."""
+    rows = [json.loads(line) for line in (DEVICE.parent / "async_save_staging.jsonl").read_text().splitlines()]
+    at = {(r.get("layers"), r["part"]): r for r in rows if r.get("hidden") == 256}
+
+    def per_tensor(layers: int) -> float:
+        row = at[(layers, "async_save_cached_pinned")]
+        tensors = row["params"] + row["opt_state_tensors"]
+        return (row["median_s"] - 3 * row["param_bytes"] / (0.875 * GEN5_X16)) / tensors
+
+    assert at[(80, "async_save_cached_pinned")]["params"] == 723
+    assert rates()["state_dict_s_per_tensor"] == pytest.approx(per_tensor(80), rel=0.005)
+    assert per_tensor(20) == pytest.approx(per_tensor(80), rel=0.15)
+    assert at[(80, "get_state_dict")]["median_s"] / 2892 < 0.5 * per_tensor(80)
+
+
+def test_async_stall_adds_the_rank_tensors_by_hand():
+    """Llama-3-70B's shard on one of 1856 GPUs: 846.6 GB / 1856 = 0.456 GB; cached pinned 0.456 / 55.1 GB/s = 8.27 ms,
+    plus 2,892 entries x 39.4 us = 0.1139 s: 0.1222 s; pageable 0.456 / 1.20 GB/s = 0.380 s + 0.1139 = 0.494 s."""
+    gpu_bytes, tensors = 846.6e9 / 1856, 2892
+    assert staging_seconds(gpu_bytes, "cached_pinned", GEN5_X16, tensors) == pytest.approx(0.1222, abs=3e-4)
+    assert staging_seconds(gpu_bytes, "pageable", GEN5_X16, tensors) == pytest.approx(0.4941, abs=3e-4)
+    assert staging_seconds(gpu_bytes, "pageable", GEN5_X16) == pytest.approx(0.3801, abs=3e-4)
+
+
+
+def test_rank_state_tensors_by_hand():
+    """scenarios/llama3_70b_run_h200.yaml (Llama-3-70B at PP 2, AdamW): the busiest stage holds 40 layers of 9
+    tensors (input norm, q, k, v, o, post-attention norm, gate, up, down) and the head's 2 (final norm, output layer;
+    the embedding is 1): 362 parameters x (1 + 2 moments + step) = 1,448 state-dict entries, 57 ms at 39.4 us."""
+    from simulator import load_scenario
+    from simulator.wholerun.checkpoint import rank_state_tensors
+
+    rp = load_scenario(str(ROOT / "scenarios" / "llama3_70b_run_h200.yaml")).plan
+    assert (rp.parallel.pp, rp.model.layers) == (2, 80)
+    assert rank_state_tensors(rp) == (40 * 9 + 2) * 4 == 1448
