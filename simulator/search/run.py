@@ -21,6 +21,7 @@ from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
 from simulator.search.bound import BOUND_REASON, BOUNDED, EXACT_TOP, ROUND, Bound, bound_of, timed_alone
+from simulator.search.caches import without_cycle_collector
 from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.group_bound import (
     GROUP_REASON,
@@ -134,6 +135,14 @@ def candidate_groups(ctx: Context, max_plans: int) -> tuple[list[Group], Evaluat
                         "narrow it with search: lists or parallel: values", key_path="search")
     groups, skipped = [], Evaluated()
     inner = space.inner_size()
+    with without_cycle_collector():      # its resolves allocate as a batch does (round 5b)
+        groups_of(ctx, space, groups, skipped, inner)
+    return groups, skipped
+
+
+def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inner: int) -> None:
+    """The body of :func:`candidate_groups`: one group per outer point into ``groups``, the structural rejections
+    into ``skipped``."""
     for outer in space.outer():
         first = next(space.inner(False))
         try:
@@ -147,23 +156,23 @@ def candidate_groups(ctx: Context, max_plans: int) -> tuple[list[Group], Evaluat
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
         groups.append(Group(outer, [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]))
-    return groups, skipped
 
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
     """Each group's bound (:func:`~simulator.search.group_bound.group_variants`); the groups without a plan (every
     member rejected by the rules) are counted into ``out`` under their reasons and left out."""
     kept, variants = [], []
-    for g in groups:
-        parts = group_variants(ctx, g, resolve)
-        if g.rejected:
-            for exc in g.rejected:
-                out.rejected[reason_of(exc)] += 1
-            out.evaluated += len(g.points)
-        else:
-            kept.append(g)
-            variants.append(parts)
-    set_lowers(kept, variants)
+    with without_cycle_collector():      # as a batch's evaluation (docs/search/time_to_answer.md, round 5b)
+        for g in groups:
+            parts = group_variants(ctx, g, resolve)
+            if g.rejected:
+                for exc in g.rejected:
+                    out.rejected[reason_of(exc)] += 1
+                out.evaluated += len(g.points)
+            else:
+                kept.append(g)
+                variants.append(parts)
+        set_lowers(kept, variants)
     return kept
 
 
