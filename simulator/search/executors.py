@@ -65,7 +65,9 @@ def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, r
             progress: Callable[[int], None] | None = None, bound: Bound | None = None,
             lower_only: bool = False) -> Evaluated:
     """Shard the candidates over a Ray cluster (``ray_address``, else ``RAY_ADDRESS``, else a local cluster);
-    results stream back as shards finish."""
+    results stream back as shards finish. The shards are spread over the cluster's nodes (Ray's ``SPREAD``
+    scheduling strategy) rather than packed onto the driver's node first, Ray's default, so a study uses every node
+    from its first shards on."""
     del ctx
     try:
         import ray
@@ -74,7 +76,7 @@ def run_ray(document: Document, ctx: Context, points: list[dict[str, Any]], *, r
     if not ray.is_initialized():
         ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
                  log_to_driver=False)
-    task = ray.remote(_ray_shard)
+    task = ray.remote(scheduling_strategy="SPREAD")(_ray_shard)
     ref = ray.put(document)
     pending = {task.remote(ref, shard, bound, lower_only): len(shard) for shard in _shards(points, SHARD)}
     out = Evaluated()
