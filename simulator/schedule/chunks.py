@@ -96,6 +96,13 @@ def embedding_of(cache: StepCache, fixed: Fixed, li: LayerInputs):
     return cache.get(_embedding, fixed, EmbeddingInputs(li.shape, li.grad_accum_bytes, li.fsdp_copy_bytes))
 
 
+def holds_embedding_copy(model, train: bool, last: int) -> bool:
+    """Whether the last stage (rank ``last``: pp - 1; DualPipeV / ZB-V: rank 0, where the V ends) holds a copy of the
+    word embedding: pipelined with tied embeddings, or with MTP modules in training (they embed the next tokens
+    there; simulator.plan.params.stage_params)."""
+    return bool(model.tied_embeddings or (model.mtp_layers > 0 and train)) and last > 0
+
+
 def head_of(cache: StepCache, fixed: Fixed, li: LayerInputs, copy: bool, cross_entropy: str):
     """The last chunk's head time (:func:`simulator.compute.layer.head_time`) of a plan with layer inputs ``li``;
     ``copy``: the last stage holds a copy of the word embedding; ``cross_entropy``: the loss chain."""
@@ -138,11 +145,8 @@ def _stage_bases(cache: StepCache, fixed: Fixed, c: ChunkInputs, layers: dict, m
     groups = tuple(c.timer.key_id(op.group, stage) for op in c.layer_ops)
     per_kind: dict[tuple[bool, str], tuple[Cost, Cost]] = layer_costs_of.setdefault((groups, id(moe[stage])), {})
     modes = layer_recompute(c.recompute, c.recompute_layers, counts)
-    # the last stage holds a copy of the word embedding when pipelined with tied embeddings, or with MTP modules
-    # (they embed the next tokens there; simulator.plan.params.stage_params)
-    mtp = model.mtp_layers > 0 and c.train
-    last = c.last_stage_rank          # pp - 1; DualPipeV / ZB-V: rank 0, where the V ends
-    copy = (model.tied_embeddings or mtp) and last > 0
+    last = c.last_stage_rank
+    copy = holds_embedding_copy(model, c.train, last)
     out, start = [], 0
     for chunk, n in enumerate(counts):
         fwd, bwd = Cost(), Cost()

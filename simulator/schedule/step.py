@@ -96,6 +96,13 @@ class StepParts:
                           coefficients()["overlap_interference"])
 
 
+def slowest_pace(gpus: int, gpu_speed_sigma: float | None, calibration_gpus: int) -> float:
+    """The slowest of ``gpus`` GPUs' pace relative to the calibrated one (:func:`straggler_factor`), at the
+    scenario's ``gpu_speed_sigma`` or, when None, the overlap coefficients' default."""
+    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
+    return straggler_factor(gpus, sigma, calibration_gpus)
+
+
 def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, calibration=None,
                  efficiency: ComputeEfficiency | None = None, moe: MoeSettings | None = None,
                  gpu_speed_sigma: float | None = None, cache: StepCache | None = None,
@@ -107,8 +114,7 @@ def prepare_step(model: ModelSpec, plan: ResolvedPlan, topology: Topology, *, ca
     ctx = build_inputs(model, plan, topology, calibration, efficiency, moe, cache)
     if offload_activation_bytes:
         ctx = replace(ctx, offload_activation_bytes=offload_activation_bytes)
-    sigma = coefficients()["gpu_speed_sigma"] if gpu_speed_sigma is None else gpu_speed_sigma
-    slowest = straggler_factor(plan.world_size, sigma, ctx.eff.calibration_gpus)
+    slowest = slowest_pace(plan.world_size, gpu_speed_sigma, ctx.eff.calibration_gpus)
     signatures = middle_signatures(ctx)
     return StepParts(ctx, moe, slowest, all_chunk_costs(ctx, signatures, slowest), signatures)
 

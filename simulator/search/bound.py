@@ -102,8 +102,8 @@ def step_lower_bound(parts: StepParts, tails: bool = True) -> float:
     hide = 1.0 - coefficients()["overlap_interference"]
     split = schedule.replay == "split"
     if split and 0.0 <= hide <= 1.0:
-        forward, busy = _rank_seconds(schedule, chunks, hide)
-        release = _releases(schedule, forward)
+        forward, busy = rank_seconds(schedule, chunks, hide)
+        release = releases(schedule, forward)
     else:            # compute only (per rank as the breakdown counts it, for a split schedule)
         ranks = rank_costs(schedule, phase_costs(schedule, chunks)) if split else chunks
         busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in ranks]
@@ -128,7 +128,7 @@ def step_lower_bound(parts: StepParts, tails: bool = True) -> float:
     return out
 
 
-def _rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
+def rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
     """Per rank of a split schedule: the seconds of a forward of each phase and of one micro-batch's work (as
     :func:`~simulator.schedule.dual_timeline.rank_costs` weighs the phases), each less what overlapped pairs
     could hide (``hide`` x the exposed EP seconds); from the numbers alone (no Cost built: a V's halves by
@@ -153,7 +153,7 @@ def _rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
     return forward, busy
 
 
-def _releases(schedule, forward: list[tuple[float, ...]]) -> list[float]:
+def releases(schedule, forward: list[tuple[float, ...]]) -> list[float]:
     """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it
     (``forward``: per rank, its phases' forward seconds)."""
     f = [min(x) for x in forward]

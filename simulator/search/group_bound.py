@@ -54,12 +54,10 @@ from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
-from simulator.pricing.overlap import coefficients
-from simulator.schedule.chunks import embedding_of, head_of
+from simulator.schedule.chunks import embedding_of, head_of, holds_embedding_copy
 from simulator.schedule.inputs import layer_inputs, layer_times
-from simulator.schedule.step import prepare_step
-from simulator.schedule.stragglers import straggler_factor
-from simulator.search.bound import _rank_seconds, _releases
+from simulator.schedule.step import prepare_step, slowest_pace
+from simulator.search.bound import rank_seconds, releases
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
@@ -90,7 +88,7 @@ class Group:
 
 
 class _Seconds(NamedTuple):
-    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound._rank_seconds` reads a
+    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound.rank_seconds` reads a
     :class:`~simulator.schedule.costs.Cost` (its total; no exposed EP or pipeline seconds)."""
 
     total: float
@@ -137,8 +135,8 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[fl
         for extra in r.tolist():
             chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
                       for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
-            forward, busy = _rank_seconds(schedule, chunks, 0.0)
-            out.append(max(a + m * w for a, w in zip(_releases(schedule, forward), busy, strict=True)))
+            forward, busy = rank_seconds(schedule, chunks, 0.0)
+            out.append(max(a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)))
         return out
     busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
     if schedule.fast is None:     # the replay only: each stage's own work, one after another
@@ -211,13 +209,10 @@ def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
     fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
     li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
     layers = dict(ctx.step_cache.get(layer_times, fixed, li))
-    sigma = ctx.fixed.system.gpu_speed_sigma
-    sigma = coefficients()["gpu_speed_sigma"] if sigma is None else sigma
-    last, model = plan.last_stage_rank, plan.model
-    copy = (model.tied_embeddings or (model.mtp_layers > 0 and plan.training.mode == "train")) and last > 0
+    copy = holds_embedding_copy(plan.model, plan.training.mode == "train", plan.last_stage_rank)
     edges = (embedding_of(ctx.step_cache, fixed, li),
              head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy))
-    return layers[False], straggler_factor(plan.world_size, sigma, eff.calibration_gpus), edges
+    return layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma, eff.calibration_gpus), edges
 
 
 def group_variants(ctx, group: Group, resolve) -> list[Variant]:

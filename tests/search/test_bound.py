@@ -11,7 +11,7 @@ import pytest
 from simulator.plan.schedules import schedule_named
 from simulator.schedule.costs import Cost
 from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, run_dual_timeline
-from simulator.search.bound import Bound, _rank_seconds, _releases
+from simulator.search.bound import Bound, rank_seconds, releases
 
 
 def _cost(compute: float, ep: float = 0.0, pp: float = 0.0, wgrad: float = 0.0) -> Cost:
@@ -23,10 +23,10 @@ def _cost(compute: float, ep: float = 0.0, pp: float = 0.0, wgrad: float = 0.0) 
 def test_releases_by_hand():
     # ZB-H1 (one phase, forwards 1, 2, 3, 4 s): rank s waits for the forwards of ranks 0..s-1
     zb1p = schedule_named("zb1p")
-    assert _releases(zb1p, [(1.0,), (2.0,), (3.0,), (4.0,)]) == [0.0, 1.0, 3.0, 6.0]
+    assert releases(zb1p, [(1.0,), (2.0,), (3.0,), (4.0,)]) == [0.0, 1.0, 3.0, 6.0]
     # DualPipe: each rank's smaller forward (1, 2, 3), from whichever end is nearer: below 0, 1, 3; above 5, 3, 0
     dualpipe = schedule_named("dualpipe")
-    assert _releases(dualpipe, [(1.0, 5.0), (2.0, 2.0), (4.0, 3.0)]) == [0.0, 1.0, 0.0]
+    assert releases(dualpipe, [(1.0, 5.0), (2.0, 2.0), (4.0, 3.0)]) == [0.0, 1.0, 0.0]
 
 
 def test_rank_seconds_by_hand():
@@ -34,11 +34,11 @@ def test_rank_seconds_by_hand():
     # compute + 1 s of pp transfer, backward 8 s + 1 s: a half-forward 2 + 1 = 3 s; per micro-batch both halves
     # of both: 2 x (3 + 5) = 16 s
     chunks = [[(_cost(4.0, pp=1.0), _cost(8.0, pp=1.0))], [(_cost(2.0), _cost(4.0))]]
-    forward, busy = _rank_seconds(schedule_named("zbv"), chunks, hide=0.33)
+    forward, busy = rank_seconds(schedule_named("zbv"), chunks, hide=0.33)
     assert forward == [(3.0,), (1.0,)] and busy == [16.0, 6.0]
     # DualPipe: rank 0 runs stage 0 and stage 1, m/2 each; EP seconds count at (1 - hide) (a pair may hide them)
     chunks = [[(_cost(4.0, ep=1.0), _cost(8.0))], [(_cost(2.0), _cost(4.0, ep=2.0))]]
-    forward, busy = _rank_seconds(schedule_named("dualpipe"), chunks, hide=0.5)
+    forward, busy = rank_seconds(schedule_named("dualpipe"), chunks, hide=0.5)
     assert forward == [(4.5, 2.0), (2.0, 4.5)]
     assert busy == [0.5 * (4.5 + 8.0) + 0.5 * (2.0 + 5.0)] * 2
 
@@ -59,8 +59,8 @@ def test_the_release_and_busy_bound_every_replayed_rank(name):
                 chunks.append([(fwd, bwd)])
             costs = [PhaseCosts.of(p) for p in phase_costs(schedule, chunks)]
             replay = run_dual_timeline(schedule.split_orders(pp, m), costs, interference)
-            forward, busy = _rank_seconds(schedule, chunks, 1.0 - interference)
-            release = _releases(schedule, forward)
+            forward, busy = rank_seconds(schedule, chunks, 1.0 - interference)
+            release = releases(schedule, forward)
             for s, tl in enumerate(replay):
                 first_start = min(op[3] for op in tl.ops)
                 assert first_start >= release[s] * (1 - 1e-12)
@@ -74,8 +74,8 @@ def test_the_bound_prunes_a_plan_that_cannot_win_and_keeps_one_that_can():
     28 s it is kept."""
     schedule = schedule_named("zb1p")
     chunks = [[(_cost(1.0), _cost(2.0, wgrad=1.0))] for _ in range(4)]
-    forward, busy = _rank_seconds(schedule, chunks, 0.33)
-    lower = max(r + 8 * b for r, b in zip(_releases(schedule, forward), busy, strict=True))
+    forward, busy = rank_seconds(schedule, chunks, 0.33)
+    lower = max(r + 8 * b for r, b in zip(releases(schedule, forward), busy, strict=True))
     assert lower == 27.0
     replay = run_dual_timeline(schedule.split_orders(4, 8), [PhaseCosts.of(p) for p in phase_costs(schedule, chunks)],
                                0.67)
