@@ -34,6 +34,7 @@ of whole backwards) the bound keeps r_s = 0 and compute only: m (forward compute
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,15 @@ class Bound:
             return lower_step_s > self.threshold * (1 + MARGIN)
         best = tokens_per_step / lower_step_s / gpus      # tokens per second per GPU: at most this
         return best < self.threshold * (1 - MARGIN)
+
+
+def reachable(lower_step_s: float, tokens_per_step: float, gpus: int, larger: bool) -> float:
+    """The best objective value a plan whose step takes at least ``lower_step_s`` could reach, as a sort key (smaller
+    first): the step's lower bound, or (``larger``: tokens per second per GPU) minus its upper bound, tokens /
+    lower / GPUs (-inf without a bound)."""
+    if not larger:
+        return lower_step_s
+    return -tokens_per_step / lower_step_s / gpus if lower_step_s > 0 else -math.inf
 
 
 def timed_alone(schedule) -> bool:

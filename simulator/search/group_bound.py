@@ -57,7 +57,7 @@ from simulator.moe import DEFAULT_MOE_SETTINGS
 from simulator.schedule.chunks import embedding_of, head_of, holds_embedding_copy
 from simulator.schedule.inputs import layer_inputs, layer_times
 from simulator.schedule.step import prepare_step, slowest_pace
-from simulator.search.bound import rank_seconds, releases
+from simulator.search.bound import rank_seconds, reachable, releases
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
@@ -278,11 +278,9 @@ def _error(resolve, ctx, point) -> UserError:
 
 
 def best_value(larger: bool):
-    """The sort key of a group: the best objective value its members could reach (step seconds at least ``lower``;
-    tokens per second per GPU at most tokens / lower / GPUs, negated so that smaller sorts first)."""
-    if larger:
-        return lambda g: -g.tokens / g.lower / g.outer["gpus"] if g.lower > 0 else -math.inf
-    return lambda g: g.lower
+    """The sort key of a group: the best objective value its members could reach
+    (:func:`~simulator.search.bound.reachable` of its bound)."""
+    return lambda g: reachable(g.lower, g.tokens, g.outer["gpus"], larger)
 
 
 def excluded(bound, group: Group) -> bool:

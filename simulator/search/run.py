@@ -20,7 +20,16 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
-from simulator.search.bound import BOUND_REASON, BOUNDED, EXACT_TOP, ROUND, Bound, bound_of, timed_alone
+from simulator.search.bound import (
+    BOUND_REASON,
+    BOUNDED,
+    EXACT_TOP,
+    ROUND,
+    Bound,
+    bound_of,
+    reachable,
+    timed_alone,
+)
 from simulator.search.caches import without_cycle_collector
 from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, reason_of, resolve
 from simulator.search.group_bound import (
@@ -243,13 +252,16 @@ def _time_split(ctx: Context, out: Evaluated, split: list[Group], grouped: bool,
     bound = bound_of(out.rows, objective, exact_top)
     grouped = grouped and bound is not None
     if grouped:
-        split = bound_groups(ctx, split, out)
-        for g in split:
+        kept = []
+        for g in bound_groups(ctx, split, out):
             if excluded(bound, g):
                 out.rejected[GROUP_REASON] += len(g.points)
                 out.evaluated += len(g.points)
-    replayed = [p for g in split if not (grouped and excluded(bound, g))
-                for p in (kept_points(out, bound, g) if grouped else g.points)]
+            else:
+                kept.append(g)
+        replayed = [p for g in kept for p in kept_points(out, bound, g)]
+    else:
+        replayed = [p for g in split for p in g.points]
     if bound is None:
         out.merge(run(replayed, progress=progress))
     elif replayed:
@@ -267,9 +279,7 @@ def time_alone(out: Evaluated, bound: Bound, objective: str, exact_top: int, run
     waiting, first.bounds = first.bounds, []
     out.merge(first)
     larger = OBJECTIVES[objective][1]
-    # the best value each plan could reach: its step's lower bound, or tokens per second per GPU at most
-    best = (lambda b: -b[1] / b[0] / b[2]) if larger else (lambda b: b[0])
-    waiting.sort(key=lambda b: (best(b), repr(tuple(b[3].items()))))
+    waiting.sort(key=lambda b: (reachable(b[0], b[1], b[2], larger), repr(tuple(b[3].items()))))
     done = 0
     while done < len(waiting):
         bound = bound_of(out.rows, objective, exact_top)
