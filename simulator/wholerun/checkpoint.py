@@ -51,18 +51,20 @@ def checkpoint_bytes(rp: ResolvedPlan, writer: str = "distributed") -> float:
 def rank_state_tensors(rp: ResolvedPlan) -> int:
     """State-dict entries one rank's save walks: its parameter tensors (every one, sharded or not: FSDP2 and ZeRO
     keep a shard of each on every rank) times ``1 + moment_count + 1`` with an optimizer (the tensor, its moments,
-    Adam's ``step``), on the busiest pipeline stage (``ceil(layers / pp)`` layers plus the larger end). A GLU's fc1 counts
-    as two tensors (gate and up are separate in torchtitan and Hugging Face; Llama-3-70B: 80 x 9 + 3 = 723)."""
+    Adam's ``step``), on the busiest pipeline stage of the plan's layout (``stage_layers``; the embedding on stage 0,
+    the final norm and output layer on ``last_stage_rank``). A GLU's fc1 counts as two tensors (gate and up are
+    separate in torchtitan and Hugging Face; Llama-3-70B: 80 x 9 + 3 = 723)."""
     model, r = rp.model, rp.recipe
 
     def count(tensors) -> int:
         return sum(2 if model.glu and t.name.endswith("fc1.weight") else 1 for t in tensors)
 
-    per_layer = [count(layer_params(model, i)) for i in range(model.layers)]
-    span = math.ceil(model.layers / rp.parallel.pp)
-    ends = max(count(embedding_params(model)), count(head_params(model))) if rp.parallel.pp > 1 else (
-        count(embedding_params(model)) + count(head_params(model)))
-    params = max(sum(per_layer[i:i + span]) for i in range(0, model.layers, span)) + ends
+    def stage(s: int) -> int:
+        return (sum(count(layer_params(model, i)) for i in rp.stage_layers[s])
+                + (count(embedding_params(model)) if s == 0 else 0)
+                + (count(head_params(model)) if s == rp.last_stage_rank else 0))
+
+    params = max(stage(s) for s in range(rp.parallel.pp))
     return params * ((1 + r.moment_count + 1) if r.moments > 0 else 1)
 
 
