@@ -90,15 +90,14 @@ def derive(trace_csv: Path) -> list[tuple[int, int, int, int]]:
     return [(p, o, rp, ro) for p, o, (rp, ro) in zip(prompts, outputs, sample, strict=True)]
 
 
-def read_sample(path: Path = SAMPLE) -> list[tuple[int, int, int, int]]:
-    """The shipped sample: (prompt, output) as ``serving.workload.lengths_csv`` reads them and the trace's own counts
-    from each row's ``# prompt,output`` comment."""
+def read_sample(path: Path = SAMPLE) -> list[tuple[int, ...]]:
+    """The requests of a lengths file: (prompt, output) as ``serving.workload.lengths_csv`` reads them (after a
+    header row and ``#`` comments), followed, where a row's comment holds them (the shipped sample), by the source's
+    own counts ``# prompt,output``."""
     out = []
     for line in path.read_text().splitlines():
-        data, _, note = line.partition("#")
-        if not data.strip() or not data.strip()[0].isdigit():
+        data, _, note = (part.strip() for part in line.partition("#"))
+        if not data or not data[0].isdigit():
             continue
-        p, o = (int(v) for v in data.split(","))
-        rp, ro = (int(v) for v in note.split(","))
-        out.append((p, o, rp, ro))
+        out.append(tuple(int(v) for v in data.split(",")) + tuple(int(v) for v in note.split(",") if note))
     return out
