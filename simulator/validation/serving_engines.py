@@ -12,10 +12,11 @@ of the model was derived from these rows.
 from __future__ import annotations
 
 import csv
-import functools
 import math
 import statistics
 from pathlib import Path
+
+from simulator.caching import memo
 
 DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
@@ -57,9 +58,9 @@ def _mean_input(r: dict, mean_lengths: bool) -> float:
     return int(r["input_len"])
 
 
-@functools.cache
+@memo(maxsize=32, loaded=True)
 def _bench(rid: str, mean_lengths: bool) -> dict:
-    """The ``simulate_bench`` result of row ``rid``'s scenario (the rows' file is read-only data, so the row id and
+    """The ``simulate_bench`` result of row ``rid``'s scenario, read from the rows' file (``loaded``: the row id and
     the lengths choice key the whole input; engine_rows and decode_concurrency share the runs). Do not mutate."""
     from simulator.entries.serve import simulate_bench
     from simulator.scenario import load_scenario
