@@ -115,18 +115,17 @@ def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
 
 
 def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
-    """End of every op ``(n, B)`` for ``table`` ``(pp * NCOL, B)`` of seconds, level by level (the replay's max
-    and + on the same operands)."""
+    """End of every op ``(n,)`` for ``table`` ``(pp * NCOL,)`` of seconds, level by level (the replay's max and
+    + on the same operands: the maximum of its predecessors' ends is exact in any order, so the ends are the
+    replay's bit for bit)."""
     edges, col, sizes = graph.by_level
-    done = np.zeros((graph.n + 1, table.shape[1]))
+    seconds = table[col]
+    done = np.zeros(graph.n + 1)
     a = 0
     for size in sizes:
-        level = done[a:a + size]
-        np.maximum(done[edges[a:a + size, 0]], done[edges[a:a + size, 1]], out=level)
-        for e in range(2, edges.shape[1]):
-            np.maximum(level, done[edges[a:a + size, e]], out=level)
-        level += table[col[a:a + size]]
-        a += size
+        b = a + size
+        done[a:b] = done[edges[a:b]].max(axis=1) + seconds[a:b]
+        a = b
     return done[graph.position]
 
 
@@ -215,27 +214,45 @@ def split_timelines(schedule: Schedule, pp: int, m: int, costs: list[PhaseCosts]
                     ) -> list[StageTimeline]:
     """Every rank's end, busy and hidden seconds (no op list) without the replay (module docstring)."""
     dur, hid = duration_rows(costs, interference)
-    table = dur.reshape(-1, 1)
+    return list(_rank_timelines(schedule, pp, m, dur.tobytes(), hid.tobytes()))
+
+
+@memo(maxsize=256)
+def _rank_timelines(schedule: Schedule, pp: int, m: int, dur_bytes: bytes, hid_bytes: bytes
+                    ) -> tuple[StageTimeline, ...]:
+    """:func:`split_timelines` of the duration and hidden-seconds rows (:func:`duration_rows`, as bytes): plans of
+    a search whose ranks' op seconds are the same (they differ in what only the step's tails read: the sharding's
+    per-step collectives, the optimizer's offload) share one evaluation.
+
+    The short schedule doubles while no period repeats; once a level sweep has found none and the doubled short
+    schedule would hold more than half of m, the sweep of m itself costs less than a second short one (the
+    sweep's cost is its levels, ~2 m' + p) and is exact without extrapolating."""
+    dur = np.frombuffer(dur_bytes).reshape(pp, NCOL)
+    hid = np.frombuffer(hid_bytes).reshape(pp, NCOL)
+    table = dur.ravel()
     shift = schedule.steady_period(pp, 1)
     need = schedule.min_microbatches(pp)[0] + pp + 6 * shift
     short = m % shift + shift * -(-need // shift)
     while short < m:
         p = split_periods(schedule, pp, short)
         g = split_graph(schedule, pp, short)
-        if p is not None:
+        swept = p is not None
+        if swept:
             ends = all_ends(g, table)
-            found, c = _repeat(ends, p)
+            found, c = _repeat(ends[:, None], p)
             if found[0]:
                 k = (m - short) // shift
                 window = p.ops[0]
-                return _timelines(g, dur, hid, ends[:, 0], k * c[0], k, window)
+                return _timelines(g, dur, hid, ends, k * c[0], k, window)
         short = m % shift + shift * (2 * (short // shift))
+        if swept and 2 * short > m:
+            break
     g = split_graph(schedule, pp, m)
-    return _timelines(g, dur, hid, all_ends(g, table)[:, 0], 0.0, 0, np.zeros(0, dtype=np.int64))
+    return _timelines(g, dur, hid, all_ends(g, table), 0.0, 0, np.zeros(0, dtype=np.int64))
 
 
 def _timelines(g: SplitGraph, dur: np.ndarray, hid: np.ndarray, ends: np.ndarray, added: float, k: int,
-               window: np.ndarray) -> list[StageTimeline]:
+               window: np.ndarray) -> tuple[StageTimeline, ...]:
     """Rank timelines from the short schedule's op ends, ``added`` seconds on every end and ``k`` more periods
     (one of them ``window``'s ops) of busy and hidden seconds."""
     flat_d, flat_h = dur.ravel(), hid.ravel()
@@ -250,4 +267,4 @@ def _timelines(g: SplitGraph, dur: np.ndarray, hid: np.ndarray, ends: np.ndarray
     for i in range(pp):
         end = float(ends[g.start[i + 1] - 1] + added)
         out.append(StageTimeline((), end, float(busy[i]), end - float(busy[i]), 0.0, float(hidden[i])))
-    return out
+    return tuple(out)
