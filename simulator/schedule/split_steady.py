@@ -129,26 +129,43 @@ def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
     return done[graph.position]
 
 
-def _run(keys: np.ndarray) -> tuple[int, int, int] | None:
-    """A rank's steady run: (first position, ops per period L, periods), the L in 1..NCOL whose repeats (the op
-    L later is the same one for the next micro-batch of each phase) cover the most positions."""
-    best = None
-    for span in range(1, min(NCOL, keys.shape[0] - 1) + 1):
-        step = np.zeros_like(keys[:-span])
-        step[:, 2] = 1
-        step[:, 4] = keys[:-span, 0] == KIND["FB"]
-        same = (keys[span:] == keys[:-span] + step).all(axis=1)
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
-        if edges.size == 0:
+def _runs(keys: np.ndarray, start: np.ndarray) -> list[tuple[int, int, int] | None]:
+    """Every rank's steady run: (first position on the rank, ops per period L, periods), the L in 1..NCOL whose
+    repeats (the op L later on the same rank is the same one for the next micro-batch of each phase) cover the
+    most positions (the smallest such L, the first longest run of it), None without one; all ranks at once, one
+    pass per L over the rank-major ops (the positions whose op L later is on the next rank are left out, so no
+    run crosses a rank)."""
+    n, pp = keys.shape[0], start.shape[0] - 1
+    rank = np.repeat(np.arange(pp), np.diff(start))
+    room = start[1:][rank] - np.arange(n)                 # ops from each one to its rank's end
+    best = np.zeros((3, pp), dtype=np.int64)              # length (0: none yet), first position, L
+    # each key as one integer in mixed radix (each column shifted to start at 0, with room for its value + 1):
+    # one op is the next micro-batch's of another iff its code is the other's plus the mb (and F&B b_mb) weights
+    low = keys.min(axis=0, initial=0)
+    radix = (keys.max(axis=0, initial=0) - low + 2).tolist()
+    weight = [int(np.prod(radix[j + 1:], dtype=object)) for j in range(len(radix))]
+    if weight[0] * radix[0] >= 2**62:
+        raise OverflowError("split schedule keys too wide for one integer (internal error)")
+    code = (keys - low) @ np.array(weight, dtype=np.int64)
+    step = weight[2] + weight[4] * (keys[:, 0] == KIND["FB"])
+    ahead = code + step
+    for span in range(1, NCOL + 1):
+        same = np.zeros(n + 1, dtype=np.int8)
+        same[1:n + 1 - span] = (code[span:] == ahead[:-span]) & (room[:-span] > span)
+        edge = np.diff(same, append=np.int8(0))
+        first, length = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+        if first.size == 0:
             continue
-        lengths = edges[1::2] - edges[0::2]
-        k = int(np.argmax(lengths))
-        if best is None or lengths[k] > best[0]:
-            best = (int(lengths[k]), int(edges[2 * k]), span)
-    if best is None:
-        return None
-    length, first, span = best
-    return first, span, (length + span) // span
+        length -= first
+        owner = rank[first]
+        order = np.lexsort((first, -length, owner))      # per rank: the longest run, the first of them
+        lead = order[np.flatnonzero(np.diff(owner[order], prepend=-1))]
+        r = owner[lead]
+        better = length[lead] > best[0, r]
+        r, lead = r[better], lead[better]
+        best[0, r], best[1, r], best[2, r] = length[lead], first[lead] - start[r], span
+    return [None if length == 0 else (first, span, (length + span) // span)
+            for length, first, span in best.T.tolist()]
 
 
 @memo(maxsize=64)
@@ -156,7 +173,7 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     """The aligned steady periods of a split schedule (module docstring), or None where its graph has none."""
     g = split_graph(schedule, pp, m)
     n = g.n
-    runs = [_run(g.keys[g.start[i]:g.start[i + 1]]) for i in range(pp)]
+    runs = _runs(g.keys, g.start)
     if any(r is None or r[2] < 3 for r in runs):
         return None
     raw = np.full(n + 1, -1, dtype=np.int64)          # op -> its rank's period (-1: outside the steady run)
@@ -188,23 +205,26 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     high = min(o + r[2] for o, r in zip(offset, runs, strict=True))
     if high - low < 4:
         return None
-    ops = np.array([np.concatenate([g.start[i] + first + (s - offset[i]) * span + np.arange(span)
-                                    for i, (first, span, _) in enumerate(runs)]) for s in range(low, high)])
+    span_of = np.array([r[1] for r in runs])
+    lane = np.repeat(np.arange(pp), span_of)                       # the rank of each op of a period
+    within = np.arange(lane.size) - np.repeat(np.cumsum(span_of) - span_of, span_of)
+    base = g.start[:-1] + np.array([r[0] for r in runs]) - np.array(offset) * span_of
+    ops = base[lane] + within + np.arange(low, high)[:, None] * span_of[lane]   # period s's ops, s = low.. high-1
     aligned = np.full(n + 1, -1, dtype=np.int64)
     aligned[ops] = np.arange(high - low)[:, None]
-    lookback, first_ok = 1, 1
-    span_of = np.array([r[1] for r in runs])
-    for s in range(1, high - low):
-        src, before = g.edges[ops[s]], g.edges[ops[s - 1]]
-        none = src == n
-        spans = span_of[rank[np.where(none, ops[s][:, None], src)]]
-        ok = (none == (before == n)).all() and ((src - before == spans) | none).all()
-        got = aligned[src]
-        ok = ok and not ((got < 0) & ~none).any() and not ((got > s) & ~none).any()
-        if not ok:
-            first_ok = s + 1
-            continue
-        lookback = max(lookback, int((s - got[~none]).max()))
+    # every period s >= 1 against the one before: the same edges shifted by one period, none into a later period
+    # or outside the run; first_ok is one past the last period that fails, the lookback the farthest an edge of a
+    # passing period reaches back
+    src, before = g.edges[ops[1:]], g.edges[ops[:-1]]
+    none = src == n
+    spans = span_of[rank[np.where(none, ops[1:, :, None], src)]]
+    got = aligned[src]
+    s = np.arange(1, high - low)[:, None, None]
+    ok = ((none == (before == n)).all(axis=(1, 2)) & ((src - before == spans) | none).all(axis=(1, 2))
+          & ~((got < 0) & ~none).any(axis=(1, 2)) & ~((got > s) & ~none).any(axis=(1, 2)))
+    bad = np.flatnonzero(~ok)
+    first_ok = int(bad[-1]) + 2 if bad.size else 1
+    lookback = max(1, int(np.where(none, 0, s - got).max(axis=(1, 2))[ok].max(initial=1)))
     if first_ok >= high - low - 1:
         return None
     return Periods(ops, lookback, first_ok)
