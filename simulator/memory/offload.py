@@ -41,8 +41,9 @@ def offloaded_activation_bytes(rp: ResolvedPlan, stage: int = 0) -> float:
     if n == 0:
         return 0.0
     ctx = activation_context(rp)
-    return sum(cached_layer_bytes(rp.model, replace(ctx, recompute=mode), moe)
-               for moe, mode in _layer_keys(rp, stage)[:n])
+    keys = _layer_keys(rp, stage)[:n]
+    each = {key: cached_layer_bytes(rp.model, replace(ctx, recompute=key[1]), key[0]) for key in set(keys)}
+    return sum(each[key] for key in keys)        # layer by layer, in order: the same sum
 
 
 def host_bytes(rp: ResolvedPlan, stage: int) -> tuple[float, float]:

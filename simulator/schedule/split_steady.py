@@ -244,20 +244,19 @@ def _rank_timelines(schedule: Schedule, pp: int, m: int, dur_bytes: bytes, hid_b
     a search whose ranks' op seconds are the same (they differ in what only the step's tails read: the sharding's
     per-step collectives, the optimizer's offload) share one evaluation.
 
-    The short schedule doubles while no period repeats; once a level sweep has found none and the doubled short
-    schedule would hold more than half of m, the sweep of m itself costs less than a second short one (the
-    sweep's cost is its levels, ~2 m' + p) and is exact without extrapolating."""
+    A short schedule is swept only while it holds at most half of m, doubling while no period repeats: beyond, the
+    sweep of m itself costs less than the short one's and a second (a sweep's cost is its levels, ~2 m' + p), and
+    it needs no extrapolation."""
     dur = np.frombuffer(dur_bytes).reshape(pp, NCOL)
     hid = np.frombuffer(hid_bytes).reshape(pp, NCOL)
     table = dur.ravel()
     shift = schedule.steady_period(pp, 1)
     need = schedule.min_microbatches(pp)[0] + pp + 6 * shift
     short = m % shift + shift * -(-need // shift)
-    while short < m:
+    while 2 * short <= m:
         p = split_periods(schedule, pp, short)
-        g = split_graph(schedule, pp, short)
-        swept = p is not None
-        if swept:
+        if p is not None:
+            g = split_graph(schedule, pp, short)
             ends = all_ends(g, table)
             found, c = _repeat(ends[:, None], p)
             if found[0]:
@@ -265,8 +264,6 @@ def _rank_timelines(schedule: Schedule, pp: int, m: int, dur_bytes: bytes, hid_b
                 window = p.ops[0]
                 return _timelines(g, dur, hid, ends, k * c[0], k, window)
         short = m % shift + shift * (2 * (short // shift))
-        if swept and 2 * short > m:
-            break
     g = split_graph(schedule, pp, m)
     return _timelines(g, dur, hid, all_ends(g, table), 0.0, 0, np.zeros(0, dtype=np.int64))
 
