@@ -244,9 +244,9 @@ def _rank_timelines(schedule: Schedule, pp: int, m: int, dur_bytes: bytes, hid_b
     a search whose ranks' op seconds are the same (they differ in what only the step's tails read: the sharding's
     per-step collectives, the optimizer's offload) share one evaluation.
 
-    A short schedule is swept only while it holds at most half of m, doubling while no period repeats: beyond, the
-    sweep of m itself costs less than the short one's and a second (a sweep's cost is its levels, ~2 m' + p), and
-    it needs no extrapolation."""
+    A short schedule is swept only while it holds at most half of m, doubling while no period repeats: a sweep
+    costs its levels (~2 m' + p), so beyond half of m the sweep of m itself costs less than a short sweep that
+    finds no repeat followed by it, and needs no extrapolation."""
     dur = np.frombuffer(dur_bytes).reshape(pp, NCOL)
     hid = np.frombuffer(hid_bytes).reshape(pp, NCOL)
     table = dur.ravel()
