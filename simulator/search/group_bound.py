@@ -54,10 +54,12 @@ from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
+from simulator.pricing.groups import GroupTimer
 from simulator.schedule.chunks import embedding_of, head_of, holds_embedding_copy
-from simulator.schedule.inputs import layer_inputs, layer_times
+from simulator.schedule.inputs import MoeInputs, layer_inputs, layer_times
 from simulator.schedule.step import prepare_step, slowest_pace
 from simulator.search.bound import rank_seconds, reachable, releases
+from simulator.search.exposed_bound import chunk_exposure
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
@@ -175,30 +177,55 @@ def dense_counts(plan) -> np.ndarray:
     return out
 
 
-def variant_of(ctx, plan) -> Variant:
-    """The :class:`Variant` of ``plan``. A dense model: from its layer, embedding and head times alone (the step's
-    cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases' embedding and head, at the slowest
-    GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
-    chunk costs of :func:`~simulator.schedule.step.prepare_step`."""
+def variant_of(ctx, plan, overlaps: tuple[bool, ...] | None = None) -> Variant:
+    """The :class:`Variant` of ``plan``: per chunk its compute seconds at the slowest GPU's pace plus the least
+    exposed communication over the TP overlap values ``overlaps`` (None: the plan's own;
+    :func:`~simulator.search.exposed_bound.chunk_exposure`). A dense model: the compute from its layer, embedding
+    and head times alone (the step's cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases'
+    embedding and head, at the slowest GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a
+    MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the chunk costs of
+    :func:`~simulator.schedule.step.prepare_step`."""
     dense = dense_counts(plan)
+    overlaps = (plan.parallel.tp_comm_overlap,) if overlaps is None else overlaps
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     if plan.model.moe is None:
-        layer, slowest, (embedding, head) = dense_layer_time(ctx, plan)
-        f, b = dense * layer.fwd_s, dense * layer.bwd_s
-        f[0, 0] += embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
-        b[0, 0] += embedding.bwd_s
+        t = dense_layer_time(ctx, plan)
+        f, b = dense * t.layer.fwd_s, dense * t.layer.bwd_s
+        f[0, 0] += t.embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
+        b[0, 0] += t.embedding.bwd_s
         last = plan.last_stage_rank
-        f[last, -1] += head.fwd_s
-        b[last, -1] += head.bwd_s
-        return Variant(plan, f * slowest, b * slowest, dense, layer, slowest)
+        f[last, -1] += t.head.fwd_s
+        b[last, -1] += t.head.bwd_s
+        timer = GroupTimer(plan, ctx.topology, ctx.calibration, settings, shared=ctx.step_cache.layout(plan))
+        xf, xb = chunk_exposure(ctx.step_cache, t.fixed, plan, timer, t.inputs, None, overlaps, dense)
+        return Variant(plan, f * t.slowest + xf, b * t.slowest + xb, dense, t.layer, t.slowest)
     parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
                          gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
                          offload_activation_bytes=offloaded_activation_bytes(plan))
-    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]),
-                   np.array([[x.compute for _, x in c] for c in parts.chunks]), dense, parts.ctx.layers.get(False),
+    step = parts.ctx
+    p = step.plan.parallel
+    moe = MoeInputs(step.timer, step.layer, p.etp, p.pp) if True in step.layers and p.ep > 1 else None
+    xf, xb = chunk_exposure(ctx.step_cache, step.fixed, step.plan, step.timer, step.layer, moe, overlaps, dense)
+    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]) + xf,
+                   np.array([[x.compute for _, x in c] for c in parts.chunks]) + xb, dense, step.layers.get(False),
                    parts.slowest, parts.pairing() is not None)
 
 
-def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
+class DenseTimes(NamedTuple):
+    """What a dense model's variant reads of the step cache (:func:`dense_layer_time`)."""
+
+    layer: Any
+    """the dense layer's :class:`~simulator.compute.layer.LayerTime`"""
+    slowest: float
+    embedding: Any
+    head: Any
+    fixed: Any
+    """the cache's :class:`~simulator.schedule.cache.Fixed`"""
+    inputs: Any
+    """the plan's :class:`~simulator.schedule.inputs.LayerInputs`"""
+
+
+def dense_layer_time(ctx, plan) -> DenseTimes:
     """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model), the slowest
     GPU's pace and the embedding's and the head's times, through the search's step cache (what
     :func:`~simulator.schedule.inputs.build_inputs`, :func:`~simulator.schedule.step.prepare_step` and the chunk
@@ -210,9 +237,10 @@ def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
     li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
     layers = dict(ctx.step_cache.get(layer_times, fixed, li))
     copy = holds_embedding_copy(plan.model, plan.training.mode == "train", plan.last_stage_rank)
-    edges = (embedding_of(ctx.step_cache, fixed, li),
-             head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy))
-    return layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma, eff.calibration_gpus), edges
+    return DenseTimes(layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma,
+                                                  eff.calibration_gpus),
+                      embedding_of(ctx.step_cache, fixed, li),
+                      head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy), fixed, li)
 
 
 def group_variants(ctx, group: Group, resolve) -> list[Variant]:
@@ -252,7 +280,8 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
         return []
     plan = next(iter(variants.values()))
     group.tokens = plan.training.global_batch * plan.training.seq_len
-    return [variant_of(ctx, plan) for plan in variants.values()]
+    overlaps = tuple(dict.fromkeys(p.get("tp_comm_overlap", plan.parallel.tp_comm_overlap) for p in group.points))
+    return [variant_of(ctx, plan, overlaps) for plan in variants.values()]
 
 
 def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:

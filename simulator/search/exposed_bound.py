@@ -1,0 +1,111 @@
+"""The least exposed communication of a group's members: the second term of the group bound
+(:mod:`simulator.search.group_bound`; docs/search/time_to_answer.md, "Time to the answer, round 6").
+
+The compute bound (points 1-3 of :mod:`simulator.search.group_bound`) leaves out every second of exposed
+communication; on 175B the best plan (tp 8, TP overlap on) spends 1.16 s of its 11.76 s step waiting for TP
+collectives. Per stage and FFN kind (dense, MoE) this module gives X_f and X_b, the least exposed seconds of one
+layer's forward and backward over every TP overlap value the group offers, all dimensions but EP; a chunk's
+forward of compute variant k is then at least f + sum over its layers of X_f (backward: b + r + sum X_b). Why:
+
+4. Which ops carry the seconds: a layer's forward and backward :class:`~simulator.schedule.costs.Cost` is priced
+   by :func:`~simulator.schedule.costs.layer_costs` from the plan's per-layer ops
+   (:func:`simulator.traffic.layer_traffic`: TP, SP, CP, Ulysses, EP), their call seconds on the plan's group
+   timer and the windows of the layer's :class:`~simulator.compute.layer.LayerTime`. The ops of scope
+   ``layer_fwd`` and ``layer_bwd`` read the outer point (tp, sp, cp, Ulysses, ep, etp), the micro-batch (the
+   rank shape), the precision (the recipe's activation bytes) and, of the inner knobs, only the TP overlap
+   switch (``tp_comm_overlap``: the window of the forward TP ops). The call seconds read the op and its group's
+   placement, which the rank layout of the outer point fixes; the windows and the MoE layer read the variant's
+   layer inputs. The recompute mode adds ops of scope ``layer_recompute``, priced apart and added (>= 0); the
+   offload and the sharding add host seconds, ZeRO per-micro-batch DP seconds and pipeline transfers, all >= 0,
+   elsewhere in the chunk. So a member of variant k with overlap value o has, on every layer of stage s, forward
+   exposed seconds (all dimensions) at least those :func:`least_exposed` prices on the variant's representative
+   with o, and so at least their least over the group's values of o; likewise the backward. EP is left out: a
+   DualPipe pair hides part of the EP seconds (:mod:`simulator.search.bound`), and no other dimension's.
+5. So a member's chunk durations are at least f + X_f and b + r + X_b (the pace scales compute and recompute,
+   never communication: ``Cost.scale_compute``), and points 2 and 3 apply unchanged to these larger durations:
+   the max-plus timelines are non-decreasing in every duration, and the split schedules' release-plus-busy bound
+   takes them as it takes compute (a V's half keeps half of them, as ``dual_timeline.half_total`` halves
+   everything but the pipeline transfers, which this term does not count).
+
+Cheap: the layer ops of each overlap value are listed once per variant; the exposure is priced once per (group
+timer, layer inputs, MoE layer inputs, cp, pp, ops), through the search's step cache, and within it once per stage
+group key, so groups that differ only in schedule, vpp or split share it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from simulator.plan import ResolvedPlan
+from simulator.pricing.groups import GroupTimer
+from simulator.schedule.cache import Fixed, StepCache
+from simulator.schedule.costs import Cost, layer_costs
+from simulator.schedule.inputs import LayerInputs, MoeInputs, layer_times, moe_timings
+from simulator.traffic import CommOp, layer_traffic
+
+
+class ExposureInputs(NamedTuple):
+    """What :func:`least_exposed` reads: the plan's comm timer (its rank layout), its layer inputs, the MoE layer
+    inputs (None without MoE layers on EP > 1), the CP degree, the pipeline depth and the per-layer ops of each TP
+    overlap value the group offers."""
+
+    timer: GroupTimer
+    layer: LayerInputs
+    moe: MoeInputs | None
+    cp: int
+    pp: int
+    settings: tuple[tuple[CommOp, ...], ...]
+
+
+def least_exposed(cache: StepCache, fixed: Fixed, x: ExposureInputs) -> np.ndarray:
+    """Per stage and FFN kind (index 0 dense, 1 MoE), the least (forward, backward) exposed seconds of one layer
+    over ``x.settings``, every dimension but EP (module docstring, point 4); shape (pp, 2, 2), seconds. Stages
+    whose ops run on groups of one key (and one MoE layer) are priced once."""
+    layers = dict(cache.get(layer_times, fixed, x.layer))
+    moe = cache.get(moe_timings, fixed, x.moe) if x.moe is not None else (None,) * x.pp
+    groups = tuple(dict.fromkeys(op.group for ops in x.settings for op in ops))
+    out = np.zeros((x.pp, 2, 2))
+    seen: dict[tuple, tuple[float, float]] = {}
+    for s in range(x.pp):
+        ids = tuple(x.timer.key_id(g, s) for g in groups)
+        for kind, lt in layers.items():
+            layer_moe = moe[s] if kind else None
+            key = (kind, ids, id(layer_moe))
+            if key not in seen:
+                priced = [layer_costs(lt, ops, "moe" if kind else "dense", "none", x.cp, x.timer, s, layer_moe)
+                          for ops in x.settings]
+                seen[key] = (min(outside_ep(f) for f, _ in priced), min(outside_ep(b) for _, b in priced))
+            out[s, int(kind)] = seen[key]
+    return out
+
+
+def outside_ep(cost: Cost) -> float:
+    """Exposed seconds of ``cost`` in every dimension but EP (what no overlapped pair hides)."""
+    return sum(cost.exposed.values()) - cost.exposed["ep"]
+
+
+def with_overlap(plan: ResolvedPlan, on: bool) -> ResolvedPlan:
+    """``plan`` with TP communication overlap ``on`` (itself when it has it): the same plan otherwise (the switch
+    is read only by the layer ops' windows: :func:`simulator.traffic.layer.tp_ops`)."""
+    if plan.parallel.tp_comm_overlap == on:
+        return plan
+    return type(plan)(**{**{name: getattr(plan, name) for name in type(plan).model_fields},
+                         "parallel": plan.parallel.model_copy(update={"tp_comm_overlap": on})})
+
+
+def chunk_exposure(cache: StepCache, fixed: Fixed, plan: ResolvedPlan, timer: GroupTimer, layer: LayerInputs,
+                   moe: MoeInputs | None, overlaps: tuple[bool, ...], dense: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage and model chunk of ``plan`` (a variant's representative), the least exposed seconds of a forward
+    and of a backward of one micro-batch over the TP overlap values ``overlaps`` (module docstring): each layer's
+    :func:`least_exposed` of its kind, summed over the chunk's ``dense`` dense layers and the rest MoE."""
+    settings = tuple(layer_traffic(with_overlap(plan, on)) for on in overlaps)
+    per_layer = cache.get(least_exposed, fixed, ExposureInputs(timer, layer, moe, plan.parallel.cp,
+                                                               plan.parallel.pp, settings))
+    sizes = np.array(plan.stage_chunks, dtype=float)
+    moe_layers = sizes - dense
+    f = dense * per_layer[:, 0, 0, None] + moe_layers * per_layer[:, 1, 0, None]
+    b = dense * per_layer[:, 0, 1, None] + moe_layers * per_layer[:, 1, 1, None]
+    return f, b
