@@ -48,24 +48,25 @@ from simulator.traffic import CommOp, layer_traffic
 
 class ExposureInputs(NamedTuple):
     """What :func:`least_exposed` reads: the plan's comm timer (its rank layout), its layer inputs, the MoE layer
-    inputs (None without MoE layers on EP > 1), the CP degree, the pipeline depth and the per-layer ops of each TP
-    overlap value the group offers."""
+    inputs (None without MoE layers on EP > 1), the CP degree, the pipeline depth and the per-layer ops of the
+    members' TP overlap value (:func:`simulator.traffic.layer_traffic`)."""
 
     timer: GroupTimer
     layer: LayerInputs
     moe: MoeInputs | None
     cp: int
     pp: int
-    settings: tuple[tuple[CommOp, ...], ...]
+    ops: tuple[CommOp, ...]
 
 
 def least_exposed(cache: StepCache, fixed: Fixed, x: ExposureInputs) -> np.ndarray:
-    """Per stage and FFN kind (index 0 dense, 1 MoE), the least (forward, backward) exposed seconds of one layer
-    over ``x.settings``, every dimension but EP (module docstring, point 4); shape (pp, 2, 2), seconds. Stages
-    whose ops run on groups of one key (and one MoE layer) are priced once."""
+    """Per stage and FFN kind (index 0 dense, 1 MoE), the (forward, backward) exposed seconds of one layer with the
+    ops ``x.ops`` and recompute off, every dimension but EP: the least of any member with those ops (module
+    docstring, point 4); shape (pp, 2, 2), seconds. Stages whose ops run on groups of one key (and one MoE layer)
+    are priced once."""
     layers = dict(cache.get(layer_times, fixed, x.layer))
     moe = cache.get(moe_timings, fixed, x.moe) if x.moe is not None else (None,) * x.pp
-    groups = tuple(dict.fromkeys(op.group for ops in x.settings for op in ops))
+    groups = tuple(dict.fromkeys(op.group for op in x.ops))
     out = np.zeros((x.pp, 2, 2))
     seen: dict[tuple, tuple[float, float]] = {}
     for s in range(x.pp):
@@ -74,9 +75,8 @@ def least_exposed(cache: StepCache, fixed: Fixed, x: ExposureInputs) -> np.ndarr
             layer_moe = moe[s] if kind else None
             key = (kind, ids, id(layer_moe))
             if key not in seen:
-                priced = [layer_costs(lt, ops, "moe" if kind else "dense", "none", x.cp, x.timer, s, layer_moe)
-                          for ops in x.settings]
-                seen[key] = (min(outside_ep(f) for f, _ in priced), min(outside_ep(b) for _, b in priced))
+                fwd, bwd = layer_costs(lt, x.ops, "moe" if kind else "dense", "none", x.cp, x.timer, s, layer_moe)
+                seen[key] = (outside_ep(fwd), outside_ep(bwd))
             out[s, int(kind)] = seen[key]
     return out
 
@@ -96,14 +96,13 @@ def with_overlap(plan: ResolvedPlan, on: bool) -> ResolvedPlan:
 
 
 def chunk_exposure(cache: StepCache, fixed: Fixed, plan: ResolvedPlan, timer: GroupTimer, layer: LayerInputs,
-                   moe: MoeInputs | None, overlaps: tuple[bool, ...], dense: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   moe: MoeInputs | None, overlap: bool, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per stage and model chunk of ``plan`` (a variant's representative), the least exposed seconds of a forward
-    and of a backward of one micro-batch over the TP overlap values ``overlaps`` (module docstring): each layer's
-    :func:`least_exposed` of its kind, summed over the chunk's ``dense`` dense layers and the rest MoE."""
-    settings = tuple(layer_traffic(with_overlap(plan, on)) for on in overlaps)
+    and of a backward of one micro-batch of its members with TP overlap value ``overlap`` (module docstring): each
+    layer's :func:`least_exposed` of its kind, summed over the chunk's ``dense`` dense layers and the rest MoE."""
+    ops = layer_traffic(with_overlap(plan, overlap))
     per_layer = cache.get(least_exposed, fixed, ExposureInputs(timer, layer, moe, plan.parallel.cp,
-                                                               plan.parallel.pp, settings))
+                                                               plan.parallel.pp, ops))
     sizes = np.array(plan.stage_chunks, dtype=float)
     moe_layers = sizes - dense
     f = dense * per_layer[:, 0, 0, None] + moe_layers * per_layer[:, 1, 0, None]

@@ -1,15 +1,17 @@
-"""Pruning whole groups by a bound before they are resolved (docs/search/time_to_answer.md, "Time to the answer, round 4").
+"""Pruning whole groups by a bound before they are resolved (docs/search/time_to_answer.md, "Time to the answer",
+rounds 4 and 6).
 
 A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
 schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,
 offload, recompute, sharding, micro-batch). Its bound, and the bound of the members of each (recompute value,
-micro-batch) in it, is a lower bound of the step time of every such member that passes the rules:
+micro-batch, TP overlap value) in it, is a lower bound of the step time of every such member that passes the rules:
 
-    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value),
+    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value, x's TP overlap),
 
-T_k(r) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
-compute seconds and every backward its compute plus the re-run seconds of recompute value r (the slowest GPU's
-pace included), on the variant's representative plan. Why it holds:
+T_k(r, o) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
+compute seconds plus the least exposed communication of its layers under TP overlap value o, and every backward
+the same plus the re-run seconds of recompute value r (the slowest GPU's pace on compute and recompute), on the
+variant's representative plan. Why it holds (points 4 and 5, the communication: :mod:`.exposed_bound`):
 
 1. A chunk's ``compute`` seconds (:class:`~simulator.schedule.costs.Cost`) come from the layer, embedding and head
    times of its layers and the MoE layer of its stage (:class:`~simulator.schedule.inputs.LayerInputs`,
@@ -21,13 +23,14 @@ pace included), on the variant's representative plan. Why it holds:
    chunk compute seconds; every member that passes the rules is in the variant of its micro-batch and layer
    inputs, whose representative is the first member of it that passes the rules.
 2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host, at least
-   its compute plus its dense layers' re-run seconds, and every timeline the engine runs is a max-plus
+   its compute plus its dense layers' re-run seconds plus its layers' least exposed communication (points 4 and
+   5 of :mod:`.exposed_bound`), and every timeline the engine runs is a max-plus
    recurrence (an op ends at the latest of its predecessors' ends plus its duration:
    :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is non-decreasing in every
    duration: the ends with those smaller durations, and T_k (a bound of them: :func:`compute_lower`), are at most
    the member's.
    The split schedules (DualPipe, DualPipeV, ZB-H1, ZB-V) overlap forward-backward pairs; for them T_k is
-   :mod:`simulator.search.bound`'s release-plus-busy bound of the compute-only costs (no exposed EP seconds, so
+   :mod:`simulator.search.bound`'s release-plus-busy bound of these smaller costs (no exposed EP seconds, so
    nothing a pair could hide), itself below the member's step. Plans whose MoE layers pair two micro-batches
    (``moe.microbatch_overlap``) get no bound (0): the pairing hides seconds across ops.
 3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
@@ -82,9 +85,9 @@ class Group:
     points: list[dict[str, Any]]
     lower: float = 0.0
     tokens: float = 0.0
-    sub: dict[tuple[str, int], float] = field(default_factory=dict)
-    """the bound of the members of each (recompute value, micro-batch) (:func:`set_lowers`); a pair without one
-    (no member of its micro-batch passes the rules) is not pruned"""
+    sub: dict[tuple[str, int, bool], float] = field(default_factory=dict)
+    """the bound of the members of each (recompute value, micro-batch, TP overlap value) (:func:`set_lowers`); a
+    key without one (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
 
@@ -112,9 +115,11 @@ class Variant:
     slowest: float
     paired: bool = False
     """whether MoE layers pair two micro-batches (no bound: the pairing hides seconds across ops)"""
+    overlap: bool = False
+    """the TP overlap value whose members' least exposed communication ``f`` and ``b`` hold"""
 
 
-def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[float]:
+def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndarray | None = None) -> list[float]:
     """Lower bounds of the step of the plans of compute variant ``v`` (module docstring), one per ``recompute``
     value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose re-run seconds
     of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s release plus
@@ -131,7 +136,7 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[fl
     if v.paired:
         return [0.0] * len(recompute)
     f, b = v.f, v.b
-    r = recompute_seconds(v, recompute)          # (values, pp, vpp)
+    r = recompute_seconds(v, recompute) if r is None else r         # (values, pp, vpp)
     if schedule.replay == "split":
         out = []
         for extra in r.tolist():
@@ -177,16 +182,15 @@ def dense_counts(plan) -> np.ndarray:
     return out
 
 
-def variant_of(ctx, plan, overlaps: tuple[bool, ...] | None = None) -> Variant:
-    """The :class:`Variant` of ``plan``: per chunk its compute seconds at the slowest GPU's pace plus the least
-    exposed communication over the TP overlap values ``overlaps`` (None: the plan's own;
-    :func:`~simulator.search.exposed_bound.chunk_exposure`). A dense model: the compute from its layer, embedding
+def variants_of(ctx, plan, overlaps: tuple[bool, ...]) -> list[Variant]:
+    """The :class:`Variant` of ``plan`` for each TP overlap value of ``overlaps``: per chunk its compute seconds at
+    the slowest GPU's pace plus the least exposed communication of the members with that value
+    (:func:`~simulator.search.exposed_bound.chunk_exposure`). A dense model: the compute from its layer, embedding
     and head times alone (the step's cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases'
     embedding and head, at the slowest GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a
     MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the chunk costs of
     :func:`~simulator.schedule.step.prepare_step`."""
     dense = dense_counts(plan)
-    overlaps = (plan.parallel.tp_comm_overlap,) if overlaps is None else overlaps
     settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     if plan.model.moe is None:
         t = dense_layer_time(ctx, plan)
@@ -197,18 +201,23 @@ def variant_of(ctx, plan, overlaps: tuple[bool, ...] | None = None) -> Variant:
         f[last, -1] += t.head.fwd_s
         b[last, -1] += t.head.bwd_s
         timer = GroupTimer(plan, ctx.topology, ctx.calibration, settings, shared=ctx.step_cache.layout(plan))
-        xf, xb = chunk_exposure(ctx.step_cache, t.fixed, plan, timer, t.inputs, None, overlaps, dense)
-        return Variant(plan, f * t.slowest + xf, b * t.slowest + xb, dense, t.layer, t.slowest)
-    parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
-                         offload_activation_bytes=offloaded_activation_bytes(plan))
-    step = parts.ctx
-    p = step.plan.parallel
-    moe = MoeInputs(step.timer, step.layer, p.etp, p.pp) if True in step.layers and p.ep > 1 else None
-    xf, xb = chunk_exposure(ctx.step_cache, step.fixed, step.plan, step.timer, step.layer, moe, overlaps, dense)
-    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]) + xf,
-                   np.array([[x.compute for _, x in c] for c in parts.chunks]) + xb, dense, step.layers.get(False),
-                   parts.slowest, parts.pairing() is not None)
+        f, b, layer, slowest, paired = f * t.slowest, b * t.slowest, t.layer, t.slowest, False
+        exposure = (ctx.step_cache, t.fixed, plan, timer, t.inputs, None)
+    else:
+        parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                             gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                             offload_activation_bytes=offloaded_activation_bytes(plan))
+        step, p = parts.ctx, parts.ctx.plan.parallel
+        f = np.array([[x.compute for x, _ in c] for c in parts.chunks])
+        b = np.array([[x.compute for _, x in c] for c in parts.chunks])
+        layer, slowest, paired = step.layers.get(False), parts.slowest, parts.pairing() is not None
+        moe = MoeInputs(step.timer, step.layer, p.etp, p.pp) if True in step.layers and p.ep > 1 else None
+        exposure = (ctx.step_cache, step.fixed, step.plan, step.timer, step.layer, moe)
+    out = []
+    for on in overlaps:
+        xf, xb = chunk_exposure(*exposure, on, dense)
+        out.append(Variant(plan, f + xf, b + xb, dense, layer, slowest, paired, on))
+    return out
 
 
 class DenseTimes(NamedTuple):
@@ -280,8 +289,8 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
         return []
     plan = next(iter(variants.values()))
     group.tokens = plan.training.global_batch * plan.training.seq_len
-    overlaps = tuple(dict.fromkeys(p.get("tp_comm_overlap", plan.parallel.tp_comm_overlap) for p in group.points))
-    return [variant_of(ctx, plan, overlaps) for plan in variants.values()]
+    overlaps = dict.fromkeys(p.get("tp_comm_overlap", plan.parallel.tp_comm_overlap) for p in group.points)
+    return [v for plan in variants.values() for v in variants_of(ctx, plan, tuple(overlaps))]
 
 
 def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
@@ -289,12 +298,22 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
     of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
     for g, v in zip(groups, variants, strict=True):
         values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
+        rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
         for variant in v:
             mb = variant.plan.training.micro_batch
-            for value, lower in zip(values, compute_lower(variant, values), strict=True):
-                g.sub[value, mb] = min(g.sub.get((value, mb), math.inf), lower)
+            r = rerun.get(id(variant.plan))
+            if r is None:
+                r = rerun[id(variant.plan)] = recompute_seconds(variant, values)
+            for value, lower in zip(values, compute_lower(variant, values, r), strict=True):
+                key = (value, mb, variant.overlap)
+                g.sub[key] = min(g.sub.get(key, math.inf), lower)
         if v:
             g.lower = min(g.sub.values())
+
+
+def _key(point: dict[str, Any]) -> tuple[str, int, bool]:
+    """The (recompute value, micro-batch, TP overlap value) of ``point``: its key in ``Group.sub``."""
+    return point["recompute"], point["micro_batch"], point["tp_comm_overlap"]
 
 
 def _error(resolve, ctx, point) -> UserError:
@@ -326,7 +345,7 @@ def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
                                                                                 group.outer["gpus"])}
     if not gone:
         return group.points
-    kept = [p for p in group.points if (p["recompute"], p["micro_batch"]) not in gone]
+    kept = [p for p in group.points if _key(p) not in gone]
     out.rejected[GROUP_REASON] += len(group.points) - len(kept)
     out.evaluated += len(group.points) - len(kept)
     return kept
