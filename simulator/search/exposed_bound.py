@@ -3,9 +3,11 @@
 
 The compute bound (points 1-3 of :mod:`simulator.search.group_bound`) leaves out every second of exposed
 communication; on 175B the best plan (tp 8, TP overlap on) spends 1.16 s of its 11.76 s step waiting for TP
-collectives. Per stage and FFN kind (dense, MoE) this module gives X_f and X_b, the least exposed seconds of one
-layer's forward and backward over every TP overlap value the group offers, all dimensions but EP; a chunk's
-forward of compute variant k is then at least f + sum over its layers of X_f (backward: b + r + sum X_b). Why:
+collectives. Per stage, FFN kind (dense, MoE) and TP overlap value o, this module gives X_f(o) and X_b(o), the
+exposed seconds of one layer's forward and backward in every dimension but EP that every member with value o
+pays at least; a chunk's forward of compute variant k is then at least f + sum over its layers of X_f(o)
+(backward: b + r + sum X_b(o)). The group's members are bounded per (recompute value, micro-batch, o), and the
+group as a whole by the least over the values of o it offers (the better overlap setting). Why:
 
 4. Which ops carry the seconds: a layer's forward and backward :class:`~simulator.schedule.costs.Cost` is priced
    by :func:`~simulator.schedule.costs.layer_costs` from the plan's per-layer ops
@@ -19,8 +21,9 @@ forward of compute variant k is then at least f + sum over its layers of X_f (ba
    offload and the sharding add host seconds, ZeRO per-micro-batch DP seconds and pipeline transfers, all >= 0,
    elsewhere in the chunk. So a member of variant k with overlap value o has, on every layer of stage s, forward
    exposed seconds (all dimensions) at least those :func:`least_exposed` prices on the variant's representative
-   with o, and so at least their least over the group's values of o; likewise the backward. EP is left out: a
-   DualPipe pair hides part of the EP seconds (:mod:`simulator.search.bound`), and no other dimension's.
+   with o (:func:`with_overlap`: the representative with value o, nothing else changed); likewise the backward.
+   EP is left out: a DualPipe pair hides part of the EP seconds (:mod:`simulator.search.bound`), and no other
+   dimension's.
 5. So a member's chunk durations are at least f + X_f and b + r + X_b (the pace scales compute and recompute,
    never communication: ``Cost.scale_compute``), and points 2 and 3 apply unchanged to these larger durations:
    the max-plus timelines are non-decreasing in every duration, and the split schedules' release-plus-busy bound
@@ -28,8 +31,8 @@ forward of compute variant k is then at least f + sum over its layers of X_f (ba
    everything but the pipeline transfers, which this term does not count).
 
 Cheap: the layer ops of each overlap value are listed once per variant; the exposure is priced once per (group
-timer, layer inputs, MoE layer inputs, cp, pp, ops), through the search's step cache, and within it once per stage
-group key, so groups that differ only in schedule, vpp or split share it.
+timer, layer inputs, MoE layer inputs, cp, pp, ops) through the search's step cache (:class:`ExposureInputs`), and
+within that once per stage group key, so groups that differ only in schedule, vpp or split share it.
 """
 
 from __future__ import annotations
