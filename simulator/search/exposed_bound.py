@@ -51,36 +51,37 @@ from simulator.traffic import CommOp, layer_traffic
 
 class ExposureInputs(NamedTuple):
     """What :func:`least_exposed` reads: the plan's comm timer (its rank layout), its layer inputs, the MoE layer
-    inputs (None without MoE layers on EP > 1), the CP degree, the pipeline depth and the per-layer ops of the
-    members' TP overlap value (:func:`simulator.traffic.layer_traffic`)."""
+    inputs (None without MoE layers on EP > 1), the CP degree, the pipeline depth and, per TP overlap value, the
+    per-layer ops of its members (:func:`simulator.traffic.layer_traffic`)."""
 
     timer: GroupTimer
     layer: LayerInputs
     moe: MoeInputs | None
     cp: int
     pp: int
-    ops: tuple[CommOp, ...]
+    settings: tuple[tuple[CommOp, ...], ...]
 
 
 def least_exposed(cache: StepCache, fixed: Fixed, x: ExposureInputs) -> np.ndarray:
-    """Per stage and FFN kind (index 0 dense, 1 MoE), the (forward, backward) exposed seconds of one layer with the
-    ops ``x.ops`` and recompute off, every dimension but EP: the least of any member with those ops (module
-    docstring, point 4); shape (pp, 2, 2), seconds. Stages whose ops run on groups of one key (and one MoE layer)
-    are priced once."""
+    """Per ops of ``x.settings``, stage and FFN kind (index 0 dense, 1 MoE), the (forward, backward) exposed
+    seconds of one layer with those ops and recompute off, every dimension but EP: the least of any member with
+    those ops (module docstring, point 4); shape (settings, pp, 2, 2), seconds. Stages whose ops run on groups of
+    one key (and one MoE layer) are priced once."""
     layers = dict(cache.get(layer_times, fixed, x.layer))
     moe = cache.get(moe_timings, fixed, x.moe) if x.moe is not None else (None,) * x.pp
-    groups = tuple(dict.fromkeys(op.group for op in x.ops))
-    out = np.zeros((x.pp, 2, 2))
-    seen: dict[tuple, tuple[float, float]] = {}
+    groups = tuple(dict.fromkeys(op.group for ops in x.settings for op in ops))
+    out = np.zeros((len(x.settings), x.pp, 2, 2))
+    seen: dict[tuple, list[tuple[float, float]]] = {}
     for s in range(x.pp):
         ids = tuple(x.timer.key_id(g, s) for g in groups)
         for kind, lt in layers.items():
             layer_moe = moe[s] if kind else None
             key = (kind, ids, id(layer_moe))
             if key not in seen:
-                fwd, bwd = layer_costs(lt, x.ops, "moe" if kind else "dense", "none", x.cp, x.timer, s, layer_moe)
-                seen[key] = (outside_ep(fwd), outside_ep(bwd))
-            out[s, int(kind)] = seen[key]
+                priced = [layer_costs(lt, ops, "moe" if kind else "dense", "none", x.cp, x.timer, s, layer_moe)
+                          for ops in x.settings]
+                seen[key] = [(outside_ep(fwd), outside_ep(bwd)) for fwd, bwd in priced]
+            out[:, s, int(kind)] = seen[key]
     return out
 
 
@@ -90,24 +91,25 @@ def outside_ep(cost: Cost) -> float:
 
 
 def with_overlap(plan: ResolvedPlan, on: bool) -> ResolvedPlan:
-    """``plan`` with TP communication overlap ``on`` (itself when it has it): the same plan otherwise (the switch
-    is read only by the layer ops' windows: :func:`simulator.traffic.layer.tp_ops`)."""
+    """``plan`` with TP communication overlap ``on`` (itself when it has it): the same plan otherwise. A copy that
+    keeps the plan's derived values (recipe, shapes, rank groups), none of which reads the switch (only the layer
+    ops' windows do: :func:`simulator.traffic.layer.tp_ops`); tests/search/test_group_bound.py checks its layer
+    ops against the plan resolved with the other value."""
     if plan.parallel.tp_comm_overlap == on:
         return plan
-    return type(plan)(**{**{name: getattr(plan, name) for name in type(plan).model_fields},
-                         "parallel": plan.parallel.model_copy(update={"tp_comm_overlap": on})})
+    return plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"tp_comm_overlap": on})})
 
 
 def chunk_exposure(cache: StepCache, fixed: Fixed, plan: ResolvedPlan, timer: GroupTimer, layer: LayerInputs,
-                   moe: MoeInputs | None, overlap: bool, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per stage and model chunk of ``plan`` (a variant's representative), the least exposed seconds of a forward
-    and of a backward of one micro-batch of its members with TP overlap value ``overlap`` (module docstring): each
-    layer's :func:`least_exposed` of its kind, summed over the chunk's ``dense`` dense layers and the rest MoE."""
-    ops = layer_traffic(with_overlap(plan, overlap))
+                   moe: MoeInputs | None, overlaps: tuple[bool, ...], dense: np.ndarray
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each TP overlap value of ``overlaps``, per stage and model chunk of ``plan`` (a variant's
+    representative), the least exposed seconds of a forward and of a backward of one micro-batch of its members
+    with that value (module docstring): each layer's :func:`least_exposed` of its kind, summed over the chunk's
+    ``dense`` dense layers and the rest MoE."""
+    settings = tuple(layer_traffic(with_overlap(plan, on)) for on in overlaps)
     per_layer = cache.get(least_exposed, fixed, ExposureInputs(timer, layer, moe, plan.parallel.cp,
-                                                               plan.parallel.pp, ops))
-    sizes = np.array(plan.stage_chunks, dtype=float)
-    moe_layers = sizes - dense
-    f = dense * per_layer[:, 0, 0, None] + moe_layers * per_layer[:, 1, 0, None]
-    b = dense * per_layer[:, 0, 1, None] + moe_layers * per_layer[:, 1, 1, None]
-    return f, b
+                                                               plan.parallel.pp, settings))
+    moe_layers = np.array(plan.stage_chunks, dtype=float) - dense
+    return [(dense * x[:, 0, 0, None] + moe_layers * x[:, 1, 0, None],
+             dense * x[:, 0, 1, None] + moe_layers * x[:, 1, 1, None]) for x in per_layer]

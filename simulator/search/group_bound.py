@@ -93,10 +93,11 @@ class Group:
 
 
 class _Seconds(NamedTuple):
-    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound.rank_seconds` reads a
-    :class:`~simulator.schedule.costs.Cost` (its total; no exposed EP or pipeline seconds)."""
+    """A forward or backward of a variant's least seconds, as :func:`~simulator.search.bound.rank_seconds` reads a
+    :class:`~simulator.schedule.costs.Cost` (its total: a float, or for a backward an array, one per recompute
+    value; no exposed EP or pipeline seconds)."""
 
-    total: float
+    total: Any
     exposed: dict = _NO_EXPOSED
 
 
@@ -137,14 +138,12 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
         return [0.0] * len(recompute)
     f, b = v.f, v.b
     r = recompute_seconds(v, recompute) if r is None else r         # (values, pp, vpp)
-    if schedule.replay == "split":
-        out = []
-        for extra in r.tolist():
-            chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
-                      for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
-            forward, busy = rank_seconds(schedule, chunks, 0.0)
-            out.append(max(a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)))
-        return out
+    if schedule.replay == "split":     # every recompute value at once: a backward's total is an array of them
+        extra = np.moveaxis(r, 0, -1)                                # (pp, vpp, values)
+        chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
+                  for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
+        forward, busy = rank_seconds(schedule, chunks, 0.0)
+        return list(np.max([a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)], axis=0))
     busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
     if schedule.fast is None:     # the replay only: each stage's own work, one after another
         return list((m * busy).max(axis=1))
@@ -213,11 +212,8 @@ def variants_of(ctx, plan, overlaps: tuple[bool, ...]) -> list[Variant]:
         layer, slowest, paired = step.layers.get(False), parts.slowest, parts.pairing() is not None
         moe = MoeInputs(step.timer, step.layer, p.etp, p.pp) if True in step.layers and p.ep > 1 else None
         exposure = (ctx.step_cache, step.fixed, step.plan, step.timer, step.layer, moe)
-    out = []
-    for on in overlaps:
-        xf, xb = chunk_exposure(*exposure, on, dense)
-        out.append(Variant(plan, f + xf, b + xb, dense, layer, slowest, paired, on))
-    return out
+    return [Variant(plan, f + xf, b + xb, dense, layer, slowest, paired, on)
+            for on, (xf, xb) in zip(overlaps, chunk_exposure(*exposure, overlaps, dense), strict=True)]
 
 
 class DenseTimes(NamedTuple):

@@ -19,6 +19,7 @@ from simulator.pricing.overlap import coefficients
 from simulator.schedule.timeline import run_timeline
 from simulator.search import search
 from simulator.search.evaluate import Evaluated, evaluate_points, resolve
+from simulator.search.exposed_bound import with_overlap
 from simulator.search.group_bound import Variant, compute_lower, dense_layer_time
 from simulator.search.run import NoPlanFits, bound_groups, candidate_groups, search_context
 from simulator.traffic import layer_traffic
@@ -117,6 +118,11 @@ def test_a_tp2_group_bound_by_hand():
     for on in (True, False):
         assert group.sub["none", 1, on] == pytest.approx(m * (compute + exposed[on]), rel=1e-12)
     assert group.lower == group.sub["none", 1, True] < group.sub["none", 1, False]
+    # the representative with the other overlap value lists the ops of the member resolved with it
+    plans = {p["tp_comm_overlap"]: resolve(ctx, p) for p in group.points}
+    for on in (True, False):
+        assert layer_traffic(with_overlap(plans[not on], on)) == layer_traffic(plans[on])
+        assert with_overlap(plans[on], on) is plans[on]
     rows = evaluate_points(ctx, group.points).rows
     assert len(rows) == 2
     for row in rows:
