@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -172,6 +173,8 @@ def recompute_seconds(v: Variant, recompute: tuple[str, ...]) -> np.ndarray:
 
 def dense_counts(plan) -> np.ndarray:
     """Per stage and model chunk of ``plan``, its dense (not MoE) layers."""
+    if plan.model.moe is None:
+        return np.array(plan.stage_chunks, dtype=float)
     out = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0])))
     for s in range(plan.parallel.pp):
         flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
@@ -181,18 +184,19 @@ def dense_counts(plan) -> np.ndarray:
     return out
 
 
-def variants_of(ctx, plan, overlaps: tuple[bool, ...]) -> list[Variant]:
+def variants_of(ctx, plan, overlaps: tuple[bool, ...], inputs=None) -> list[Variant]:
     """The :class:`Variant` of ``plan`` for each TP overlap value of ``overlaps``: per chunk its compute seconds at
     the slowest GPU's pace plus the least exposed communication of the members with that value
     (:func:`~simulator.search.exposed_bound.chunk_exposure`). A dense model: the compute from its layer, embedding
     and head times alone (the step's cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases'
     embedding and head, at the slowest GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a
     MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the chunk costs of
-    :func:`~simulator.schedule.step.prepare_step`."""
+    :func:`~simulator.schedule.step.prepare_step`. ``inputs``: the plan's
+    :class:`~simulator.schedule.inputs.LayerInputs` where the caller has them (None: from the plan)."""
     dense = dense_counts(plan)
     settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     if plan.model.moe is None:
-        t = dense_layer_time(ctx, plan)
+        t = dense_layer_time(ctx, plan, inputs)
         f, b = dense * t.layer.fwd_s, dense * t.layer.bwd_s
         f[0, 0] += t.embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
         b[0, 0] += t.embedding.bwd_s
@@ -230,16 +234,16 @@ class DenseTimes(NamedTuple):
     """the plan's :class:`~simulator.schedule.inputs.LayerInputs`"""
 
 
-def dense_layer_time(ctx, plan) -> DenseTimes:
+def dense_layer_time(ctx, plan, inputs=None) -> DenseTimes:
     """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model), the slowest
     GPU's pace and the embedding's and the head's times, through the search's step cache (what
     :func:`~simulator.schedule.inputs.build_inputs`, :func:`~simulator.schedule.step.prepare_step` and the chunk
-    bases read)."""
+    bases read); ``inputs``: the plan's layer inputs where the caller has them (None: from the plan)."""
     gpu = ctx.topology.cluster.node.gpu
     eff = default_efficiency(gpu.architecture)
     settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
-    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
+    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings) if inputs is None else inputs
     layers = dict(ctx.step_cache.get(layer_times, fixed, li))
     copy = holds_embedding_copy(plan.model, plan.training.mode == "train", plan.last_stage_rank)
     return DenseTimes(layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma,
@@ -285,15 +289,15 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
         return []
     plan = next(iter(variants.values()))
     group.tokens = plan.training.global_batch * plan.training.seq_len
-    overlaps = dict.fromkeys(p.get("tp_comm_overlap", plan.parallel.tp_comm_overlap) for p in group.points)
-    return [v for plan in variants.values() for v in variants_of(ctx, plan, tuple(overlaps))]
+    overlaps = dict.fromkeys(map(itemgetter("tp_comm_overlap"), group.points))
+    return [v for (_, li), plan in variants.items() for v in variants_of(ctx, plan, tuple(overlaps), li)]
 
 
 def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
     """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
     of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
     for g, v in zip(groups, variants, strict=True):
-        values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
+        values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
         rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
         for variant in v:
             mb = variant.plan.training.micro_batch
