@@ -92,6 +92,10 @@ class Evaluated:
     """Of the plans that passed the rules but not memory, the smallest device peak seen (bytes, without the
     headroom), whether it is the plan's peak (else a lower bound: its model states, NCCL's buffers and the runtime)
     and the plan (docs/search.md, "When nothing fits")."""
+    least_oom_at: tuple[int, ...] = ()
+    """The place of ``least_oom``'s point in the space's enumeration (:meth:`simulator.search.space.Space.place`):
+    of equal peaks the first in that order is kept, whatever order the plans are evaluated in (a search pruned by
+    parts, or its shards)."""
     bounds: list[tuple[float, float, int, dict[str, Any]]] = field(default_factory=list)
     """With ``lower_only``: per plan timed alone that the bound kept, its step's lower bound (seconds), tokens per
     step, GPUs and point (:func:`evaluate_points`)."""
@@ -101,12 +105,16 @@ class Evaluated:
         self.bounds += other.bounds
         self.rejected.update(other.rejected)
         self.evaluated += other.evaluated
-        if other.least_oom is not None and (self.least_oom is None or other.least_oom[0] < self.least_oom[0]):
-            self.least_oom = other.least_oom
+        if other.least_oom is not None and (self.least_oom is None or (other.least_oom[0], other.least_oom_at)
+                                            < (self.least_oom[0], self.least_oom_at)):
+            self.least_oom, self.least_oom_at = other.least_oom, other.least_oom_at
 
-    def note_oom(self, peak: float, exact: bool, plan, sharding: str) -> None:
-        """Keep ``plan`` (out of memory at ``peak`` bytes) when its peak is the smallest yet."""
-        if self.least_oom is None or peak < self.least_oom[0]:
+    def note_oom(self, peak: float, exact: bool, plan, sharding: str, at: tuple[int, ...] = ()) -> None:
+        """Keep ``plan`` (out of memory at ``peak`` bytes; its point at place ``at`` of the space:
+        :meth:`simulator.search.space.Space.place`) when its peak is the smallest yet, or as small and earlier in
+        the space."""
+        if self.least_oom is None or (peak, at) < (self.least_oom[0], self.least_oom_at):
+            self.least_oom_at = at
             p = plan.parallel
             self.least_oom = (peak, exact, {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "dp": plan.dp,
                                             "cp": p.cp, "ep": p.ep, "vpp": p.vpp, "schedule": p.schedule,
@@ -237,7 +245,9 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     floor = isinstance(memory, float)
     if floor or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
-        out.note_oom(memory if floor else memory.device_peak_bytes, not floor, plan, point["sharding"])
+        peak = memory if floor else memory.device_peak_bytes
+        if out.least_oom is None or peak <= out.least_oom[0]:        # (its place only where it can matter)
+            out.note_oom(peak, not floor, plan, point["sharding"], ctx.space.place(point))
         if _monotone(plan) and (floor or (memory.device_peak_bytes + ctx.headroom_bytes)
                                 * (1 - FLOOR_MARGIN) > ctx.capacity):
             overflow[rest] = min(mb, overflow.get(rest, mb))

@@ -36,12 +36,14 @@ variant's representative plan. Why it holds (points 4 and 5, the communication: 
 3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
    >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
 
-A group is pruned (counted under :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its
-bound exceeds the threshold of :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans
-timed so far; such a threshold exists only once ``exact_top`` plans fit and were timed, so a search where nothing
-fits never prunes a group, and its no-fit report (memory and the smallest peak) is that of a search without the
-bound. Each pruned member is slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of
-a search without the bound (tests/search/test_group_bound.py).
+The batched schedules' groups are evaluated by *parts*, the members of one (recompute value, micro-batch, TP
+overlap value) of a group, best bound first (:func:`time_groups`); a part is pruned (counted under
+:data:`GROUP_REASON`, one per candidate, none of them resolved) only when its bound exceeds the threshold of
+:class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans timed so far; such a threshold
+exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group, and
+its no-fit report (memory and the smallest peak) is that of a search without the bound. Each pruned member is
+slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of a search without the bound
+(tests/search/test_group_bound.py).
 """
 
 from __future__ import annotations
@@ -325,12 +327,6 @@ def _error(resolve, ctx, point) -> UserError:
     raise AssertionError("a member of a group without plans passed the rules")     # pragma: no cover
 
 
-def best_value(larger: bool):
-    """The sort key of a group: the best objective value its members could reach
-    (:func:`~simulator.search.bound.reachable` of its bound)."""
-    return lambda g: reachable(g.lower, g.tokens, g.outer["gpus"], larger)
-
-
 def excluded(bound, group: Group) -> bool:
     """Whether ``bound`` (or None: no threshold yet) excludes every member of ``group``."""
     return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
@@ -352,27 +348,40 @@ def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
 
 
 def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
-    """Evaluate ``groups`` into ``out`` best bound first (ties by the outer point's values), rounds of whole groups
-    of about ``batch`` candidates, the threshold (``bound_of(rows, objective, exact_top)``) after each round the
-    ``exact_top``-th best plan timed so far; once the next group is excluded, it and every group after it are
-    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order and
-    the rounds depend only on the groups' bounds and values, not on the executor."""
+    """Evaluate ``groups`` into ``out`` by the members of each (recompute value, micro-batch, TP overlap value) of
+    each group (a *part*, bounded by ``Group.sub``; by the group's bound where its key has none: none of its
+    members passes the rules), best bound first (ties by the outer
+    point's values and the key), rounds of whole parts of about ``batch`` candidates, the threshold
+    (``bound_of(rows, objective, exact_top)``) after each round the ``exact_top``-th best plan timed so far; once
+    the next part is excluded, it and every part after it are counted under :data:`GROUP_REASON`, one per
+    candidate. ``run(points)`` evaluates on the executor. The order and the rounds depend only on the bounds and
+    values, not on the executor."""
     from simulator.search.rank import OBJECTIVES
 
-    key = best_value(OBJECTIVES[objective][1])
-    groups = sorted(groups, key=lambda g: (key(g), repr(tuple(g.outer.items()))))
+    larger = OBJECTIVES[objective][1]
+    parts = []
+    for g in groups:
+        members: dict[tuple, list[dict[str, Any]]] = {}
+        for p in g.points:
+            members.setdefault(_key(p), []).append(p)
+        outer = repr(tuple(g.outer.items()))
+        for k, points in members.items():
+            lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
+            parts.append((reachable(lower, g.tokens, g.outer["gpus"], larger), outer, repr(k), lower, g, points))
+    parts.sort(key=lambda x: x[:3])
     done = 0
-    while done < len(groups):
+    while done < len(parts):
         bound = bound_of(out.rows, objective, exact_top)
         todo: list[dict[str, Any]] = []
-        while done < len(groups) and (not todo or len(todo) + len(groups[done].points) <= batch):
-            if excluded(bound, groups[done]):
+        while done < len(parts) and (not todo or len(todo) + len(parts[done][5]) <= batch):
+            _, _, _, lower, g, points = parts[done]
+            if bound is not None and lower > 0 and bound.excludes(lower, g.tokens, g.outer["gpus"]):
                 break
-            todo += kept_points(out, bound, groups[done])
+            todo += points
             done += 1
         if not todo:
             break
         out.merge(run(todo))
-    for g in groups[done:]:
-        out.rejected[GROUP_REASON] += len(g.points)
-        out.evaluated += len(g.points)
+    for part in parts[done:]:
+        out.rejected[GROUP_REASON] += len(part[5])
+        out.evaluated += len(part[5])
