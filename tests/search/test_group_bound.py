@@ -200,3 +200,23 @@ def test_groups_are_built_and_bounded_without_the_cycle_collector(monkeypatch):
     assert kept and all(g.lower > 0 for g in kept)
     assert seen and not any(seen), "the collector ran while the groups were built and bounded"
     assert gc.isenabled()
+
+
+def test_the_smallest_peak_kept_does_not_depend_on_the_order():
+    """Parts are evaluated best bound first, not in the space's order: of two plans out of memory at one peak, the
+    no-fit report keeps the one first in the space's enumeration (Space.place), in either order and across merges."""
+    ctx = search_context({**DENSE, "search": {"tp": [1, 2], "pp": [1], "schedule": ["1f1b"], "micro_batch": [1, 2],
+                                              "offload": ["none"], "recompute": ["none"]}})
+    (one_tp, two_tp), _ = candidate_groups(ctx, 10**6)
+    first, second = one_tp.points[0], two_tp.points[-1]
+    assert ctx.space.place(first) < ctx.space.place(second)
+    plans = [resolve(ctx, p) for p in (first, second)]
+    for order in ((0, 1), (1, 0)):
+        one, merged = Evaluated(), Evaluated()
+        for i in order:
+            one.note_oom(1e9, False, plans[i], "none", ctx.space.place((first, second)[i]))
+            part = Evaluated()
+            part.note_oom(1e9, False, plans[i], "none", ctx.space.place((first, second)[i]))
+            merged.merge(part)
+        for out in (one, merged):
+            assert out.least_oom[2]["tp"] == plans[0].parallel.tp and out.least_oom_at == ctx.space.place(first)
