@@ -350,16 +350,16 @@ def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
 def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
     """Evaluate ``groups`` into ``out`` by the members of each (recompute value, micro-batch, TP overlap value) of
     each group (a *part*, bounded by ``Group.sub``; by the group's bound where its key has none: none of its
-    members passes the rules), best bound first (ties by the outer
-    point's values and the key), rounds of whole parts of about ``batch`` candidates, the threshold
-    (``bound_of(rows, objective, exact_top)``) after each round the ``exact_top``-th best plan timed so far; once
-    the next part is excluded, it and every part after it are counted under :data:`GROUP_REASON`, one per
-    candidate. ``run(points)`` evaluates on the executor. The order and the rounds depend only on the bounds and
-    values, not on the executor."""
+    members passes the rules), best bound first (ties by the outer point's values and the key), rounds of whole
+    parts of about ``batch`` candidates (each round's in the space's order, so a plan's smaller micro-batch comes
+    first, as the memory shortcut wants), the threshold (``bound_of(rows, objective, exact_top)``) after each round
+    the ``exact_top``-th best plan timed so far; once the next part is excluded, it and every part after it are
+    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order
+    and the rounds depend only on the bounds and values, not on the executor."""
     from simulator.search.rank import OBJECTIVES
 
     larger = OBJECTIVES[objective][1]
-    parts = []
+    parts = []     # (sort key: best value, outer, key; place in the space's order; bound; group; members)
     for g in groups:
         members: dict[tuple, list[dict[str, Any]]] = {}
         for p in g.points:
@@ -367,21 +367,22 @@ def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, b
         outer = repr(tuple(g.outer.items()))
         for k, points in members.items():
             lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
-            parts.append((reachable(lower, g.tokens, g.outer["gpus"], larger), outer, repr(k), lower, g, points))
-    parts.sort(key=lambda x: x[:3])
+            best = reachable(lower, g.tokens, g.outer["gpus"], larger)
+            parts.append(((best, outer, repr(k)), len(parts), lower, g, points))
+    parts.sort(key=itemgetter(0))
     done = 0
     while done < len(parts):
         bound = bound_of(out.rows, objective, exact_top)
-        todo: list[dict[str, Any]] = []
-        while done < len(parts) and (not todo or len(todo) + len(parts[done][5]) <= batch):
-            _, _, _, lower, g, points = parts[done]
+        size, start = 0, done
+        while done < len(parts) and (not size or size + len(parts[done][4]) <= batch):
+            _, _, lower, g, points = parts[done]
             if bound is not None and lower > 0 and bound.excludes(lower, g.tokens, g.outer["gpus"]):
                 break
-            todo += points
+            size += len(points)
             done += 1
-        if not todo:
+        if not size:
             break
-        out.merge(run(todo))
+        out.merge(run([p for part in sorted(parts[start:done], key=itemgetter(1)) for p in part[4]]))
     for part in parts[done:]:
-        out.rejected[GROUP_REASON] += len(part[5])
-        out.evaluated += len(part[5])
+        out.rejected[GROUP_REASON] += len(part[4])
+        out.evaluated += len(part[4])
