@@ -58,18 +58,19 @@ def test_compute_lower_by_hand_and_against_the_replay():
     assert max(t.end_s for t in ends) == 12.0
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schedule=st.sampled_from(["gpipe", "zb1p", "zbv", "dualpipev"]), pp=st.sampled_from([1, 4]),
        tp=st.sampled_from([[2], [4], [2, 8]]), sp=st.sampled_from([[True], [False], [False, True]]),
        overlap=st.sampled_from([[False], [True], [False, True]]),
+       context=st.sampled_from([{}, {"cp": [1, 2]}, {"ulysses": [1, 2]}]),
        recompute=st.lists(st.sampled_from(["none", "selective", "full"]), min_size=1, max_size=2, unique=True))
-def test_a_group_bound_is_below_every_member_step(schedule, pp, tp, sp, overlap, recompute):
+def test_a_group_bound_is_below_every_member_step(schedule, pp, tp, sp, overlap, context, recompute):
     """Every member of every (recompute value, micro-batch, TP overlap value) of every group that passes the rules
-    and fits times at least that key's bound (compute, re-run and the least exposed TP communication), and so at
-    least the group's: a group the threshold excludes holds no plan faster than it."""
+    and fits times at least that key's bound (compute, re-run and the least exposed TP, SP, CP and Ulysses
+    communication), and so at least the group's: a group the threshold excludes holds no plan faster than it."""
     data = {**DENSE, "search": {"schedule": ["1f1b", schedule], "pp": [2, pp], "tp": tp, "vpp": [1, 2],
                                 "micro_batch": [1, 2], "recompute": recompute, "sharding": ["none", "zero3"],
-                                "offload": ["none"], "sp": sp, "tp_comm_overlap": overlap}}
+                                "offload": ["none"], "sp": sp, "tp_comm_overlap": overlap, **context}}
     assert _check_members(data) > 0
 
 
@@ -137,7 +138,7 @@ def test_a_moe_group_bound_is_below_every_member_step():
             "training": {"seq_len": 4096, "global_batch": 64},
             "search": {"micro_batch": [1, 2], "vpp": [1], "tp": [1, 2], "pp": [2, 4], "schedule": ["1f1b", "zb1p"],
                        "recompute": ["none", "full"], "sharding": ["none"], "offload": ["none"],
-                       "tp_comm_overlap": [False]}}
+                       "tp_comm_overlap": [False, True]}}
     assert _check_members(data) > 0
 
 
