@@ -296,8 +296,9 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
 
 
 def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
-    """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
-    of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
+    """Each group's bound per (recompute value, micro-batch, TP overlap value), the least over the compute variants
+    of that micro-batch and overlap value of :func:`compute_lower` (``Group.sub``), and the group's, the least of
+    those."""
     for g, v in zip(groups, variants, strict=True):
         values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
         rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
@@ -333,8 +334,8 @@ def excluded(bound, group: Group) -> bool:
 
 
 def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
-    """The members of ``group`` whose (recompute value, micro-batch) bound ``bound`` does not exclude; the others
-    are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
+    """The members of ``group`` whose (recompute value, micro-batch, TP overlap value) bound ``bound`` does not
+    exclude; the others are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
     if bound is None or not group.sub:
         return group.points
     gone = {k for k, lower in group.sub.items() if lower > 0 and bound.excludes(lower, group.tokens,
