@@ -23,14 +23,11 @@ in how it is computed.
 from __future__ import annotations
 
 import operator
-import re
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.hardware.calibration import calibration_of
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
@@ -50,6 +47,7 @@ from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
 from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
 from simulator.search.caches import without_cycle_collector
+from simulator.search.evaluated import OOM_REASON, Evaluated, reason_of
 from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
@@ -65,54 +63,6 @@ BUILT_CACHE = 4096
 #: peak's items in another order)
 FLOOR_MARGIN = 1e-9
 RUNTIME = RUNTIME_BYTES + ALLOCATOR_CACHE_BYTES
-
-OOM_REASON = "memory: device peak + search.memory_headroom exceeds HBM"
-
-
-def reason_of(exc: UserError) -> str:
-    """A rejection reason without its numbers, so that one rule counts as one reason."""
-    return _reason(exc.key_path, exc.message)
-
-
-@memo(maxsize=4096)
-def _reason(key_path: str | None, message: str) -> str:
-    """:func:`reason_of` by value (a rule's message repeats with the same numbers across a search)."""
-    text = re.sub(r"(?<![\w.])\d[\d,.]*(?![\w])", "N", message)
-    return f"{key_path}: {text}" if key_path else text
-
-
-@dataclass
-class Evaluated:
-    """Rows of the valid plans and the count of rejected candidates by reason."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    rejected: Counter = field(default_factory=Counter)
-    evaluated: int = 0
-    least_oom: tuple[float, bool, dict[str, Any]] | None = None
-    """Of the plans that passed the rules but not memory, the smallest device peak seen (bytes, without the
-    headroom), whether it is the plan's peak (else a lower bound: its model states, NCCL's buffers and the runtime)
-    and the plan (docs/search.md, "When nothing fits")."""
-    bounds: list[tuple[float, float, int, dict[str, Any]]] = field(default_factory=list)
-    """With ``lower_only``: per plan timed alone that the bound kept, its step's lower bound (seconds), tokens per
-    step, GPUs and point (:func:`evaluate_points`)."""
-
-    def merge(self, other: Evaluated) -> None:
-        self.rows += other.rows
-        self.bounds += other.bounds
-        self.rejected.update(other.rejected)
-        self.evaluated += other.evaluated
-        if other.least_oom is not None and (self.least_oom is None or other.least_oom[0] < self.least_oom[0]):
-            self.least_oom = other.least_oom
-
-    def note_oom(self, peak: float, exact: bool, plan, sharding: str) -> None:
-        """Keep ``plan`` (out of memory at ``peak`` bytes) when its peak is the smallest yet."""
-        if self.least_oom is None or peak < self.least_oom[0]:
-            p = plan.parallel
-            self.least_oom = (peak, exact, {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "dp": plan.dp,
-                                            "cp": p.cp, "ep": p.ep, "vpp": p.vpp, "schedule": p.schedule,
-                                            "recompute": p.recompute, "sharding": sharding,
-                                            "micro_batch": plan.training.micro_batch})
-
 
 @dataclass
 class Context:
@@ -240,7 +190,9 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     floor = isinstance(memory, float)
     if floor or memory.device_peak_bytes + ctx.headroom_bytes > ctx.capacity:
         out.rejected[OOM_REASON] += 1
-        out.note_oom(memory if floor else memory.device_peak_bytes, not floor, plan, point["sharding"])
+        peak = memory if floor else memory.device_peak_bytes
+        if out.least_oom is None or peak <= out.least_oom[0]:        # (its place only where it can matter)
+            out.note_oom(peak, not floor, plan, point["sharding"], ctx.space.place(point))
         if _monotone(plan) and (floor or (memory.device_peak_bytes + ctx.headroom_bytes)
                                 * (1 - FLOOR_MARGIN) > ctx.capacity):
             overflow[rest] = min(mb, overflow.get(rest, mb))

@@ -1,15 +1,17 @@
-"""Pruning whole groups by a bound before they are resolved (docs/search/time_to_answer.md, "Time to the answer, round 4").
+"""Pruning whole groups by a bound before they are resolved (docs/search/time_to_answer.md, "Time to the answer",
+rounds 4 and 6).
 
 A *group* is the set of candidates of one outer point of the space (:data:`simulator.search.space.OUTER`: GPUs,
 schedule, pp, vpp, split, tp, cp, Ulysses, ep, sp): its members differ only in the inner knobs (TP overlap,
 offload, recompute, sharding, micro-batch). Its bound, and the bound of the members of each (recompute value,
-micro-batch) in it, is a lower bound of the step time of every such member that passes the rules:
+micro-batch, TP overlap value) in it, is a lower bound of the step time of every such member that passes the rules:
 
-    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value),
+    step(x) >= min over the compute variants k of x's micro-batch of T_k(x's recompute value, x's TP overlap),
 
-T_k(r) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
-compute seconds and every backward its compute plus the re-run seconds of recompute value r (the slowest GPU's
-pace included), on the variant's representative plan. Why it holds:
+T_k(r, o) (:func:`compute_lower`) a bound of the schedule's timeline when every forward of a chunk lasts only its
+compute seconds plus the least exposed communication of its layers under TP overlap value o, and every backward
+the same plus the re-run seconds of recompute value r (the slowest GPU's pace on compute and recompute), on the
+variant's representative plan. Why it holds (points 4 and 5, the communication: :mod:`.exposed_bound`):
 
 1. A chunk's ``compute`` seconds (:class:`~simulator.schedule.costs.Cost`) come from the layer, embedding and head
    times of its layers and the MoE layer of its stage (:class:`~simulator.schedule.inputs.LayerInputs`,
@@ -21,30 +23,34 @@ pace included), on the variant's representative plan. Why it holds:
    chunk compute seconds; every member that passes the rules is in the variant of its micro-batch and layer
    inputs, whose representative is the first member of it that passes the rules.
 2. A chunk's timeline duration is its ``total`` = compute + recompute + exposed communication + host, at least
-   its compute plus its dense layers' re-run seconds, and every timeline the engine runs is a max-plus
+   its compute plus its dense layers' re-run seconds plus its layers' least exposed communication (points 4 and
+   5 of :mod:`.exposed_bound`), and every timeline the engine runs is a max-plus
    recurrence (an op ends at the latest of its predecessors' ends plus its duration:
    :mod:`simulator.schedule.fast_timeline`, equal to the replay), so each stage's end is non-decreasing in every
    duration: the ends with those smaller durations, and T_k (a bound of them: :func:`compute_lower`), are at most
    the member's.
    The split schedules (DualPipe, DualPipeV, ZB-H1, ZB-V) overlap forward-backward pairs; for them T_k is
-   :mod:`simulator.search.bound`'s release-plus-busy bound of the compute-only costs (no exposed EP seconds, so
+   :mod:`simulator.search.bound`'s release-plus-busy bound of these smaller costs (no exposed EP seconds, so
    nothing a pair could hide), itself below the member's step. Plans whose MoE layers pair two micro-batches
    (``moe.microbatch_overlap``) get no bound (0): the pairing hides seconds across ops.
 3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
    >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
 
-A group is pruned (counted under :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its
-bound exceeds the threshold of :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans
-timed so far; such a threshold exists only once ``exact_top`` plans fit and were timed, so a search where nothing
-fits never prunes a group, and its no-fit report (memory and the smallest peak) is that of a search without the
-bound. Each pruned member is slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of
-a search without the bound (tests/search/test_group_bound.py).
+The batched schedules' groups are evaluated by *parts*, the members of one (recompute value, micro-batch, TP
+overlap value) of a group, best bound first (:func:`time_groups`); a part is pruned (counted under
+:data:`GROUP_REASON`, one per candidate, none of them resolved) only when its bound exceeds the threshold of
+:class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans timed so far; such a threshold
+exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group, and
+its no-fit report (memory and the smallest peak) is that of a search without the bound. Each pruned member is
+slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of a search without the bound
+(tests/search/test_group_bound.py).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,10 +60,12 @@ from simulator.errors import UserError
 from simulator.memory.offload import offloaded_activation_bytes
 from simulator.model.spec import moe_flags_of
 from simulator.moe import DEFAULT_MOE_SETTINGS
+from simulator.pricing.groups import GroupTimer
 from simulator.schedule.chunks import embedding_of, head_of, holds_embedding_copy
-from simulator.schedule.inputs import layer_inputs, layer_times
+from simulator.schedule.inputs import MoeInputs, layer_inputs, layer_times
 from simulator.schedule.step import prepare_step, slowest_pace
 from simulator.search.bound import rank_seconds, reachable, releases
+from simulator.search.exposed_bound import chunk_exposure
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
@@ -80,18 +88,19 @@ class Group:
     points: list[dict[str, Any]]
     lower: float = 0.0
     tokens: float = 0.0
-    sub: dict[tuple[str, int], float] = field(default_factory=dict)
-    """the bound of the members of each (recompute value, micro-batch) (:func:`set_lowers`); a pair without one
-    (no member of its micro-batch passes the rules) is not pruned"""
+    sub: dict[tuple[str, int, bool], float] = field(default_factory=dict)
+    """the bound of the members of each (recompute value, micro-batch, TP overlap value) (:func:`set_lowers`); a
+    key without one (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
 
 
 class _Seconds(NamedTuple):
-    """A forward or backward of compute seconds only, as :func:`~simulator.search.bound.rank_seconds` reads a
-    :class:`~simulator.schedule.costs.Cost` (its total; no exposed EP or pipeline seconds)."""
+    """A forward or backward of a variant's least seconds, as :func:`~simulator.search.bound.rank_seconds` reads a
+    :class:`~simulator.schedule.costs.Cost` (its total: a float, or for a backward an array, one per recompute
+    value; no exposed EP or pipeline seconds)."""
 
-    total: float
+    total: Any
     exposed: dict = _NO_EXPOSED
 
 
@@ -110,9 +119,11 @@ class Variant:
     slowest: float
     paired: bool = False
     """whether MoE layers pair two micro-batches (no bound: the pairing hides seconds across ops)"""
+    overlap: bool = False
+    """the TP overlap value whose members' least exposed communication ``f`` and ``b`` hold"""
 
 
-def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[float]:
+def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndarray | None = None) -> list[float]:
     """Lower bounds of the step of the plans of compute variant ``v`` (module docstring), one per ``recompute``
     value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose re-run seconds
     of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s release plus
@@ -129,15 +140,13 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",)) -> list[fl
     if v.paired:
         return [0.0] * len(recompute)
     f, b = v.f, v.b
-    r = recompute_seconds(v, recompute)          # (values, pp, vpp)
-    if schedule.replay == "split":
-        out = []
-        for extra in r.tolist():
-            chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
-                      for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
-            forward, busy = rank_seconds(schedule, chunks, 0.0)
-            out.append(max(a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)))
-        return out
+    r = recompute_seconds(v, recompute) if r is None else r         # (values, pp, vpp)
+    if schedule.replay == "split":     # every recompute value at once: a backward's total is an array of them
+        extra = np.moveaxis(r, 0, -1)                                # (pp, vpp, values)
+        chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
+                  for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
+        forward, busy = rank_seconds(schedule, chunks, 0.0)
+        return list(np.max([a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)], axis=0))
     busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
     if schedule.fast is None:     # the replay only: each stage's own work, one after another
         return list((m * busy).max(axis=1))
@@ -166,6 +175,8 @@ def recompute_seconds(v: Variant, recompute: tuple[str, ...]) -> np.ndarray:
 
 def dense_counts(plan) -> np.ndarray:
     """Per stage and model chunk of ``plan``, its dense (not MoE) layers."""
+    if plan.model.moe is None:
+        return np.array(plan.stage_chunks, dtype=float)
     out = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0])))
     for s in range(plan.parallel.pp):
         flags, start = moe_flags_of(plan.model, plan.stage_layers[s]), 0
@@ -175,44 +186,72 @@ def dense_counts(plan) -> np.ndarray:
     return out
 
 
-def variant_of(ctx, plan) -> Variant:
-    """The :class:`Variant` of ``plan``. A dense model: from its layer, embedding and head times alone (the step's
-    cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases' embedding and head, at the slowest
-    GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the
-    chunk costs of :func:`~simulator.schedule.step.prepare_step`."""
+def variants_of(ctx, plan, overlaps: tuple[bool, ...], inputs=None) -> list[Variant]:
+    """The :class:`Variant` of ``plan`` for each TP overlap value of ``overlaps``: per chunk its compute seconds at
+    the slowest GPU's pace plus the least exposed communication of the members with that value
+    (:func:`~simulator.search.exposed_bound.chunk_exposure`). A dense model: the compute from its layer, embedding
+    and head times alone (the step's cached :func:`~simulator.schedule.inputs.layer_times` and the chunk bases'
+    embedding and head, at the slowest GPU's pace, as :func:`~simulator.schedule.step.prepare_step` takes them); a
+    MoE model (whose MoE layers on an EP group run the busiest rank's experts): from the chunk costs of
+    :func:`~simulator.schedule.step.prepare_step`. ``inputs``: the plan's
+    :class:`~simulator.schedule.inputs.LayerInputs` where the caller has them (None: from the plan)."""
     dense = dense_counts(plan)
+    settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     if plan.model.moe is None:
-        layer, slowest, (embedding, head) = dense_layer_time(ctx, plan)
-        f, b = dense * layer.fwd_s, dense * layer.bwd_s
-        f[0, 0] += embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
-        b[0, 0] += embedding.bwd_s
+        t = dense_layer_time(ctx, plan, inputs)
+        f, b = dense * t.layer.fwd_s, dense * t.layer.bwd_s
+        f[0, 0] += t.embedding.fwd_s             # as the chunk costs add them (simulator.schedule.chunks)
+        b[0, 0] += t.embedding.bwd_s
         last = plan.last_stage_rank
-        f[last, -1] += head.fwd_s
-        b[last, -1] += head.bwd_s
-        return Variant(plan, f * slowest, b * slowest, dense, layer, slowest)
-    parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                         gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
-                         offload_activation_bytes=offloaded_activation_bytes(plan))
-    return Variant(plan, np.array([[x.compute for x, _ in c] for c in parts.chunks]),
-                   np.array([[x.compute for _, x in c] for c in parts.chunks]), dense, parts.ctx.layers.get(False),
-                   parts.slowest, parts.pairing() is not None)
+        f[last, -1] += t.head.fwd_s
+        b[last, -1] += t.head.bwd_s
+        timer = GroupTimer(plan, ctx.topology, ctx.calibration, settings, shared=ctx.step_cache.layout(plan))
+        f, b, layer, slowest, paired = f * t.slowest, b * t.slowest, t.layer, t.slowest, False
+        exposure = (ctx.step_cache, t.fixed, plan, timer, t.inputs, None)
+    else:
+        parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                             gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                             offload_activation_bytes=offloaded_activation_bytes(plan))
+        step, p = parts.ctx, parts.ctx.plan.parallel
+        f = np.array([[x.compute for x, _ in c] for c in parts.chunks])
+        b = np.array([[x.compute for _, x in c] for c in parts.chunks])
+        layer, slowest, paired = step.layers.get(False), parts.slowest, parts.pairing() is not None
+        moe = MoeInputs(step.timer, step.layer, p.etp, p.pp) if True in step.layers and p.ep > 1 else None
+        exposure = (ctx.step_cache, step.fixed, step.plan, step.timer, step.layer, moe)
+    return [Variant(plan, f + xf, b + xb, dense, layer, slowest, paired, on)
+            for on, (xf, xb) in zip(overlaps, chunk_exposure(*exposure, overlaps, dense), strict=True)]
 
 
-def dense_layer_time(ctx, plan) -> tuple[Any, float, tuple[Any, Any]]:
+class DenseTimes(NamedTuple):
+    """What a dense model's variant reads of the step cache (:func:`dense_layer_time`)."""
+
+    layer: Any
+    """the dense layer's :class:`~simulator.compute.layer.LayerTime`"""
+    slowest: float
+    embedding: Any
+    head: Any
+    fixed: Any
+    """the cache's :class:`~simulator.schedule.cache.Fixed`"""
+    inputs: Any
+    """the plan's :class:`~simulator.schedule.inputs.LayerInputs`"""
+
+
+def dense_layer_time(ctx, plan, inputs=None) -> DenseTimes:
     """The dense layer's :class:`~simulator.compute.layer.LayerTime` of ``plan`` (a dense model), the slowest
     GPU's pace and the embedding's and the head's times, through the search's step cache (what
     :func:`~simulator.schedule.inputs.build_inputs`, :func:`~simulator.schedule.step.prepare_step` and the chunk
-    bases read)."""
+    bases read); ``inputs``: the plan's layer inputs where the caller has them (None: from the plan)."""
     gpu = ctx.topology.cluster.node.gpu
     eff = default_efficiency(gpu.architecture)
     settings = ctx.fixed.moe or DEFAULT_MOE_SETTINGS
     fixed = ctx.step_cache.fixed(plan.model, gpu, eff, ctx.topology, ctx.calibration, settings)
-    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings)
+    li = layer_inputs(plan, plan.gemm_dtype(gpu), settings) if inputs is None else inputs
     layers = dict(ctx.step_cache.get(layer_times, fixed, li))
     copy = holds_embedding_copy(plan.model, plan.training.mode == "train", plan.last_stage_rank)
-    edges = (embedding_of(ctx.step_cache, fixed, li),
-             head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy))
-    return layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma, eff.calibration_gpus), edges
+    return DenseTimes(layers[False], slowest_pace(plan.world_size, ctx.fixed.system.gpu_speed_sigma,
+                                                  eff.calibration_gpus),
+                      embedding_of(ctx.step_cache, fixed, li),
+                      head_of(ctx.step_cache, fixed, li, copy, plan.recipe.cross_entropy), fixed, li)
 
 
 def group_variants(ctx, group: Group, resolve) -> list[Variant]:
@@ -252,20 +291,32 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
         return []
     plan = next(iter(variants.values()))
     group.tokens = plan.training.global_batch * plan.training.seq_len
-    return [variant_of(ctx, plan) for plan in variants.values()]
+    overlaps = dict.fromkeys(map(itemgetter("tp_comm_overlap"), group.points))
+    return [v for (_, li), plan in variants.items() for v in variants_of(ctx, plan, tuple(overlaps), li)]
 
 
 def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
-    """Each group's bound per (recompute value, micro-batch), the least over that micro-batch's compute variants
-    of :func:`compute_lower` (``Group.sub``), and the group's, the least of those."""
+    """Each group's bound per (recompute value, micro-batch, TP overlap value), the least over the compute variants
+    of that micro-batch and overlap value of :func:`compute_lower` (``Group.sub``), and the group's, the least of
+    those."""
     for g, v in zip(groups, variants, strict=True):
-        values = tuple(dict.fromkeys(p["recompute"] for p in g.points))
+        values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
+        rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
         for variant in v:
             mb = variant.plan.training.micro_batch
-            for value, lower in zip(values, compute_lower(variant, values), strict=True):
-                g.sub[value, mb] = min(g.sub.get((value, mb), math.inf), lower)
+            r = rerun.get(id(variant.plan))
+            if r is None:
+                r = rerun[id(variant.plan)] = recompute_seconds(variant, values)
+            for value, lower in zip(values, compute_lower(variant, values, r), strict=True):
+                key = (value, mb, variant.overlap)
+                g.sub[key] = min(g.sub.get(key, math.inf), lower)
         if v:
             g.lower = min(g.sub.values())
+
+
+def _key(point: dict[str, Any]) -> tuple[str, int, bool]:
+    """The (recompute value, micro-batch, TP overlap value) of ``point``: its key in ``Group.sub``."""
+    return point["recompute"], point["micro_batch"], point["tp_comm_overlap"]
 
 
 def _error(resolve, ctx, point) -> UserError:
@@ -277,54 +328,62 @@ def _error(resolve, ctx, point) -> UserError:
     raise AssertionError("a member of a group without plans passed the rules")     # pragma: no cover
 
 
-def best_value(larger: bool):
-    """The sort key of a group: the best objective value its members could reach
-    (:func:`~simulator.search.bound.reachable` of its bound)."""
-    return lambda g: reachable(g.lower, g.tokens, g.outer["gpus"], larger)
-
-
 def excluded(bound, group: Group) -> bool:
     """Whether ``bound`` (or None: no threshold yet) excludes every member of ``group``."""
     return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
 
 
 def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
-    """The members of ``group`` whose (recompute value, micro-batch) bound ``bound`` does not exclude; the others
-    are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
+    """The members of ``group`` whose (recompute value, micro-batch, TP overlap value) bound ``bound`` does not
+    exclude; the others are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
     if bound is None or not group.sub:
         return group.points
     gone = {k for k, lower in group.sub.items() if lower > 0 and bound.excludes(lower, group.tokens,
                                                                                 group.outer["gpus"])}
     if not gone:
         return group.points
-    kept = [p for p in group.points if (p["recompute"], p["micro_batch"]) not in gone]
+    kept = [p for p in group.points if _key(p) not in gone]
     out.rejected[GROUP_REASON] += len(group.points) - len(kept)
     out.evaluated += len(group.points) - len(kept)
     return kept
 
 
 def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
-    """Evaluate ``groups`` into ``out`` best bound first (ties by the outer point's values), rounds of whole groups
-    of about ``batch`` candidates, the threshold (``bound_of(rows, objective, exact_top)``) after each round the
-    ``exact_top``-th best plan timed so far; once the next group is excluded, it and every group after it are
-    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order and
-    the rounds depend only on the groups' bounds and values, not on the executor."""
+    """Evaluate ``groups`` into ``out`` by the members of each (recompute value, micro-batch, TP overlap value) of
+    each group (a *part*, bounded by ``Group.sub``; by the group's bound where its key has none: none of its
+    members passes the rules), best bound first (ties by the outer point's values and the key), rounds of whole
+    parts of about ``batch`` candidates (each round's in the space's order, so a plan's smaller micro-batch comes
+    first, as the memory shortcut wants), the threshold (``bound_of(rows, objective, exact_top)``) after each round
+    the ``exact_top``-th best plan timed so far; once the next part is excluded, it and every part after it are
+    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order
+    and the rounds depend only on the bounds and values, not on the executor."""
     from simulator.search.rank import OBJECTIVES
 
-    key = best_value(OBJECTIVES[objective][1])
-    groups = sorted(groups, key=lambda g: (key(g), repr(tuple(g.outer.items()))))
+    larger = OBJECTIVES[objective][1]
+    parts = []     # (sort key: best value, outer, key; place in the space's order; bound; group; members)
+    for g in groups:
+        members: dict[tuple, list[dict[str, Any]]] = {}
+        for p in g.points:
+            members.setdefault(_key(p), []).append(p)
+        outer = repr(tuple(g.outer.items()))
+        for k, points in members.items():
+            lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
+            best = reachable(lower, g.tokens, g.outer["gpus"], larger)
+            parts.append(((best, outer, repr(k)), len(parts), lower, g, points))
+    parts.sort(key=itemgetter(0))
     done = 0
-    while done < len(groups):
+    while done < len(parts):
         bound = bound_of(out.rows, objective, exact_top)
-        todo: list[dict[str, Any]] = []
-        while done < len(groups) and (not todo or len(todo) + len(groups[done].points) <= batch):
-            if excluded(bound, groups[done]):
+        size, start = 0, done
+        while done < len(parts) and (not size or size + len(parts[done][4]) <= batch):
+            _, _, lower, g, points = parts[done]
+            if bound is not None and lower > 0 and bound.excludes(lower, g.tokens, g.outer["gpus"]):
                 break
-            todo += kept_points(out, bound, groups[done])
+            size += len(points)
             done += 1
-        if not todo:
+        if not size:
             break
-        out.merge(run(todo))
-    for g in groups[done:]:
-        out.rejected[GROUP_REASON] += len(g.points)
-        out.evaluated += len(g.points)
+        out.merge(run([p for part in sorted(parts[start:done], key=itemgetter(1)) for p in part[4]]))
+    for part in parts[done:]:
+        out.rejected[GROUP_REASON] += len(part[4])
+        out.evaluated += len(part[4])

@@ -92,6 +92,12 @@ class Space:
         for combo in itertools.product(*(self.values[k] for k in OUTER)):
             yield dict(zip(OUTER, combo, strict=True))
 
+    def place(self, point: dict[str, Any]) -> tuple[int, ...]:
+        """Where ``point`` comes in this space's enumeration (:meth:`outer` x :meth:`inner`): the index of each of
+        its values among its dimension's, outer dimensions first (-1: a value the space does not list)."""
+        values = self.values
+        return tuple(values[k].index(point[k]) if point.get(k) in values[k] else -1 for k in (*OUTER, *INNER))
+
     def inner_size(self) -> int:
         return math.prod(len(self.values[k]) for k in INNER)
 
