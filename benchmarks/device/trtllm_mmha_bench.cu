@@ -40,135 +40,7 @@ using Max = ::cuda::maximum<>;
 
 using namespace tensorrt_llm::kernels;
 
-#define CK(call)                                                                                                       \
-    do                                                                                                                 \
-    {                                                                                                                  \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess)                                                                                         \
-        {                                                                                                              \
-            fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);                   \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-static constexpr int DH = 128;
-
-__device__ __forceinline__ float hash_uniform(uint64_t i, uint32_t seed)
-{
-    uint64_t x = i * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 29;
-    return (float) (x >> 40) / (float) (1ull << 24) * 2.0f - 1.0f; // [-1, 1)
-}
-
-template <typename E>
-__global__ void fill_kernel(E* p, size_t n, uint32_t seed, float amp)
-{
-    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
-        p[i] = E(amp * hash_uniform(i, seed));
-}
-
-template <>
-__global__ void fill_kernel<uint16_t>(uint16_t* p, size_t n, uint32_t seed, float amp)
-{
-    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
-    {
-        __half h = __float2half(amp * hash_uniform(i, seed));
-        p[i] = *reinterpret_cast<uint16_t*>(&h);
-    }
-}
-
-template <typename E>
-void fill(E* p, size_t n, uint32_t seed, float amp)
-{
-    fill_kernel<E><<<2048, 256>>>(p, n, seed, amp);
-    CK(cudaGetLastError());
-}
-
-template <typename E>
-__device__ __forceinline__ float to_f(E x)
-{
-    return float(x);
-}
-
-template <>
-__device__ __forceinline__ float to_f<uint16_t>(uint16_t x)
-{
-    return __half2float(*reinterpret_cast<__half*>(&x));
-}
-
-// FP32 reference: one block per (sequence, query head); attention over the cache positions [0, tlength] (the kernel
-// has written the new token's K/V at position tlength), scores scaled by 1/sqrt(Dh), cache values dequantized.
-template <typename T, typename Tc>
-__global__ void reference_kernel(const T* q, int q_stride, const int8_t* kv, size_t bytes_per_seq, int max_len,
-    int heads, int kv_heads, int tlength, float dequant, float* out)
-{
-    int const b = blockIdx.y, h = blockIdx.x, hk = h / (heads / kv_heads);
-    extern __shared__ float sm[]; // [tlength + 1] scores, then [DH] q
-    float* qs = sm + tlength + 1;
-    for (int d = threadIdx.x; d < DH; d += blockDim.x)
-        qs[d] = to_f(q[(size_t) b * q_stride + h * DH + d]);
-    __syncthreads();
-    const Tc* kc = reinterpret_cast<const Tc*>(kv + (size_t) b * bytes_per_seq * 2) + (size_t) hk * max_len * DH;
-    const Tc* vc = reinterpret_cast<const Tc*>(kv + (size_t) b * bytes_per_seq * 2 + bytes_per_seq)
-        + (size_t) hk * max_len * DH;
-    for (int t = threadIdx.x; t <= tlength; t += blockDim.x)
-    {
-        float s = 0.f;
-        for (int d = 0; d < DH; ++d)
-            s += qs[d] * to_f(kc[(size_t) t * DH + d]) * dequant;
-        sm[t] = s * rsqrtf((float) DH);
-    }
-    __syncthreads();
-    __shared__ float mx, sum;
-    if (threadIdx.x == 0)
-    {
-        mx = -1e30f;
-        for (int t = 0; t <= tlength; ++t)
-            mx = fmaxf(mx, sm[t]);
-        sum = 0.f;
-        for (int t = 0; t <= tlength; ++t)
-            sum += expf(sm[t] - mx);
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < DH; d += blockDim.x)
-    {
-        float o = 0.f;
-        for (int t = 0; t <= tlength; ++t)
-            o += expf(sm[t] - mx) * to_f(vc[(size_t) t * DH + d]) * dequant;
-        out[((size_t) b * heads + h) * DH + d] = o / sum;
-    }
-}
-
-// Read ceiling: each thread streams 16-byte loads and folds them into one word.
-__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink)
-{
-    unsigned acc = 0;
-    for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
-    {
-        uint4 v = __ldg(p + i);
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x12345678u)
-        *sink = acc;
-}
-
-struct Config
-{
-    const char* model;
-    int heads, kv_heads, batch, input_len, max_len, cached;
-};
-
-struct Buffers
-{
-    void* qkv = nullptr;   // [batch, (H + 2 Hkv) Dh] of T
-    void* out = nullptr;   // [batch, H Dh] of T
-    int* seq_lens = nullptr;
-    int* in_lens = nullptr;
-    float* scales = nullptr; // [orig_quant, quant_orig]
-    std::vector<int8_t*> layers;
-};
+#include "trtllm_mmha_util.cuh"
 
 template <typename T>
 static const char* tname()
@@ -247,39 +119,6 @@ struct Runner
         }
     }
 };
-
-static void setup(const Config& c, size_t qelem, size_t cache_bytes, int nlayers, Buffers& b)
-{
-    size_t const stride = (size_t) (c.heads + 2 * c.kv_heads) * DH;
-    CK(cudaMalloc(&b.qkv, c.batch * stride * qelem));
-    CK(cudaMalloc(&b.out, (size_t) c.batch * c.heads * DH * qelem));
-    CK(cudaMalloc(&b.seq_lens, c.batch * sizeof(int)));
-    CK(cudaMalloc(&b.in_lens, c.batch * sizeof(int)));
-    CK(cudaMalloc(&b.scales, 2 * sizeof(float)));
-    std::vector<int> sl(c.batch, c.cached + 1), il(c.batch, c.input_len);
-    CK(cudaMemcpy(b.seq_lens, sl.data(), c.batch * sizeof(int), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(b.in_lens, il.data(), c.batch * sizeof(int), cudaMemcpyHostToDevice));
-    float sc[2] = {2.0f, 0.5f}; // orig -> quant x2, quant -> orig x0.5
-    CK(cudaMemcpy(b.scales, sc, sizeof(sc), cudaMemcpyHostToDevice));
-    for (int i = 0; i < nlayers; ++i)
-    {
-        int8_t* p;
-        CK(cudaMalloc(&p, cache_bytes));
-        b.layers.push_back(p);
-    }
-}
-
-static void teardown(Buffers& b)
-{
-    CK(cudaFree(b.qkv));
-    CK(cudaFree(b.out));
-    CK(cudaFree(b.seq_lens));
-    CK(cudaFree(b.in_lens));
-    CK(cudaFree(b.scales));
-    for (auto p : b.layers)
-        CK(cudaFree(p));
-    b = Buffers();
-}
 
 template <typename T>
 static void fill_layers(Buffers& b, size_t cache_bytes, bool fp8)
@@ -391,12 +230,14 @@ static void time_config(const Config& c, bool fp8, int reps)
     double const tokens = (double) c.batch * (c.cached + 1);
     double const unique = tokens * c.kv_heads * DH * 2 * r.elem;
     double const per_qhead = tokens * c.heads * DH * 2 * r.elem;
-    printf("{\"kind\": \"mmha\", \"model\": \"%s\", \"heads\": %d, \"kv_heads\": %d, \"batch\": %d, \"input_len\": %d, "
+    printf("{\"kind\": \"mmha\", \"set\": \"%s\", \"model\": \"%s\", \"heads\": %d, \"kv_heads\": %d, "
+           "\"batch\": %d, \"input_len\": %d, "
            "\"max_len\": %d, \"cached\": %d, \"q_dtype\": \"%s\", \"cache_dtype\": \"%s\", \"chunks\": %d, "
            "\"layers_rotated\": %d, \"launches_per_rep\": %d, \"reps\": %d, \"t_s_median\": %.9g, \"t_s_min\": %.9g, "
            "\"t_s_max\": %.9g, \"kv_bytes_unique\": %.0f, \"kv_bytes_per_query_head\": %.0f, "
            "\"unique_Bps\": %.6g, \"per_query_head_Bps\": %.6g}\n",
-        c.model, c.heads, c.kv_heads, c.batch, c.input_len, c.max_len, c.cached, tname<T>(), fp8 ? "fp8_e4m3" : tname<T>(),
+        c.set, c.model, c.heads, c.kv_heads, c.batch, c.input_len, c.max_len, c.cached, tname<T>(),
+        fp8 ? "fp8_e4m3" : tname<T>(),
         r.chunks(), nl, per, reps, med, t.front(), t.back(), unique, per_qhead, unique / med, per_qhead / med);
     fflush(stdout);
     CK(cudaEventDestroy(e0));
@@ -453,6 +294,12 @@ static std::vector<Config> blog_configs()
     add("llama2-70b-tp2", 32, 4, 512, 128, 2048, {128, 640, 1152, 1664, 2175});
     add("llama2-70b", 64, 8, 64, 2048, 128, {2048, 2112, 2175});
     add("llama2-70b", 64, 8, 32, 2048, 128, {2048, 2112, 2175});
+    // outside the blog's rows: few CTAs (40-1024), where the model's GPU-wide rates are not measured otherwise
+    for (int b : {1, 4, 16})
+    {
+        v.push_back({"llama2-13b", 40, 40, b, 2048, 2176, 2048, "small_batch"});
+        v.push_back({"llama2-70b", 64, 8, b, 2048, 2176, 2048, "small_batch"});
+    }
     return v;
 }
 
