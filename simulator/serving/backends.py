@@ -232,7 +232,7 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
                "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
                "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
     "masked_mha": AttentionKernel(
-        split_kv=False, kv_read_efficiency=0.855, kv_read_efficiency_8bit=0.638, per_cta_Bps=44.5e9,
+        split_kv=False, kv_read_efficiency=0.855, kv_read_efficiency_8bit=0.639, per_cta_Bps=44.5e9,
         per_query_head=True, element_rate=3.78e12, cta_s=11.0e-9, compute_efficiency=256 / 4096,
         source="TensorRT-LLM's masked multi-head attention before XQA: NVIDIA/TensorRT-LLM @ 027cd518e3b6 (the first "
                "public tree) and release/0.5.0 @ 11e14500f35d (v0.5.0) decoderMaskedMultiheadAttentionTemplate.h "
@@ -240,7 +240,7 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
                "itself; q.k and p.v are FP32 FMAs on the CUDA cores. Replaced for GQA by XQA in v0.7-0.8 "
                "(NVIDIA/TensorRT-LLM/docs/source/blogs/XQA-kernel.md). Rates measured: the v0.5.0 kernel on one "
                f"H200 ({MMHA_DATA}; benchmarks/device/trtllm_mmha_bench.cu), fp16 queries: the unique cache "
-               "streams at 0.855 of 4.8 TB/s with a 16-bit cache and 0.638 with FP8 e4m3 (8-byte loads where the "
+               "streams at 0.855 of 4.8 TB/s with a 16-bit cache and 0.639 with FP8 e4m3 (8-byte loads where the "
                "16-bit path issues 16-byte ones); the CTAs process 3.78e12 K/V elements/s counted per query head "
                "(a GQA group's repeated reads come from the L2) after 11.0 ns per CTA; fitted "
                "(simulator/validation/masked_mha_h200.py fit) on each blog row's first and last decode step, the "

@@ -65,12 +65,13 @@ class MmhaRow:
         return self.batch * (self.cached + 1) * self.heads * 2 * HEAD_DIM
 
 
-def measured(query_dtype: str = QUERY_DTYPE) -> list[dict]:
-    """The kernel rows of ``query_dtype``, each configuration's median over the two runs (their mean)."""
+def measured(query_dtype: str = QUERY_DTYPE, subset: str = "blog") -> list[dict]:
+    """The kernel rows of ``query_dtype`` in ``subset`` (``blog``: the launch blog's rows; ``small_batch``: batches
+    of 1-16, outside them), each configuration's median averaged over the runs that timed it."""
     rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     by_key: dict[tuple, list[dict]] = {}
     for r in rows:
-        if r["kind"] == "mmha" and r["q_dtype"] == query_dtype:
+        if r["kind"] == "mmha" and r["q_dtype"] == query_dtype and r.get("set", "blog") == subset:
             key = (r["model"], r["batch"], r["cached"], r["cache_dtype"])
             by_key.setdefault(key, []).append(r)
     out = []
@@ -142,9 +143,12 @@ def predict_s(row: dict) -> float:
     return cache_attention_seconds(op, gpu, default_efficiency(gpu.architecture))
 
 
-def mmha_rows() -> list[MmhaRow]:
+def mmha_rows(subset: str = "blog") -> list[MmhaRow]:
+    """``subset``: ``blog`` (fitted and validated) or ``small_batch`` (batches 1-16 at 2048 cached: outside the fitted
+    range, reported)."""
     return [MmhaRow(r["model"], r["heads"], r["kv_heads"], r["batch"], r["input_len"], r["max_len"], r["cached"],
-                    r["cache_dtype"], r["t_s_median"], r["kv_bytes_unique"], predict_s(r)) for r in measured()]
+                    r["cache_dtype"], r["t_s_median"], r["kv_bytes_unique"], predict_s(r))
+            for r in measured(subset=subset)]
 
 
 def summary() -> dict[str, float]:
