@@ -13,7 +13,7 @@ from simulator.validation.trtllm_h200 import HBM_BYTES, ROWS, kv_fit, trtllm_row
 #: every query head's copy of the cache): +29.2, +43.4, +9.3, +13.8, +21.1, +0.7, +2.2%. Why each moved (mean decode
 #: step before -> after):
 #: - 13B rows (MHA): the FP8 cache streams at 0.639 of HBM (8-byte loads), not 0.94, and the 40 x batch CTAs pay
-#:   11 ns each: 43.0 -> 64.5 ms, 18.6 -> 25.2 ms, 17.1 -> 22.9 ms: +29.2 -> -1.9%, +43.4 -> +6.3%, +9.3 -> -3.4%;
+#:   11 ns each: 43.0 -> 64.5 ms, 18.6 -> 25.2 ms, 17.1 -> 22.8 ms: +29.2 -> -1.9%, +43.4 -> +6.3%, +9.3 -> -3.4%;
 #: - 70B rows (GQA, 8 query heads per K/V head): the repeated reads come from the L2, but each query head's CTA
 #:   processes its K/V at 3.78e12 elements/s, whatever the element size, where the model read 1-byte elements at
 #:   4.5 TB/s: 90.0 -> 124.3 ms (512 x 128/128), 125.6 -> 156.6 ms (TP 2), 60.2 -> 71.4 and 40.2 -> 45.8 ms
