@@ -18,7 +18,7 @@ from dataclasses import replace
 from simulator.errors import UserError
 from simulator.hardware.cluster import ClusterSpec
 from simulator.memory.activations import cached_layer_bytes
-from simulator.memory.estimate import _layer_keys, activation_context
+from simulator.memory.estimate import _layer_keys, activation_context, bounding_stages
 from simulator.plan.offload import HOST_GRAD_BYTES
 from simulator.plan.params import stage_params
 from simulator.plan.resolved import ResolvedPlan
@@ -41,8 +41,9 @@ def offloaded_activation_bytes(rp: ResolvedPlan, stage: int = 0) -> float:
     if n == 0:
         return 0.0
     ctx = activation_context(rp)
-    return sum(cached_layer_bytes(rp.model, replace(ctx, recompute=mode), moe)
-               for moe, mode in _layer_keys(rp, stage)[:n])
+    keys = _layer_keys(rp, stage)[:n]
+    each = {key: cached_layer_bytes(rp.model, replace(ctx, recompute=key[1]), key[0]) for key in set(keys)}
+    return sum(each[key] for key in keys)        # layer by layer, in order: the same sum
 
 
 def host_bytes(rp: ResolvedPlan, stage: int) -> tuple[float, float]:
@@ -57,7 +58,12 @@ def host_bytes(rp: ResolvedPlan, stage: int) -> tuple[float, float]:
 
 
 def check_host_memory(rp: ResolvedPlan, cluster: ClusterSpec) -> None:
-    """Refuse a plan whose offloaded bytes exceed what a node holds (its GPUs of the plan, largest stage)."""
+    """Refuse a plan whose offloaded bytes exceed what a node holds (its GPUs of the plan, largest stage).
+
+    The largest stage is one of :func:`~simulator.memory.estimate.bounding_stages`: where that leaves out the
+    middle stages 2..p-2, each holds stage 1's layers in the same chunks, so the same owned parameters and offloaded
+    layers (the same bytes, computed from the same values), and no more micro-batches in flight (no schedule
+    increases them with the stage index), so no more host or NVMe bytes."""
     if not rp.offload.any:
         return
     node = cluster.node
@@ -69,7 +75,7 @@ def check_host_memory(rp: ResolvedPlan, cluster: ClusterSpec) -> None:
         raise UserError(f"offload needs the host memory of node profile {node.name}: add cpu.memory_capacity and "
                         "cpu.memory_bandwidth (with memory_source) to it", key_path=key)
     gpus = min(rp.world_size, node.gpus)
-    per_gpu = [host_bytes(rp, s) for s in range(rp.parallel.pp)]
+    per_gpu = [host_bytes(rp, s) for s in bounding_stages(rp)]
     host = max(h for h, _ in per_gpu) * gpus
     if host > node.cpu.memory_capacity:
         raise UserError(f"offload needs {host / GB:,.1f} GB of host memory per node ({gpus} GPUs x "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from simulator.implementation.profiles import Profile, profile_named
 from simulator.plan.schedules import ONE_F_ONE_B, ScheduleName
@@ -125,7 +126,9 @@ class TrainingConfig(BaseModel):
                                                    "megatron, pytorch, megatron_core_te, nemo, torchtitan, deepspeed, "
                                                    "hf_transformers, hf_trainer, vllm, sglang, tensorrt_llm, ...): "
                                                    "the accounting family, kernels, host costs and defaults")
-    implementation: Profile | None = Field(
+    #: set by the loader, never written by a user (the scenario's top-level `implementation:` section), so left out
+    #: of `simulator schema`'s JSON Schema; a `training.implementation` key is refused (scenario/profile_section.py)
+    implementation: SkipJsonSchema[Profile | None] = Field(
         None, description="the resolved profile when the scenario gives `implementation:` (a profile file or "
                           "field overrides); null: the shipped profile `framework` names")
     attention: Literal["flash", "unfused"] = Field(

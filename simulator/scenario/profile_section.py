@@ -37,6 +37,9 @@ def with_defaults(section: Any, defaults: tuple[tuple[str, Any], ...]) -> Any:
 def training_with_profile(training: Any, profile: Profile, given: bool) -> Any:
     """``training:`` with the profile's defaults, and the resolved profile itself when the scenario gave an
     ``implementation:`` section (``given``): a shipped profile is found again by its name."""
+    if isinstance(training, dict) and "implementation" in training:
+        raise UserError("not a training key: a profile file or profile overrides go in the top-level "
+                        "`implementation:` section (docs/implementation_profiles.md)", key_path="training.implementation")
     out = with_defaults(training if training is not None else {}, profile.training_defaults)
     if given and isinstance(out, dict):
         out = dict(out, implementation=profile)

@@ -115,41 +115,57 @@ def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
 
 
 def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
-    """End of every op ``(n, B)`` for ``table`` ``(pp * NCOL, B)`` of seconds, level by level (the replay's max
-    and + on the same operands)."""
+    """End of every op ``(n,)`` for ``table`` ``(pp * NCOL,)`` of seconds, level by level (the replay's max and
+    + on the same operands: the maximum of its predecessors' ends is exact in any order, so the ends are the
+    replay's bit for bit)."""
     edges, col, sizes = graph.by_level
-    done = np.zeros((graph.n + 1, table.shape[1]))
+    seconds = table[col]
+    done = np.zeros(graph.n + 1)
     a = 0
     for size in sizes:
-        level = done[a:a + size]
-        np.maximum(done[edges[a:a + size, 0]], done[edges[a:a + size, 1]], out=level)
-        for e in range(2, edges.shape[1]):
-            np.maximum(level, done[edges[a:a + size, e]], out=level)
-        level += table[col[a:a + size]]
-        a += size
+        b = a + size
+        done[a:b] = done[edges[a:b]].max(axis=1) + seconds[a:b]
+        a = b
     return done[graph.position]
 
 
-def _run(keys: np.ndarray) -> tuple[int, int, int] | None:
-    """A rank's steady run: (first position, ops per period L, periods), the L in 1..NCOL whose repeats (the op
-    L later is the same one for the next micro-batch of each phase) cover the most positions."""
-    best = None
-    for span in range(1, min(NCOL, keys.shape[0] - 1) + 1):
-        step = np.zeros_like(keys[:-span])
-        step[:, 2] = 1
-        step[:, 4] = keys[:-span, 0] == KIND["FB"]
-        same = (keys[span:] == keys[:-span] + step).all(axis=1)
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])))
-        if edges.size == 0:
+def _runs(keys: np.ndarray, start: np.ndarray) -> list[tuple[int, int, int] | None]:
+    """Every rank's steady run: (first position on the rank, ops per period L, periods), the L in 1..NCOL whose
+    repeats (the op L later on the same rank is the same one for the next micro-batch of each phase) cover the
+    most positions (the smallest such L, the first longest run of it), None without one; all ranks at once, one
+    pass per L over the rank-major ops (the positions whose op L later is on the next rank are left out, so no
+    run crosses a rank)."""
+    n, pp = keys.shape[0], start.shape[0] - 1
+    rank = np.repeat(np.arange(pp), np.diff(start))
+    room = start[1:][rank] - np.arange(n)                 # ops from each one to its rank's end
+    best = np.zeros((3, pp), dtype=np.int64)              # length (0: none yet), first position, L
+    # each key as one integer in mixed radix (each column shifted to start at 0, with room for its value + 1):
+    # one op is the next micro-batch's of another iff its code is the other's plus the mb (and F&B b_mb) weights
+    low = keys.min(axis=0, initial=0)
+    radix = (keys.max(axis=0, initial=0) - low + 2).tolist()
+    weight = [int(np.prod(radix[j + 1:], dtype=object)) for j in range(len(radix))]
+    if weight[0] * radix[0] >= 2**62:
+        raise OverflowError("split schedule keys too wide for one integer (internal error)")
+    code = (keys - low) @ np.array(weight, dtype=np.int64)
+    step = weight[2] + weight[4] * (keys[:, 0] == KIND["FB"])
+    ahead = code + step
+    for span in range(1, NCOL + 1):
+        same = np.zeros(n + 1, dtype=np.int8)
+        same[1:n + 1 - span] = (code[span:] == ahead[:-span]) & (room[:-span] > span)
+        edge = np.diff(same, append=np.int8(0))
+        first, length = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+        if first.size == 0:
             continue
-        lengths = edges[1::2] - edges[0::2]
-        k = int(np.argmax(lengths))
-        if best is None or lengths[k] > best[0]:
-            best = (int(lengths[k]), int(edges[2 * k]), span)
-    if best is None:
-        return None
-    length, first, span = best
-    return first, span, (length + span) // span
+        length -= first
+        owner = rank[first]
+        order = np.lexsort((first, -length, owner))      # per rank: the longest run, the first of them
+        lead = order[np.flatnonzero(np.diff(owner[order], prepend=-1))]
+        r = owner[lead]
+        better = length[lead] > best[0, r]
+        r, lead = r[better], lead[better]
+        best[0, r], best[1, r], best[2, r] = length[lead], first[lead] - start[r], span
+    return [None if length == 0 else (first, span, (length + span) // span)
+            for length, first, span in best.T.tolist()]
 
 
 @memo(maxsize=64)
@@ -157,7 +173,7 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     """The aligned steady periods of a split schedule (module docstring), or None where its graph has none."""
     g = split_graph(schedule, pp, m)
     n = g.n
-    runs = [_run(g.keys[g.start[i]:g.start[i + 1]]) for i in range(pp)]
+    runs = _runs(g.keys, g.start)
     if any(r is None or r[2] < 3 for r in runs):
         return None
     raw = np.full(n + 1, -1, dtype=np.int64)          # op -> its rank's period (-1: outside the steady run)
@@ -189,23 +205,26 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     high = min(o + r[2] for o, r in zip(offset, runs, strict=True))
     if high - low < 4:
         return None
-    ops = np.array([np.concatenate([g.start[i] + first + (s - offset[i]) * span + np.arange(span)
-                                    for i, (first, span, _) in enumerate(runs)]) for s in range(low, high)])
+    span_of = np.array([r[1] for r in runs])
+    lane = np.repeat(np.arange(pp), span_of)                       # the rank of each op of a period
+    within = np.arange(lane.size) - np.repeat(np.cumsum(span_of) - span_of, span_of)
+    base = g.start[:-1] + np.array([r[0] for r in runs]) - np.array(offset) * span_of
+    ops = base[lane] + within + np.arange(low, high)[:, None] * span_of[lane]   # period s's ops, s = low.. high-1
     aligned = np.full(n + 1, -1, dtype=np.int64)
     aligned[ops] = np.arange(high - low)[:, None]
-    lookback, first_ok = 1, 1
-    span_of = np.array([r[1] for r in runs])
-    for s in range(1, high - low):
-        src, before = g.edges[ops[s]], g.edges[ops[s - 1]]
-        none = src == n
-        spans = span_of[rank[np.where(none, ops[s][:, None], src)]]
-        ok = (none == (before == n)).all() and ((src - before == spans) | none).all()
-        got = aligned[src]
-        ok = ok and not ((got < 0) & ~none).any() and not ((got > s) & ~none).any()
-        if not ok:
-            first_ok = s + 1
-            continue
-        lookback = max(lookback, int((s - got[~none]).max()))
+    # every period s >= 1 against the one before: the same edges shifted by one period, none into a later period
+    # or outside the run; first_ok is one past the last period that fails, the lookback the farthest an edge of a
+    # passing period reaches back
+    src, before = g.edges[ops[1:]], g.edges[ops[:-1]]
+    none = src == n
+    spans = span_of[rank[np.where(none, ops[1:, :, None], src)]]
+    got = aligned[src]
+    s = np.arange(1, high - low)[:, None, None]
+    ok = ((none == (before == n)).all(axis=(1, 2)) & ((src - before == spans) | none).all(axis=(1, 2))
+          & ~((got < 0) & ~none).any(axis=(1, 2)) & ~((got > s) & ~none).any(axis=(1, 2)))
+    bad = np.flatnonzero(~ok)
+    first_ok = int(bad[-1]) + 2 if bad.size else 1
+    lookback = max(1, int(np.where(none, 0, s - got).max(axis=(1, 2))[ok].max(initial=1)))
     if first_ok >= high - low - 1:
         return None
     return Periods(ops, lookback, first_ok)
@@ -215,27 +234,42 @@ def split_timelines(schedule: Schedule, pp: int, m: int, costs: list[PhaseCosts]
                     ) -> list[StageTimeline]:
     """Every rank's end, busy and hidden seconds (no op list) without the replay (module docstring)."""
     dur, hid = duration_rows(costs, interference)
-    table = dur.reshape(-1, 1)
+    return list(_rank_timelines(schedule, pp, m, dur.tobytes(), hid.tobytes()))
+
+
+@memo(maxsize=256)
+def _rank_timelines(schedule: Schedule, pp: int, m: int, dur_bytes: bytes, hid_bytes: bytes
+                    ) -> tuple[StageTimeline, ...]:
+    """:func:`split_timelines` of the duration and hidden-seconds rows (:func:`duration_rows`, as bytes): plans of
+    a search whose ranks' op seconds are the same (they differ in what only the step's tails read: the sharding's
+    per-step collectives, the optimizer's offload) share one evaluation.
+
+    A short schedule is swept only while it holds at most half of m, doubling while no period repeats: a sweep
+    costs its levels (~2 m' + p), so beyond half of m the sweep of m itself costs less than a short sweep that
+    finds no repeat followed by it, and needs no extrapolation."""
+    dur = np.frombuffer(dur_bytes).reshape(pp, NCOL)
+    hid = np.frombuffer(hid_bytes).reshape(pp, NCOL)
+    table = dur.ravel()
     shift = schedule.steady_period(pp, 1)
     need = schedule.min_microbatches(pp)[0] + pp + 6 * shift
     short = m % shift + shift * -(-need // shift)
-    while short < m:
+    while 2 * short <= m:
         p = split_periods(schedule, pp, short)
-        g = split_graph(schedule, pp, short)
         if p is not None:
+            g = split_graph(schedule, pp, short)
             ends = all_ends(g, table)
-            found, c = _repeat(ends, p)
+            found, c = _repeat(ends[:, None], p)
             if found[0]:
                 k = (m - short) // shift
                 window = p.ops[0]
-                return _timelines(g, dur, hid, ends[:, 0], k * c[0], k, window)
+                return _timelines(g, dur, hid, ends, k * c[0], k, window)
         short = m % shift + shift * (2 * (short // shift))
     g = split_graph(schedule, pp, m)
-    return _timelines(g, dur, hid, all_ends(g, table)[:, 0], 0.0, 0, np.zeros(0, dtype=np.int64))
+    return _timelines(g, dur, hid, all_ends(g, table), 0.0, 0, np.zeros(0, dtype=np.int64))
 
 
 def _timelines(g: SplitGraph, dur: np.ndarray, hid: np.ndarray, ends: np.ndarray, added: float, k: int,
-               window: np.ndarray) -> list[StageTimeline]:
+               window: np.ndarray) -> tuple[StageTimeline, ...]:
     """Rank timelines from the short schedule's op ends, ``added`` seconds on every end and ``k`` more periods
     (one of them ``window``'s ops) of busy and hidden seconds."""
     flat_d, flat_h = dur.ravel(), hid.ravel()
@@ -250,4 +284,4 @@ def _timelines(g: SplitGraph, dur: np.ndarray, hid: np.ndarray, ends: np.ndarray
     for i in range(pp):
         end = float(ends[g.start[i + 1] - 1] + added)
         out.append(StageTimeline((), end, float(busy[i]), end - float(busy[i]), 0.0, float(hidden[i])))
-    return out
+    return tuple(out)

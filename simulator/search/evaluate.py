@@ -131,8 +131,9 @@ class Context:
         self.step_cache = StepCache()   # the step's pure functions by their arguments, shared by the plans
         self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
-        self.fixed_bytes: dict = {}     # their fixed (and NCCL) bytes per stage, per point without micro-batch
-        self.nccl_floor: dict = {}      # bounding stages per point without sharding; their least NCCL bytes
+        self.fixed_bytes: dict = {}     # fixed bytes and states floor per stage, per point without recompute, mb
+        self.nccl_floor: dict = {}      # bounding stages per point without sharding
+        self.nccl: dict = {}            # NCCL's bytes per stage, per outer point and gradient reduction
 
 
 def _built(ctx: Context, kind: str, key: Any, make):
@@ -213,6 +214,8 @@ _MEMORY = (*OUTER, *(k for k in INNER if k != "micro_batch" and k not in TIME_ON
 _REST = operator.itemgetter(*_MEMORY)
 #: of a ``_REST`` tuple, all but the sharding (the key of a group of plans that share the peak's coefficients)
 _CORE = operator.itemgetter(*(i for i, k in enumerate(_MEMORY) if k != "sharding"))
+#: ... all but the recompute choice: the key of the model states and buffers (:func:`_states`)
+_STATES = operator.itemgetter(*(i for i, k in enumerate(_MEMORY) if k != "recompute"))
 
 
 def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict[tuple, int]
@@ -262,46 +265,55 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     core = (_CORE(rest), plan.recipe.amp_casts)
     coefficients = ctx.peaks.get(core)
     if coefficients is not None:
-        # the plan's own fixed and NCCL bytes: both follow the sharding (NCCL's through NVLS-tree); DeepEP's
-        # low-latency buffer also follows the micro-batch, so under that backend NCCL's bytes are not kept
-        own = ctx.fixed_bytes.get(rest)
-        if own is None:
-            own = ctx.fixed_bytes[rest] = (fixed_bytes(plan, coefficients.stages),
-                                           None if ctx.mb_dependent_nccl else _nccl(ctx, plan, coefficients.stages))
-        fixed, nccl = own
-        memory = coefficients.peak(mb, plan.num_microbatches, fixed,
-                                   _nccl(ctx, plan, coefficients.stages) if nccl is None else nccl)
+        # the plan's own fixed and NCCL bytes: both follow the sharding (NCCL's through NVLS-tree)
+        memory = coefficients.peak(mb, plan.num_microbatches, _states(ctx, plan, rest, coefficients.stages),
+                                   _nccl(ctx, plan, rest, coefficients.stages, mb))
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
-    # what bounding_stages reads (not the sharding nor the micro-batch) and what nccl_bytes reads besides: of the
-    # sharding, whether gradients are all-reduced (NVLS-tree, simulator.memory.nccl); the micro-batch only through
-    # DeepEP's low-latency buffer
+    # what bounding_stages reads (not the sharding nor the micro-batch)
     floor_key = (core, plan.recipe.eager)
-    nccl_key = (*floor_key, plan.recipe.stage == 0, mb if ctx.mb_dependent_nccl else None)
-    stages = ctx.nccl_floor.get(floor_key)
-    nccl = ctx.nccl_floor.get(nccl_key)
-    if stages is None or nccl is None:
+    if (stages := ctx.nccl_floor.get(floor_key)) is None:
         if len(ctx.nccl_floor) >= BUILT_CACHE:
             ctx.nccl_floor.clear()
-        if stages is None:
-            stages = ctx.nccl_floor[floor_key] = bounding_stages(plan)
-        nccl = ctx.nccl_floor[nccl_key] = min(_nccl(ctx, plan, stages))
-    floor = state_floor_bytes(plan, stages) * (1 - FLOOR_MARGIN) + nccl + RUNTIME
+        stages = ctx.nccl_floor[floor_key] = bounding_stages(plan)
+    nccl = min(_nccl(ctx, plan, rest, stages, mb))
+    floor = _states(ctx, plan, rest, stages, True) * (1 - FLOOR_MARGIN) + nccl + RUNTIME
     if floor + ctx.headroom_bytes > ctx.capacity:
         return floor       # the model states and NCCL's buffers alone do not fit: no need for the items
     report = estimate_memory(plan, hbm_capacity_bytes=ctx.capacity, stages=stages, cluster=ctx.fixed.cluster)
     if core not in ctx.peaks and _monotone(plan):     # (gradients freed between steps: not a sum of the items)
         if len(ctx.peaks) >= BUILT_CACHE:    # bounded: the shardings and micro-batches of a point come together
             ctx.peaks.clear()
-            ctx.fixed_bytes.clear()
         p = plan.parallel
         ctx.peaks[core] = peak_by_micro_batch(report, mb, plan.num_microbatches, p.schedule, p.pp, p.vpp)
     return report
 
 
-def _nccl(ctx: Context, plan, stages: tuple[int, ...]) -> tuple[float, ...]:
-    """The communication libraries' bytes of ``plan`` on ``stages`` (:func:`simulator.memory.nccl.nccl_bytes`)."""
-    return tuple(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+def _states(ctx: Context, plan, rest: tuple, stages: tuple[int, ...], floor: bool = False):
+    """:func:`fixed_bytes` (or ``floor``: :func:`state_floor_bytes`) of ``plan`` on ``stages``, once per point
+    without its recompute choice and micro-batch (``_STATES``; the floor also by whether m = 1): they read the
+    stages' parameters (the layout: pp, vpp, split, schedule), the recipe (sharding, framework, precision), the shard
+    degrees (dp, cp, Ulysses, ep), the offload's GPU shares and (the floor) whether gradients are freed at m = 1,
+    not the recompute modes, the TP overlap nor the micro-batch (activations and time only)."""
+    key = (floor, _STATES(rest), stages, floor and plan.num_microbatches == 1)
+    if (got := ctx.fixed_bytes.get(key)) is None:
+        if len(ctx.fixed_bytes) >= BUILT_CACHE:
+            ctx.fixed_bytes.clear()
+        got = ctx.fixed_bytes[key] = (state_floor_bytes if floor else fixed_bytes)(plan, stages)
+    return got
+
+
+def _nccl(ctx: Context, plan, rest: tuple, stages: tuple[int, ...], mb: int) -> tuple[float, ...]:
+    """NCCL's bytes of ``plan`` on ``stages`` (:func:`simulator.memory.nccl.nccl_bytes`) once per outer point,
+    gradient reduction and framework: its ``CommunicatorInputs`` read of a point the rank grid, pp, vpp, SP and the
+    schedule (outer values) and whether gradients are all-reduced; DeepEP's buffer the micro-batch too."""
+    key = (rest[:len(OUTER)], stages, plan.recipe.stage == 0, plan.recipe.eager,
+           mb if ctx.mb_dependent_nccl else None)
+    if (got := ctx.nccl.get(key)) is None:
+        if len(ctx.nccl) >= BUILT_CACHE:
+            ctx.nccl.clear()
+        got = ctx.nccl[key] = tuple(nccl_bytes(plan, ctx.fixed.cluster, s).total for s in stages)
+    return got
 
 
 def _row(point: dict[str, Any], parts: StepParts, memory, timelines, how: str) -> dict[str, Any]:

@@ -62,6 +62,8 @@ class Pages:
         ``window`` the full-equivalent pages a sliding-window cache holds once a step has extended it to
         ``tokens`` after ``computed`` (default ``tokens - 1``: a decode step; simulator/memory/kv_window.py)."""
         if self.window is None:
+            if isinstance(tokens, int):  # the schedulers' per-request calls: integer ceiling, no numpy dispatch
+                return -(-tokens // self.block)
             return np.ceil(np.asarray(tokens) / self.block) if np.ndim(tokens) else math.ceil(tokens / self.block)
         computed = np.asarray(tokens) - 1 if computed is None else computed
         pages = np.ceil(self.window.step_pages(tokens, computed) - 1e-9)

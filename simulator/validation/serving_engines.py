@@ -16,6 +16,8 @@ import math
 import statistics
 from pathlib import Path
 
+from simulator.caching import memo
+
 DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
 
@@ -24,11 +26,14 @@ DATA = Path(__file__).parent / "data" / "published_engines.csv"
 CHECKPOINT = {"format": "mxfp4", "modules": "experts"}
 
 
-def engine_scenario(r: dict) -> dict:
+def engine_scenario(r: dict, mean_lengths: bool = False) -> dict:
     """The row's setup as a scenario mapping. Without expert parallelism (none of the rows enables it) the engines
     shard each expert's intermediate dimension over the TP ranks: ``etp`` = ``tp`` (SGLang's FusedMoE:
     intermediate_size_per_partition = intermediate_size // tp_size with ep_size 1; vLLM's FusedMoE likewise unless
-    ``--enable-expert-parallel``, docs.vllm.ai v0.10.1.1 serving/expert_parallel_deployment)."""
+    ``--enable-expert-parallel``, docs.vllm.ai v0.10.1.1 serving/expert_parallel_deployment). A row with a
+    ``lengths_csv`` (the ShareGPT rows: simulator/validation/sharegpt_sample.py) takes its per-request lengths
+    through ``serving.workload.lengths_csv``, as a user would; ``mean_lengths`` gives every request the mean
+    lengths (``input_len`` / ``output_len``) instead, the comparison the rows were scored with before."""
     tp = int(r["tp"])
     serving: dict = {"batch": 1, "input_len": int(r["input_len"]), "output_len": int(r["output_len"]),
                      "num_requests": max(20, int(r["num_requests"]))}
@@ -36,28 +41,56 @@ def engine_scenario(r: dict) -> dict:
         serving["gpu_memory_utilization"] = float(r["gpu_memory_utilization"])
     if r.get("async_scheduling"):  # vllm serve --async-scheduling: the host's step work under the GPU's
         serving["host"] = {"overlap": True}
+    if r.get("lengths_csv") and not mean_lengths:
+        serving["workload"] = {"lengths_csv": str(DATA.parent / r["lengths_csv"])}
     return {"name": r["id"], "system": {"profile": "dgx_h100", "nodes": 1, "gpus": tp},
             "model": {"preset": "gpt-oss-120b", "weight_quantization": CHECKPOINT}, "parallel": {"tp": tp, "ep": 1, "etp": tp},
             "training": {"mode": "inference", "precision": "fp4", "framework": r["engine"]}, "serving": serving}
 
 
-def _model_value(r: dict) -> float:
-    from simulator.entries.serve import simulate_bench, simulate_closed_loop
+def _mean_input(r: dict, mean_lengths: bool) -> float:
+    """Prompt tokens per request of the row's scenario (the lengths file's mean where it has one)."""
+    if r.get("lengths_csv") and not mean_lengths:
+        from simulator.validation.sharegpt_sample import read_sample
+
+        sample = read_sample(DATA.parent / r["lengths_csv"])
+        return sum(p for p, *_ in sample) / len(sample)
+    return int(r["input_len"])
+
+
+@memo(maxsize=32, loaded=True)
+def _bench(rid: str, mean_lengths: bool) -> dict:
+    """The ``simulate_bench`` result of row ``rid``'s scenario, read from the rows' file (``loaded``: the row id and
+    the lengths choice key the whole input; engine_rows and decode_concurrency share the runs). Do not mutate."""
+    from simulator.entries.serve import simulate_bench
     from simulator.scenario import load_scenario
 
-    scenario = load_scenario(engine_scenario(r))
+    return simulate_bench(load_scenario(engine_scenario(_row(rid), mean_lengths)))
+
+
+def _model_value(r: dict, mean_lengths: bool = False) -> float:
+    from simulator.entries.serve import simulate_closed_loop
+    from simulator.scenario import load_scenario
+
     if r["metric"] == "tpot_s":
+        scenario = load_scenario(engine_scenario(r, mean_lengths))
         return simulate_closed_loop(scenario, int(r["concurrency"]), int(r["num_requests"]))["tpot_mean_s"]
-    b = simulate_bench(scenario)
-    return b["request_throughput"] * int(r["input_len"]) + b["output_tokens_per_s"]
+    b = _bench(r["id"], mean_lengths)
+    return b["request_throughput"] * _mean_input(r, mean_lengths) + b["output_tokens_per_s"]
 
 
-def engine_rows() -> list[dict]:
-    """Each published number with the model's value for its scenario and the error (model / published - 1)."""
-    lines = [ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")]
+def _rows() -> list[dict]:
+    return list(csv.DictReader(ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")))
+
+
+def engine_rows(mean_lengths: bool = False, ids: tuple[str, ...] | None = None) -> list[dict]:
+    """Each published number (of ``ids``, or every row) with the model's value for its scenario and the error (model
+    / published - 1); ``mean_lengths``: every request at the row's mean lengths (:func:`engine_scenario`)."""
     out = []
-    for r in csv.DictReader(lines):
-        model, published = _model_value(r), float(r["published"])
+    for r in _rows():
+        if ids is not None and r["id"] not in ids:
+            continue
+        model, published = _model_value(r, mean_lengths), float(r["published"])
         out.append({"id": r["id"], "engine": r["engine"], "metric": r["metric"], "unit": r["unit"],
                     "published": published, "model": model, "error": model / published - 1})
     return out
@@ -77,25 +110,26 @@ def decode_concurrency() -> list[dict]:
     """Sequences decoding at once, published and modelled, for the rows of ``published_engines_latency.csv``:
     output tokens/s x mean ITL (each running sequence gains one token per step, so tokens/s = running / step time:
     Little's law on the decode steps; prefill stalls are inside the mean ITL). Beside it the modelled decode step
-    (the GPU's: no ``serving.host`` time) at the published concurrency (context: the input plus half the output) against the published median ITL, which
-    separates the step's kernels from the admission of requests
-    (docs/engine_kernels/gpustack_errors.md)."""
-    from simulator.entries.serve import simulate_bench, simulate_serving
+    (the GPU's: no ``serving.host`` time) at the published concurrency (context: the input plus half the output)
+    against the published median ITL, which separates the step's kernels from the admission of requests
+    (docs/engine_kernels/gpustack_errors.md). The model's concurrency with the row's sampled lengths (as scored) and
+    with every request at the mean lengths."""
+    from simulator.entries.serve import simulate_serving
     from simulator.scenario import load_scenario
 
-    rows = {r["id"]: r for r in csv.DictReader(
-        ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#"))}
+    rows = {r["id"]: r for r in _rows()}
     out = []
     for p in csv.DictReader(ln for ln in LATENCY.read_text().splitlines() if ln and not ln.startswith("#")):
         r = rows[p["id"]]
         published = float(p["output_tokens_per_s"]) * float(p["mean_itl_s"])
-        b = simulate_bench(load_scenario(engine_scenario(r)))
-        at = engine_scenario(r)
+        b, flat = _bench(r["id"], False), _bench(r["id"], True)
+        at = engine_scenario(r, mean_lengths=True)
         at["serving"].update(batch=max(1, round(published)), input_len=int(r["input_len"]) + int(r["output_len"]) // 2,
                              output_len=2)
         step = simulate_serving(load_scenario(at)).decode.step_s
         out.append({"id": p["id"], "engine": r["engine"], "published_concurrency": published,
                     "model_concurrency": b["output_tokens_per_s"] * b["itl_s"]["mean"],
+                    "model_concurrency_mean_lengths": flat["output_tokens_per_s"] * flat["itl_s"]["mean"],
                     "published_median_itl_s": float(p["median_itl_s"]), "model_step_at_published_s": step})
     return out
 
@@ -109,15 +143,14 @@ def decode_concurrency() -> list[dict]:
 #: decoding at once are the engines' admission, not the client's. ShareGPT requests are vLLM's sampler's: the
 #: conversation's first turn as the prompt, the second turn's token count as ``max_completion_tokens``, kept only
 #: when the prompt has 4-1024 tokens and prompt + output at most 2048 (``is_valid_sequence`` in
-#: ``vllm/benchmarks/datasets.py``). The per-request lengths are not published (only their totals).
+#: ``vllm/benchmarks/datasets.py``). The per-request lengths are not published (only their totals); the rows take a
+#: sample drawn the same way from Vidur's ShareGPT trace (simulator/validation/sharegpt_sample.py).
 CLIENT = {"tool": "vllm bench serve 0.10.2", "request_rate": "inf", "max_concurrency": None,
           "sharegpt_prompt_tokens": (4, 1024), "sharegpt_total_tokens_max": 2048}
 
 
 def _row(rid: str) -> dict:
-    rows = {r["id"]: r for r in csv.DictReader(
-        ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#"))}
-    return rows[rid]
+    return {r["id"]: r for r in _rows()}[rid]
 
 
 def _whole_run(scenario: dict) -> dict:
@@ -135,13 +168,13 @@ def length_spread(rid: str, sigmas: tuple[float, ...]) -> list[dict]:
     """A SENSITIVITY, not a row: the row's requests with lognormal input and output lengths of the same means (median
     = mean x exp(-sigma^2 / 2)) instead of the mean lengths. With every request sent at t = 0 the run lasts until the
     longest requests finish, so a spread of lengths lowers the whole-run concurrency and output rate (the drain tail)
-    and raises the cache a running sequence holds on average. The sigmas are illustrations: ShareGPT's sampled
-    lengths are not published, and vLLM's sampler cuts prompts at 1024 and prompt + output at 2048 tokens (CLIENT),
-    which a lognormal does not."""
+    and raises the cache a running sequence holds on average. The sigmas are illustrations (h42, before the rows had
+    a ShareGPT sample); vLLM's sampler cuts prompts at 1024 and prompt + output at 2048 tokens (CLIENT), which a
+    lognormal does not."""
     r = _row(rid)
     out = []
     for s in sigmas:
-        sc = engine_scenario(r)
+        sc = engine_scenario(r, mean_lengths=True)
         if s:
             sc["serving"]["workload"] = {side: {"distribution": "lognormal", "median": mean * math.exp(-s * s / 2),
                                                 "sigma": s}
@@ -150,10 +183,12 @@ def length_spread(rid: str, sigmas: tuple[float, ...]) -> list[dict]:
     return out
 
 
-def cache_to_match(rid: str, target: float, low: float, high: float, steps: int = 12) -> dict:
+def cache_to_match(rid: str, target: float, low: float, high: float, steps: int = 12,
+                   mean_lengths: bool = True) -> dict:
     """A DIAGNOSTIC, not a fit (no row uses it): the ``serving.gpu_memory_utilization`` (bisected over [low, high],
-    ``steps`` halvings) at which the modelled whole-run concurrency of the row, with its mean lengths, falls to
-    ``target`` (the published one); beside it the cache that leaves, in full-equivalent tokens, and the run there."""
+    ``steps`` halvings) at which the modelled whole-run concurrency of the row, with its mean lengths (or, with
+    ``mean_lengths`` False, its sampled ones), falls to ``target`` (the published one); beside it the cache that
+    leaves, in full-equivalent tokens, and the run there."""
     from simulator.entries.serve import serving_context
     from simulator.errors import UserError
     from simulator.scenario import load_scenario
@@ -162,7 +197,7 @@ def cache_to_match(rid: str, target: float, low: float, high: float, steps: int 
     r = _row(rid)
 
     def at(u: float) -> dict:
-        sc = engine_scenario(r)
+        sc = engine_scenario(r, mean_lengths)
         sc["serving"]["gpu_memory_utilization"] = u
         return sc
 

@@ -169,6 +169,19 @@ def test_schema_covers_every_section(capsys):
     assert set(schema["properties"]) >= {"system", "model", "parallel", "training", "sweep", "zip", "extends"}
     assert main(["schema"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "simulator scenario"
+    # the loader's resolved profile is not a key users write: editors must not offer training.implementation
+    assert "implementation" not in schema["$defs"]["TrainingConfig"]["properties"]
+    assert "implementation" in schema["properties"]
+
+
+def test_training_implementation_is_refused_with_its_place(tmp_path):
+    text = BASE.replace("training:\n", "training:\n  implementation: {name: mine}\n", 1)
+    assert "  implementation: {name: mine}" in text
+    with pytest.raises(UserError) as e:
+        load_scenario(write(tmp_path, "impl.yaml", text))
+    assert e.value.key_path == "training.implementation" and e.value.line == text.splitlines().index(
+        "  implementation: {name: mine}") + 1
+    assert "top-level `implementation:` section" in str(e.value)
 
 
 def test_plots_are_written(tmp_path, capsys):

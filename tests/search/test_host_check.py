@@ -61,3 +61,37 @@ def test_optimizer_offload_is_checked_once():
         with pytest.raises(UserError, match="host memory per node"):
             resolve(ctx, POINT | {"offload": "optimizer", "sharding": "distributed_optimizer", "micro_batch": b})
     assert sum(k[0] == "host" for k in ctx.built) == 1       # one check for both micro-batches
+
+
+def test_the_largest_stage_is_a_bounding_stage():
+    """``check_host_memory`` reads the bounding stages only (stage 0, 1 and p-1 of a dense model with even middle
+    stages): on the 22B model at global batch 64, pp 4 and 8, every schedule (interleaved too) and each offload
+    choice that the rules accept (optimizer and parameter offload: Megatron-Core offloads no activations with
+    pp > 1), the largest host and NVMe bytes over them are those over every stage, exactly."""
+    from simulator.memory.estimate import bounding_stages
+
+    data = read_document(ROOT / "scenarios" / "korthikanti_22b.yaml").data
+    data.pop("parallel")
+    data["training"] = {**data["training"], "global_batch": 64}
+    ctx = search_context(data)
+    checked, schedules = 0, set()
+    for schedule, vpp in (("1f1b", 1), ("1f1b", 2), ("gpipe", 1), ("zb1p", 1), ("zbv", 1), ("dualpipe", 1),
+                          ("dualpipev", 1)):
+        for tp, pp in ((2, 4), (1, 8)):
+            for offload in ctx.space.values["offload"]:
+                try:
+                    plan = resolve(ctx, POINT | {"schedule": schedule, "vpp": vpp, "tp": tp, "pp": pp, "sp": tp > 1,
+                                                 "offload": offload, "sharding": "distributed_optimizer",
+                                                 "micro_batch": 1})
+                except UserError:
+                    continue
+                if not plan.offload.any:
+                    continue
+                every = [host_bytes(plan, s) for s in range(pp)]
+                bounding = [host_bytes(plan, s) for s in bounding_stages(plan)]
+                assert len(bounding) < pp
+                for i in (0, 1):
+                    assert max(b[i] for b in bounding) == max(b[i] for b in every)
+                checked += 1
+                schedules.add(schedule)
+    assert checked == 14 and schedules == {"1f1b", "gpipe", "zb1p", "zbv", "dualpipe", "dualpipev"}

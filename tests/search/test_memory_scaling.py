@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import UserError
-from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes
+from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.nccl import nccl_bytes
 from simulator.memory.scaling import peak_by_micro_batch
 from simulator.search.evaluate import resolve
@@ -121,3 +121,30 @@ def test_the_coefficients_change_no_search_result(kind, monkeypatch):
     assert [tuple(r[k] for k in keys) for r in fast.plans] == [tuple(r[k] for k in keys) for r in exact.plans]
     for a, b in zip(fast.plans, exact.plans, strict=True):
         assert _close(a["device_peak_bytes"], b["device_peak_bytes"]) and _close(a["peak_bytes"], b["peak_bytes"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(SPACES)), data=st.data())
+def test_states_and_nccl_bytes_are_shared_over_the_knobs_they_do_not_read(kind, data):
+    """What the search keeps once per point without its recompute choice (``evaluate._states``: the fixed bytes and
+    the states floor) is the same for the plan moved to another recompute choice, TP overlap and micro-batch (the
+    floor at the same m = 1 or not), exactly; NCCL's bytes (``evaluate._nccl``, once per outer point) also for the
+    plan moved to another offload and sharding with the same gradient reduction (all-reduced or not)."""
+    ctx, points = SPACES[kind]
+    point = data.draw(st.sampled_from(points))
+    values = ctx.space.values
+    moved = {**point, **{k: data.draw(st.sampled_from(values[k]))
+                         for k in ("recompute", "tp_comm_overlap", "micro_batch")}}
+    far = {**moved, **{k: data.draw(st.sampled_from(values[k])) for k in ("offload", "sharding")}}
+    plan = resolve(ctx, point)
+    try:
+        other, third = resolve(ctx, moved), resolve(ctx, far)
+    except UserError:
+        assume(False)
+    stages = bounding_stages(plan)
+    assert fixed_bytes(other, stages) == fixed_bytes(plan, stages)
+    if (other.num_microbatches == 1) == (plan.num_microbatches == 1):
+        assert state_floor_bytes(other, stages) == state_floor_bytes(plan, stages)
+    if (third.recipe.stage == 0) == (plan.recipe.stage == 0) and not ctx.mb_dependent_nccl:
+        cluster = ctx.fixed.cluster
+        assert [nccl_bytes(third, cluster, s) for s in stages] == [nccl_bytes(plan, cluster, s) for s in stages]

@@ -116,7 +116,7 @@ def _split_case(draw):
     name = draw(st.sampled_from([n for n, s in SCHEDULES.items() if s.splits_backward and s.fast is not None]))
     schedule = SCHEDULES[name]
     pp = draw(st.sampled_from([2, 4, 6]) if schedule.mirrored else st.integers(2, 7))
-    m = schedule.min_microbatches(pp)[0] + draw(st.integers(0, 40))
+    m = schedule.min_microbatches(pp)[0] + draw(st.integers(0, 100))   # up to ~3x the short schedule
     m += m % 2 if schedule.mirrored else 0
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     alike = draw(st.booleans())
@@ -155,3 +155,25 @@ def test_zb1p_by_hand_at_ten_thousand_micro_batches():
     got = split_timelines(SCHEDULES["zb1p"], 4, 10_000, [one] * 4, 0.0)
     assert got[0].end_s == pytest.approx(3 * 10_000 + 3, rel=1e-12)
     assert got[0].busy_s == pytest.approx(3 * 10_000, rel=1e-12)
+
+
+def test_split_schedule_whose_short_schedule_never_repeats(monkeypatch):
+    """ZB-H1, p 8, m 64, the last rank 2% slower (as a plan with the head there): the ranks before it run at their
+    own pace until their warm-up slack is spent, longer than the short schedule (22 micro-batches), so no period
+    repeats there; the doubled one (44) would hold more than half of m, so the level sweep of m itself runs next
+    (no third sweep) and the ends are the replay's bit for bit. A second plan with the same op seconds is the
+    first's evaluation (kept by its duration rows)."""
+    import simulator.schedule.split_steady as split
+
+    mid = PhaseCosts((1.0, 0.0), (2.0, 0.0), (0.9, 0.0), (0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (2.0, 0.0))
+    last = PhaseCosts((1.02, 0.0), (2.04, 0.0), (0.92, 0.0), (0.0, 0.0), (0.0, 0.0), (1.02, 0.0), (2.04, 0.0))
+    costs, schedule = [mid] * 7 + [last], SCHEDULES["zb1p"]
+    swept, sweep = [], split.all_ends
+    monkeypatch.setattr(split, "all_ends", lambda g, table: (swept.append(g.n), sweep(g, table))[1])
+    split._rank_timelines.cache_clear()
+    got = split_timelines(schedule, 8, 64, costs, 0.0)
+    assert swept == [8 * 22 * 3, 8 * 64 * 3]          # F, B and W of every micro-batch on 8 ranks
+    ref = run_dual_timeline(schedule.split_orders(8, 64), costs, 0.0)
+    assert [t.end_s for t in got] == [t.end_s for t in ref]
+    assert [t.busy_s for t in got] == pytest.approx([t.busy_s for t in ref], rel=1e-12)
+    assert split_timelines(schedule, 8, 64, list(costs), 0.0) == got and len(swept) == 2
