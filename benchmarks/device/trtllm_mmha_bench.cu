@@ -57,14 +57,25 @@ struct Runner
     size_t elem, bytes_per_seq;
     int chunk;
 
-    Runner(const Config& c_, bool fp8_, Buffers& b)
+    bool paged;
+    int blocks_per_seq;
+
+    Runner(const Config& c_, bool fp8_, Buffers& b, bool paged_ = false)
         : c(c_)
         , fp8(fp8_)
         , buf(b)
+        , paged(paged_)
     {
         elem = fp8 ? 1 : sizeof(T);
-        bytes_per_seq = (size_t) c.max_len * c.kv_heads * DH * elem;
-        chunk = (int) std::min<size_t>(c.batch, ((size_t) 1 << 31) / (2 * bytes_per_seq) - 1);
+        blocks_per_seq = (c.max_len + PAGE - 1) / PAGE;
+        bytes_per_seq = (size_t) (paged ? blocks_per_seq * PAGE : c.max_len) * c.kv_heads * DH * elem;
+        // the paged cache addresses blocks through 64-bit pointers: no 32-bit offset to keep under 2 GiB
+        chunk = paged ? c.batch : (int) std::min<size_t>(c.batch, ((size_t) 1 << 31) / (2 * bytes_per_seq) - 1);
+    }
+
+    size_t block_bytes() const
+    {
+        return (size_t) c.kv_heads * PAGE * DH * elem;
     }
 
     int chunks() const
@@ -112,6 +123,14 @@ struct Runner
                 p.kv_scale_quant_orig = buf.scales + 1;
             }
             p.multi_processor_count = 132;
+            if (paged)
+            {
+                KVBlockArray kv(nb, blocks_per_seq, PAGE, (int32_t) (c.kv_heads * DH * elem));
+                kv.data = buf.tables[layer];
+                mmha::mmha_launch_kernel_dispatch_8bits_kv_cache<T, KVBlockArray, Masked_multihead_attention_params<T>,
+                    DH, 256, false, false>(p, kv, s, c.cached);
+                continue;
+            }
             KVLinearBuffer kv(nb, 1, c.max_len, (int32_t) (c.kv_heads * DH * elem));
             kv.data = buf.layers[layer] + (size_t) b0 * 2 * bytes_per_seq;
             mmha::mmha_launch_kernel_dispatch_8bits_kv_cache<T, KVLinearBuffer, Masked_multihead_attention_params<T>,
@@ -134,12 +153,14 @@ static void fill_layers(Buffers& b, size_t cache_bytes, bool fp8)
 
 // Correctness: kernel (no RoPE) against the FP32 reference on one layer.
 template <typename T>
-static double check(const Config& c, bool fp8)
+static double check(const Config& c, bool fp8, bool paged)
 {
     Buffers b;
-    Runner<T> r(c, fp8, b);
+    Runner<T> r(c, fp8, b, paged);
     size_t const cache_bytes = (size_t) c.batch * 2 * r.bytes_per_seq;
     setup(c, sizeof(T), cache_bytes, 1, b);
+    if (paged)
+        setup_tables(b, c.batch, r.blocks_per_seq, r.block_bytes(), 7);
     fill_layers<T>(b, cache_bytes, fp8);
     fill(reinterpret_cast<T*>(b.qkv), (size_t) c.batch * (c.heads + 2 * c.kv_heads) * DH, 5, 1.0f);
     size_t const nout = (size_t) c.batch * c.heads * DH;
@@ -152,12 +173,13 @@ static double check(const Config& c, bool fp8)
     size_t const smem = (c.cached + 1 + DH) * sizeof(float);
     dim3 grid(c.heads, c.batch);
     int const q_stride = (c.heads + 2 * c.kv_heads) * DH;
+    int64_t const* table = paged ? b.tables[0] : nullptr;
     if (fp8)
         reference_kernel<T, __nv_fp8_e4m3><<<grid, 128, smem>>>(reinterpret_cast<T*>(b.qkv), q_stride, b.layers[0],
-            r.bytes_per_seq, c.max_len, c.heads, c.kv_heads, c.cached, 0.5f, ref);
+            r.bytes_per_seq, c.max_len, c.heads, c.kv_heads, c.cached, 0.5f, ref, table, r.blocks_per_seq);
     else
         reference_kernel<T, T><<<grid, 128, smem>>>(reinterpret_cast<T*>(b.qkv), q_stride, b.layers[0],
-            r.bytes_per_seq, c.max_len, c.heads, c.kv_heads, c.cached, 1.0f, ref);
+            r.bytes_per_seq, c.max_len, c.heads, c.kv_heads, c.cached, 1.0f, ref, table, r.blocks_per_seq);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     std::vector<T> o(nout);
@@ -183,15 +205,17 @@ static double check(const Config& c, bool fp8)
 }
 
 template <typename T>
-static void time_config(const Config& c, bool fp8, int reps)
+static void time_config(const Config& c, bool fp8, int reps, bool paged = false)
 {
     Buffers b;
-    Runner<T> r(c, fp8, b);
+    Runner<T> r(c, fp8, b, paged);
     size_t const cache_bytes = (size_t) c.batch * 2 * r.bytes_per_seq;
     // Enough layers that a launch never finds its cache in the 60 MB L2: >= 4 and >= 2 GB in all, <= 48 GB.
     int nl = (int) std::max<size_t>(4, (2ull << 30) / cache_bytes + 1);
     nl = (int) std::min<size_t>(nl, std::max<size_t>(2, (48ull << 30) / cache_bytes));
     setup(c, sizeof(T), cache_bytes, nl, b);
+    if (paged)
+        setup_tables(b, c.batch, r.blocks_per_seq, r.block_bytes(), 11);
     fill_layers<T>(b, cache_bytes, fp8);
     fill(reinterpret_cast<T*>(b.qkv), (size_t) c.batch * (c.heads + 2 * c.kv_heads) * DH, 5, 1.0f);
     cudaStream_t s;
@@ -230,14 +254,14 @@ static void time_config(const Config& c, bool fp8, int reps)
     double const tokens = (double) c.batch * (c.cached + 1);
     double const unique = tokens * c.kv_heads * DH * 2 * r.elem;
     double const per_qhead = tokens * c.heads * DH * 2 * r.elem;
-    printf("{\"kind\": \"mmha\", \"set\": \"%s\", \"model\": \"%s\", \"heads\": %d, \"kv_heads\": %d, "
-           "\"batch\": %d, \"input_len\": %d, "
+    printf("{\"kind\": \"mmha\", \"set\": \"%s\", \"layout\": \"%s\", \"model\": \"%s\", \"heads\": %d, "
+           "\"kv_heads\": %d, \"batch\": %d, \"input_len\": %d, "
            "\"max_len\": %d, \"cached\": %d, \"q_dtype\": \"%s\", \"cache_dtype\": \"%s\", \"chunks\": %d, "
            "\"layers_rotated\": %d, \"launches_per_rep\": %d, \"reps\": %d, \"t_s_median\": %.9g, \"t_s_min\": %.9g, "
            "\"t_s_max\": %.9g, \"kv_bytes_unique\": %.0f, \"kv_bytes_per_query_head\": %.0f, "
            "\"unique_Bps\": %.6g, \"per_query_head_Bps\": %.6g}\n",
-        c.set, c.model, c.heads, c.kv_heads, c.batch, c.input_len, c.max_len, c.cached, tname<T>(),
-        fp8 ? "fp8_e4m3" : tname<T>(),
+        c.set, paged ? "paged" : "linear", c.model, c.heads, c.kv_heads, c.batch, c.input_len, c.max_len, c.cached,
+        tname<T>(), fp8 ? "fp8_e4m3" : tname<T>(),
         r.chunks(), nl, per, reps, med, t.front(), t.back(), unique, per_qhead, unique / med, per_qhead / med);
     fflush(stdout);
     CK(cudaEventDestroy(e0));
@@ -305,35 +329,46 @@ static std::vector<Config> blog_configs()
 
 int main(int argc, char** argv)
 {
-    bool const quick = argc > 1 && std::string(argv[1]) == "--quick";
+    std::string const mode = argc > 1 ? argv[1] : "";
+    bool const quick = mode == "--quick";
+    bool const paged_only = mode == "--paged"; // only the paged cache: fp16 queries, each row's first and last step
     int const reps = quick ? 3 : 7;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("{\"kind\": \"device\", \"name\": \"%s\", \"sms\": %d, \"l2_bytes\": %d, \"cc\": \"%d.%d\"}\n", prop.name,
         prop.multiProcessorCount, prop.l2CacheSize, prop.major, prop.minor);
-    // correctness on small shapes (MHA and GQA, both dtypes, both caches), before any timing
+    // correctness on small shapes (MHA and GQA, both dtypes, caches and layouts), before any timing
     std::vector<Config> small = {{"check-mha", 40, 40, 3, 100, 300, 257}, {"check-gqa", 64, 8, 2, 100, 300, 190}};
     bool ok = true;
-    for (auto const& c : small)
-        for (int f = 0; f < 2; ++f)
-        {
-            double e16 = check<uint16_t>(c, f), eb = check<__nv_bfloat16>(c, f);
-            printf("{\"kind\": \"check\", \"model\": \"%s\", \"cache\": \"%s\", \"rel_l2_fp16\": %.3g, "
-                   "\"rel_l2_bf16\": %.3g}\n",
-                c.model, f ? "fp8_e4m3" : "16-bit", e16, eb);
-            // 16-bit cache: FP32 accumulation, 16-bit output; FP8: the new token's K/V quantized too
-            double const tol = f ? 5e-2 : 2e-2;
-            ok = ok && e16 >= 0 && eb >= 0 && e16 < tol && eb < tol;
-        }
+    for (int paged = 0; paged < 2; ++paged)
+        for (auto const& c : small)
+            for (int f = 0; f < 2; ++f)
+            {
+                double e16 = check<uint16_t>(c, f, paged), eb = check<__nv_bfloat16>(c, f, paged);
+                printf("{\"kind\": \"check\", \"layout\": \"%s\", \"model\": \"%s\", \"cache\": \"%s\", "
+                       "\"rel_l2_fp16\": %.3g, \"rel_l2_bf16\": %.3g}\n",
+                    paged ? "paged" : "linear", c.model, f ? "fp8_e4m3" : "16-bit", e16, eb);
+                // 16-bit cache: FP32 accumulation, 16-bit output; FP8: the new token's K/V quantized too
+                double const tol = f ? 5e-2 : 2e-2;
+                ok = ok && e16 >= 0 && eb >= 0 && e16 < tol && eb < tol;
+            }
     if (!ok)
     {
         fprintf(stderr, "correctness check failed\n");
         return 3;
     }
     read_ceiling(reps);
-    auto cfgs = blog_configs();
-    for (auto const& c : cfgs)
+    for (auto const& c : blog_configs())
     {
+        if (paged_only)
+        {
+            if (std::string(c.set) == "blog" && (c.cached == c.input_len || c.cached == c.max_len - 1))
+            {
+                time_config<uint16_t>(c, false, reps, true);
+                time_config<uint16_t>(c, true, reps, true);
+            }
+            continue;
+        }
         if (quick && c.cached != c.max_len - 1)
             continue;
         time_config<uint16_t>(c, false, reps);

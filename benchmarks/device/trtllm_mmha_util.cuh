@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #define CK(call)                                                                                                       \
@@ -22,6 +23,7 @@
     } while (0)
 
 static constexpr int DH = 128;
+static constexpr int PAGE = 64; // tokens per block of the paged cache (v0.5 build.py --tokens_per_block default)
 
 __device__ __forceinline__ float hash_uniform(uint64_t i, uint32_t seed)
 {
@@ -72,7 +74,7 @@ __device__ __forceinline__ float to_f<uint16_t>(uint16_t x)
 // has written the new token's K/V at position tlength), scores scaled by 1/sqrt(Dh), cache values dequantized.
 template <typename T, typename Tc>
 __global__ void reference_kernel(const T* q, int q_stride, const int8_t* kv, size_t bytes_per_seq, int max_len,
-    int heads, int kv_heads, int tlength, float dequant, float* out)
+    int heads, int kv_heads, int tlength, float dequant, float* out, const int64_t* table, int blocks_per_seq)
 {
     int const b = blockIdx.y, h = blockIdx.x, hk = h / (heads / kv_heads);
     extern __shared__ float sm[]; // [tlength + 1] scores, then [DH] q
@@ -80,14 +82,22 @@ __global__ void reference_kernel(const T* q, int q_stride, const int8_t* kv, siz
     for (int d = threadIdx.x; d < DH; d += blockDim.x)
         qs[d] = to_f(q[(size_t) b * q_stride + h * DH + d]);
     __syncthreads();
-    const Tc* kc = reinterpret_cast<const Tc*>(kv + (size_t) b * bytes_per_seq * 2) + (size_t) hk * max_len * DH;
-    const Tc* vc = reinterpret_cast<const Tc*>(kv + (size_t) b * bytes_per_seq * 2 + bytes_per_seq)
-        + (size_t) hk * max_len * DH;
+    // token t's row of K (kvi 0) or V (kvi 1): contiguous [Hkv, max_len, Dh] per sequence, or (paged, table given)
+    // a block of PAGE tokens [Hkv, PAGE, Dh] named by table[(b x 2 + kvi) x blocks_per_seq + t / PAGE]
+    auto row = [&](int kvi, int t) -> const Tc*
+    {
+        if (table == nullptr)
+            return reinterpret_cast<const Tc*>(kv + (size_t) b * bytes_per_seq * 2 + kvi * bytes_per_seq)
+                + ((size_t) hk * max_len + t) * DH;
+        const Tc* blk = reinterpret_cast<const Tc*>(table[((size_t) b * 2 + kvi) * blocks_per_seq + t / PAGE]);
+        return blk + ((size_t) hk * PAGE + t % PAGE) * DH;
+    };
     for (int t = threadIdx.x; t <= tlength; t += blockDim.x)
     {
         float s = 0.f;
+        const Tc* kr = row(0, t);
         for (int d = 0; d < DH; ++d)
-            s += qs[d] * to_f(kc[(size_t) t * DH + d]) * dequant;
+            s += qs[d] * to_f(kr[d]) * dequant;
         sm[t] = s * rsqrtf((float) DH);
     }
     __syncthreads();
@@ -106,7 +116,7 @@ __global__ void reference_kernel(const T* q, int q_stride, const int8_t* kv, siz
     {
         float o = 0.f;
         for (int t = 0; t <= tlength; ++t)
-            o += expf(sm[t] - mx) * to_f(vc[(size_t) t * DH + d]) * dequant;
+            o += expf(sm[t] - mx) * to_f(row(1, t)[d]) * dequant;
         out[((size_t) b * heads + h) * DH + d] = o / sum;
     }
 }
@@ -139,6 +149,7 @@ struct Buffers
     int* in_lens = nullptr;
     float* scales = nullptr; // [orig_quant, quant_orig]
     std::vector<int8_t*> layers;
+    std::vector<int64_t*> tables; // paged: per layer, [batch, 2, blocks_per_seq] block addresses
 };
 
 static void setup(const Config& c, size_t qelem, size_t cache_bytes, int nlayers, Buffers& b)
@@ -171,5 +182,34 @@ static void teardown(Buffers& b)
     CK(cudaFree(b.scales));
     for (auto p : b.layers)
         CK(cudaFree(p));
+    for (auto p : b.tables)
+        CK(cudaFree(p));
     b = Buffers();
 }
+
+// Paged: each layer's pool holds batch x 2 x blocks_per_seq blocks of block_bytes, placed in a shuffled order (as an
+// allocator hands them out); the table maps (sequence, K/V, block) to its address.
+static void setup_tables(Buffers& b, int batch, int blocks_per_seq, size_t block_bytes, unsigned seed)
+{
+    size_t const n = (size_t) batch * 2 * blocks_per_seq;
+    std::vector<size_t> slot(n);
+    for (size_t i = 0; i < n; ++i)
+        slot[i] = i;
+    uint64_t x = seed * 2654435761ull + 1;
+    for (size_t i = n - 1; i > 0; --i) // Fisher-Yates with a 64-bit LCG
+    {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        std::swap(slot[i], slot[(x >> 33) % (i + 1)]);
+    }
+    std::vector<int64_t> host(n);
+    for (auto pool : b.layers)
+    {
+        for (size_t i = 0; i < n; ++i)
+            host[i] = reinterpret_cast<int64_t>(pool + slot[i] * block_bytes);
+        int64_t* t;
+        CK(cudaMalloc(&t, n * sizeof(int64_t)));
+        CK(cudaMemcpy(t, host.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+        b.tables.push_back(t);
+    }
+}
+

@@ -67,11 +67,13 @@ class MmhaRow:
 
 def measured(query_dtype: str = QUERY_DTYPE, subset: str = "blog") -> list[dict]:
     """The kernel rows of ``query_dtype`` in ``subset`` (``blog``: the launch blog's rows; ``small_batch``: batches
-    of 1-16, outside them), each configuration's median averaged over the runs that timed it."""
+    of 1-16, outside them) with the contiguous cache, each configuration's median averaged over the runs that timed
+    it."""
     rows = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     by_key: dict[tuple, list[dict]] = {}
     for r in rows:
-        if r["kind"] == "mmha" and r["q_dtype"] == query_dtype and r.get("set", "blog") == subset:
+        if (r["kind"] == "mmha" and r["q_dtype"] == query_dtype and r.get("set", "blog") == subset
+                and r.get("layout", "linear") == "linear"):
             key = (r["model"], r["batch"], r["cached"], r["cache_dtype"])
             by_key.setdefault(key, []).append(r)
     out = []
