@@ -19,7 +19,9 @@
 //     many).
 // Before timing: a correctness check against a plain FP32 reference (every output written, relative L2 error),
 // and a read-bandwidth ceiling (a streaming 16-byte-load reduction over 4 GiB).
-// Output: one JSON object per line on stdout.
+// Output: one JSON object per line on stdout. Modes: no argument (every configuration, contiguous cache), --quick
+// (the last decode step only), --paged (the paged cache, KVBlockArray with 64-token blocks: fp16 queries, each blog
+// row's first and last step). Helpers that do not touch TensorRT-LLM: trtllm_mmha_util.cuh.
 
 // CUDA 13's CCCL dropped cub::Max, which the kernel's multi-block path names (that path is compiled, not run here):
 // the same functor under the old name, so the 2023 sources build unchanged.
