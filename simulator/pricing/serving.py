@@ -25,7 +25,8 @@ def cache_attention_seconds(op: CacheAttentionOp, gpu: GpuSpec, eff: ComputeEffi
     memory-bound rate (``memory_efficiency``); decode: the cache at the kernel's ``kv_read_efficiency`` of HBM
     bandwidth capped at ``kv_cap_Bps``, FLOPs at its ``compute_efficiency`` (or the forward curve); a call form with a
     measured floor pays ``floor_s`` instead of the launch, and a per-call K/V expansion adds ``copy_bytes`` at
-    ``copy_efficiency`` of HBM bandwidth."""
+    ``copy_efficiency`` of HBM bandwidth; a kernel bound by its CTAs' work takes at least ``ctas x cta_s + elements /
+    element_rate``."""
     peak = peak_flops(gpu, op.dtype)
     fa_rate = peak * eff.attention_fraction("sdpa_fwd", op.seq_len, op.dhead)
     if not op.decode:
@@ -34,7 +35,8 @@ def cache_attention_seconds(op: CacheAttentionOp, gpu: GpuSpec, eff: ComputeEffi
     compute = fa_rate if op.compute_efficiency is None else peak * op.compute_efficiency
     fixed = eff.launch_s if op.floor_s is None else op.floor_s
     copy = op.copy_bytes / (gpu.memory.bandwidth * op.copy_efficiency) if op.copy_bytes else 0.0
-    return fixed + copy + max(op.kv_bytes / rate, op.flops / compute)
+    ctas = op.ctas * op.cta_s + op.elements / op.element_rate
+    return fixed + copy + max(op.kv_bytes / rate, op.flops / compute, ctas)
 
 
 def price_serving(program: LayerProgram, gpu: GpuSpec, eff: ComputeEfficiency) -> dict[str, float]:

@@ -117,7 +117,8 @@ class CacheAttentionOp:
     ``simulator/compute/data/compute_efficiency.yaml`` (the forward curve). ``floor_s``: a decode call's measured fixed
     seconds in place of one launch (None: ``launch_s``); ``copy_bytes``: bytes a per-call expansion of K/V to every
     query head moves before the kernel, at ``copy_efficiency`` of HBM bandwidth (PyTorch SDPA's call forms,
-    :data:`simulator.serving.backends.SDPA_CALLS`)."""
+    :data:`simulator.serving.backends.SDPA_CALLS`). ``elements``, ``ctas``: a kernel bound by its CTAs' work
+    (TensorRT-LLM's masked MHA) takes at least ``ctas x cta_s + elements / element_rate``."""
 
     flops: float
     kv_bytes: float
@@ -131,6 +132,10 @@ class CacheAttentionOp:
     copy_bytes: float = 0.0
     copy_efficiency: float = 1.0
     dtype: str = "bf16"
+    elements: float = 0.0
+    element_rate: float = float("inf")
+    ctas: float = 0.0
+    cta_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,16 +155,23 @@ def cache_attention(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, decod
     if not decoding or decode_kernel is None:
         return CacheAttentionOp(flops, kv, keys, model.dhead, decode=False)
     cap = float("inf")
-    if not decode_kernel.split_kv:
-        per_query_head = mla is not None or decode_kernel.expanded   # one CTA per query head (MLA, masked MHA)
+    per_query_head = mla is not None or decode_kernel.expanded or decode_kernel.per_query_head
+    if not decode_kernel.split_kv:   # one CTA per query head (MLA, masked MHA) or per K/V head
         cap = seqs * (sh.heads_tp if per_query_head else sh.kv_heads_tp * expand) * decode_kernel.per_cta_Bps
+    read = decode_kernel.kv_read_efficiency
+    if decode_kernel.kv_read_efficiency_8bit is not None and rp.recipe.kv_cache <= 1:
+        read = decode_kernel.kv_read_efficiency_8bit
+    work = {}
+    if decode_kernel.element_rate is not None:   # CTA-bound: each query head's CTA processes its K/V head's keys
+        work = dict(elements=seqs * new * keys * sh.heads_tp * (model.dhead + model.dhead_v),
+                    element_rate=decode_kernel.element_rate, ctas=seqs * sh.heads_tp, cta_s=decode_kernel.cta_s)
     # a call form that reads K/V for every query head (PyTorch SDPA without enable_gqa), copying it first per call
     call = sh.heads_tp / sh.kv_heads_tp if decode_kernel.expanded and mla is None else 1.0
     copy = (1 + call) * kv if decode_kernel.copy_efficiency is not None and call > 1 else 0.0
     return CacheAttentionOp(flops, kv * call, keys, model.dhead, decode=True,
-                            kv_read_efficiency=decode_kernel.kv_read_efficiency, kv_cap_Bps=cap,
+                            kv_read_efficiency=read, kv_cap_Bps=cap,
                             compute_efficiency=decode_kernel.compute_efficiency, floor_s=decode_kernel.floor_s,
-                            copy_bytes=copy, copy_efficiency=decode_kernel.copy_efficiency or 1.0)
+                            copy_bytes=copy, copy_efficiency=decode_kernel.copy_efficiency or 1.0, **work)
 
 
 def _cache_memops(rp: ResolvedPlan, batch: Batch, kv_token_bytes: float, kv_cache, cache_len: int) -> list[MemOp]:

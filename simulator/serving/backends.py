@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 OPS_DATA = "simulator/validation/data/h200_serve/ops.jsonl"
+MMHA_DATA = "simulator/validation/data/h200_masked_mha/mmha.jsonl"
 HF_DATA = "simulator/validation/data/h200_hf/decode_run2.jsonl (eager) and decode.jsonl (compiled)"
 #: host seconds per kernel of HF eager generate (KERNEL_SETS["hf_eager"]; calibration rows in its source)
 HF_EAGER_HOST_LAUNCH_S = 17.97e-6
@@ -202,6 +203,16 @@ class AttentionKernel:
     copy_efficiency: float | None = None
     """With ``expanded``: the call first copies the cache to every query head (read 1, write heads / kv_heads
     copies) at this fraction of HBM bandwidth; None: the cache is stored expanded."""
+    per_query_head: bool = False
+    """One CTA per (sequence, query head), each loading its K/V head itself; HBM serves the cache once (a GQA
+    group's repeated reads hit the L2) while the CTAs pay ``cta_s`` each and process every query head's K/V
+    elements at ``element_rate``."""
+    kv_read_efficiency_8bit: float | None = None
+    """``kv_read_efficiency`` for a cache of 1-byte elements; None: the same as 16-bit."""
+    element_rate: float | None = None
+    """K/V elements per second over the GPU, one count per query head; None: not bound by it."""
+    cta_s: float = 0.0
+    """Fixed seconds per CTA over the GPU (query load, softmax, output) when ``element_rate`` is set."""
 
 
 ATTENTION_KERNELS: dict[str, AttentionKernel] = {
@@ -221,15 +232,19 @@ ATTENTION_KERNELS: dict[str, AttentionKernel] = {
                "on H800 SXM5 (CUDA 12.6, bf16, paged cache of 64-token blocks): 3000 / 3350 GB/s and 580 / 989 "
                "TFLOP/s. Used for MLA models' decode (absorbed: 576-wide scores, 512-wide values per head)"),
     "masked_mha": AttentionKernel(
-        split_kv=False, kv_read_efficiency=0.94, per_cta_Bps=44.5e9, expanded=True, compute_efficiency=256 / 4096,
+        split_kv=False, kv_read_efficiency=0.855, kv_read_efficiency_8bit=0.639, per_cta_Bps=44.5e9,
+        per_query_head=True, element_rate=3.78e12, cta_s=11.0e-9, compute_efficiency=256 / 4096,
         source="TensorRT-LLM's masked multi-head attention before XQA: NVIDIA/TensorRT-LLM @ 027cd518e3b6 (the first "
-               "public tree, TensorRT 9.0.1.4; v0.5.0 followed with 9.1.0.4) decoderMaskedMultiheadAttentionTemplate.h "
-               "'assign a threadblock for B x H pair': one CTA per (sequence, query head) loads its K/V head hi_kv for "
-               "itself, so a GQA group's K/V is read once per query head; q.k and p.v are FP32 FMAs on the CUDA "
-               "cores (256 / 4096 of the bf16 tensor rate per SM clock, hardware_profiles/gpus/h200_sxm.yaml). "
-               "Replaced for GQA by XQA in v0.7-0.8 (NVIDIA/TensorRT-LLM/docs/source/blogs/XQA-kernel.md; Falcon180B-H200.md: 'up to "
-               "2.4x improvement on Llama-70B over TensorRT-LLM v0.5'). Read rate: torch_sdpa's (assumed: a group's "
-               "repeated reads stream like the first; not measured for this kernel)"),
+               "public tree) and release/0.5.0 @ 11e14500f35d (v0.5.0) decoderMaskedMultiheadAttentionTemplate.h "
+               "'assign a threadblock for B x H pair': one CTA per (sequence, query head) loads its K/V head for "
+               "itself; q.k and p.v are FP32 FMAs on the CUDA cores. Replaced for GQA by XQA in v0.7-0.8 "
+               "(NVIDIA/TensorRT-LLM/docs/source/blogs/XQA-kernel.md). Rates measured: the v0.5.0 kernel on one "
+               f"H200 ({MMHA_DATA}; benchmarks/device/trtllm_mmha_bench.cu), fp16 queries: the unique cache "
+               "streams at 0.855 of 4.8 TB/s with a 16-bit cache and 0.639 with FP8 e4m3 (8-byte loads where the "
+               "16-bit path issues 16-byte ones); the CTAs process 3.78e12 K/V elements/s counted per query head "
+               "(a GQA group's repeated reads come from the L2) after 11.0 ns per CTA; fitted "
+               "(simulator/validation/masked_mha_h200.py fit) on each blog row's first and last decode step, the "
+               "middle steps validate. Per-CTA cap: torch_sdpa's (assumed; batches of 1-8 not measured)"),
 }
 
 SDPA_DATA = "simulator/validation/data/h200_sdpa/sdpa_decode.jsonl"

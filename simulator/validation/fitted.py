@@ -38,6 +38,7 @@ from simulator.program.op_chains import (
     SEQUENTIAL_ASSEMBLY,
 )
 from simulator.serving.backends import (
+    ATTENTION_KERNELS,
     HF_COMPILED_STEP_HOST_S,
     HF_EAGER_HOST_LAUNCH_S,
     SDPA_CALLS,
@@ -146,6 +147,14 @@ FITTED_CONSTANTS: tuple[FittedConstant, ...] = (
                             if k != "folded_gqa"}, H200,
                    "calibration rows of validation/data/h200_sdpa/sdpa_decode.jsonl (batch 128 x 4K, batch 1 x 1K; "
                    "validation/sdpa_decode.py fit, the other 96 rows validate)"),
+    FittedConstant("serving/backends.py ATTENTION_KERNELS masked_mha",
+                   "TensorRT-LLM v0.5.0's masked MHA: HBM efficiency (16-bit, 8-bit cache), K/V elements/s per "
+                   "query head, seconds per CTA",
+                   lambda: (ATTENTION_KERNELS["masked_mha"].kv_read_efficiency,
+                            ATTENTION_KERNELS["masked_mha"].kv_read_efficiency_8bit,
+                            ATTENTION_KERNELS["masked_mha"].element_rate, ATTENTION_KERNELS["masked_mha"].cta_s), H200,
+                   "each blog row's first and last decode step in validation/data/h200_masked_mha/mmha.jsonl (fp16 "
+                   "queries; validation/masked_mha_h200.py fit, the middle steps validate)"),
     FittedConstant("serving/backends.py TORCH_EAGER_CHAINS",
                    "plain PyTorch's serving-layer memory-bound kernels (copy bytes per element)",
                    lambda: (TORCH_EAGER_CHAINS.norm, TORCH_EAGER_CHAINS.residual_add, TORCH_EAGER_CHAINS.rope,
