@@ -26,7 +26,7 @@ from pathlib import Path
 from simulator.caching import memo
 
 DATA = Path(__file__).parent / "data" / "h200_masked_mha" / "mmha.jsonl"
-#: the query dtype the model's constants describe (TensorRT-LLM v0.5 benchmarks/python/benchmark.py and
+#: the query dtype the model's constants describe (TensorRT-LLM v0.5 NVIDIA/TensorRT-LLM/benchmarks/python/benchmark.py and
 #: examples/llama/build.py: --dtype default float16)
 QUERY_DTYPE = "fp16"
 HEAD_DIM = 128
