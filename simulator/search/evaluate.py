@@ -79,7 +79,9 @@ class Context:
         self.moe_backend = moe_backend(self.fixed.moe.backend)
         self.mb_dependent_nccl = self.moe_backend.buffer_per_micro_batch   # DeepEP's buffer holds a micro-batch
         self.step_cache = StepCache()   # the step's pure functions by their arguments, shared by the plans
-        self.built: dict = {}           # validated ParallelPlan / TrainingConfig by their input values
+        self.built: dict = {}           # the host-memory verdicts (:func:`_verdict`)
+        self.keyed: dict = {}           # per plan_key: validated ParallelPlan, batch-free rules, recipe, offload
+        self.trainings: dict = {}       # TrainingConfig per micro-batch
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # fixed bytes and states floor per stage, per point without recompute, mb
         self.nccl_floor: dict = {}      # bounding stages per point without sharding
@@ -100,30 +102,63 @@ def _built(ctx: Context, kind: str, key: Any, make):
         return make()
 
 
-def resolve(ctx: Context, point: dict[str, Any]):
-    """The resolved plan of a candidate (raises UserError when a rule rejects it)."""
+def plan_key(ctx: Context, point: dict[str, Any]) -> tuple:
+    """The key of what a point's plan shares with its other micro-batches (:func:`resolve`): its values but the
+    micro-batch (the space's values and shared keys complete its ``parallel:`` mapping); for a point without its
+    inner values, its mapping and GPUs."""
+    try:
+        return _PARALLEL(point)
+    except KeyError:
+        return tuple(parallel_of(point, ctx.space).items()), point["gpus"]
+
+
+def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
+    """The resolved plan of a candidate (raises UserError when a rule rejects it); ``key``: its :func:`plan_key`.
+
+    Once per key (docs/search/time_to_answer.md, round 9): the validated ``parallel:`` config, every rule but the micro-batch's (:func:`batch_free_rules`, a pure function of it: the
+    same result, or the same first rejection, for every micro-batch), and the recipe and offload, which read the
+    parallel config and the training but its micro-batch."""
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
-    training = _built(ctx, "training", mb, lambda: ctx.fixed.training.model_copy(update={"micro_batch": mb}))
-    try:       # the parallel: mapping is a function of the point's values but its micro-batch (and the space)
-        key = _PARALLEL(point)
-    except KeyError:                       # a point without its inner values: key by the mapping itself
-        parallel = parallel_of(point, ctx.space)
-        key = tuple(parallel.items())
-    parallel = _built(ctx, "parallel", key,
-                      lambda: build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel"))
-    # every rule but the micro-batch's, once per plan without its micro-batch (a pure function of it: the same
-    # result, or the same first rejection, for every micro-batch)
-    rules = _verdict(ctx, "rules", (key, point["gpus"]),
-                     lambda: batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"]))
+    if (training := ctx.trainings.get(mb)) is None:
+        training = ctx.trainings[mb] = ctx.fixed.training.model_copy(update={"micro_batch": mb})
+    if key is None:
+        key = plan_key(ctx, point)
+    try:
+        entry = ctx.keyed.get(key)
+    except TypeError:             # an unhashable value (a list in parallel:): nothing kept
+        entry = _keyed_entry(ctx, point, training)
+    else:
+        if entry is None:
+            if len(ctx.keyed) >= BUILT_CACHE:    # bounded: a key's micro-batches come together
+                ctx.keyed.clear()
+            entry = ctx.keyed[key] = _keyed_entry(ctx, point, training)
+    parallel, rules, derived = entry
+    if isinstance(rules, UserError):
+        raise rules.with_traceback(None)
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
+    if derived:      # the plan's cached properties, as computed for the key's first plan
+        plan.__dict__.update(derived)
+    else:
+        derived.update(recipe=plan.recipe, offload=plan.offload)
     check_timeline(plan)
     if plan.offload.any:      # offload: the node's host memory holds what it offloads
         # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
         # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
         # the answer, round 3")
-        _verdict(ctx, "host", (key, point["gpus"], mb if plan.offload.activation_layers else None),
+        _verdict(ctx, "host", (key, mb if plan.offload.activation_layers else None),
                  lambda: check_host_memory(plan, ctx.fixed.cluster))
     return plan
+
+
+def _keyed_entry(ctx: Context, point: dict[str, Any], training) -> tuple[ParallelPlan, Any, dict]:
+    """(validated ``parallel:`` config, the batch-free rules' result or UserError, the derived values' slot) of a
+    point with ``training`` (its micro-batch's); a config that fails validation raises (nothing kept)."""
+    parallel = build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel")
+    try:
+        rules = batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"])
+    except UserError as exc:
+        rules = exc
+    return parallel, rules, {}
 
 
 def _verdict(ctx: Context, kind: str, key: Any, check):
@@ -141,12 +176,13 @@ def _verdict(ctx: Context, kind: str, key: Any, check):
     return result
 
 
-def _kept_rules(ctx: Context, point: dict[str, Any]):
-    """The batch-free rules' verdict on ``point`` if the context keeps one (:func:`resolve`), else None."""
+def _kept_rules(ctx: Context, key: tuple):
+    """The batch-free rules' verdict on a point of :func:`plan_key` ``key`` if the context keeps one, else None."""
     try:
-        return ctx.built.get(("rules", (_PARALLEL(point), point["gpus"])))
-    except (KeyError, TypeError):          # a point without its inner values, or an unhashable one
+        entry = ctx.keyed.get(key)
+    except TypeError:          # an unhashable value
         return None
+    return entry[1] if entry is not None else None
 
 
 def _monotone(plan) -> bool:
@@ -174,11 +210,12 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
     grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
-    if isinstance(verdict := _kept_rules(ctx, point), UserError):     # a kept rejection: no resolving
+    key = plan_key(ctx, point)
+    if isinstance(verdict := _kept_rules(ctx, key), UserError):     # a kept rejection: no resolving
         out.rejected[reason_of(verdict)] += 1
         return None
     try:
-        plan = resolve(ctx, point)
+        plan = resolve(ctx, point, key)
     except UserError as exc:
         out.rejected[reason_of(exc)] += 1
         return None
