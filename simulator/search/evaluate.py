@@ -82,6 +82,7 @@ class Context:
         self.built: dict = {}           # the host-memory verdicts (:func:`_verdict`)
         self.keyed: dict = {}           # per plan_key: validated ParallelPlan, batch-free rules, recipe, offload
         self.trainings: dict = {}       # TrainingConfig per micro-batch
+        self.recipes: dict = {}         # Recipe per sharding switches (zero, distributed_optimizer, megatron_fsdp)
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # fixed bytes and states floor per stage, per point without recompute, mb
         self.nccl_floor: dict = {}      # bounding stages per point without sharding
@@ -115,9 +116,11 @@ def plan_key(ctx: Context, point: dict[str, Any]) -> tuple:
 def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
     """The resolved plan of a candidate (raises UserError when a rule rejects it); ``key``: its :func:`plan_key`.
 
-    Once per key (docs/search/time_to_answer.md, round 9): the validated ``parallel:`` config, every rule but the micro-batch's (:func:`batch_free_rules`, a pure function of it: the
-    same result, or the same first rejection, for every micro-batch), and the recipe and offload, which read the
-    parallel config and the training but its micro-batch."""
+    Once per key (docs/search/time_to_answer.md, round 9): the validated ``parallel:`` config, every rule but the
+    micro-batch's (:func:`batch_free_rules`, a pure function of it: the same result, or the same first rejection,
+    for every micro-batch), and the offload and recipe, which read the parallel config and the training but its
+    micro-batch (the recipe of ``parallel:`` only the sharding switches, :func:`~simulator.plan.recipe.sharding_stage`
+    and ``zero``: kept per switches, tests/search/test_resolve_cost.py checks)."""
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
     if (training := ctx.trainings.get(mb)) is None:
         training = ctx.trainings[mb] = ctx.fixed.training.model_copy(update={"micro_batch": mb})
@@ -136,10 +139,12 @@ def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
     if isinstance(rules, UserError):
         raise rules.with_traceback(None)
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
-    if derived:      # the plan's cached properties, as computed for the key's first plan
-        plan.__dict__.update(derived)
-    else:
-        derived.update(recipe=plan.recipe, offload=plan.offload)
+    if not derived:       # the key's first plan: its recipe once per sharding switches, all the recipe reads of
+        switches = (parallel.zero, parallel.distributed_optimizer, parallel.megatron_fsdp)     # parallel:
+        if (recipe := ctx.recipes.get(switches)) is None:
+            recipe = ctx.recipes[switches] = plan.recipe
+        derived.update(recipe=recipe, offload=plan.offload)
+    plan.__dict__.update(derived)       # the plan's cached properties, the same for every plan of the key
     check_timeline(plan)
     if plan.offload.any:      # offload: the node's host memory holds what it offloads
         # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
