@@ -89,20 +89,6 @@ class Context:
         self.nccl: dict = {}            # NCCL's bytes per stage, per outer point and gradient reduction
 
 
-def _built(ctx: Context, kind: str, key: Any, make):
-    """``make()`` once per ``(kind, key)``: a validated config is a pure function of its input values (a failed
-    validation raises every time, it is not stored)."""
-    try:
-        return ctx.built[kind, key]
-    except KeyError:
-        if len(ctx.built) >= BUILT_CACHE:     # bounded: candidates come micro-batch innermost, so recent ones hit
-            ctx.built.clear()
-        ctx.built[kind, key] = value = make()
-        return value
-    except TypeError:            # an unhashable value (a list in parallel:): validate without the cache
-        return make()
-
-
 def plan_key(ctx: Context, point: dict[str, Any]) -> tuple:
     """The key of what a point's plan shares with its other micro-batches (:func:`resolve`): its values but the
     micro-batch (the space's values and shared keys complete its ``parallel:`` mapping); for a point without its
@@ -129,12 +115,12 @@ def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
     try:
         entry = ctx.keyed.get(key)
     except TypeError:             # an unhashable value (a list in parallel:): nothing kept
-        entry = _keyed_entry(ctx, point, training)
+        entry = _keyed_entry(ctx, point, training, key)
     else:
         if entry is None:
             if len(ctx.keyed) >= BUILT_CACHE:    # bounded: a key's micro-batches come together
                 ctx.keyed.clear()
-            entry = ctx.keyed[key] = _keyed_entry(ctx, point, training)
+            entry = ctx.keyed[key] = _keyed_entry(ctx, point, training, key)
     parallel, rules, derived = entry
     if isinstance(rules, UserError):
         raise rules.with_traceback(None)
@@ -155,9 +141,19 @@ def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
     return plan
 
 
-def _keyed_entry(ctx: Context, point: dict[str, Any], training) -> tuple[ParallelPlan, Any, dict]:
+def _keyed_entry(ctx: Context, point: dict[str, Any], training, key: tuple) -> tuple[ParallelPlan, Any, dict]:
     """(validated ``parallel:`` config, the batch-free rules' result or UserError, the derived values' slot) of a
-    point with ``training`` (its micro-batch's); a config that fails validation raises (nothing kept)."""
+    point with ``training`` (its micro-batch's); a config that fails validation raises (nothing kept).
+
+    The same point with the other TP overlap value, if kept, gives both (round 9): no plan rule reads
+    ``tp_comm_overlap`` (only the layer's pricing, simulator/compute/layer.py), so the verdict is its; and a bool
+    is its own validated value of that bool field, ParallelPlan has no validator reading two fields, so the config is
+    the sibling's with that one value (the same fields, values and fields set as the mapping validated in full)."""
+    overlap = point.get("tp_comm_overlap")
+    if type(overlap) is bool and len(key) == _KEY_LEN:
+        sibling = ctx.keyed.get(key[:_OVERLAP] + (not overlap,) + key[_OVERLAP + 1:])
+        if sibling is not None and "tp_comm_overlap" in sibling[0].model_fields_set:
+            return sibling[0].model_copy(update={"tp_comm_overlap": overlap}), sibling[1], {}
     parallel = build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel")
     try:
         rules = batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"])
@@ -167,15 +163,19 @@ def _keyed_entry(ctx: Context, point: dict[str, Any], training) -> tuple[Paralle
 
 
 def _verdict(ctx: Context, kind: str, key: Any, check):
-    """``check()``'s result once per ``(kind, key)`` in the context, its UserError kept as the verdict too and
-    raised again on every call (a rule's verdict is a pure function of the key)."""
-    def caught():
+    """``check()``'s result once per ``(kind, key)`` in the context (bounded), its UserError kept as the verdict too
+    and raised again on every call (a rule's verdict is a pure function of the key; unhashable: not kept)."""
+    try:
+        result = ctx.built[kind, key]
+    except (KeyError, TypeError) as missing:
         try:
-            return check()
+            result = check()
         except UserError as exc:
-            return exc
-
-    result = _built(ctx, kind, key, caught)
+            result = exc
+        if isinstance(missing, KeyError):
+            if len(ctx.built) >= BUILT_CACHE:
+                ctx.built.clear()
+            ctx.built[kind, key] = result
     if isinstance(result, UserError):
         raise result.with_traceback(None)
     return result
@@ -199,6 +199,7 @@ def _monotone(plan) -> bool:
 
 #: a point's values but its micro-batch (the key of its validated ``parallel:`` config)
 _PARALLEL = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
+_KEY_LEN, _OVERLAP = len(OUTER) + len(INNER) - 1, len(OUTER) + INNER.index("tp_comm_overlap")
 #: ... and but the values that change only the step time (:data:`~simulator.search.space.TIME_ONLY`): the key under
 #: which a smaller micro-batch's overflow and a point's fixed bytes are kept (plans equal on it have one memory)
 _MEMORY = (*OUTER, *(k for k in INNER if k != "micro_batch" and k not in TIME_ONLY))
