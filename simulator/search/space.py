@@ -82,6 +82,8 @@ class Space:
     layers: int = 1
     offload: dict[str, dict[str, Any]] = field(default_factory=lambda: {"none": {}})
     """offload name -> the ``parallel:`` keys that say it (:func:`offload_choices`)"""
+    _inner: dict = field(default_factory=dict, compare=False, repr=False)
+    """:meth:`inner`'s combinations per ``(collapse_sharding, collapse_overlap)``, made on first use"""
 
     @property
     def size(self) -> int:
@@ -103,14 +105,19 @@ class Space:
 
     def inner(self, collapse_sharding: bool, collapse_overlap: bool = False) -> Iterator[dict[str, Any]]:
         """Inner combinations; ``collapse_sharding`` keeps only ``none`` (sharding over one rank is the same plan),
-        ``collapse_overlap`` only the first TP overlap value (with tp 1 there is no TP communication to overlap)."""
-        values = dict(self.values)
-        if collapse_sharding:
-            values["sharding"] = ("none",)
-        if collapse_overlap:
-            values["tp_comm_overlap"] = values["tp_comm_overlap"][:1]
-        for combo in itertools.product(*(values[k] for k in INNER)):
-            yield dict(zip(INNER, combo, strict=True))
+        ``collapse_overlap`` only the first TP overlap value (with tp 1 there is no TP communication to overlap).
+        The combinations are made once per pair of flags (a search asks once or twice per outer point); each call
+        yields new dicts."""
+        combos = self._inner.get((collapse_sharding, collapse_overlap))
+        if combos is None:
+            values = dict(self.values)
+            if collapse_sharding:
+                values["sharding"] = ("none",)
+            if collapse_overlap:
+                values["tp_comm_overlap"] = values["tp_comm_overlap"][:1]
+            combos = self._inner[collapse_sharding, collapse_overlap] = tuple(
+                itertools.product(*(values[k] for k in INNER)))
+        return (dict(zip(INNER, combo, strict=True)) for combo in combos)
 
 
 def parallel_of(point: dict[str, Any], space: Space) -> dict[str, Any]:
