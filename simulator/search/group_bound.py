@@ -93,6 +93,8 @@ class Group:
     key without one (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
+    plans: dict[tuple[int, str], Any] = field(default_factory=dict)
+    """the first member of each (micro-batch, sharding) that passes the rules (:mod:`.memory_bound`)"""
 
 
 class _Seconds(NamedTuple):
@@ -283,6 +285,7 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
             continue
         errors.append(None)
         found.add((mb, point["sharding"]))
+        group.plans[mb, point["sharding"]] = plan
         variants.setdefault((mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
     if not variants:           # every member rejected: their reasons, as evaluating them would count them
         group.rejected = [exc if exc is not None else _error(resolve, ctx, point)

@@ -41,6 +41,7 @@ from simulator.search.group_bound import (
     set_lowers,
     time_groups,
 )
+from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_no_fit
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
 from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
@@ -169,7 +170,9 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
     """Each group's bound (:func:`~simulator.search.group_bound.group_variants`); the groups without a plan (every
-    member rejected by the rules) are counted into ``out`` under their reasons and left out."""
+    member rejected by the rules) are counted into ``out`` under their reasons and left out, and the members of the
+    keys whose device peak bound exceeds HBM under :data:`~simulator.search.memory_bound.MEMORY_BOUND_REASON`
+    (:func:`~simulator.search.memory_bound.skip_no_fit`)."""
     kept, variants = [], []
     with without_cycle_collector():      # as a batch's evaluation (docs/search/time_to_answer.md, round 5b)
         for g in groups:
@@ -182,7 +185,7 @@ def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Grou
                 kept.append(g)
                 variants.append(parts)
         set_lowers(kept, variants)
-    return kept
+        return skip_no_fit(ctx, out, kept)
 
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,

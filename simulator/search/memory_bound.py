@@ -1,0 +1,188 @@
+"""A lower bound of the device peak per (recompute value, micro-batch) of a group, so that the keys where no member
+fits are skipped before their members are resolved (docs/search/time_to_answer.md, round 8).
+
+The members of one key (recompute value r, micro-batch b) of a group (one outer point) differ only in their
+sharding, their offload and their TP overlap value. For a member x that passes the rules, with sharding h:
+
+    device_peak(x) >= max over s in S of [ F_s(h, keep_min) + A_s(h, r, b, drop) + N_s(h, b) ] + runtime,
+
+S the bounding stages of the group's representative of (b, h) (:func:`~simulator.memory.estimate.bounding_stages`;
+any subset of the stages gives a lower bound of a maximum over all), and so the key's bound is the least of that
+over the shardings h that have a representative at b (``Group.plans``: the first member of each (micro-batch,
+sharding) that passes the rules, :func:`~simulator.search.group_bound.group_variants`; a sharding without one has
+no member at b that passes the rules). Why each term holds for every member x of sharding h:
+
+1. The peak. A stage's peak (:attr:`~simulator.memory.items.StageMemory.peak`) is the sum of its items; with
+   gradients freed between steps (PyTorch ``grad_set_to_none`` at m = 1) it is that sum less min(activations,
+   gradients), or with ``gradient_lifetime: per_layer`` the largest backward phase, of which the first (at the
+   loss) holds every item but the gradients (:mod:`simulator.memory.lifetimes`). Every item is >= 0, so the peak
+   is at least the stage's weights, main parameters and optimizer states, its gradients unless they are freed,
+   and its per-layer activations in flight. The device peak adds the stage's NCCL bytes and the runtime
+   (:attr:`~simulator.memory.items.MemoryReport.device_peak_bytes`).
+2. The states, F_s (:func:`~simulator.memory.estimate.state_floor_bytes` of stage s, with ``keep``): they read the
+   stage's parameters (the outer point's layout), the recipe (the precision, optimizer and framework, shared by
+   the scenario, and the sharding h: :func:`~simulator.plan.recipe.resolve_recipe` reads nothing else of the
+   plan), the shard degrees (dp, cp, Ulysses, ep: outer), whether gradients are freed (the recipe and m, a function
+   of the outer point and b) and the share of each bucket the offload keeps on the GPU
+   (:meth:`~simulator.plan.offload.Offload.gpu_keep`). Each bucket's bytes are proportional to its share, so they
+   are at least those at ``keep_min``, the least share of each bucket over the space's offload values
+   (:func:`offload_floor`). The recompute mode, the TP overlap and the micro-batch are not read.
+3. The activations, A_s: the per-layer items of stage s times the micro-batches in flight
+   (:func:`~simulator.memory.estimate.estimate_memory`: ``in_flight(pp, vpp, s, m)``, outer values and m), each
+   layer's bytes at its recompute mode (the key's r, or with ``parallel.recompute_layers`` the layer's
+   :func:`~simulator.plan.resolved.layer_recompute`) from the :class:`~simulator.memory.activations.ActContext`
+   of the member: its rank shape (outer and b), r and its modules, and the recipe's and the training profile's
+   choices (h and the scenario); the offload is not read but for Megatron's activation offload, which leaves out
+   the first N layers of the stage. A_s leaves out the ``drop`` largest layers, N's largest value over the
+   space's offload values, so it is at most the member's whatever its offload.
+4. NCCL's bytes, N_s (:func:`simulator.memory.nccl.nccl_bytes`): a function of the outer point, the stage, the
+   gradient reduction and the framework (the recipe: h), and of b for DeepEP's buffer (the search's own cache,
+   ``evaluate._nccl``, keys them so); the runtime is a constant.
+
+A key whose bound plus ``search.memory_headroom`` exceeds HBM by more than rounding (1e-9 relative: the terms are
+added in another order than the report's) holds no member that both passes the rules and fits: its members are
+counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a rule or by memory).
+The search's no-fit report keeps the smallest such bound as a lower bound of the smallest peak
+(``Evaluated.least_oom`` with ``exact`` False) when it is below every peak it saw.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+from simulator.errors import UserError
+from simulator.memory.activations import cached_layer_bytes
+from simulator.memory.estimate import activation_context, bounding_stages, state_floor_bytes
+from simulator.model.spec import moe_flags_of
+from simulator.plan.config import ParallelPlan
+from simulator.plan.offload import offload_of
+from simulator.plan.rules import check_memory_switches
+from simulator.plan.resolved import layer_recompute
+from simulator.search.evaluate import FLOOR_MARGIN, RUNTIME, _nccl
+from simulator.search.space import OUTER, parallel_of
+
+#: the rejection reason of the members of a key whose device peak bound exceeds HBM (never resolved)
+MEMORY_BOUND_REASON = ("memory bound: a (recompute, micro-batch) of a group whose device peak is at least a bound "
+                       "above HBM for every sharding and offload (not resolved; each member out of memory or "
+                       "rejected by a rule)")
+
+#: the ``parallel:`` fields a member's offload, sharding and recompute value set (:func:`parallel_of`), which
+#: :func:`~simulator.plan.offload.offload_of` and :func:`~simulator.plan.rules.check_memory_switches` read
+INNER_FIELDS = ("optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_cpu_optimizer_d2h_h2d",
+                "offload_param", "cpu_offloading_num_layers", "zero", "distributed_optimizer", "recompute",
+                "recompute_modules")
+
+
+def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[tuple[float, ...], int]]:
+    """Per offload value of the space that a member of ``point``'s sharding and recompute value can take, the share
+    of each state bucket it keeps on the GPU and the layers whose activations it sends to the host (module
+    docstring, points 2 and 3). A value is left out where :func:`~simulator.plan.rules.check_memory_switches` (one
+    of the plan rules, :func:`~simulator.plan.resolve.batch_free_rules`) rejects it with that sharding and recompute
+    value: then no member with the three passes the rules. Each value's fields are the member's
+    (:func:`parallel_of`: the scenario's shared keys, then the value's; a field neither sets takes its default) on
+    ``plan``'s others; that rule reads of the outer point only pp. Kept per context."""
+    key = ("offload terms", point["pp"], point["recompute"], point["sharding"])
+    if (got := ctx.built.get(key)) is None:
+        got = []
+        for name in ctx.space.values["offload"]:
+            given = parallel_of({**point, "offload": name}, ctx.space)
+            member = plan.parallel.model_copy(update={k: given.get(k, ParallelPlan.model_fields[k].default)
+                                                      for k in INNER_FIELDS})
+            try:
+                check_memory_switches(member, plan.training)
+            except UserError:
+                continue
+            off = offload_of(member, plan.training)
+            got.append((off.gpu_keep(), off.activation_layers))
+        ctx.built[key] = got = list(dict.fromkeys(got))
+    return got
+
+
+def stage_activations(ctx, plan, value: str, stage: int, drop: int, base=None) -> float:
+    """A_s (module docstring, point 3): the per-layer activations in flight of ``stage`` of ``plan`` at recompute
+    value ``value`` (``none``, ``full``, ``selective[:modules]``), its ``drop`` largest layers left out; bytes.
+    Each layer kind's bytes are kept per context by what they read (the activation context and the kind);
+    ``base``: ``plan``'s :func:`~simulator.memory.estimate.activation_context` where the caller has it."""
+    p = plan.parallel
+    mode = value.partition(":")[0]
+    flags = moe_flags_of(plan.model, plan.stage_layers[stage])
+    kinds = Counter(zip(flags, layer_recompute(mode, p.recompute_layers, plan.stage_chunks[stage]), strict=True))
+    base = activation_context(plan) if base is None else base
+    left, total = max(len(flags) - drop, 0), 0.0
+    for size, n in sorted((_layer_bytes(ctx, plan, base, value, kind), n) for kind, n in kinds.items()):
+        total += size * min(n, left)     # the smallest kinds first: the ``drop`` largest layers are left out
+        left -= min(n, left)
+    return plan.schedule.in_flight(p.pp, p.vpp, stage, plan.num_microbatches) * total
+
+
+def _layer_bytes(ctx, plan, base, value: str, kind: tuple[bool, str]) -> float:
+    """One layer's activation bytes of kind (MoE layer?, recompute mode) under recompute value ``value``: the
+    activation context ``base`` (of ``plan``) with the value's mode and modules, as a member of that value has it."""
+    key = ("layer bytes", base, value, kind)
+    if (got := ctx.built.get(key)) is None:
+        mode, _, modules = value.partition(":")
+        given = plan.parallel.model_copy(update={"recompute": mode, "recompute_modules": tuple(modules.split(","))
+                                                 if modules else None})
+        act = replace(base, recompute=kind[1], recompute_modules=given.recomputed_modules or None)
+        got = ctx.built[key] = cached_layer_bytes(plan.model, act, kind[0])
+    return got
+
+
+def memory_lowers(ctx, group) -> dict[tuple[str, int], tuple[float, str]]:
+    """Per (recompute value, micro-batch) of ``group`` that has a representative, the lower bound of its members'
+    device peak (bytes, without the headroom) and the sharding that gives it (module docstring)."""
+    values = ctx.space.values["recompute"]
+    outer = tuple(group.outer[k] for k in OUTER)
+    out: dict[tuple[str, int], tuple[float, str]] = {}
+    acts: dict[tuple, tuple[float, ...]] = {}     # A_s per stage by (micro-batch, residual dtype, value, drop)
+    floors: dict[tuple, tuple[float, ...]] = {}   # F_s per stage by (sharding, keep, m = 1)
+    for (mb, sharding), plan in group.plans.items():
+        if plan.training.mode != "train":
+            continue
+        stages = bounding_stages(plan)
+        nccl = _nccl(ctx, plan, outer, stages, mb)
+        base = activation_context(plan)
+        for value in values:
+            point = {**group.points[0], "recompute": value, "sharding": sharding}
+            for keep, drop in offload_terms(ctx, plan, point):
+                k = (sharding, keep, plan.num_microbatches == 1)
+                if (f := floors.get(k)) is None:
+                    f = floors[k] = tuple(state_floor_bytes(plan, (s,), keep) for s in stages)
+                k = (mb, plan.recipe.amp_casts, value, drop)
+                if (a := acts.get(k)) is None:
+                    a = acts[k] = tuple(stage_activations(ctx, plan, value, s, drop, base) for s in stages)
+                peak = max(map(sum, zip(f, a, nccl, strict=True))) + RUNTIME
+                if peak < out.get((value, mb), (math.inf,))[0]:
+                    out[value, mb] = (peak, sharding)
+    return out
+
+
+def skip_no_fit(ctx, out, groups: list) -> list:
+    """Leave out of each group of ``groups`` the members of its keys whose :func:`memory_lowers` bound plus the
+    headroom exceeds HBM, counting them into ``out`` under :data:`MEMORY_BOUND_REASON` and noting the bound as a
+    lower bound of the smallest peak (``out.least_oom``); the groups that keep members."""
+    kept = []
+    for g in groups:
+        gone = {}
+        for key, (peak, sharding) in memory_lowers(ctx, g).items():
+            if peak * (1 - FLOOR_MARGIN) + ctx.headroom_bytes > ctx.capacity:
+                gone[key] = (peak, sharding)
+        if not gone:
+            kept.append(g)
+            continue
+        points = [p for p in g.points if (p["recompute"], p["micro_batch"]) not in gone]
+        out.rejected[MEMORY_BOUND_REASON] += len(g.points) - len(points)
+        out.evaluated += len(g.points) - len(points)
+        for (value, mb), (peak, sharding) in gone.items():
+            if out.least_oom is None or peak <= out.least_oom[0]:
+                first = next(p for p in g.points if (p["recompute"], p["micro_batch"], p["sharding"])
+                             == (value, mb, sharding))
+                out.note_oom(peak, False, g.plans[mb, sharding], sharding, ctx.space.place(first),
+                            value.partition(":")[0])
+        g.points = points
+        if points:
+            kept.append(g)
+    return kept
