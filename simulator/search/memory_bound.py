@@ -76,8 +76,8 @@ INNER_FIELDS = ("optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_
                 "recompute_modules")
 
 
-def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[tuple[float, ...], int]]:
-    """Per offload value of the space that a member of ``point``'s sharding and recompute value can take, the share
+def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[str, tuple[float, ...], int]]:
+    """Per offload value (its name) of the space that a member of ``point``'s sharding and recompute value can take, the share
     of each state bucket it keeps on the GPU and the layers whose activations it sends to the host (module
     docstring, points 2 and 3). A value is left out where :func:`~simulator.plan.rules.check_memory_switches` (one
     of the plan rules, :func:`~simulator.plan.resolve.batch_free_rules`) rejects it with that sharding and recompute
@@ -96,8 +96,8 @@ def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[tuple[float, .
             except UserError:
                 continue
             off = offload_of(member, plan.training)
-            got.append((off.gpu_keep(), off.activation_layers))
-        ctx.built[key] = got = list(dict.fromkeys(got))
+            got.append((name, off.gpu_keep(), off.activation_layers))
+        ctx.built[key] = got
     return got
 
 
@@ -131,12 +131,12 @@ def _layer_bytes(ctx, plan, base, value: str, kind: tuple[bool, str]) -> float:
     return got
 
 
-def memory_lowers(ctx, group) -> dict[tuple[str, int], tuple[float, str]]:
-    """Per (recompute value, micro-batch) of ``group`` that has a representative, the lower bound of its members'
-    device peak (bytes, without the headroom) and the sharding that gives it (module docstring)."""
-    values = ctx.space.values["recompute"]
+def memory_lowers(ctx, group) -> dict[tuple[str, int], dict[tuple[str, str], float]]:
+    """Per (recompute value, micro-batch) of ``group`` that has a representative, and per (sharding, offload value)
+    of it that a member passing the rules can take, the lower bound of those members' device peak (bytes, without
+    the headroom; module docstring)."""
     outer = tuple(group.outer[k] for k in OUTER)
-    out: dict[tuple[str, int], tuple[float, str]] = {}
+    out: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
     acts: dict[tuple, tuple[float, ...]] = {}     # A_s per stage by (micro-batch, residual dtype, value, drop)
     floors: dict[tuple, tuple[float, ...]] = {}   # F_s per stage by (sharding, keep, m = 1)
     for (mb, sharding), plan in group.plans.items():
@@ -145,9 +145,9 @@ def memory_lowers(ctx, group) -> dict[tuple[str, int], tuple[float, str]]:
         stages = bounding_stages(plan)
         nccl = _nccl(ctx, plan, outer, stages, mb)
         base = activation_context(plan)
-        for value in values:
+        for value in ctx.space.values["recompute"]:
             point = {**group.points[0], "recompute": value, "sharding": sharding}
-            for keep, drop in offload_terms(ctx, plan, point):
+            for name, keep, drop in offload_terms(ctx, plan, point):
                 k = (sharding, keep, plan.num_microbatches == 1)
                 if (f := floors.get(k)) is None:
                     f = floors[k] = tuple(state_floor_bytes(plan, (s,), keep) for s in stages)
@@ -155,34 +155,45 @@ def memory_lowers(ctx, group) -> dict[tuple[str, int], tuple[float, str]]:
                 if (a := acts.get(k)) is None:
                     a = acts[k] = tuple(stage_activations(ctx, plan, value, s, drop, base) for s in stages)
                 peak = max(map(sum, zip(f, a, nccl, strict=True))) + RUNTIME
-                if peak < out.get((value, mb), (math.inf,))[0]:
-                    out[value, mb] = (peak, sharding)
+                out.setdefault((value, mb), {})[sharding, name] = peak
     return out
 
 
 def skip_no_fit(ctx, out, groups: list) -> list:
-    """Leave out of each group of ``groups`` the members of its keys whose :func:`memory_lowers` bound plus the
-    headroom exceeds HBM, counting them into ``out`` under :data:`MEMORY_BOUND_REASON` and noting the bound as a
-    lower bound of the smallest peak (``out.least_oom``); the groups that keep members."""
+    """Leave out of each group of ``groups`` the members whose :func:`memory_lowers` bound (of their recompute
+    value, micro-batch, sharding and offload value) plus the headroom exceeds HBM, and every member of a key
+    (recompute value, micro-batch) where each bound does: counted into ``out`` under :data:`MEMORY_BOUND_REASON`,
+    never resolved; the smallest bound left out is a lower bound of the smallest peak (``out.least_oom``, not
+    exact). Returns the groups that keep members."""
     kept = []
     for g in groups:
-        gone = {}
-        for key, (peak, sharding) in memory_lowers(ctx, g).items():
-            if peak * (1 - FLOOR_MARGIN) + ctx.headroom_bytes > ctx.capacity:
-                gone[key] = (peak, sharding)
+        gone: dict[tuple, float] = {}       # (value, mb, sharding or None: the whole key, offload) -> bound
+        for (value, mb), bounds in memory_lowers(ctx, g).items():
+            over = {k: b for k, b in bounds.items() if b * (1 - FLOOR_MARGIN) + ctx.headroom_bytes > ctx.capacity}
+            if len(over) == len(bounds):
+                gone[value, mb, None, None] = min(over.values())
+            gone.update(((value, mb, *k), b) for k, b in over.items())
         if not gone:
             kept.append(g)
             continue
-        points = [p for p in g.points if (p["recompute"], p["micro_batch"]) not in gone]
+        points = [p for p in g.points if (p["recompute"], p["micro_batch"], None, None) not in gone
+                  and (p["recompute"], p["micro_batch"], p["sharding"], p["offload"]) not in gone]
         out.rejected[MEMORY_BOUND_REASON] += len(g.points) - len(points)
         out.evaluated += len(g.points) - len(points)
-        for (value, mb), (peak, sharding) in gone.items():
-            if out.least_oom is None or peak <= out.least_oom[0]:
-                first = next(p for p in g.points if (p["recompute"], p["micro_batch"], p["sharding"])
-                             == (value, mb, sharding))
-                out.note_oom(peak, False, g.plans[mb, sharding], sharding, ctx.space.place(first),
-                            value.partition(":")[0])
+        _note_least(ctx, out, g, gone)
         g.points = points
         if points:
             kept.append(g)
     return kept
+
+
+def _note_least(ctx, out, group, gone: dict[tuple, float]) -> None:
+    """Note the smallest bound of ``gone`` (:func:`skip_no_fit`) of ``group`` in ``out.least_oom`` (a lower bound,
+    with the first member of its (recompute value, micro-batch, sharding, offload value) in the space's order)."""
+    (value, mb, sharding, offload), peak = min(((k, b) for k, b in gone.items() if k[2] is not None),
+                                               key=lambda kb: kb[1])
+    if out.least_oom is not None and peak > out.least_oom[0]:
+        return
+    first = next(p for p in group.points if (p["recompute"], p["micro_batch"], p["sharding"], p["offload"])
+                 == (value, mb, sharding, offload))
+    out.note_oom(peak, False, group.plans[mb, sharding], sharding, ctx.space.place(first), value.partition(":")[0])
