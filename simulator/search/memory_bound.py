@@ -1,16 +1,18 @@
-"""A lower bound of the device peak per (recompute value, micro-batch) of a group, so that the keys where no member
-fits are skipped before their members are resolved (docs/search/time_to_answer.md, round 8).
+"""A lower bound of the device peak of the members of a group by (recompute value, micro-batch, sharding, offload
+value), so that the members where it exceeds HBM are skipped before they are resolved (docs/search/
+time_to_answer.md, round 8).
 
-The members of one key (recompute value r, micro-batch b) of a group (one outer point) differ only in their
-sharding, their offload and their TP overlap value. For a member x that passes the rules, with sharding h:
+A group's members (one outer point) differ in their TP overlap value, offload o, recompute value r, sharding h and
+micro-batch b. For a member x = (r, b, h, o) that passes the rules (any TP overlap value: it changes the step time
+only, :data:`~simulator.search.space.TIME_ONLY`):
 
-    device_peak(x) >= max over s in S of [ F_s(h, keep_min) + A_s(h, r, b, drop) + N_s(h, b) ] + runtime,
+    device_peak(x) >= B(r, b, h, o) = max over s in S of [ F_s(h, o) + A_s(h, r, b, o) + N_s(h, b) ] + runtime,
 
-S the bounding stages of the group's representative of (b, h) (:func:`~simulator.memory.estimate.bounding_stages`;
-any subset of the stages gives a lower bound of a maximum over all), and so the key's bound is the least of that
-over the shardings h that have a representative at b (``Group.plans``: the first member of each (micro-batch,
-sharding) that passes the rules, :func:`~simulator.search.group_bound.group_variants`; a sharding without one has
-no member at b that passes the rules). Why each term holds for every member x of sharding h:
+computed on the group's representative of (b, h) (``Group.plans``: the first member of that micro-batch and
+sharding that passes the rules, :func:`~simulator.search.group_bound.group_variants`; where there is none, no
+member of (b, h) passes the rules and there is nothing to bound), S its bounding stages
+(:func:`~simulator.memory.estimate.bounding_stages`; a maximum over a subset of the stages is at most the maximum
+over all). Why each term is the member's, or at most it:
 
 1. The peak. A stage's peak (:attr:`~simulator.memory.items.StageMemory.peak`) is the sum of its items; with
    gradients freed between steps (PyTorch ``grad_set_to_none`` at m = 1) it is that sum less min(activations,
@@ -19,36 +21,35 @@ no member at b that passes the rules). Why each term holds for every member x of
    is at least the stage's weights, main parameters and optimizer states, its gradients unless they are freed,
    and its per-layer activations in flight. The device peak adds the stage's NCCL bytes and the runtime
    (:attr:`~simulator.memory.items.MemoryReport.device_peak_bytes`).
-2. The states, F_s (:func:`~simulator.memory.estimate.state_floor_bytes` of stage s, with ``keep``): they read the
-   stage's parameters (the outer point's layout), the recipe (the precision, optimizer and framework, shared by
-   the scenario, and the sharding h: :func:`~simulator.plan.recipe.resolve_recipe` reads nothing else of the
-   plan), the shard degrees (dp, cp, Ulysses, ep: outer), whether gradients are freed (the recipe and m, a function
-   of the outer point and b) and the share of each bucket the offload keeps on the GPU
-   (:meth:`~simulator.plan.offload.Offload.gpu_keep`). Each bucket's bytes are proportional to its share, so they
-   are at least those at ``keep_min``, the least share of each bucket over the space's offload values
-   (:func:`offload_floor`). The recompute mode, the TP overlap and the micro-batch are not read.
+2. The states, F_s (:func:`~simulator.memory.estimate.state_floor_bytes` of stage s with o's GPU shares): they read
+   the stage's parameters (the outer point's layout), the recipe (the scenario's precision, optimizer and
+   framework, and h: :func:`~simulator.plan.recipe.resolve_recipe` reads nothing else of the plan), the shard
+   degrees (dp, cp, Ulysses, ep: outer), whether gradients are freed (the recipe and m, a function of the outer
+   point and b) and the share of each bucket o keeps on the GPU (:meth:`~simulator.plan.offload.Offload.gpu_keep`
+   of :func:`~simulator.plan.offload.offload_of`, which reads only the offload fields that o and the scenario set:
+   :func:`offload_terms`). Not r, the TP overlap or b: the representative's value is the member's.
 3. The activations, A_s: the per-layer items of stage s times the micro-batches in flight
    (:func:`~simulator.memory.estimate.estimate_memory`: ``in_flight(pp, vpp, s, m)``, outer values and m), each
-   layer's bytes at its recompute mode (the key's r, or with ``parallel.recompute_layers`` the layer's
-   :func:`~simulator.plan.resolved.layer_recompute`) from the :class:`~simulator.memory.activations.ActContext`
-   of the member: its rank shape (outer and b), r and its modules, and the recipe's and the training profile's
-   choices (h and the scenario); the offload is not read but for Megatron's activation offload, which leaves out
-   the first N layers of the stage. A_s leaves out the ``drop`` largest layers, N's largest value over the
-   space's offload values, so it is at most the member's whatever its offload.
+   layer's bytes at its recompute mode (r's, or with ``parallel.recompute_layers`` the layer's
+   :func:`~simulator.plan.resolved.layer_recompute`) under the member's
+   :class:`~simulator.memory.activations.ActContext`: its rank shape (outer and b), r's mode and modules, the
+   recipe's choices (h) and the training profile's (the scenario); o only through Megatron's activation offload,
+   which leaves out the stage's first N layers: A_s leaves out its N largest layers, at most what x keeps.
 4. NCCL's bytes, N_s (:func:`simulator.memory.nccl.nccl_bytes`): a function of the outer point, the stage, the
    gradient reduction and the framework (the recipe: h), and of b for DeepEP's buffer (the search's own cache,
    ``evaluate._nccl``, keys them so); the runtime is a constant.
 
-A key whose bound plus ``search.memory_headroom`` exceeds HBM by more than rounding (1e-9 relative: the terms are
-added in another order than the report's) holds no member that both passes the rules and fits: its members are
-counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a rule or by memory).
-The search's no-fit report keeps the smallest such bound as a lower bound of the smallest peak
-(``Evaluated.least_oom`` with ``exact`` False) when it is below every peak it saw.
+An offload value that :func:`~simulator.plan.rules.check_memory_switches` (one of the plan rules) rejects with h and
+r has no member that passes the rules, so it gets no bound. The members whose B plus ``search.memory_headroom``
+exceeds HBM by more than rounding (1e-9 relative: the terms are added in another order than the report's), and
+every member of a (recompute value, micro-batch) where each B does, hold no plan that both passes the rules and
+fits: they are counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a
+rule or by memory). The search's no-fit report keeps the smallest such B as a lower bound of the smallest peak
+(``Evaluated.least_oom``, ``exact`` False) where it is below every peak it saw.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -59,15 +60,14 @@ from simulator.memory.estimate import activation_context, bounding_stages, state
 from simulator.model.spec import moe_flags_of
 from simulator.plan.config import ParallelPlan
 from simulator.plan.offload import offload_of
-from simulator.plan.rules import check_memory_switches
 from simulator.plan.resolved import layer_recompute
+from simulator.plan.rules import check_memory_switches
 from simulator.search.evaluate import FLOOR_MARGIN, RUNTIME, _nccl
 from simulator.search.space import OUTER, parallel_of
 
-#: the rejection reason of the members of a key whose device peak bound exceeds HBM (never resolved)
-MEMORY_BOUND_REASON = ("memory bound: a (recompute, micro-batch) of a group whose device peak is at least a bound "
-                       "above HBM for every sharding and offload (not resolved; each member out of memory or "
-                       "rejected by a rule)")
+#: the rejection reason of the members whose device peak bound exceeds HBM (never resolved)
+MEMORY_BOUND_REASON = ("memory bound: plans of a group whose device peak is provably above HBM + "
+                       "search.memory_headroom (not resolved; each out of memory or rejected by a rule)")
 
 #: the ``parallel:`` fields a member's offload, sharding and recompute value set (:func:`parallel_of`), which
 #: :func:`~simulator.plan.offload.offload_of` and :func:`~simulator.plan.rules.check_memory_switches` read
@@ -83,7 +83,8 @@ def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[str, tuple[flo
     of the plan rules, :func:`~simulator.plan.resolve.batch_free_rules`) rejects it with that sharding and recompute
     value: then no member with the three passes the rules. Each value's fields are the member's
     (:func:`parallel_of`: the scenario's shared keys, then the value's; a field neither sets takes its default) on
-    ``plan``'s others; that rule reads of the outer point only pp. Kept per context."""
+    ``plan``'s others; that rule reads of the outer point only pp. Kept per context (it reads the space, the
+    training config and those values)."""
     key = ("offload terms", point["pp"], point["recompute"], point["sharding"])
     if (got := ctx.built.get(key)) is None:
         got = []
