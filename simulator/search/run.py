@@ -85,6 +85,12 @@ class SearchResult:
         these points are not known."""
         return self.rejected.get(GROUP_REASON, 0)
 
+    @property
+    def pruned_by_memory_bound(self) -> int:
+        """Points never resolved: a lower bound of their device peak exceeds HBM (each out of memory or rejected by
+        a rule; :mod:`simulator.search.memory_bound`, docs/search/time_to_answer.md, round 8)."""
+        return self.rejected.get(MEMORY_BOUND_REASON, 0)
+
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""
         return {"evaluated": self.evaluated, "valid": self.valid, "rejected": self.rejected,
