@@ -109,11 +109,14 @@ def stage_activations(ctx, plan, value: str, stage: int, drop: int, base=None) -
     ``base``: ``plan``'s :func:`~simulator.memory.estimate.activation_context` where the caller has it."""
     p = plan.parallel
     mode = value.partition(":")[0]
-    flags = moe_flags_of(plan.model, plan.stage_layers[stage])
-    kinds = Counter(zip(flags, layer_recompute(mode, p.recompute_layers, plan.stage_chunks[stage]), strict=True))
+    key = ("layer kinds", plan.stage_layers[stage], plan.stage_chunks[stage], mode, p.recompute_layers)
+    if (kinds := ctx.built.get(key)) is None:     # (MoE layer?, recompute mode) -> layers, in first-seen order
+        flags = moe_flags_of(plan.model, plan.stage_layers[stage])
+        modes = layer_recompute(mode, p.recompute_layers, plan.stage_chunks[stage])
+        kinds = ctx.built[key] = tuple(Counter(zip(flags, modes, strict=True)).items())
     base = activation_context(plan) if base is None else base
-    left, total = max(len(flags) - drop, 0), 0.0
-    for size, n in sorted((_layer_bytes(ctx, plan, base, value, kind), n) for kind, n in kinds.items()):
+    left, total = max(sum(n for _, n in kinds) - drop, 0), 0.0
+    for size, n in sorted((_layer_bytes(ctx, plan, base, value, kind), n) for kind, n in kinds):
         total += size * min(n, left)     # the smallest kinds first: the ``drop`` largest layers are left out
         left -= min(n, left)
     return plan.schedule.in_flight(p.pp, p.vpp, stage, plan.num_microbatches) * total
