@@ -1,7 +1,8 @@
 """The bound of a group of candidates (simulator/search/group_bound.py and exposed_bound.py, docs/search/
 time_to_answer.md "Time to the answer", rounds 4 and 6): by hand against the replay and with a TP all-reduce, below
 every member's exact step on hypothesis-drawn small spaces, and a search that prunes groups by it keeps the first
-ten plans, the counts and the no-fit report of one that does not."""
+ten plans and the counts of one that does not, and its no-fit report moves only the memory bound's skipped points
+(simulator/search/memory_bound.py)."""
 
 from __future__ import annotations
 
