@@ -295,6 +295,7 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     """With the floor disabled (every plan goes through the memory items) the search keeps the same plans with the
     same numbers and counts the same rejections (every peak from its own report here: the coefficients of
     tests/search/test_memory_scaling.py spare most reports, and are tested there)."""
+    import simulator.search.run as run_module
     from simulator.search import evaluate
     from simulator.search.run import search
 
@@ -304,12 +305,12 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     itemised = []
     real = evaluate.estimate_memory
     monkeypatch.setattr(evaluate, "estimate_memory", lambda *a, **k: itemised.append(1) or real(*a, **k))
-    # exact_top None: no group is bounded, so the memory bound (search/memory_bound.py) does not skip the plans
-    # the floor prunes here
-    with_floor = search(data, exact_top=None)
+    # without the memory bound (search/memory_bound.py), which would skip the plans the floor prunes here
+    monkeypatch.setattr(run_module, "skip_no_fit", lambda ctx, out, groups: groups)
+    with_floor = search(data)
     built_with_floor = len(itemised)
     monkeypatch.setattr(evaluate, "state_floor_bytes", lambda plan, stages: 0.0)
-    without = search(data, exact_top=None)
+    without = search(data)
     assert built_with_floor < len(itemised) - built_with_floor, "the floor pruned some plans before their items"
     assert with_floor.rejected == without.rejected and with_floor.valid == without.valid
     assert [(r["step_s"], r["device_peak_bytes"]) for r in with_floor.plans] == \
@@ -340,6 +341,7 @@ def test_the_peak_grows_with_the_micro_batch(kind, factor, data):
 def test_the_micro_batch_skip_changes_no_search_result(monkeypatch):
     """With the skip disabled (every micro-batch through memory) the search keeps the same plans with the same
     numbers and counts the same rejections; with it, fewer memory peaks are evaluated."""
+    import simulator.search.run as run_module
     from simulator.search import evaluate
     from simulator.search.run import search
 
