@@ -341,7 +341,6 @@ def test_the_peak_grows_with_the_micro_batch(kind, factor, data):
 def test_the_micro_batch_skip_changes_no_search_result(monkeypatch):
     """With the skip disabled (every micro-batch through memory) the search keeps the same plans with the same
     numbers and counts the same rejections; with it, fewer memory peaks are evaluated."""
-    import simulator.search.run as run_module
     from simulator.search import evaluate
     from simulator.search.run import search
 
