@@ -97,3 +97,26 @@ def test_every_member_that_passes_the_rules_peaks_above_its_bound(framework, tp,
             assert peak >= bound * (1 - REL), (g.outer, p, peak, bound)
             checked += 1
     assert checked > 0
+
+
+def test_moe_members_peak_above_their_bounds():
+    """The same property on a MoE model (gpt-oss-120b: MoE layers on an expert-parallel group, the expected
+    routed load), on two DGX H100 nodes with every sharding and offload value of the default space."""
+    ctx = search_context({"system": {"profile": "dgx_h100", "nodes": 2}, "model": {"preset": "gpt-oss-120b"},
+                          "training": {"seq_len": 4096, "global_batch": 32},
+                          "search": {"tp": [2], "pp": [1, 4], "ep": [1, 8], "vpp": [1], "schedule": ["1f1b"],
+                                     "split": ["uniform"], "micro_batch": [1, 2], "recompute": ["none", "full"],
+                                     "tp_comm_overlap": [False]}})
+    groups, _ = candidate_groups(ctx, 10**6)
+    checked = []
+    for g in groups:
+        group_variants(ctx, g, resolve)
+        bounds = memory_lowers(ctx, g)
+        for p in g.points:
+            try:
+                plan = resolve(ctx, p)
+            except UserError:
+                continue
+            peak = estimate_memory(plan, cluster=ctx.fixed.cluster).device_peak_bytes
+            checked.append(bounds[p["recompute"], p["micro_batch"]][p["sharding"], p["offload"]] / peak)
+    assert len(checked) > 20 and max(checked) <= 1 + REL
