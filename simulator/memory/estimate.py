@@ -129,18 +129,19 @@ def bounding_stages(rp: ResolvedPlan) -> tuple[int, ...]:
     return tuple(range(pp))
 
 
-def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...]) -> float:
+def state_floor_bytes(rp: ResolvedPlan, stages: tuple[int, ...], keep: tuple[float, ...] | None = None) -> float:
     """A lower bound of the largest stage peak of :func:`estimate_memory` (plan search prunes by it before building
     the items): the weights, main parameters and optimizer states of each of ``stages`` (and its gradients unless
     they are freed between steps), the largest over them. Every item is non-negative and a stage's peak is the sum
-    of its items less at most min(activations, gradients), so the peak is at least this."""
+    of its items less at most min(activations, gradients), so the peak is at least this. ``keep``: each bucket's
+    share on the GPU in place of the plan's offload's (:meth:`~simulator.plan.offload.Offload.gpu_keep`)."""
     if rp.training.mode == "inference":
         return 0.0
     rb = rp.recipe
     kept = ("weights", "main_params", "optimizer") if rb.grads_freed_between_steps and rp.num_microbatches == 1 \
         else ("weights", "gradients", "main_params", "optimizer")
     d_dense, d_exp = rp.dense_shard_degree, rp.expert_shard_degree
-    keep = rp.offload.gpu_keep()
+    keep = rp.offload.gpu_keep() if keep is None else keep
     return max(sum(i.bytes for i in _states(stage_params(rp, s), rb, d_dense, d_exp, keep) if i.bucket in kept)
                for s in stages)
 

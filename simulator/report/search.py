@@ -33,11 +33,15 @@ def render_search(result, top: int, why_line: str | None) -> str:
     bounded = f", {by_bound:,} not timed (provably below the first plans)" if by_bound else ""
     by_group = getattr(result, "pruned_by_group_bound", 0)
     grouped = f"; {by_group:,} points in groups provably below the first plans (not resolved)" if by_group else ""
+    by_peak = getattr(result, "pruned_by_memory_bound", 0)
+    grouped += (f"; {by_peak:,} points whose device peak is provably above HBM (not resolved: each out of memory "
+                "or rejected by a rule)" if by_peak else "")
     out = [f"{result.evaluated:,} points of the plan space in {result.seconds:.2f} s "
            f"({result.evaluated / seconds:,.0f}/s): {result.valid + by_memory + by_bound:,} plans pass the rules, "
            f"{by_memory:,} of them do not fit in memory{bounded}, {result.valid:,} valid plans timed "
            f"({result.valid / seconds:,.0f}/s){grouped}; "
-           f"{result.evaluated - result.valid - by_memory - by_bound - by_group:,} points rejected by the rules; "
+           f"{result.evaluated - result.valid - by_memory - by_bound - by_group - by_peak:,} points rejected by the "
+           "rules; "
            f"objective {result.objective}", ""]
     header = [*_COLUMNS, "step_s", "peak_GiB", "MFU", "tokens/s"]
     rows = [[str(p[c]) for c in _COLUMNS] + [f"{p['step_s']:.3f}", f"{p['device_peak_bytes'] / GIBI:.1f}",

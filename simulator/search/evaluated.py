@@ -54,14 +54,16 @@ class Evaluated:
                                             < (self.least_oom[0], self.least_oom_at)):
             self.least_oom, self.least_oom_at = other.least_oom, other.least_oom_at
 
-    def note_oom(self, peak: float, exact: bool, plan, sharding: str, at: tuple[int, ...] = ()) -> None:
+    def note_oom(self, peak: float, exact: bool, plan, sharding: str, at: tuple[int, ...] = (),
+                 recompute: str | None = None) -> None:
         """Keep ``plan`` (out of memory at ``peak`` bytes; its point at place ``at`` of the space:
         :meth:`simulator.search.space.Space.place`) when its peak is the smallest yet, or as small and earlier in
-        the space."""
+        the space; ``recompute``: the recompute mode to name in place of the plan's (a key of the memory bound,
+        :mod:`simulator.search.memory_bound`, whose representative may have another)."""
         if self.least_oom is None or (peak, at) < (self.least_oom[0], self.least_oom_at):
             self.least_oom_at = at
             p = plan.parallel
             self.least_oom = (peak, exact, {"gpus": plan.world_size, "tp": p.tp, "pp": p.pp, "dp": plan.dp,
                                             "cp": p.cp, "ep": p.ep, "vpp": p.vpp, "schedule": p.schedule,
-                                            "recompute": p.recompute, "sharding": sharding,
+                                            "recompute": recompute or p.recompute, "sharding": sharding,
                                             "micro_batch": plan.training.micro_batch})

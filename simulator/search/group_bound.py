@@ -40,8 +40,9 @@ The batched schedules' groups are evaluated by *parts*, the members of one (reco
 overlap value) of a group, best bound first (:func:`time_groups`); a part is pruned (counted under
 :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its bound exceeds the threshold of
 :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans timed so far; such a threshold
-exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group, and
-its no-fit report (memory and the smallest peak) is that of a search without the bound. Each pruned member is
+exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group by
+time (the members whose device peak is provably above HBM are skipped apart: :mod:`.memory_bound`, the no-fit
+report counting them). Each pruned member is
 slower than ``exact_top`` timed plans, so the first ``exact_top`` plans are those of a search without the bound
 (tests/search/test_group_bound.py).
 """
@@ -93,6 +94,8 @@ class Group:
     key without one (no member of its micro-batch passes the rules) is not pruned"""
     rejected: list[UserError] = field(default_factory=list)
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
+    plans: dict[tuple[int, str], Any] = field(default_factory=dict)
+    """the first member of each (micro-batch, sharding) that passes the rules (:mod:`.memory_bound`)"""
 
 
 class _Seconds(NamedTuple):
@@ -283,6 +286,7 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
             continue
         errors.append(None)
         found.add((mb, point["sharding"]))
+        group.plans[mb, point["sharding"]] = plan
         variants.setdefault((mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
     if not variants:           # every member rejected: their reasons, as evaluating them would count them
         group.rejected = [exc if exc is not None else _error(resolve, ctx, point)

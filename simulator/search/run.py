@@ -41,6 +41,7 @@ from simulator.search.group_bound import (
     set_lowers,
     time_groups,
 )
+from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_no_fit
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.space import SHARDING, build_space
 from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
@@ -83,6 +84,12 @@ class SearchResult:
         first ``exact_top`` plans (docs/search/time_to_answer.md, "Time to the answer, round 4"); the rules, memory and time of
         these points are not known."""
         return self.rejected.get(GROUP_REASON, 0)
+
+    @property
+    def pruned_by_memory_bound(self) -> int:
+        """Points never resolved: a lower bound of their device peak exceeds HBM (each out of memory or rejected by
+        a rule; :mod:`simulator.search.memory_bound`, docs/search/time_to_answer.md, round 8)."""
+        return self.rejected.get(MEMORY_BOUND_REASON, 0)
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
         """docs/interface.md ``simulator search --json``: the ``top`` best plans."""
@@ -169,7 +176,9 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
     """Each group's bound (:func:`~simulator.search.group_bound.group_variants`); the groups without a plan (every
-    member rejected by the rules) are counted into ``out`` under their reasons and left out."""
+    member rejected by the rules) are counted into ``out`` under their reasons and left out, and the members of the
+    keys whose device peak bound exceeds HBM under :data:`~simulator.search.memory_bound.MEMORY_BOUND_REASON`
+    (:func:`~simulator.search.memory_bound.skip_no_fit`)."""
     kept, variants = [], []
     with without_cycle_collector():      # as a batch's evaluation (docs/search/time_to_answer.md, round 5b)
         for g in groups:
@@ -182,7 +191,7 @@ def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Grou
                 kept.append(g)
                 variants.append(parts)
         set_lowers(kept, variants)
-    return kept
+        return skip_no_fit(ctx, out, kept)
 
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
@@ -305,11 +314,13 @@ class NoPlanFits(UserError):
 
 
 def no_fit(out: Evaluated, ctx: Context) -> dict[str, Any]:
-    """Why nothing fits: how many candidates passed the plan rules (each of them then out of memory), and of those
-    the smallest device peak seen, whether it is exact (else a lower bound), its plan, and the GPU's capacity and the
-    headroom it was held against (bytes)."""
+    """Why nothing fits: how many candidates passed the plan rules (each of them then out of memory), how many were
+    skipped by the memory bound (:mod:`simulator.search.memory_bound`: each out of memory or rejected by a rule), the
+    smallest device peak seen or bounded, whether it is exact (else a lower bound), its plan, and the GPU's capacity
+    and the headroom it was held against (bytes)."""
     least = out.least_oom
-    return {"passed_rules": out.rejected.get(OOM_REASON, 0), "capacity_bytes": ctx.capacity,
+    return {"passed_rules": out.rejected.get(OOM_REASON, 0),
+            "memory_bound_skipped": out.rejected.get(MEMORY_BOUND_REASON, 0), "capacity_bytes": ctx.capacity,
             "memory_headroom_bytes": ctx.headroom_bytes, "least_device_peak_bytes": least[0] if least else None,
             "least_device_peak_exact": least[1] if least else None, "least_peak_plan": least[2] if least else None}
 
@@ -317,18 +328,29 @@ def no_fit(out: Evaluated, ctx: Context) -> dict[str, Any]:
 def no_plan_message(out: Evaluated, ctx: Context) -> str:
     """No valid plan: with candidates that passed the rules, that each was out of memory and the smallest peak
     against the capacity; the most common rule rejections."""
-    common = Counter({r: n for r, n in out.rejected.items() if r != OOM_REASON}).most_common(3)
+    common = Counter({r: n for r, n in out.rejected.items() if r not in (OOM_REASON, MEMORY_BOUND_REASON)}
+                     ).most_common(3)
     rules = "; ".join(f"{n:,} x {reason}" for reason, n in common)
     if out.least_oom is None:
         return f"no valid plan among {out.evaluated:,} candidates; most common rejections: {rules}"
     peak, exact, plan = out.least_oom
-    gib, passed = 2**30, out.rejected[OOM_REASON]
+    gib, passed, skipped = 2**30, out.rejected[OOM_REASON], out.rejected[MEMORY_BOUND_REASON]
     shape = " ".join(f"{k} {plan[k]}" for k in ("tp", "pp", "dp", "cp", "ep", "vpp") if k in ("tp", "pp", "dp")
                      or plan[k] > 1)
     headroom = f" + search.memory_headroom {ctx.headroom_bytes / gib:.1f} GiB" if ctx.headroom_bytes else ""
-    text = (f"no valid plan among {out.evaluated:,} candidates: {passed:,} passed the plan rules and every one is out "
-            f"of memory; the smallest device peak, {'' if exact else 'at least '}{peak / gib:.1f} GiB ({shape}, "
+    text = (f"no valid plan among {out.evaluated:,} candidates: {_why(passed, skipped)}; the smallest device peak, "
+            f"{'' if exact else 'at least '}{peak / gib:.1f} GiB ({shape}, "
             f"{plan['sharding']}, recompute {plan['recompute']}, micro_batch {plan['micro_batch']}){headroom}, "
             f"exceeds the GPU's {ctx.capacity / gib:.1f} GiB")
-    return text + (f"; the other {out.evaluated - passed:,} were rejected by the rules, most often {common[0][1]:,} x "
-                   f"{common[0][0]}" if common else "")
+    return text + (f"; the other {out.evaluated - passed - skipped:,} were rejected by the rules, most often "
+                   f"{common[0][1]:,} x {common[0][0]}" if common else "")
+
+
+def _why(passed: int, skipped: int) -> str:
+    """The no-fit message's count of the candidates out of memory: those that passed the plan rules, and those the
+    memory bound skipped (:mod:`simulator.search.memory_bound`)."""
+    out = f"{passed:,} passed the plan rules and every one is out of memory" if passed else ""
+    if skipped:
+        out += (", and " if out else "") + (f"{skipped:,} were skipped unresolved, a lower bound of their device peak "
+                                             "above HBM (each out of memory or rejected by a rule)")
+    return out

@@ -74,25 +74,31 @@ NOTHING_FITS = ("name: nothing-fits\nsystem:\n  profile: dgx_h100\n  gpus: 2\nmo
 
 
 def test_a_search_where_nothing_fits_names_memory(cli, tmp_path):
-    """Llama-3-70B on 2 H100s: every plan that passes the rules is out of memory. The smallest peak is ZeRO-3 over
-    dp 2: 70.55e9 parameters x 16 B (bf16 weights and gradients, fp32 main copy and two Adam moments) / 2 = 564.4e9 B
-    = 525.6 GiB of model states, a lower bound (plus NCCL's buffers and the runtime: 528.5 GiB) over 79.6 GiB."""
+    """Llama-3-70B on 2 H100s: no plan that passes the rules fits. The memory bound (simulator/search/
+    memory_bound.py) skips all 102 candidates whose representative passes the rules, unresolved; the smallest bound
+    is ZeRO-3 over dp 2 with full recompute: 70.55e9 parameters x 16 B (bf16 weights and gradients, fp32 main copy
+    and two Adam moments) / 2 = 564.4e9 B of model states, plus each of the 80 layers' input kept by full recompute,
+    4,096 tokens x 8,192 x 2 B = 67.1e6 B (5.4e9 B = 5.0 GiB), plus NCCL's buffers and the runtime: 533.5 GiB
+    (528.5 GiB without the activations, what the states floor alone gave before the bound) over 79.6 GiB."""
     path = write(tmp_path, "s.yaml", NOTHING_FITS)
     code, out, err = cli("search", path)
     assert code == 2 and out == ""
-    assert (f"{path}: search: no valid plan among 2,712 candidates: 102 passed the plan rules and every one is out "
-            "of memory; the smallest device peak, at least 528.5 GiB (tp 1 pp 1 dp 2, zero3, recompute none, "
-            "micro_batch 1), exceeds the GPU's 79.6 GiB; the other 2,610 were rejected by the rules") in err
+    assert (f"{path}: search: no valid plan among 2,712 candidates: 102 were skipped unresolved, a lower bound of "
+            "their device peak above HBM (each out of memory or rejected by a rule); the smallest device peak, at "
+            "least 533.5 GiB (tp 1 pp 1 dp 2, zero3, recompute full, micro_batch 1), exceeds the GPU's 79.6 GiB; "
+            "the other 2,610 were rejected by the rules") in err
     code, out, err = cli("search", path, "--json")
-    assert code == 2 and "every one is out of memory" in err
+    assert code == 2 and "device peak above HBM" in err
     result = json.loads(out)
     assert result["valid"] == 0 and result["plans"] == [] and result["evaluated"] == 2712
     fit = result["no_fit"]
-    assert fit["passed_rules"] == 102 and fit["memory_headroom_bytes"] == 0
+    assert fit["passed_rules"] == 0 and fit["memory_bound_skipped"] == 102 and fit["memory_headroom_bytes"] == 0
     assert fit["capacity_bytes"] == 81_559 * 2**20  # the H100 SXM as nvidia-smi reports it (hardware_profiles)
-    assert 564.4e9 <= fit["least_device_peak_bytes"] <= 564.4e9 + 4 * 2**30 and fit["least_device_peak_exact"] is False
+    states, layers = 564.4e9, 80 * 4096 * 8192 * 2
+    assert states + layers <= fit["least_device_peak_bytes"] <= states + layers + 4 * 2**30
+    assert fit["least_device_peak_exact"] is False
     assert fit["least_peak_plan"] == {"gpus": 2, "tp": 1, "pp": 1, "dp": 2, "cp": 1, "ep": 1, "vpp": 1,
-                                      "schedule": "1f1b", "recompute": "none", "sharding": "zero3", "micro_batch": 1}
+                                      "schedule": "1f1b", "recompute": "full", "sharding": "zero3", "micro_batch": 1}
 
 
 def test_a_scenario_named_as_calibration_says_what_a_calibration_file_is(cli, tmp_path):

@@ -295,6 +295,7 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     """With the floor disabled (every plan goes through the memory items) the search keeps the same plans with the
     same numbers and counts the same rejections (every peak from its own report here: the coefficients of
     tests/search/test_memory_scaling.py spare most reports, and are tested there)."""
+    import simulator.search.run as run_module
     from simulator.search import evaluate
     from simulator.search.run import search
 
@@ -304,6 +305,8 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     itemised = []
     real = evaluate.estimate_memory
     monkeypatch.setattr(evaluate, "estimate_memory", lambda *a, **k: itemised.append(1) or real(*a, **k))
+    # without the memory bound (search/memory_bound.py), which would skip the plans the floor prunes here
+    monkeypatch.setattr(run_module, "skip_no_fit", lambda ctx, out, groups: groups)
     with_floor = search(data)
     built_with_floor = len(itemised)
     monkeypatch.setattr(evaluate, "state_floor_bytes", lambda plan, stages: 0.0)

@@ -1,7 +1,8 @@
 """The bound of a group of candidates (simulator/search/group_bound.py and exposed_bound.py, docs/search/
 time_to_answer.md "Time to the answer", rounds 4 and 6): by hand against the replay and with a TP all-reduce, below
 every member's exact step on hypothesis-drawn small spaces, and a search that prunes groups by it keeps the first
-ten plans, the counts and the no-fit report of one that does not."""
+ten plans and the counts of one that does not, and its no-fit report moves only the memory bound's skipped points
+(simulator/search/memory_bound.py)."""
 
 from __future__ import annotations
 
@@ -168,15 +169,34 @@ def test_pruning_groups_keeps_the_first_ten_and_the_counts(both_ways):
 
 
 def test_no_fit_is_reported_as_without_the_bound():
-    """A group is pruned only against the exact_top-th timed plan; where nothing fits there is none, so the no-fit
-    report (memory, the smallest peak) is the unbounded search's."""
+    """A group is pruned by its step bound only against the exact_top-th timed plan; where nothing fits there is
+    none. The memory bound (simulator/search/memory_bound.py) still skips members: each of them is one the unbounded
+    search rejects by a rule or by memory (the counts move to its reason, nothing else), and the smallest peak
+    reported is a lower bound of the unbounded search's."""
+    from simulator.search.memory_bound import MEMORY_BOUND_REASON
+    from simulator.search.run import OOM_REASON
+
     data = {**DENSE, "search": {"tp": [1, 2], "pp": [1, 2], "memory_headroom": "79 GiB"}}
     reports = []
     for top in (10, None):
         with pytest.raises(NoPlanFits) as info:
             search(data, exact_top=top)
-        reports.append((info.value.message, info.value.result["no_fit"], info.value.result["rejected"]))
-    assert reports[0] == reports[1] and reports[0][1]["passed_rules"] > 0
+        reports.append(info.value.result)
+    bounded, every = reports
+    skipped = bounded["rejected"][MEMORY_BOUND_REASON]
+    assert skipped > 0 and MEMORY_BOUND_REASON not in every["rejected"]
+    assert bounded["evaluated"] == every["evaluated"]
+    assert all(bounded["rejected"].get(r, 0) <= n for r, n in every["rejected"].items())
+    assert sum(n - bounded["rejected"].get(r, 0) for r, n in every["rejected"].items()) == skipped
+    assert every["no_fit"]["passed_rules"] == bounded["no_fit"]["passed_rules"] + sum(
+        every["rejected"][r] - bounded["rejected"].get(r, 0) for r in (OOM_REASON,))
+    # both are lower bounds of the smallest peak (the unbounded one a states floor here, 10.68e9 B: its plan's
+    # bound adds activations); where the unbounded one is exact, the bounded one is at most it
+    least, exact = (bounded["no_fit"][k] for k in ("least_device_peak_bytes", "least_device_peak_exact"))
+    if every["no_fit"]["least_device_peak_exact"]:
+        assert least <= every["no_fit"]["least_device_peak_bytes"] * (1 + REL)
+    assert not exact and least > search_context(data).capacity - 79 * 2**30
+    assert bounded["no_fit"]["memory_bound_skipped"] == skipped
 
 
 def test_groups_are_built_and_bounded_without_the_cycle_collector(monkeypatch):

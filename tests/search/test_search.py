@@ -147,8 +147,10 @@ def test_the_summary_line_counts_points_plans_and_timed_plans():
     result = search(_small(micro_batch=[1]))
     line = render_search(result, 1, None).splitlines()[0]
     numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|not timed|"
-                                                           r"valid plans|points in groups|points rejected)", line)]
-    points, plans, memory, bounded, timed, grouped, by_rules = numbers
+                                                           r"valid plans|points in groups|points whose device|"
+                                                           r"points rejected)", line)]
+    points, plans, memory, bounded, timed, grouped, by_peak, by_rules = numbers
     assert points == result.evaluated and timed == result.valid and memory == result.pruned_by_memory > 0
     assert bounded == result.pruned_by_bound > 0 and grouped == result.pruned_by_group_bound > 0
-    assert plans == timed + memory + bounded and points == plans + grouped + by_rules
+    assert by_peak == result.pruned_by_memory_bound > 0
+    assert plans == timed + memory + bounded and points == plans + grouped + by_peak + by_rules
