@@ -82,8 +82,16 @@ def test_every_member_that_passes_the_rules_peaks_above_its_bound(framework, tp,
     value passes that rule) and its exact device peak (estimate_memory of every stage, NCCL's buffers, the runtime)
     is at least it; so a member skipped by the bound is out of memory or rejected by a rule."""
     ctx = search_context(_space(framework, tp, pp, schedule, recompute, gpus))
-    groups, _ = candidate_groups(ctx, 10**6)
     checked = 0
+    for p, bound, peak in _members_bound_and_peak(ctx):
+        assert peak >= bound * (1 - REL), (p, peak, bound)
+        checked += 1
+    assert checked > 0
+
+
+def _members_bound_and_peak(ctx):
+    """(point, its key's memory bound, its exact device peak) of every member of every group that passes the rules."""
+    groups, _ = candidate_groups(ctx, 10**6)
     for g in groups:
         group_variants(ctx, g, resolve)
         bounds = memory_lowers(ctx, g)
@@ -92,11 +100,8 @@ def test_every_member_that_passes_the_rules_peaks_above_its_bound(framework, tp,
                 plan = resolve(ctx, p)
             except UserError:
                 continue
-            bound = bounds[p["recompute"], p["micro_batch"]][p["sharding"], p["offload"]]
-            peak = estimate_memory(plan, cluster=ctx.fixed.cluster).device_peak_bytes
-            assert peak >= bound * (1 - REL), (g.outer, p, peak, bound)
-            checked += 1
-    assert checked > 0
+            yield (p, bounds[p["recompute"], p["micro_batch"]][p["sharding"], p["offload"]],
+                   estimate_memory(plan, cluster=ctx.fixed.cluster).device_peak_bytes)
 
 
 def test_moe_members_peak_above_their_bounds():
@@ -107,16 +112,5 @@ def test_moe_members_peak_above_their_bounds():
                           "search": {"tp": [2], "pp": [1, 4], "ep": [1, 8], "vpp": [1], "schedule": ["1f1b"],
                                      "split": ["uniform"], "micro_batch": [1, 2], "recompute": ["none", "full"],
                                      "tp_comm_overlap": [False]}})
-    groups, _ = candidate_groups(ctx, 10**6)
-    checked = []
-    for g in groups:
-        group_variants(ctx, g, resolve)
-        bounds = memory_lowers(ctx, g)
-        for p in g.points:
-            try:
-                plan = resolve(ctx, p)
-            except UserError:
-                continue
-            peak = estimate_memory(plan, cluster=ctx.fixed.cluster).device_peak_bytes
-            checked.append(bounds[p["recompute"], p["micro_batch"]][p["sharding"], p["offload"]] / peak)
+    checked = [bound / peak for _, bound, peak in _members_bound_and_peak(ctx)]
     assert len(checked) > 20 and max(checked) <= 1 + REL
