@@ -31,7 +31,8 @@ from simulator.search.bound import (
     timed_alone,
 )
 from simulator.search.caches import without_cycle_collector
-from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, reason_of, resolve
+from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, resolve
+from simulator.search.evaluated import reason_of
 from simulator.search.group_bound import (
     GROUP_REASON,
     Group,
