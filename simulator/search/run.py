@@ -172,7 +172,7 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
             plan = None
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
-        groups.append(Group(outer, [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]))
+        groups.append(Group(outer, space.members(outer, single, outer["tp"] == 1)))
 
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
