@@ -33,31 +33,26 @@ from simulator.hardware.calibration import calibration_of
 from simulator.memory.estimate import bounding_stages, estimate_memory, fixed_bytes, state_floor_bytes
 from simulator.memory.items import MemoryReport
 from simulator.memory.nccl import nccl_bytes
-from simulator.memory.offload import check_host_memory, offloaded_activation_bytes
+from simulator.memory.offload import offloaded_activation_bytes
 from simulator.memory.runtime import ALLOCATOR_CACHE_BYTES, RUNTIME_BYTES
 from simulator.memory.scaling import PeakOnly, peak_by_micro_batch
-from simulator.model.strict import build
 from simulator.plan import moe_backend
-from simulator.plan.config import ParallelPlan
-from simulator.plan.resolve import batch_free_rules, finish_plan
-from simulator.scenario.limits import check_timeline
 from simulator.scenario.load import Fixed
 from simulator.schedule.cache import StepCache
 from simulator.schedule.fast_timeline import FAST_LABELS, fast_timelines_many
 from simulator.schedule.step import StepParts, fast_or_replay, finish_step, prepare_step, replay_timelines
 from simulator.search.bound import BOUND_REASON, Bound, step_lower_bound
 from simulator.search.caches import without_cycle_collector
-from simulator.search.evaluated import OOM_REASON, Evaluated, reason_of
-from simulator.search.space import INNER, OUTER, TIME_ONLY, Space, parallel_of
+from simulator.search.evaluated import OOM_REASON, Evaluated
+from simulator.search.resolving import BUILT_CACHE, kept_rules, plan_key, reason_for, resolved
+from simulator.search.resolving import resolve as resolve  # (its public name here, as before round 10)
+from simulator.search.space import INNER, OUTER, TIME_ONLY, Space
 from simulator.topology import topology_of
 from simulator.traffic import DIMS
 
 #: candidates whose timelines are evaluated together (bounds the memory held by prepared plans); as large as an
 #: executor's shard, so that plans of one timeline structure spread over a shard share one evaluation
 BATCH = 2048
-
-#: validated configs a context keeps (a million-point space would otherwise hold ~10^5 ParallelPlans)
-BUILT_CACHE = 4096
 
 #: the states floor prunes only when it exceeds the capacity by more than rounding (the floor adds a subset of the
 #: peak's items in another order)
@@ -82,112 +77,13 @@ class Context:
         self.built: dict = {}           # the host-memory verdicts (:func:`_verdict`)
         self.keyed: dict = {}           # per plan_key: validated ParallelPlan, batch-free rules, recipe, offload
         self.trainings: dict = {}       # TrainingConfig per micro-batch
+        self.batches: dict = {}         # micro-batch count or UserError per (mb, dp, pp, vpp, schedule)
+        self.reasons: dict = {}         # reason_of per kept UserError
         self.recipes: dict = {}         # Recipe per sharding switches (zero, distributed_optimizer, megatron_fsdp)
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch
         self.fixed_bytes: dict = {}     # fixed bytes and states floor per stage, per point without recompute, mb
         self.nccl_floor: dict = {}      # bounding stages per point without sharding
         self.nccl: dict = {}            # NCCL's bytes per stage, per outer point and gradient reduction
-
-
-def plan_key(ctx: Context, point: dict[str, Any]) -> tuple:
-    """The key of what a point's plan shares with its other micro-batches (:func:`resolve`): its values but the
-    micro-batch (the space's values and shared keys complete its ``parallel:`` mapping); for a point without its
-    inner values, its mapping and GPUs."""
-    try:
-        return _PARALLEL(point)
-    except KeyError:
-        return tuple(parallel_of(point, ctx.space).items()), point["gpus"]
-
-
-def resolve(ctx: Context, point: dict[str, Any], key: tuple | None = None):
-    """The resolved plan of a candidate (raises UserError when a rule rejects it); ``key``: its :func:`plan_key`.
-
-    Once per key (docs/search/time_to_answer.md, round 9): the validated ``parallel:`` config, every rule but the
-    micro-batch's (:func:`batch_free_rules`, a pure function of it: the same result, or the same first rejection,
-    for every micro-batch), and the offload and recipe, which read the parallel config and the training but its
-    micro-batch (the recipe of ``parallel:`` only the sharding switches, :func:`~simulator.plan.recipe.sharding_stage`
-    and ``zero``: kept per switches, tests/search/test_resolve_cost.py checks)."""
-    mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
-    if (training := ctx.trainings.get(mb)) is None:
-        training = ctx.trainings[mb] = ctx.fixed.training.model_copy(update={"micro_batch": mb})
-    if key is None:
-        key = plan_key(ctx, point)
-    try:
-        entry = ctx.keyed.get(key)
-    except TypeError:             # an unhashable value (a list in parallel:): nothing kept
-        entry = _keyed_entry(ctx, point, training, key)
-    else:
-        if entry is None:
-            if len(ctx.keyed) >= BUILT_CACHE:    # bounded: a key's micro-batches come together
-                ctx.keyed.clear()
-            entry = ctx.keyed[key] = _keyed_entry(ctx, point, training, key)
-    parallel, rules, derived = entry
-    if isinstance(rules, UserError):
-        raise rules.with_traceback(None)
-    plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
-    if not derived:       # the key's first plan: its recipe once per sharding switches, all the recipe reads of
-        switches = (parallel.zero, parallel.distributed_optimizer, parallel.megatron_fsdp)     # parallel:
-        if (recipe := ctx.recipes.get(switches)) is None:
-            recipe = ctx.recipes[switches] = plan.recipe
-        derived.update(recipe=recipe, offload=plan.offload)
-    plan.__dict__.update(derived)       # the plan's cached properties, the same for every plan of the key
-    check_timeline(plan)
-    if plan.offload.any:      # offload: the node's host memory holds what it offloads
-        # a pure function of the plan without its micro-batch, unless activations are offloaded (their bytes and
-        # the micro-batches in flight follow the micro-batch): once per plan without it (docs/search.md, "Time to
-        # the answer, round 3")
-        _verdict(ctx, "host", (key, mb if plan.offload.activation_layers else None),
-                 lambda: check_host_memory(plan, ctx.fixed.cluster))
-    return plan
-
-
-def _keyed_entry(ctx: Context, point: dict[str, Any], training, key: tuple) -> tuple[ParallelPlan, Any, dict]:
-    """(validated ``parallel:`` config, the batch-free rules' result or UserError, the derived values' slot) of a
-    point with ``training`` (its micro-batch's); a config that fails validation raises (nothing kept).
-
-    The same point with the other TP overlap value, if kept, gives both (round 9): no plan rule reads
-    ``tp_comm_overlap`` (only the layer's pricing, simulator/compute/layer.py), so the verdict is its; and a bool
-    is its own validated value of that bool field, ParallelPlan has no validator reading two fields, so the config is
-    the sibling's with that one value (the same fields, values and fields set as the mapping validated in full)."""
-    overlap = point.get("tp_comm_overlap")
-    if type(overlap) is bool and len(key) == _KEY_LEN:
-        sibling = ctx.keyed.get(key[:_OVERLAP] + (not overlap,) + key[_OVERLAP + 1:])
-        if sibling is not None and "tp_comm_overlap" in sibling[0].model_fields_set:
-            return sibling[0].model_copy(update={"tp_comm_overlap": overlap}), sibling[1], {}
-    parallel = build(ParallelPlan, parallel_of(point, ctx.space), key_prefix="parallel")
-    try:
-        rules = batch_free_rules(ctx.fixed.model, parallel, training, point["gpus"])
-    except UserError as exc:
-        rules = exc
-    return parallel, rules, {}
-
-
-def _verdict(ctx: Context, kind: str, key: Any, check):
-    """``check()``'s result once per ``(kind, key)`` in the context (bounded), its UserError kept as the verdict too
-    and raised again on every call (a rule's verdict is a pure function of the key; unhashable: not kept)."""
-    try:
-        result = ctx.built[kind, key]
-    except (KeyError, TypeError) as missing:
-        try:
-            result = check()
-        except UserError as exc:
-            result = exc
-        if isinstance(missing, KeyError):
-            if len(ctx.built) >= BUILT_CACHE:
-                ctx.built.clear()
-            ctx.built[kind, key] = result
-    if isinstance(result, UserError):
-        raise result.with_traceback(None)
-    return result
-
-
-def _kept_rules(ctx: Context, key: tuple):
-    """The batch-free rules' verdict on a point of :func:`plan_key` ``key`` if the context keeps one, else None."""
-    try:
-        entry = ctx.keyed.get(key)
-    except TypeError:          # an unhashable value
-        return None
-    return entry[1] if entry is not None else None
 
 
 def _monotone(plan) -> bool:
@@ -197,9 +93,6 @@ def _monotone(plan) -> bool:
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
 
-#: a point's values but its micro-batch (the key of its validated ``parallel:`` config)
-_PARALLEL = operator.itemgetter(*OUTER, *(k for k in INNER if k != "micro_batch"))
-_KEY_LEN, _OVERLAP = len(OUTER) + len(INNER) - 1, len(OUTER) + INNER.index("tp_comm_overlap")
 #: ... and but the values that change only the step time (:data:`~simulator.search.space.TIME_ONLY`): the key under
 #: which a smaller micro-batch's overflow and a point's fixed bytes are kept (plans equal on it have one memory)
 _MEMORY = (*OUTER, *(k for k in INNER if k != "micro_batch" and k not in TIME_ONLY))
@@ -217,13 +110,15 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
     key = plan_key(ctx, point)
-    if isinstance(verdict := _kept_rules(ctx, key), UserError):     # a kept rejection: no resolving
-        out.rejected[reason_of(verdict)] += 1
+    if isinstance(plan := kept_rules(ctx, key), UserError):     # a kept rejection: no resolving
+        out.rejected[reason_for(ctx, plan)] += 1
         return None
     try:
-        plan = resolve(ctx, point, key)
+        plan = resolved(ctx, point, key)
     except UserError as exc:
-        out.rejected[reason_of(exc)] += 1
+        plan = exc
+    if isinstance(plan, UserError):     # a kept verdict (returned) or the timeline's or host's rule (raised)
+        out.rejected[reason_for(ctx, plan)] += 1
         return None
     rest, mb = _REST(point), point["micro_batch"]
     if overflow.get(rest, mb) < mb:

@@ -31,7 +31,8 @@ from simulator.search.bound import (
     timed_alone,
 )
 from simulator.search.caches import without_cycle_collector
-from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, reason_of, resolve
+from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, resolve
+from simulator.search.evaluated import reason_of
 from simulator.search.group_bound import (
     GROUP_REASON,
     Group,
@@ -171,7 +172,7 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
             plan = None
         single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
                                                                        or plan.expert_shard_degree == 1)
-        groups.append(Group(outer, [{**outer, **i} for i in space.inner(single, outer["tp"] == 1)]))
+        groups.append(Group(outer, space.members(outer, single, outer["tp"] == 1)))
 
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:

@@ -22,7 +22,7 @@ from simulator.scenario.search_section import SearchSection
 #: (:data:`INNER`) only its memory and time. Schedule, pp and vpp vary slowest, so that the plans of one pipeline
 #: timeline structure come close together (into one shard, whose timelines are evaluated together)
 OUTER = ("gpus", "schedule", "pp", "vpp", "split", "tp", "cp", "ulysses", "ep", "sp")
-INNER = ("tp_comm_overlap", "offload", "recompute", "sharding", "micro_batch")
+INNER = ("tp_comm_overlap", "offload", "recompute", "sharding", "micro_batch")   # (Space.members spells them)
 
 #: inner dimensions that change a plan's step time but not its memory (the memory shortcuts key without them)
 TIME_ONLY = ("tp_comm_overlap",)
@@ -108,6 +108,18 @@ class Space:
         ``collapse_overlap`` only the first TP overlap value (with tp 1 there is no TP communication to overlap).
         The combinations are made once per pair of flags (a search asks once or twice per outer point); each call
         yields new dicts."""
+        return (dict(zip(INNER, combo, strict=True)) for combo in self._combos(collapse_sharding, collapse_overlap))
+
+    def members(self, outer: dict[str, Any], collapse_sharding: bool, collapse_overlap: bool = False
+                ) -> list[dict[str, Any]]:
+        """``{**outer, **inner}`` for each of :meth:`inner`'s combinations (the same keys in the same order), each
+        built as one dict (round 10: the search builds one per candidate, ~10^5 on 1T, half the time of merging
+        two)."""
+        return [{**outer, "tp_comm_overlap": o, "offload": f, "recompute": r, "sharding": s, "micro_batch": m}
+                for o, f, r, s, m in self._combos(collapse_sharding, collapse_overlap)]
+
+    def _combos(self, collapse_sharding: bool, collapse_overlap: bool) -> tuple[tuple, ...]:
+        """:meth:`inner`'s combinations as tuples in :data:`INNER`'s order, made once per pair of flags."""
         combos = self._inner.get((collapse_sharding, collapse_overlap))
         if combos is None:
             values = dict(self.values)
@@ -117,7 +129,7 @@ class Space:
                 values["tp_comm_overlap"] = values["tp_comm_overlap"][:1]
             combos = self._inner[collapse_sharding, collapse_overlap] = tuple(
                 itertools.product(*(values[k] for k in INNER)))
-        return (dict(zip(INNER, combo, strict=True)) for combo in combos)
+        return combos
 
 
 def parallel_of(point: dict[str, Any], space: Space) -> dict[str, Any]:

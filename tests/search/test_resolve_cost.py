@@ -6,6 +6,7 @@ candidate, in whichever order the candidates come."""
 from __future__ import annotations
 
 import typing
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from simulator.plan.config import ParallelPlan, TrainingConfig
 from simulator.plan.recipe import resolve_recipe
 from simulator.scenario.document import read_document
 from simulator.scenario.limits import check_timeline
-from simulator.search.evaluate import plan_key, resolve
+from simulator.search.evaluate import evaluate_points, plan_key, resolve
+from simulator.search.evaluated import OOM_REASON, reason_of
 from simulator.search.run import candidates, search_context
 from simulator.search.space import INNER, parallel_of
 
@@ -121,3 +123,30 @@ def test_space_inner_yields_new_dicts_in_product_order(small):
         (o, f, r, s, b) for o in space.values["tp_comm_overlap"] for f in space.values["offload"]
         for r in space.values["recompute"] for s in space.values["sharding"] for b in space.values["micro_batch"]]
     assert {p["sharding"] for p in space.inner(True)} == {"none"}
+
+
+@pytest.fixture(scope="module")
+def batch_rules(small):
+    """``small`` with global batch 6: the micro-batch's rules reject too (micro-batch 2 at dp 2: 6 not divisible by
+    4; at dp 1 and pp 2: 3 micro-batches, not a multiple of interleaved 1F1B's pp 2)."""
+    data = {**small[0], "training": {**small[0]["training"], "global_batch": 6}}
+    points, _ = candidates(search_context(data), 10**6)
+    return data, points
+
+
+@pytest.mark.parametrize("order", ["enumerated", "reversed"])
+def test_loop_counts_equal_one_by_one_counts(batch_rules, order):
+    """Round 10: the candidate loop counts a kept verdict (batch-free rules per key, micro-batch rules per
+    (micro-batch, dp, pp, vpp, schedule)) returned, not raised, its reason once per verdict. Its count of every
+    rule's reason equals the user path's, candidate by candidate, in either order; every other candidate passed
+    the rules (out of memory, or its bound kept)."""
+    data, points = batch_rules
+    ctx = search_context(data)
+    todo = points if order == "enumerated" else points[::-1]
+    out = evaluate_points(ctx, todo, lower_only=True)
+    want = Counter(reason_of(w) for w in (_user_path(search_context(data), p) for p in todo)
+                   if isinstance(w, UserError))
+    rules = Counter({r: n for r, n in out.rejected.items() if r != OOM_REASON})
+    assert rules == want
+    assert any(r.startswith("training.global_batch") for r in want)      # the micro-batch's rules reject some
+    assert out.evaluated == len(todo) == sum(want.values()) + out.rejected[OOM_REASON] + len(out.bounds)

@@ -44,6 +44,19 @@ def test_the_default_space_has_every_knob():
     assert search_context(long).space.values["ulysses"] == (1, 2, 4, 8)
 
 
+def test_members_are_the_merged_inner_combinations():
+    """Space.members (one dict per candidate, round 10) gives exactly ``{**outer, **inner}`` of every inner
+    combination, keys in the same order (the split schedules' ties sort by the point's items), for every flag
+    pair: 3 offloads x 5 recomputes x 5 shardings x 2 micro-batches x 2 overlaps = 300 combinations, 60 with one
+    sharding, 150 with one overlap value, 30 with both."""
+    ctx = search_context(_22b(micro_batch=[1, 2]))
+    outer = next(ctx.space.outer())
+    for flags, count in (((False, False), 300), ((True, False), 60), ((False, True), 150), ((True, True), 30)):
+        got, want = ctx.space.members(outer, *flags), [{**outer, **i} for i in ctx.space.inner(*flags)]
+        assert len(got) == count and got == want
+        assert [list(p.items()) for p in got] == [list(p.items()) for p in want]
+
+
 def test_embedding_loss_split_by_hand():
     # 48 layers, 2 stages x 5 virtual: (48 + 2) / 10 = 5 per chunk, the first and the last 4
     assert pipeline_layers(48, 10) == (4, 5, 5, 5, 5, 5, 5, 5, 5, 4)
