@@ -1,7 +1,7 @@
 """Benchmark: time to the answer of the Korthikanti plan searches against another checkout, in one sitting (issue 30,
 "Done when", second bullet: no more than issue 13's time, with the larger space).
 
-For each case (scenarios/korthikanti_{175b,530b,1t}.yaml without their ``parallel:``: the whole default space) and
+For each case (scenarios/korthikanti_*.yaml: 175b, 530b, 1t, without their ``parallel:``: the whole default space) and
 each source tree, one cold search in a fresh Python process: the CPU seconds (``time.process_time``) of
 ``search(data)``, the scenario read before the clock starts. The trees take turns within each repeat (this checkout,
 then each baseline), so every tree sees the same machine load; the report is each tree's median over the repeats, the
@@ -33,7 +33,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from simulator.scenario.document import read_document
 from simulator.search.run import search
-data = read_document(sys.argv[1] + "/scenarios/korthikanti_" + sys.argv[2] + ".yaml").data
+data = read_document(f"{sys.argv[1]}/{sys.argv[2]}").data
 data.pop("parallel")
 start = time.process_time()
 best = search(data).plans[0]
@@ -43,7 +43,8 @@ print(json.dumps({"cpu_s": time.process_time() - start, "step_s": best["step_s"]
 
 def cold_search(tree: Path, case: str) -> dict:
     """One cold search of ``case`` by the code of ``tree``, in a fresh process (no PYTHONPATH leaks in)."""
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tree), case], capture_output=True, text=True, check=True,
+    scenario = str(Path("scenarios") / f"korthikanti_{case}.yaml")
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tree), scenario], capture_output=True, text=True, check=True,
                          env={"PATH": "/usr/bin:/bin"}, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
