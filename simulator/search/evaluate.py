@@ -74,7 +74,8 @@ class Context:
         self.moe_backend = moe_backend(self.fixed.moe.backend)
         self.mb_dependent_nccl = self.moe_backend.buffer_per_micro_batch   # DeepEP's buffer holds a micro-batch
         self.step_cache = StepCache()   # the step's pure functions by their arguments, shared by the plans
-        self.built: dict = {}           # the host-memory verdicts (:func:`_verdict`)
+        self.built: dict = {}           # the host-memory verdicts (:func:`_verdict`), bounded
+        self.bound_parts: dict = {}     # the memory bound's per-context parts (search/memory_bound.py)
         self.keyed: dict = {}           # per plan_key: validated ParallelPlan, batch-free rules, recipe, offload
         self.trainings: dict = {}       # TrainingConfig per micro-batch
         self.batches: dict = {}         # micro-batch count or UserError per (mb, dp, pp, vpp, schedule)
@@ -157,7 +158,7 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
     if coefficients is not None:
         # the plan's own fixed and NCCL bytes: both follow the sharding (NCCL's through NVLS-tree)
         memory = coefficients.peak(mb, plan.num_microbatches, _states(ctx, plan, rest, coefficients.stages),
-                                   _nccl(ctx, plan, rest, coefficients.stages, mb))
+                                   stage_nccl(ctx, plan, rest, coefficients.stages, mb))
         if abs(memory.device_peak_bytes + ctx.headroom_bytes - ctx.capacity) > FLOOR_MARGIN * ctx.capacity:
             return memory
     # what bounding_stages reads (not the sharding nor the micro-batch)
@@ -166,7 +167,7 @@ def _memory(ctx: Context, plan, rest: tuple, mb: int) -> MemoryReport | PeakOnly
         if len(ctx.nccl_floor) >= BUILT_CACHE:
             ctx.nccl_floor.clear()
         stages = ctx.nccl_floor[floor_key] = bounding_stages(plan)
-    nccl = min(_nccl(ctx, plan, rest, stages, mb))
+    nccl = min(stage_nccl(ctx, plan, rest, stages, mb))
     floor = _states(ctx, plan, rest, stages, True) * (1 - FLOOR_MARGIN) + nccl + RUNTIME
     if floor + ctx.headroom_bytes > ctx.capacity:
         return floor       # the model states and NCCL's buffers alone do not fit: no need for the items
@@ -193,7 +194,7 @@ def _states(ctx: Context, plan, rest: tuple, stages: tuple[int, ...], floor: boo
     return got
 
 
-def _nccl(ctx: Context, plan, rest: tuple, stages: tuple[int, ...], mb: int) -> tuple[float, ...]:
+def stage_nccl(ctx: Context, plan, rest: tuple, stages: tuple[int, ...], mb: int) -> tuple[float, ...]:
     """NCCL's bytes of ``plan`` on ``stages`` (:func:`simulator.memory.nccl.nccl_bytes`) once per outer point,
     gradient reduction and framework: its ``CommunicatorInputs`` read of a point the rank grid, pp, vpp, SP and the
     schedule (outer values) and whether gradients are all-reduced; DeepEP's buffer the micro-batch too."""

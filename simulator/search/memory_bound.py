@@ -37,7 +37,7 @@ over all). Why each term is the member's, or at most it:
    which leaves out the stage's first N layers: A_s leaves out its N largest layers, at most what x keeps.
 4. NCCL's bytes, N_s (:func:`simulator.memory.nccl.nccl_bytes`): a function of the outer point, the stage, the
    gradient reduction and the framework (the recipe: h), and of b for DeepEP's buffer (the search's own cache,
-   ``evaluate._nccl``, keys them so); the runtime is a constant.
+   ``evaluate.stage_nccl``, keys them so); the runtime is a constant.
 
 An offload value that :func:`~simulator.plan.rules.check_memory_switches` (one of the plan rules) rejects with h and
 r has no member that passes the rules, so it gets no bound. The members whose B plus ``search.memory_headroom``
@@ -62,7 +62,7 @@ from simulator.plan.config import ParallelPlan
 from simulator.plan.offload import offload_of
 from simulator.plan.resolved import layer_recompute
 from simulator.plan.rules import check_memory_switches
-from simulator.search.evaluate import FLOOR_MARGIN, RUNTIME, _nccl
+from simulator.search.evaluate import FLOOR_MARGIN, RUNTIME, stage_nccl
 from simulator.search.space import OUTER, parallel_of
 
 #: the rejection reason of the members whose device peak bound exceeds HBM (never resolved)
@@ -86,7 +86,7 @@ def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[str, tuple[flo
     ``plan``'s others; that rule reads of the outer point only pp. Kept per context (it reads the space, the
     training config and those values)."""
     key = ("offload terms", point["pp"], point["recompute"], point["sharding"])
-    if (got := ctx.built.get(key)) is None:
+    if (got := ctx.bound_parts.get(key)) is None:
         got = []
         for name in ctx.space.values["offload"]:
             given = parallel_of({**point, "offload": name}, ctx.space)
@@ -98,7 +98,7 @@ def offload_terms(ctx, plan, point: dict[str, Any]) -> list[tuple[str, tuple[flo
                 continue
             off = offload_of(member, plan.training)
             got.append((name, off.gpu_keep(), off.activation_layers))
-        ctx.built[key] = got
+        ctx.bound_parts[key] = got
     return got
 
 
@@ -110,10 +110,10 @@ def stage_activations(ctx, plan, value: str, stage: int, drop: int, base=None) -
     p = plan.parallel
     mode = value.partition(":")[0]
     key = ("layer kinds", plan.stage_layers[stage], plan.stage_chunks[stage], mode, p.recompute_layers)
-    if (kinds := ctx.built.get(key)) is None:     # (MoE layer?, recompute mode) -> layers, in first-seen order
+    if (kinds := ctx.bound_parts.get(key)) is None:     # (MoE layer?, recompute mode) -> layers, in first-seen order
         flags = moe_flags_of(plan.model, plan.stage_layers[stage])
         modes = layer_recompute(mode, p.recompute_layers, plan.stage_chunks[stage])
-        kinds = ctx.built[key] = tuple(Counter(zip(flags, modes, strict=True)).items())
+        kinds = ctx.bound_parts[key] = tuple(Counter(zip(flags, modes, strict=True)).items())
     base = activation_context(plan) if base is None else base
     left, total = max(sum(n for _, n in kinds) - drop, 0), 0.0
     for size, n in sorted((_layer_bytes(ctx, plan, base, value, kind), n) for kind, n in kinds):
@@ -126,12 +126,12 @@ def _layer_bytes(ctx, plan, base, value: str, kind: tuple[bool, str]) -> float:
     """One layer's activation bytes of kind (MoE layer?, recompute mode) under recompute value ``value``: the
     activation context ``base`` (of ``plan``) with the value's mode and modules, as a member of that value has it."""
     key = ("layer bytes", base, value, kind)
-    if (got := ctx.built.get(key)) is None:
+    if (got := ctx.bound_parts.get(key)) is None:
         mode, _, modules = value.partition(":")
         given = plan.parallel.model_copy(update={"recompute": mode, "recompute_modules": tuple(modules.split(","))
                                                  if modules else None})
         act = replace(base, recompute=kind[1], recompute_modules=given.recomputed_modules or None)
-        got = ctx.built[key] = cached_layer_bytes(plan.model, act, kind[0])
+        got = ctx.bound_parts[key] = cached_layer_bytes(plan.model, act, kind[0])
     return got
 
 
@@ -147,7 +147,7 @@ def memory_lowers(ctx, group) -> dict[tuple[str, int], dict[tuple[str, str], flo
         if plan.training.mode != "train":
             continue
         stages = bounding_stages(plan)
-        nccl = _nccl(ctx, plan, outer, stages, mb)
+        nccl = stage_nccl(ctx, plan, outer, stages, mb)
         base = activation_context(plan)
         for value in ctx.space.values["recompute"]:
             point = {**group.points[0], "recompute": value, "sharding": sharding}

@@ -128,7 +128,7 @@ def test_the_coefficients_change_no_search_result(kind, monkeypatch):
 def test_states_and_nccl_bytes_are_shared_over_the_knobs_they_do_not_read(kind, data):
     """What the search keeps once per point without its recompute choice (``evaluate._states``: the fixed bytes and
     the states floor) is the same for the plan moved to another recompute choice, TP overlap and micro-batch (the
-    floor at the same m = 1 or not), exactly; NCCL's bytes (``evaluate._nccl``, once per outer point) also for the
+    floor at the same m = 1 or not), exactly; NCCL's bytes (``evaluate.stage_nccl``, once per outer point) also for the
     plan moved to another offload and sharding with the same gradient reduction (all-reduced or not)."""
     ctx, points = SPACES[kind]
     point = data.draw(st.sampled_from(points))
