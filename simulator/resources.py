@@ -7,8 +7,17 @@ expect it); a wheel or a plain ``pip install .`` holds the files themselves, so 
 
 from __future__ import annotations
 
+import csv
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
+
+
+def commented_csv(path: Any) -> list[dict[str, str]]:
+    """The rows of a CSV data file whose ``#`` lines (its source and assumptions, the header the data files carry)
+    and blank lines are not data; ``path``: anything with ``read_text`` (a Path, an importlib.resources file)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return list(csv.DictReader(ln for ln in lines if ln.strip() and not ln.startswith("#")))
 
 
 def shipped_path(*parts: str) -> Path:

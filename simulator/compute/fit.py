@@ -7,7 +7,6 @@ fraction of each dtype present, the tile efficiencies, ``k_overhead``, ``launch_
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 from simulator.compute.efficiency import ComputeEfficiency
 from simulator.compute.gemm import gemm_times
 from simulator.hardware import GpuSpec
+from simulator.resources import commented_csv
 from simulator.units import MILLI
 
 
@@ -32,9 +32,8 @@ class GemmRow:
 
 def read_gemm_csv(path: str | Path) -> list[GemmRow]:
     """Rows of a GEMM CSV with columns ``dtype,m,k,n,time_ms[,tflops]`` (``#`` lines are comments)."""
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
     return [GemmRow(r["dtype"], int(r["m"]), int(r["k"]), int(r["n"]), float(r["time_ms"]) * MILLI)
-            for r in csv.DictReader(lines)]
+            for r in commented_csv(Path(path))]
 
 
 def predict(rows: list[GemmRow], gpu: GpuSpec, eff: ComputeEfficiency) -> np.ndarray:

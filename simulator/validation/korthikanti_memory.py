@@ -15,13 +15,13 @@ Megatron), dropout 0.1, Megatron mixed precision with Adam (18 B/param), no dist
 
 from __future__ import annotations
 
-import csv
 from importlib import resources
 from pathlib import Path
 
 from simulator.memory.estimate import estimate_memory
 from simulator.model.presets import load_model_preset
 from simulator.plan.resolve import resolve_plan
+from simulator.resources import commented_csv
 from simulator.units.constants import GiB
 
 TOLERANCE = 0.10
@@ -32,10 +32,7 @@ _CONFIGS = {"none": ("none", False), "sp": ("none", True), "selective": ("select
 
 
 def _read(path: Path | None, name: str) -> list[dict[str, str]]:
-    text = (path.read_text(encoding="utf-8") if path is not None
-            else (resources.files("simulator.validation") / "data" / name).read_text(encoding="utf-8"))
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    return list(csv.DictReader(lines))
+    return commented_csv(path if path is not None else resources.files("simulator.validation") / "data" / name)
 
 
 _EXTRA = ("embedding.", "final_norm.", "output_layer.")

@@ -8,12 +8,12 @@ precision. Full recompute runs without SP; the other column is SP + selective re
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from simulator.hardware import load_cluster
 from simulator.model import load_model_preset
 from simulator.plan import resolve_plan
+from simulator.resources import commented_csv
 from simulator.schedule.step import layer_step_times, simulate_step
 from simulator.topology import Topology
 
@@ -23,8 +23,7 @@ _TABLE4 = {"baseline_no_recompute": (False, "none"), "sequence_parallel": (True,
 
 
 def _read(path: str | Path) -> list[dict]:
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#")]
-    return list(csv.DictReader(lines))
+    return commented_csv(Path(path))
 
 
 def table5_rows(path: str | Path, profile: str = "dgx_a100_80gb") -> list[dict]:

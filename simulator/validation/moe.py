@@ -8,11 +8,10 @@ each fitted coefficient was fitted on (benchmarks/fit_moe_coefficients.py); all 
 
 from __future__ import annotations
 
-import csv
-
 from simulator.caching import memo
 from simulator.collectives import placement_for_profile
 from simulator.moe import CommSettings, ep_comm, route
+from simulator.resources import commented_csv
 
 TOLERANCE = 0.15
 FIT_ROWS = {("normal", 8), ("normal", 32), ("normal_ibgda", 32), ("low_latency", 8), ("low_latency", 256)}
@@ -21,9 +20,7 @@ FIT_ROWS = {("normal", 8), ("normal", 32), ("normal_ibgda", 32), ("low_latency",
 def published() -> list[dict]:
     from simulator.validation import VALIDATION_DATA
 
-    lines = [ln for ln in (VALIDATION_DATA / "deepep_v1.csv").read_text().splitlines()
-             if ln and not ln.startswith("#")]
-    return list(csv.DictReader(lines))
+    return commented_csv(VALIDATION_DATA / "deepep_v1.csv")
 
 
 @memo(maxsize=64, loaded=True)

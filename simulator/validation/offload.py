@@ -3,10 +3,10 @@ data/deepspeed_offload.csv): Qwen2.5 fine-tuning on two GPUs of a DGX A100 40GB.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from simulator.entries.simulate import simulate
+from simulator.resources import commented_csv
 from simulator.scenario.load import load_scenario
 
 DATA = Path(__file__).parent / "data" / "deepspeed_offload.csv"
@@ -31,9 +31,8 @@ def offload_scenario(model: str, zero: int, offload: bool) -> dict:
 
 def offload_rows() -> list[dict]:
     """Each published row with the model's step (``model_ms``) and its relative error."""
-    lines = [line for line in DATA.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     out = []
-    for r in csv.DictReader(lines):
+    for r in commented_csv(DATA):
         step = simulate(load_scenario(offload_scenario(r["model"], int(r["zero"]), r["offload"] == "true"))).step
         model_ms = step.step_s * 1e3
         out.append({**r, "step_ms": float(r["step_ms"]), "model_ms": model_ms,

@@ -15,12 +15,12 @@ global_batch x seq_len / value; ``tflops_per_gpu`` as the model FLOPs of one ste
 
 from __future__ import annotations
 
-import csv
 import statistics
 from dataclasses import dataclass
 
 from simulator.entries.simulate import simulate
 from simulator.model import model_flops
+from simulator.resources import commented_csv
 from simulator.scenario.load import load_scenario
 from simulator.units.constants import GiB
 from simulator.validation import VALIDATION_DATA
@@ -59,8 +59,7 @@ class PublishedRun:
 
 def read_runs() -> list[dict[str, str]]:
     """The rows of ``runs.csv`` (comment lines skipped)."""
-    text = (RUNS / "runs.csv").read_text(encoding="utf-8")
-    return list(csv.DictReader(line for line in text.splitlines() if line and not line.startswith("#")))
+    return commented_csv(RUNS / "runs.csv")
 
 
 def measured_step_s(row: dict[str, str], scenario) -> float:

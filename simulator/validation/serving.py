@@ -16,6 +16,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.resources import commented_csv
+
 DATA = Path(__file__).parent / "data" / "h200_serve"
 #: the eager row host_launch_s was derived from (simulator/serving/backends.py)
 HOST_CALIBRATION_ROW = (1, 1024)
@@ -98,14 +100,12 @@ def _published_scenario(r: dict) -> dict:
 
 def published_serving_rows() -> list[dict]:
     """Each published serving number with the model's value for the same setup (metric definitions in the CSV)."""
-    import csv
 
     from simulator.entries.serve import simulate_closed_loop, simulate_serving
     from simulator.scenario import load_scenario
 
-    lines = [ln for ln in PUBLISHED.read_text().splitlines() if ln and not ln.startswith("#")]
     out = []
-    for r in csv.DictReader(lines):
+    for r in commented_csv(PUBLISHED):
         scenario = load_scenario(_published_scenario(r))
         if r["metric"] == "throughput_ratio_loop":  # the benchmark's closed loop through the serving loop
             first, last = (simulate_closed_loop(scenario, int(c), int(c) * int(r["prompts_per_concurrency"]))

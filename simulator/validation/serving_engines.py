@@ -11,12 +11,12 @@ of the model was derived from these rows.
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 from pathlib import Path
 
 from simulator.caching import memo
+from simulator.resources import commented_csv
 
 DATA = Path(__file__).parent / "data" / "published_engines.csv"
 
@@ -80,7 +80,7 @@ def _model_value(r: dict, mean_lengths: bool = False) -> float:
 
 
 def _rows() -> list[dict]:
-    return list(csv.DictReader(ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")))
+    return commented_csv(DATA)
 
 
 def engine_rows(mean_lengths: bool = False, ids: tuple[str, ...] | None = None) -> list[dict]:
@@ -119,7 +119,7 @@ def decode_concurrency() -> list[dict]:
 
     rows = {r["id"]: r for r in _rows()}
     out = []
-    for p in csv.DictReader(ln for ln in LATENCY.read_text().splitlines() if ln and not ln.startswith("#")):
+    for p in commented_csv(LATENCY):
         r = rows[p["id"]]
         published = float(p["output_tokens_per_s"]) * float(p["mean_itl_s"])
         b, flat = _bench(r["id"], False), _bench(r["id"], True)

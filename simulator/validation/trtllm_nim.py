@@ -12,10 +12,10 @@ tokens/s. Nothing in the model was derived from these rows.
 
 from __future__ import annotations
 
-import csv
 import statistics
 from dataclasses import dataclass
 
+from simulator.resources import commented_csv
 from simulator.validation import VALIDATION_DATA
 
 DATA = VALIDATION_DATA / "published_trtllm_nim.csv"
@@ -48,7 +48,7 @@ class NimRow:
 
 
 def published_rows() -> list[dict]:
-    return list(csv.DictReader(ln for ln in DATA.read_text().splitlines() if ln and not ln.startswith("#")))
+    return commented_csv(DATA)
 
 
 def scenario_for(input_len: int, output_len: int) -> dict:
