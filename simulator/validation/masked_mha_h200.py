@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from simulator.caching import memo
@@ -57,7 +57,7 @@ class MmhaRow:
     @property
     def calibration(self) -> bool:
         """The first and last decode step of a blog row."""
-        return self.cached in (self.input_len, self.max_len - 1)
+        return is_calibration(self.cached, self.input_len, self.max_len)
 
     @property
     def elements(self) -> float:
@@ -82,33 +82,31 @@ def measured(query_dtype: str = QUERY_DTYPE, subset: str = "blog") -> list[dict]
     return out
 
 
-def formula_s(row: dict, hbm_Bps: float, e16: float, e8: float, element_rate: float, cta_s: float,
-              launch_s: float) -> float:
-    """The model's expression for one measured row (what :func:`predict_s` prices through the serving program)."""
-    eff = e8 if row["cache_dtype"] == "fp8_e4m3" else e16
-    elements = row["batch"] * (row["cached"] + 1) * row["heads"] * 2 * HEAD_DIM
-    return launch_s + max(row["kv_bytes_unique"] / (eff * hbm_Bps),
-                          row["batch"] * row["heads"] * cta_s + elements / element_rate)
-
-
 def calibration(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r["cached"] in (r["input_len"], r["max_len"] - 1)]
+    """The rows :func:`fit` fits: each blog row's first and last decode step (:func:`is_calibration`)."""
+    return [r for r in rows if is_calibration(r["cached"], r["input_len"], r["max_len"])]
 
 
-def fit(hbm_Bps: float = 4.8e12) -> dict[str, float]:
+def is_calibration(cached: int, input_len: int, max_len: int) -> bool:
+    """A blog row's first decode step (the prompt cached) or its last (every token but the last cached)."""
+    return cached in (input_len, max_len - 1)
+
+
+def fit() -> dict[str, float]:
     """The four constants from the calibration rows: least squares on log(model / measured) (scipy, the ``fit``
-    extra; the model never imports it). The launch is the hopper table's ``launch_s``."""
+    extra; the model never imports it), each row priced by :func:`predict_s` (the serving program and its pricing)
+    with the kernel's constants set to the trial values."""
     import numpy as np
     from scipy.optimize import least_squares
 
-    from simulator.compute.efficiency import default_efficiency
+    from simulator.serving.backends import ATTENTION_KERNELS
 
-    launch = default_efficiency("hopper").launch_s
-    cal = calibration(measured())
+    shipped, cal = ATTENTION_KERNELS["masked_mha"], calibration(measured())
 
     def residuals(p):
-        return [np.log(formula_s(r, hbm_Bps, p[0], p[1], p[2] * 1e12, p[3] * 1e-9, launch) / r["t_s_median"])
-                for r in cal]
+        kernel = replace(shipped, kv_read_efficiency=p[0], kv_read_efficiency_8bit=p[1], element_rate=p[2] * 1e12,
+                         cta_s=p[3] * 1e-9)
+        return [np.log(predict_s(r, kernel) / r["t_s_median"]) for r in cal]
 
     p = least_squares(residuals, [0.9, 0.6, 3.5, 10.0]).x
     return {"kv_read_efficiency": float(p[0]), "kv_read_efficiency_8bit": float(p[1]),
@@ -129,8 +127,9 @@ def _plan(heads: int, kv_heads: int, fp8: bool):
                           "serving": {"batch": 1, "input_len": 1, "output_len": 1, "attention": "masked_mha"}})
 
 
-def predict_s(row: dict) -> float:
-    """The model's seconds for the row's launch, through the serving program and its pricing."""
+def predict_s(row: dict, kernel=None) -> float:
+    """The model's seconds for the row's launch, through the serving program and its pricing; ``kernel``: the
+    :class:`~simulator.serving.backends.AttentionKernel` to price it with (None: the shipped ``masked_mha``)."""
     from simulator.compute.efficiency import default_efficiency
     from simulator.memory.inference import kv_cache_bytes_per_token_layer
     from simulator.plan import Batch
@@ -141,7 +140,7 @@ def predict_s(row: dict) -> float:
     sc = _plan(row["heads"], row["kv_heads"], row["cache_dtype"] == "fp8_e4m3")
     rp, gpu = sc.plan, sc.cluster.node.gpu
     op = cache_attention(rp, Batch(row["batch"], 1, row["cached"]), kv_cache_bytes_per_token_layer(rp),
-                         ATTENTION_KERNELS["masked_mha"])
+                         ATTENTION_KERNELS["masked_mha"] if kernel is None else kernel)
     return cache_attention_seconds(op, gpu, default_efficiency(gpu.architecture))
 
 
