@@ -58,11 +58,11 @@ def main() -> None:
     cases = [c for c in args.cases.split(",") if c]
     unknown = [c for c in cases if c not in CASES]
     if unknown or args.repeats < 1:
-        sys.exit(f"error: --cases takes {', '.join(CASES)} (got {unknown}); --repeats at least 1")
+        parser.error(f"--cases takes {', '.join(CASES)} (got {unknown}); --repeats at least 1")
     trees = [ROOT, *(b.resolve() for b in args.baseline)]
     missing = [str(t) for t in trees if not (t / "simulator").is_dir()]
     if missing:
-        sys.exit(f"error: not a source tree (no simulator/ folder): {', '.join(missing)}")
+        parser.error(f"--baseline: not a source tree (no simulator/ folder): {', '.join(missing)}")
     runs: dict[tuple[str, Path], list[dict]] = {}
     for _ in range(args.repeats):
         for case in cases:
