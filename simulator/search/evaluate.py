@@ -79,6 +79,8 @@ class Context:
         self.keyed: dict = {}           # per plan_key: validated ParallelPlan, batch-free rules, recipe, offload
         self.trainings: dict = {}       # TrainingConfig per micro-batch
         self.batches: dict = {}         # micro-batch count or UserError per (mb, dp, pp, vpp, schedule)
+        self.switches: dict = {}        # check_switches' verdict per (pp, offload, recompute, sharding)
+        self.inner: dict = {}           # inner combinations passing check_switches per mb, rejections, per (pp, flags)
         self.reasons: dict = {}         # reason_of per kept UserError
         self.recipes: dict = {}         # Recipe per sharding switches (zero, distributed_optimizer, megatron_fsdp)
         self.peaks: dict = {}           # coefficients of the device peak, per point without sharding and micro-batch

@@ -72,6 +72,14 @@ from simulator.search.exposed_bound import chunk_exposure
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
                 "search's exact_top-th plan (not resolved)")
 
+#: candidates per round of :func:`time_groups` (whole parts: a round may hold more). The members that reach the
+#: rounds passed the inner rules (:mod:`.inner_rules`), so a round of 64 holds ~64 plans; a smaller round times fewer
+#: plans before the threshold tightens, a larger one batches more timelines together. Cold whole-default-space
+#: searches, CPU s, rounds of 32 / 64 / 128 / 2,048 (2026-12-05 00:0x UTC, docs/search/time_to_answer.md, round 11):
+#: 1T 1.17 / 1.22 / 1.22 / 2.38, (a) 0.56 / 0.58 / 0.59 / 1.20, (c) 2.94 / 2.93 / 3.02 / 4.36, (d) 3.20 / 3.12 /
+#: 3.08 / 3.61
+GROUP_ROUND = 64
+
 #: rule rejections that depend only on the outer point and the micro-batch (the batch divisibility, the schedule's
 #: count of micro-batches and the timeline size limit: :func:`simulator.plan.rules.check_batch`,
 #: :func:`simulator.scenario.limits.check_timeline`)

@@ -63,14 +63,13 @@ def resolved(ctx: Context, point: dict[str, Any], key: tuple | None = None):
     (:func:`check_batch`) once per (micro-batch, dp, pp, vpp, schedule), all they read besides the fixed global
     batch (round 10): a rejection is returned before :func:`finish_plan`, which would raise it first."""
     mb = point.get("micro_batch", ctx.fixed.training.micro_batch)
-    if (training := ctx.trainings.get(mb)) is None:
-        training = ctx.trainings[mb] = ctx.fixed.training.model_copy(update={"micro_batch": mb})
+    training = training_of(ctx, mb)
     parallel, rules, derived = _entry(ctx, point, training, plan_key(ctx, point) if key is None else key)
     if isinstance(rules, UserError):
         return rules
     batch = (mb, rules[1], parallel.pp, parallel.vpp, parallel.schedule)
     if (micro := ctx.batches.get(batch)) is None:
-        micro = _batch_verdict(ctx, batch, training, parallel)
+        micro = batch_verdict(ctx, batch, training, parallel)
     if isinstance(micro, UserError):
         return micro
     plan = finish_plan(ctx.fixed.model, parallel, training, point["gpus"], ctx.moe_backend, rules)
@@ -103,7 +102,14 @@ def _entry(ctx: Context, point: dict[str, Any], training, key: tuple) -> tuple[P
     return entry
 
 
-def _batch_verdict(ctx: Context, batch: tuple, training, parallel: ParallelPlan) -> int | UserError:
+def training_of(ctx: Context, mb: int):
+    """The scenario's training with micro-batch ``mb`` (one per micro-batch in the context)."""
+    if (training := ctx.trainings.get(mb)) is None:
+        training = ctx.trainings[mb] = ctx.fixed.training.model_copy(update={"micro_batch": mb})
+    return training
+
+
+def batch_verdict(ctx: Context, batch: tuple, training, parallel: ParallelPlan) -> int | UserError:
     """:func:`check_batch`'s micro-batch count, or its UserError, kept under ``batch`` = (micro-batch, dp, pp, vpp,
     schedule): it reads the global batch (fixed in a search), the micro-batch and dp, and the schedule's rules
     (:meth:`~simulator.plan.schedules.Schedule.check_batch`) pp, vpp and the schedule's name."""

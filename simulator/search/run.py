@@ -31,10 +31,11 @@ from simulator.search.bound import (
     timed_alone,
 )
 from simulator.search.caches import without_cycle_collector
-from simulator.search.evaluate import BATCH, OOM_REASON, Context, Evaluated, resolve
+from simulator.search.evaluate import OOM_REASON, Context, Evaluated, resolve
 from simulator.search.evaluated import reason_of
 from simulator.search.group_bound import (
     GROUP_REASON,
+    GROUP_ROUND,
     Group,
     excluded,
     group_variants,
@@ -42,8 +43,10 @@ from simulator.search.group_bound import (
     set_lowers,
     time_groups,
 )
+from simulator.search.inner_rules import inner_verdicts
 from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_no_fit
 from simulator.search.rank import OBJECTIVES, TERMS, rank
+from simulator.search.resolving import kept_rules, plan_key, reason_for
 from simulator.search.space import SHARDING, build_space
 from simulator.search.whole_run import RUN_COLUMNS, RUN_OBJECTIVES, add_run_columns
 
@@ -137,13 +140,14 @@ def search_context(source: str | Path | dict | Document) -> Context:
         raise document.locate(exc) from None
 
 
-def candidates(ctx: Context, max_plans: int) -> tuple[list[dict[str, Any]], Evaluated]:
-    """Candidates worth evaluating, and the structures the plan rules reject outright (counted per plan)."""
-    groups, skipped = candidate_groups(ctx, max_plans)
+def candidates(ctx: Context, max_plans: int, decide_inner: bool = True) -> tuple[list[dict[str, Any]], Evaluated]:
+    """Candidates worth evaluating, and the points the plan rules reject outright (counted per point): whole outer
+    structures, and with ``decide_inner`` the members the inner rules reject (:mod:`.inner_rules`)."""
+    groups, skipped = candidate_groups(ctx, max_plans, decide_inner)
     return [p for g in groups for p in g.points], skipped
 
 
-def candidate_groups(ctx: Context, max_plans: int) -> tuple[list[Group], Evaluated]:
+def candidate_groups(ctx: Context, max_plans: int, decide_inner: bool = True) -> tuple[list[Group], Evaluated]:
     """:func:`candidates` as one :class:`~simulator.search.group_bound.Group` per outer point."""
     space = ctx.space
     if space.size > max_plans:
@@ -153,26 +157,38 @@ def candidate_groups(ctx: Context, max_plans: int) -> tuple[list[Group], Evaluat
     groups, skipped = [], Evaluated()
     inner = space.inner_size()
     with without_cycle_collector():      # its resolves allocate as a batch does (round 5b)
-        groups_of(ctx, space, groups, skipped, inner)
+        groups_of(ctx, space, groups, skipped, inner, decide_inner)
     return groups, skipped
 
 
-def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inner: int) -> None:
-    """The body of :func:`candidate_groups`: one group per outer point into ``groups``, the structural rejections
-    into ``skipped``."""
+def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inner: int, decide_inner: bool) -> None:
+    """The body of :func:`candidate_groups`: one group per outer point into ``groups`` (the members that the inner
+    rules do not reject, with ``decide_inner``; a group left with none is not formed), the structural and inner
+    rejections into ``skipped``."""
     for outer in space.outer():
-        first = next(space.inner(False))
+        first = {**outer, **next(space.inner(False))}
         try:
-            plan = resolve(ctx, {**outer, **first})
+            plan = resolve(ctx, first)
         except UserError as exc:
             if exc.key_path in STRUCTURAL:
                 skipped.rejected[reason_of(exc)] += inner
                 skipped.evaluated += inner
                 continue
             plan = None
-        single = plan is not None and plan.dense_shard_degree == 1 and (plan.model.moe is None
-                                                                       or plan.expert_shard_degree == 1)
-        groups.append(Group(outer, space.members(outer, single, outer["tp"] == 1)))
+        flags = (plan is not None and plan.dense_shard_degree == 1
+                 and (plan.model.moe is None or plan.expert_shard_degree == 1), outer["tp"] == 1)
+        key = plan_key(ctx, first)
+        rules = kept_rules(ctx, key)
+        if not decide_inner or rules is None or isinstance(rules, UserError):   # (a batch-free rule rejects it)
+            members = space.members(outer, *flags)
+        else:        # the inner rules decided per group (round 11): only the members that pass them
+            combos, rejected = inner_verdicts(ctx, outer, ctx.keyed[key][0], rules[1], flags)
+            for exc, n in rejected:
+                skipped.rejected[reason_for(ctx, exc)] += n
+                skipped.evaluated += n
+            members = space.members_of(outer, combos)
+        if members:
+            groups.append(Group(outer, members))
 
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
@@ -234,7 +250,7 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
         return run_executor(executor, document, ctx, todo, ray_address=ray_address, **kwargs)
 
     if grouped:
-        time_groups(out, batched, objective, exact_top, lambda todo: run(todo, progress=progress), bound_of, BATCH)
+        time_groups(out, batched, objective, exact_top, lambda todo: run(todo, progress=progress), bound_of, GROUP_ROUND)
     else:
         out.merge(run([p for g in batched for p in g.points], progress=progress))
     if split:        # after the others: their exact_top-th plan bounds the plans timed alone

@@ -108,17 +108,22 @@ class Space:
         ``collapse_overlap`` only the first TP overlap value (with tp 1 there is no TP communication to overlap).
         The combinations are made once per pair of flags (a search asks once or twice per outer point); each call
         yields new dicts."""
-        return (dict(zip(INNER, combo, strict=True)) for combo in self._combos(collapse_sharding, collapse_overlap))
+        return (dict(zip(INNER, combo, strict=True)) for combo in self.combos(collapse_sharding, collapse_overlap))
 
     def members(self, outer: dict[str, Any], collapse_sharding: bool, collapse_overlap: bool = False
                 ) -> list[dict[str, Any]]:
         """``{**outer, **inner}`` for each of :meth:`inner`'s combinations (the same keys in the same order), each
         built as one dict (round 10: the search builds one per candidate, ~10^5 on 1T, half the time of merging
         two)."""
-        return [{**outer, "tp_comm_overlap": o, "offload": f, "recompute": r, "sharding": s, "micro_batch": m}
-                for o, f, r, s, m in self._combos(collapse_sharding, collapse_overlap)]
+        return self.members_of(outer, self.combos(collapse_sharding, collapse_overlap))
 
-    def _combos(self, collapse_sharding: bool, collapse_overlap: bool) -> tuple[tuple, ...]:
+    @staticmethod
+    def members_of(outer: dict[str, Any], combos: tuple[tuple, ...]) -> list[dict[str, Any]]:
+        """``{**outer, **inner}`` for each inner combination of ``combos`` (tuples in :data:`INNER`'s order)."""
+        return [{**outer, "tp_comm_overlap": o, "offload": f, "recompute": r, "sharding": s, "micro_batch": m}
+                for o, f, r, s, m in combos]
+
+    def combos(self, collapse_sharding: bool, collapse_overlap: bool) -> tuple[tuple, ...]:
         """:meth:`inner`'s combinations as tuples in :data:`INNER`'s order, made once per pair of flags."""
         combos = self._inner.get((collapse_sharding, collapse_overlap))
         if combos is None:

@@ -35,7 +35,7 @@ def small():
     data["training"] = {**data["training"], "global_batch": 16}
     data["search"] = {"tp": [4, 8], "pp": [1, 2, 4], "vpp": [1, 2], "micro_batch": [1, 2],
                       "schedule": ["1f1b", "zb1p"]}
-    points, _ = candidates(search_context(data), 10**6)
+    points, _ = candidates(search_context(data), 10**6, decide_inner=False)
     return data, points
 
 
@@ -130,7 +130,7 @@ def batch_rules(small):
     """``small`` with global batch 6: the micro-batch's rules reject too (micro-batch 2 at dp 2: 6 not divisible by
     4; at dp 1 and pp 2: 3 micro-batches, not a multiple of interleaved 1F1B's pp 2)."""
     data = {**small[0], "training": {**small[0]["training"], "global_batch": 6}}
-    points, _ = candidates(search_context(data), 10**6)
+    points, _ = candidates(search_context(data), 10**6, decide_inner=False)
     return data, points
 
 

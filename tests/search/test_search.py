@@ -144,7 +144,7 @@ def test_the_summary_line_counts_points_plans_and_timed_plans():
 
     from simulator.report.search import render_search
 
-    result = search(_small(micro_batch=[1]))
+    result = search(_small(micro_batch=[2]))      # (at micro-batch 2 every kind of count is there)
     line = render_search(result, 1, None).splitlines()[0]
     numbers = [int(n.replace(",", "")) for n in re.findall(r"(\d[\d,]*) (?:points of|plans pass|of them|not timed|"
                                                            r"valid plans|points in groups|points whose device|"
