@@ -1,16 +1,13 @@
 """Pruning by a bound: plans whose timeline is computed one plan at a time are not timed when they cannot reach
 the search's first ``exact_top`` plans (docs/search.md, "Pruning by a bound").
 
-The search evaluates every other plan first (GPipe and 1F1B, whose timelines a batch of plans shares); the
-``exact_top``-th best of those sets a threshold. A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV,
-ZB-H1, ZB-V, whose F, B, W graph's steady state runs per plan, and any schedule without a fast evaluator, which
-the replay runs) whose step time is provably worse than the threshold cannot be among the first ``exact_top``
-plans, so its timeline is skipped and it is counted under :data:`BOUND_REASON`. The plans the threshold keeps are
-then timed best lower bound first (ties by the point's values), :data:`ROUND` at a time, the threshold after each
-round the ``exact_top``-th best of every plan timed so far; when the next plan's lower bound is excluded, so is
-every plan after it (:func:`simulator.search.run.time_alone`). The order and the rounds depend only on the plans'
-bounds and values, so which plans are pruned does not depend on the executor or on the order of the shards, and
-the first ``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
+A plan timed alone (:func:`timed_alone`: DualPipe, DualPipeV, ZB-H1, ZB-V, whose F, B, W graph's steady state runs
+per plan, and any schedule without a fast evaluator, which the replay runs) gets its own lower bound of the step
+(:func:`step_lower_bound`) once its part of a group is reached; the search's one best-first order
+(:func:`simulator.search.best_first.time_best_first`) then times it when no ``exact_top`` timed plans are all
+better, and otherwise counts it under :data:`BOUND_REASON` untimed. The order and the rounds depend only on bounds
+and values, so which plans are pruned does not depend on the executor or on the order of the shards, and the first
+``exact_top`` plans are those of a search without the bound, in the same order with the same numbers.
 
 The bound: each rank runs its ops one after another, so it ends no earlier than its first op's start plus the
 seconds of all its ops, and its tail (exposed per-step communication and the optimizer,
@@ -49,10 +46,6 @@ BOUND_REASON = "bound: a plan timed alone whose step time is provably worse than
 
 #: plans of a search ranked exactly by default (``search(exact_top=...)``; None: every plan is timed)
 EXACT_TOP = 10
-
-#: plans timed alone per round, best lower bound first; the threshold is updated between rounds
-#: (:func:`simulator.search.run.time_alone`)
-ROUND = 8
 
 #: objectives the bound applies to (step time, and tokens per second per GPU: a function of it)
 BOUNDED = ("step_time", "tokens_per_s_per_gpu")

@@ -37,7 +37,7 @@ variant's representative plan. Why it holds (points 4 and 5, the communication: 
    >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
 
 The batched schedules' groups are evaluated by *parts*, the members of one (recompute value, micro-batch, TP
-overlap value) of a group, best bound first (:func:`time_groups`); a part is pruned (counted under
+overlap value) of a group, best bound first (:func:`simulator.search.best_first.time_best_first`); a part is pruned (counted under
 :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its bound exceeds the threshold of
 :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans timed so far; such a threshold
 exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group by
@@ -65,14 +65,14 @@ from simulator.pricing.groups import GroupTimer
 from simulator.schedule.chunks import embedding_of, head_of, holds_embedding_copy
 from simulator.schedule.inputs import MoeInputs, layer_inputs, layer_times
 from simulator.schedule.step import prepare_step, slowest_pace
-from simulator.search.bound import rank_seconds, reachable, releases
+from simulator.search.bound import rank_seconds, releases
 from simulator.search.exposed_bound import chunk_exposure
 
 #: the rejection reason of a candidate whose whole group the bound pruned before resolving it
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
                 "search's exact_top-th plan (not resolved)")
 
-#: candidates per round of :func:`time_groups` (whole parts: a round may hold more). The members that reach the
+#: candidates per round of :func:`~simulator.search.best_first.time_best_first` (whole items: a round may hold more). The members that reach the
 #: rounds passed the inner rules (:mod:`.inner_rules`), so a round of 64 holds ~64 plans; a smaller round times fewer
 #: plans before the threshold tightens, a larger one batches more timelines together. Cold whole-default-space
 #: searches, CPU s, rounds of 32 / 64 / 128 / 2,048 (2026-12-05 00:0x UTC, docs/search/time_to_answer.md, round 11):
@@ -326,7 +326,7 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
             g.lower = min(g.sub.values())
 
 
-def _key(point: dict[str, Any]) -> tuple[str, int, bool]:
+def part_key(point: dict[str, Any]) -> tuple[str, int, bool]:
     """The (recompute value, micro-batch, TP overlap value) of ``point``: its key in ``Group.sub``."""
     return point["recompute"], point["micro_batch"], point["tp_comm_overlap"]
 
@@ -338,64 +338,3 @@ def _error(resolve, ctx, point) -> UserError:
     except UserError as exc:
         return exc
     raise AssertionError("a member of a group without plans passed the rules")     # pragma: no cover
-
-
-def excluded(bound, group: Group) -> bool:
-    """Whether ``bound`` (or None: no threshold yet) excludes every member of ``group``."""
-    return bound is not None and group.lower > 0 and bound.excludes(group.lower, group.tokens, group.outer["gpus"])
-
-
-def kept_points(out, bound, group: Group) -> list[dict[str, Any]]:
-    """The members of ``group`` whose (recompute value, micro-batch, TP overlap value) bound ``bound`` does not
-    exclude; the others are counted into ``out`` under :data:`GROUP_REASON` (not resolved)."""
-    if bound is None or not group.sub:
-        return group.points
-    gone = {k for k, lower in group.sub.items() if lower > 0 and bound.excludes(lower, group.tokens,
-                                                                                group.outer["gpus"])}
-    if not gone:
-        return group.points
-    kept = [p for p in group.points if _key(p) not in gone]
-    out.rejected[GROUP_REASON] += len(group.points) - len(kept)
-    out.evaluated += len(group.points) - len(kept)
-    return kept
-
-
-def time_groups(out, groups: list[Group], objective: str, exact_top: int, run, bound_of, batch: int) -> None:
-    """Evaluate ``groups`` into ``out`` by the members of each (recompute value, micro-batch, TP overlap value) of
-    each group (a *part*, bounded by ``Group.sub``; by the group's bound where its key has none: none of its
-    members passes the rules), best bound first (ties by the outer point's values and the key), rounds of whole
-    parts of about ``batch`` candidates (each round's in the space's order, so a plan's smaller micro-batch comes
-    first, as the memory shortcut wants), the threshold (``bound_of(rows, objective, exact_top)``) after each round
-    the ``exact_top``-th best plan timed so far; once the next part is excluded, it and every part after it are
-    counted under :data:`GROUP_REASON`, one per candidate. ``run(points)`` evaluates on the executor. The order
-    and the rounds depend only on the bounds and values, not on the executor."""
-    from simulator.search.rank import OBJECTIVES
-
-    larger = OBJECTIVES[objective][1]
-    parts = []     # (sort key: best value, outer, key; place in the space's order; bound; group; members)
-    for g in groups:
-        members: dict[tuple, list[dict[str, Any]]] = {}
-        for p in g.points:
-            members.setdefault(_key(p), []).append(p)
-        outer = repr(tuple(g.outer.items()))
-        for k, points in members.items():
-            lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
-            best = reachable(lower, g.tokens, g.outer["gpus"], larger)
-            parts.append(((best, outer, repr(k)), len(parts), lower, g, points))
-    parts.sort(key=itemgetter(0))
-    done = 0
-    while done < len(parts):
-        bound = bound_of(out.rows, objective, exact_top)
-        size, start = 0, done
-        while done < len(parts) and (not size or size + len(parts[done][4]) <= batch):
-            _, _, lower, g, points = parts[done]
-            if bound is not None and lower > 0 and bound.excludes(lower, g.tokens, g.outer["gpus"]):
-                break
-            size += len(points)
-            done += 1
-        if not size:
-            break
-        out.merge(run([p for part in sorted(parts[start:done], key=itemgetter(1)) for p in part[4]]))
-    for part in parts[done:]:
-        out.rejected[GROUP_REASON] += len(part[4])
-        out.evaluated += len(part[4])

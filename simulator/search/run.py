@@ -20,14 +20,12 @@ from simulator.plan.schedules import schedule_named
 from simulator.scenario.document import Document, read_document
 from simulator.scenario.load import fixed_parts
 from simulator.scenario.search_section import SearchSection
+from simulator.search.best_first import time_best_first
 from simulator.search.bound import (
     BOUND_REASON,
     BOUNDED,
     EXACT_TOP,
-    ROUND,
-    Bound,
     bound_of,
-    reachable,
     timed_alone,
 )
 from simulator.search.caches import without_cycle_collector
@@ -37,11 +35,8 @@ from simulator.search.group_bound import (
     GROUP_REASON,
     GROUP_ROUND,
     Group,
-    excluded,
     group_variants,
-    kept_points,
     set_lowers,
-    time_groups,
 )
 from simulator.search.inner_rules import inner_verdicts
 from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_no_fit
@@ -240,21 +235,16 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     ctx = search_context(document)
     groups, out = candidate_groups(ctx, max_plans)
     alone = {name: timed_alone(schedule_named(name)) for name in ctx.space.values["schedule"]}
-    grouped = exact_top is not None and objective in BOUNDED     # groups pruned by their bound, best first
-    split = [g for g in groups if alone[g.outer["schedule"]]]
-    batched = [g for g in groups if not alone[g.outer["schedule"]]]
-    if grouped:
-        batched = bound_groups(ctx, batched, out)
 
-    def run(todo: list[dict[str, Any]], **kwargs: Any) -> Evaluated:
-        return run_executor(executor, document, ctx, todo, ray_address=ray_address, **kwargs)
+    def run(todo: list[dict[str, Any]], recount: bool = False, **kwargs: Any) -> Evaluated:
+        return run_executor(executor, document, ctx, todo, ray_address=ray_address,
+                            progress=None if recount else progress, **kwargs)
 
-    if grouped:
-        time_groups(out, batched, objective, exact_top, lambda todo: run(todo, progress=progress), bound_of, GROUP_ROUND)
+    if exact_top is not None and objective in BOUNDED:     # every plan best bound first, pruned by the bounds
+        time_best_first(out, bound_groups(ctx, groups, out), lambda g: alone[g.outer["schedule"]], objective,
+                        exact_top, run, bound_of, GROUP_ROUND)
     else:
-        out.merge(run([p for g in batched for p in g.points], progress=progress))
-    if split:        # after the others: their exact_top-th plan bounds the plans timed alone
-        _time_split(ctx, out, split, grouped, objective, exact_top, run, progress)
+        out.merge(run([p for g in groups for p in g.points]))
     if not out.rows:
         raise NoPlanFits(no_plan_message(out, ctx), file=document.file, key_path="search",
                          result={"evaluated": out.evaluated, "valid": 0, "rejected": dict(out.rejected.most_common()),
@@ -268,57 +258,6 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
     plans = rank(rows, objective)
     return SearchResult(out.evaluated, len(plans), dict(out.rejected.most_common()), time.perf_counter() - start,
                         plans, objective)
-
-
-def _time_split(ctx: Context, out: Evaluated, split: list[Group], grouped: bool, objective: str,
-                exact_top: int | None, run: Callable[..., Evaluated], progress: Callable[[int], None] | None) -> None:
-    """The groups of plans timed alone (split schedules), after the others: with ``grouped`` and a threshold,
-    whole groups it excludes first (their bounds computed now; none of their candidates resolved), then plan by
-    plan (:func:`time_alone`)."""
-    bound = bound_of(out.rows, objective, exact_top)
-    grouped = grouped and bound is not None
-    if grouped:
-        kept = []
-        for g in bound_groups(ctx, split, out):
-            if excluded(bound, g):
-                out.rejected[GROUP_REASON] += len(g.points)
-                out.evaluated += len(g.points)
-            else:
-                kept.append(g)
-        replayed = [p for g in kept for p in kept_points(out, bound, g)]
-    else:
-        replayed = [p for g in split for p in g.points]
-    if bound is None:
-        out.merge(run(replayed, progress=progress))
-    elif replayed:
-        time_alone(out, bound, objective, exact_top, run, replayed, progress)
-
-
-def time_alone(out: Evaluated, bound: Bound, objective: str, exact_top: int, run: Callable[..., Evaluated],
-               points: list[dict[str, Any]], progress: Callable[[int], None] | None) -> None:
-    """The plans timed alone, into ``out`` (docs/search.md, "Pruning by a bound"): their rules, memory and step
-    lower bounds first (``bound``, from the other plans, prunes what it can); then, best lower bound first (ties by
-    the point's values), rounds of :data:`~simulator.search.bound.ROUND` plans timed, the threshold the
-    ``exact_top``-th best of every plan timed so far; once the next plan's bound is excluded, it and every plan
-    after it are pruned. ``run(points, **kwargs)`` evaluates on the executor."""
-    first = run(points, progress=progress, bound=bound, lower_only=True)
-    waiting, first.bounds = first.bounds, []
-    out.merge(first)
-    larger = OBJECTIVES[objective][1]
-    waiting.sort(key=lambda b: (reachable(b[0], b[1], b[2], larger), repr(tuple(b[3].items()))))
-    done = 0
-    while done < len(waiting):
-        bound = bound_of(out.rows, objective, exact_top)
-        todo = []
-        for lower, tokens, gpus, point in waiting[done:done + ROUND]:
-            if bound.excludes(lower, tokens, gpus):
-                break
-            todo.append(point)
-        if not todo:
-            break
-        out.rows += run(todo).rows
-        done += len(todo)
-    out.rejected[BOUND_REASON] += len(waiting) - done
 
 
 class NoPlanFits(UserError):

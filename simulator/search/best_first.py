@@ -1,0 +1,130 @@
+"""One best-first order for every plan a bounded search times (docs/search/time_to_answer.md, round 11).
+
+Before, the groups of the batched schedules (GPipe, 1F1B, interleaved) were timed first, best bound first, and the
+groups of the schedules timed alone (DualPipe, DualPipeV, ZB-H1, ZB-V) after them, against the threshold the others
+left. Where a split schedule wins (530B, 1T), the batched groups were timed with no threshold near the answer:
+110 of the 137 plans the 530B search timed were 1F1B plans none of which came within 5% of the 10th best.
+
+Now one heap holds three kinds of item, each with a lower bound of the step of the plans it stands for:
+- a *part* of a batched group: its members of one (recompute value, micro-batch, TP overlap value), bounded by
+  ``Group.sub`` (:mod:`.group_bound`); evaluated by timing them (their timelines batched);
+- a part of a split-schedule group, bounded the same way; evaluated by the per-plan lower bounds of its members
+  (:func:`~simulator.search.evaluate.evaluate_points` with ``lower_only``: rules, memory, the step's chunk costs
+  and :func:`~simulator.search.bound.step_lower_bound`), each of which goes back on the heap as
+- a *plan* timed alone, bounded by its own lower bound; evaluated by timing it.
+
+Rounds take items best bound first (ties by the outer point's values and the part's key, or the point's values)
+up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after each round the
+threshold is the ``exact_top``-th best plan timed so far (:func:`~simulator.search.bound.bound_of`). Once the
+next item's bound is excluded, it and every item after it are pruned: a part's members counted under
+:data:`~simulator.search.group_bound.GROUP_REASON`, a plan under
+:data:`~simulator.search.bound.BOUND_REASON`. Every pruned plan is slower than ``exact_top`` timed plans (each
+bound is a lower bound of its plans' steps), so the first ``exact_top`` plans are those of a search that times
+everything. Until ``exact_top`` plans are timed there is no threshold, so a search where nothing fits evaluates
+every item (and names memory, as before). The order and the rounds depend only on bounds and values, not on the
+executor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from simulator.search.bound import BOUND_REASON, Bound, reachable
+from simulator.search.evaluated import Evaluated
+from simulator.search.group_bound import GROUP_REASON, Group, part_key
+from simulator.search.rank import OBJECTIVES
+
+#: what timing one plan alone counts for in a round's size: the split-schedule timelines cost several batched
+#: plans each (their F, B, W graphs); 8 of them made a round before round 11
+ALONE_WEIGHT = 8
+
+
+@dataclass(frozen=True)
+class Item:
+    """A part (``points``, ``alone``: of a split-schedule group) or a plan timed alone (``plan``), and the lower
+    bound of its plans' steps (seconds; 0: none) with their tokens per step and GPUs (module docstring)."""
+
+    lower: float
+    tokens: float
+    gpus: int
+    points: list[dict[str, Any]] = field(default_factory=list)
+    alone: bool = False
+    plan: dict[str, Any] | None = None
+
+    @property
+    def size(self) -> int:
+        return ALONE_WEIGHT if self.plan is not None else len(self.points)
+
+
+def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group], bool], objective: str,
+                    exact_top: int, run: Callable[..., Evaluated], bound_of: Callable[..., Bound | None],
+                    batch: int) -> None:
+    """Time the plans of ``groups`` into ``out`` best bound first (module docstring); ``alone(g)``: whether the
+    group's schedule is timed plan by plan; ``run(points, **kwargs)`` evaluates on the executor (``recount``: the
+    points were counted before, by their lower bounds)."""
+    larger = OBJECTIVES[objective][1]
+    heap = _parts(groups, alone, larger)
+    made = len(heap)
+    while heap:
+        parts, plans, bounded = _round(heap, bound_of(out.rows, objective, exact_top), batch)
+        if not (parts or plans or bounded):
+            break
+        if parts:           # in the order the parts were made (the space's: a smaller micro-batch first)
+            out.merge(run([p for _, points in sorted(parts, key=itemgetter(0)) for p in points]))
+        if plans:           # counted when their parts were bounded: only their rows
+            out.rows += run(plans, recount=True).rows
+        if bounded:         # the split parts' members: each with its own bound back on the heap
+            first = run(bounded, bound=bound_of(out.rows, objective, exact_top), lower_only=True)
+            waiting, first.bounds = first.bounds, []
+            out.merge(first)
+            for lower, tokens, gpus, point in waiting:
+                key = (reachable(lower, tokens, gpus, larger), "", repr(tuple(point.items())))
+                heapq.heappush(heap, (key, made, Item(lower, tokens, gpus, plan=point)))
+                made += 1
+    for _, _, item in heap:
+        if item.plan is not None:
+            out.rejected[BOUND_REASON] += 1
+        else:
+            out.rejected[GROUP_REASON] += len(item.points)
+            out.evaluated += len(item.points)
+
+
+def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) -> list[tuple]:
+    """The heap of every group's parts: (sort key, sequence, :class:`Item`); the sequence is unique, so items are
+    never compared."""
+    heap = []
+    for g in groups:
+        members: dict[tuple, list[dict[str, Any]]] = {}
+        for p in g.points:
+            members.setdefault(part_key(p), []).append(p)
+        outer, split = repr(tuple(g.outer.items())), alone(g)
+        for k, points in members.items():
+            lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
+            item = Item(lower, g.tokens, g.outer["gpus"], points, split)
+            heap.append(((reachable(lower, g.tokens, g.outer["gpus"], larger), outer, repr(k)), len(heap), item))
+    heapq.heapify(heap)
+    return heap
+
+
+def _round(heap: list[tuple], bound: Bound | None, batch: int) -> tuple[list, list, list]:
+    """The next round's items off ``heap``, best first up to about ``batch`` candidates, stopping at the first one
+    ``bound`` excludes (left on the heap): (batched parts with their sequence, plans timed alone, split parts'
+    members)."""
+    parts, plans, bounded, size = [], [], [], 0
+    while heap and (not size or size + heap[0][2].size <= batch):
+        item = heap[0][2]
+        if bound is not None and item.lower > 0 and bound.excludes(item.lower, item.tokens, item.gpus):
+            break
+        _, place, _ = heapq.heappop(heap)
+        size += item.size
+        if item.plan is not None:
+            plans.append(item.plan)
+        elif item.alone:
+            bounded += item.points
+        else:
+            parts.append((place, item.points))
+    return parts, plans, bounded

@@ -1,0 +1,64 @@
+"""The one best-first order of a bounded search (simulator/search/best_first.py): parts of batched groups, parts of
+split-schedule groups (bounded plan by plan, each plan back on the heap) and plans timed alone, taken best bound
+first; the first item the threshold excludes stops the search, and what is left is counted, not timed."""
+
+from __future__ import annotations
+
+from simulator.search.best_first import ALONE_WEIGHT, time_best_first
+from simulator.search.bound import BOUND_REASON, bound_of
+from simulator.search.evaluated import Evaluated
+from simulator.search.group_bound import GROUP_REASON, Group
+
+STEP = {"a1": 1.2, "a2": 1.5, "s1": 0.7, "c1": 5.5}        # seconds, the fake timing
+LOWER = {"s1": 0.6, "s2": 3.0}                                # the split plans' own lower bounds
+
+
+def _group(schedule: str, lower: float, names: list[str]) -> Group:
+    outer = {"gpus": 8, "schedule": schedule}
+    points = [{**outer, "name": n, "recompute": "none", "micro_batch": 1, "tp_comm_overlap": False} for n in names]
+    return Group(outer, points, lower=lower, tokens=1.0, sub={("none", 1, False): lower})
+
+
+def test_split_part_first_then_its_plan_and_the_threshold_prunes_the_rest():
+    groups = [_group("1f1b", 1.0, ["a1", "a2"]), _group("zbv", 0.5, ["s1", "s2"]), _group("1f1b", 5.0, ["c1"])]
+    calls = []
+
+    def run(points, recount=False, bound=None, lower_only=False):
+        calls.append(([p["name"] for p in points], recount, lower_only))
+        out = Evaluated()
+        if lower_only:
+            out.evaluated = len(points)
+            out.bounds = [(LOWER[p["name"]], 1.0, 8, p) for p in points]
+        else:
+            out.evaluated = 0 if recount else len(points)
+            out.rows = [{"step_s": STEP[p["name"]], "name": p["name"]} for p in points]
+        return out
+
+    out = Evaluated()
+    time_best_first(out, groups, lambda g: g.outer["schedule"] == "zbv", "step_time", 1, run, bound_of, 2)
+    # round 1: the zbv part (bound 0.5) -> its plans' bounds; round 2: plan s1 (0.6, weight 8 fills the round) timed
+    # alone -> threshold 0.7; round 3: the 1f1b part's bound 1.0 > 0.7 stops the search
+    assert calls == [(["s1", "s2"], False, True), (["s1"], True, False)]
+    assert [r["name"] for r in out.rows] == ["s1"]
+    assert out.rejected == {GROUP_REASON: 3, BOUND_REASON: 1}       # a1, a2, c1 unresolved; s2 bounded, untimed
+    assert out.evaluated == 2 + 3 and ALONE_WEIGHT > 2
+
+
+def test_without_a_threshold_every_item_is_timed():
+    """exact_top 10 with four plans: no threshold ever exists, so every part and plan is timed (a no-fit search
+    too evaluates everything)."""
+    groups = [_group("1f1b", 1.0, ["a1", "a2"]), _group("zbv", 0.5, ["s1", "s2"]), _group("1f1b", 5.0, ["c1"])]
+    timed = []
+
+    def run(points, recount=False, bound=None, lower_only=False):
+        out = Evaluated()
+        if lower_only:
+            out.bounds = [(LOWER[p["name"]], 1.0, 8, p) for p in points]
+        else:
+            timed.extend(p["name"] for p in points)
+            out.rows = [{"step_s": STEP.get(p["name"], 3.5)} for p in points]
+        return out
+
+    out = Evaluated()
+    time_best_first(out, groups, lambda g: g.outer["schedule"] == "zbv", "step_time", 10, run, bound_of, 64)
+    assert sorted(timed) == ["a1", "a2", "c1", "s1", "s2"] and not out.rejected
