@@ -236,7 +236,7 @@ def evaluate_points(ctx: Context, points: list[dict[str, Any]], bound: Bound | N
     ``bound``): no plan is timed; each that passes the rules and memory leaves its step's lower bound in
     ``bounds`` (:mod:`simulator.search.bound`), unless ``bound`` excludes it: then it is counted under
     :data:`~simulator.search.bound.BOUND_REASON` (the search times the rest best bound first,
-    :func:`simulator.search.run.time_alone`)."""
+    :func:`simulator.search.best_first.time_best_first`)."""
     with without_cycle_collector():
         if lower_only or bound is not None:
             return _lower_bounds(ctx, points, bound)
