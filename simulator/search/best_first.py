@@ -54,6 +54,8 @@ class Item:
     points: list[dict[str, Any]] = field(default_factory=list)
     alone: bool = False
     plan: dict[str, Any] | None = None
+    group: Group | None = None
+    """a part's group (:func:`time_best_first`'s ``admit`` runs once per group, at its first part)"""
 
     @property
     def size(self) -> int:
@@ -62,16 +64,19 @@ class Item:
 
 def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group], bool], objective: str,
                     exact_top: int, run: Callable[..., Evaluated], bound_of: Callable[..., Bound | None],
-                    batch: int) -> None:
+                    batch: int, admit: Callable[[Group], None] | None = None) -> None:
     """Time the plans of ``groups`` into ``out`` best bound first (module docstring); ``alone(g)``: whether the
     group's schedule is timed plan by plan; ``run(points, **kwargs)`` evaluates on the executor (``recount``: the
-    points were counted before, by their lower bounds)."""
+    points were counted before, by their lower bounds). ``admit(g)`` runs once per group, when its first part is
+    taken, and may leave members out of ``g.points`` (the memory bound, which counts them: so it runs only for the
+    groups the time bound reaches); the group's parts then keep only those."""
     larger = OBJECTIVES[objective][1]
     heap = _parts(groups, alone, larger)
     made = len(heap)
+    admitted: dict[int, set[int] | None] = {}      # id(group) -> ids of the members admit() kept (None: all)
     while heap:
-        parts, plans, bounded = _round(heap, bound_of(out.rows, objective, exact_top), batch)
-        if not (parts or plans or bounded):
+        parts, plans, bounded, taken = _round(heap, bound_of(out.rows, objective, exact_top), batch, admit, admitted)
+        if not taken:
             break
         if parts:           # in the order the parts were made (the space's: a smaller micro-batch first)
             out.merge(run([p for _, points in sorted(parts, key=itemgetter(0)) for p in points]))
@@ -88,9 +93,11 @@ def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group]
     for _, _, item in heap:
         if item.plan is not None:
             out.rejected[BOUND_REASON] += 1
-        else:
-            out.rejected[GROUP_REASON] += len(item.points)
-            out.evaluated += len(item.points)
+            continue
+        kept = admitted.get(id(item.group))      # a part of an admitted group: what admit() left out is counted
+        n = len(item.points) if kept is None else sum(id(p) in kept for p in item.points)
+        out.rejected[GROUP_REASON] += n
+        out.evaluated += n
 
 
 def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) -> list[tuple]:
@@ -104,27 +111,46 @@ def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) ->
         outer, split = repr(tuple(g.outer.items())), alone(g)
         for k, points in members.items():
             lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
-            item = Item(lower, g.tokens, g.outer["gpus"], points, split)
+            item = Item(lower, g.tokens, g.outer["gpus"], points, split, group=g)
             heap.append(((reachable(lower, g.tokens, g.outer["gpus"], larger), outer, repr(k)), len(heap), item))
     heapq.heapify(heap)
     return heap
 
 
-def _round(heap: list[tuple], bound: Bound | None, batch: int) -> tuple[list, list, list]:
-    """The next round's items off ``heap``, best first up to about ``batch`` candidates, stopping at the first one
-    ``bound`` excludes (left on the heap): (batched parts with their sequence, plans timed alone, split parts'
-    members)."""
-    parts, plans, bounded, size = [], [], [], 0
+def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: dict[int, set[int] | None]
+           ) -> tuple[list, list, list, int]:
+    """The next round's items off ``heap``, best first up to about ``batch`` candidates (a part's members that
+    ``admit`` keeps, :func:`time_best_first`), stopping at the first one ``bound`` excludes (left on the heap):
+    (batched parts with their sequence, plans timed alone, split parts' members, how many items were taken)."""
+    parts, plans, bounded, size, taken = [], [], [], 0, 0
     while heap and (not size or size + heap[0][2].size <= batch):
         item = heap[0][2]
         if bound is not None and item.lower > 0 and bound.excludes(item.lower, item.tokens, item.gpus):
             break
         _, place, _ = heapq.heappop(heap)
-        size += item.size
+        taken += 1
         if item.plan is not None:
             plans.append(item.plan)
-        elif item.alone:
-            bounded += item.points
-        else:
-            parts.append((place, item.points))
-    return parts, plans, bounded
+            size += item.size
+            continue
+        points = _admitted(item, admit, admitted)
+        size += len(points)
+        if item.alone:
+            bounded += points
+        elif points:
+            parts.append((place, points))
+    return parts, plans, bounded, taken
+
+
+def _admitted(item: Item, admit, admitted: dict[int, set[int] | None]) -> list[dict[str, Any]]:
+    """The members of part ``item`` that ``admit`` keeps; it runs once per group, what it kept noted in
+    ``admitted``."""
+    group = item.group
+    if admit is None or group is None:
+        return item.points
+    if id(group) not in admitted:
+        before = len(group.points)
+        admit(group)
+        admitted[id(group)] = None if len(group.points) == before else {id(p) for p in group.points}
+    kept = admitted[id(group)]
+    return item.points if kept is None else [p for p in item.points if id(p) in kept]

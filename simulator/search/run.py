@@ -203,7 +203,7 @@ def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Grou
                 kept.append(g)
                 variants.append(parts)
         set_lowers(kept, variants)
-        return skip_no_fit(ctx, out, kept)
+        return kept
 
 
 def search(source: str | Path | dict | Document, *, objective: str = "step_time", max_plans: int = MAX_SEARCH_PLANS,
@@ -242,7 +242,7 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
 
     if exact_top is not None and objective in BOUNDED:     # every plan best bound first, pruned by the bounds
         time_best_first(out, bound_groups(ctx, groups, out), lambda g: alone[g.outer["schedule"]], objective,
-                        exact_top, run, bound_of, GROUP_ROUND)
+                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g: skip_no_fit(ctx, out, [g]))
     else:
         out.merge(run([p for g in groups for p in g.points]))
     if not out.rows:
