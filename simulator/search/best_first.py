@@ -23,6 +23,10 @@ bound is a lower bound of its plans' steps), so the first ``exact_top`` plans ar
 everything. Until ``exact_top`` plans are timed there is no threshold, so a search where nothing fits evaluates
 every item (and names memory, as before). The order and the rounds depend only on bounds and values, not on the
 executor.
+
+The memory bound (:func:`~simulator.search.memory_bound.skip_no_fit`) runs on a group when its first part is
+taken (``admit``), not on every group up front: on the Korthikanti problems the order reaches 12-30 of 74-229
+groups. What it leaves out is counted under its reason then, and neither timed nor counted again.
 """
 
 from __future__ import annotations
