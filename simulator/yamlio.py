@@ -20,6 +20,37 @@ MAX_YAML_DEPTH = 64
 FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
+def safe_loader_of(module: Any) -> type:
+    """PyYAML's safe loader in C (libyaml's parser, ``CSafeLoader``: same nodes, tags, marks and constructors, 8-10x
+    faster) when ``module`` was built with libyaml (its wheels are), else the pure-Python ``SafeLoader``."""
+    return module.CSafeLoader if getattr(module, "__with_libyaml__", False) else module.SafeLoader
+
+
+#: the loader every YAML read uses (tests set it to ``yaml.SafeLoader`` to check the fallback)
+SAFE_LOADER = safe_loader_of(yaml)
+
+
+def _reads_alike(text: str) -> bool:
+    """Whether libyaml reads ``text`` as the pure-Python loader does. Their scanners differ on a tab (libyaml takes
+    it inside a plain scalar, PyYAML refuses it), a ``?`` (libyaml takes it inside a plain scalar of a flow
+    collection) and a byte-order mark after the start: the only differences that thousands of mutated shipped files
+    showed (tests/unit/test_yaml_loaders.py). A text with one of them is left to the pure-Python loader, so the data
+    and every message stay PyYAML's; shipped files have none (but ``pricing/data/offload.yaml``'s ``?``)."""
+    return "\t" not in text and "?" not in text and "\ufeff" not in text[1:]
+
+
+def fast_safe_load(text: str) -> Any:
+    """``yaml.safe_load(text)`` through :data:`SAFE_LOADER`, for the shipped data tables (efficiency, overlap and
+    offload coefficients, model presets) that need no line numbers; what libyaml refuses is read again by the
+    pure-Python loader, so the outcome and its message are ``yaml.safe_load``'s."""
+    if _reads_alike(text):
+        try:
+            return yaml.load(text, Loader=SAFE_LOADER)
+        except (yaml.YAMLError, UnicodeEncodeError, RecursionError):
+            pass
+    return yaml.safe_load(text)
+
+
 class LocatedYaml:
     """A parsed YAML document with the line of every key path (``a.b.0.c`` -> 1-based line)."""
 
@@ -85,24 +116,52 @@ def parse_yaml_text(text: str, file: str = "<string>") -> LocatedYaml:
     """
     if len(text) > MAX_YAML_BYTES:
         raise UserError(f"text is {len(text):,} characters; YAML inputs are limited to {MAX_YAML_BYTES:,}", file=file)
-    loader = yaml.SafeLoader(text)
+    if SAFE_LOADER is not yaml.SafeLoader and _reads_alike(text):
+        try:
+            return _parse(text, file, SAFE_LOADER)
+        except (yaml.YAMLError, UnicodeEncodeError, RecursionError):  # a lone surrogate: UnicodeEncodeError
+            pass  # libyaml refused it: the pure-Python loader below says why in its own words, or accepts it
+    try:
+        return _parse(text, file, yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = mark.line + 1 if mark else \
+            text.count("\n", 0, exc.position) + 1 if isinstance(exc, yaml.reader.ReaderError) else None
+        raise UserError(f"malformed YAML: {problem}", file=file, line=line) from None
+    except RecursionError:
+        raise UserError(f"malformed YAML: nested more than {MAX_YAML_DEPTH} levels deep", file=file) from None
+
+
+def _parse(text: str, file: str, loader_class: type) -> LocatedYaml:
+    """The document of ``text`` read by ``loader_class``: its nodes checked and their lines recorded before
+    anything is built (:func:`parse_yaml_text`)."""
+    loader = loader_class(text)  # the pure-Python reader refuses a control character here
     try:
         node = loader.get_single_node()
         lines: dict[str, int] = {}
         if node is not None:
             _check_size(node, file)
             _record_lines(node, "", lines, file)
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"malformed YAML: {problem}", file=file,
-                        line=mark.line + 1 if mark else None) from None
-    except RecursionError:
-        raise UserError(f"malformed YAML: nested more than {MAX_YAML_DEPTH} levels deep", file=file) from None
+        data = _construct(loader, node) if node is not None else None
     finally:
         loader.dispose()
     return LocatedYaml(data, lines, file)
+
+
+def _construct(loader: Any, node: yaml.Node) -> Any:
+    """The data of ``node``; a scalar that its explicit tag cannot read (``!!int x``, ``!!bool maybe``) is a
+    ``ConstructorError`` at that scalar's line instead of PyYAML's bare ``ValueError`` / ``KeyError``."""
+    try:
+        return loader.construct_document(node)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        building = list(loader.recursive_objects)  # the nodes under construction, innermost last
+        if not building:
+            raise
+        bad = building[-1]
+        what = repr(bad.value) if isinstance(bad, yaml.ScalarNode) else "this value"
+        raise yaml.constructor.ConstructorError(None, None, f"{what} is not a valid !!{bad.tag.rsplit(':')[-1]}",
+                                                bad.start_mark) from exc
 
 
 def _check_size(root: yaml.Node, file: str) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.caching import memo
 from simulator.errors import UserError
+from simulator.yamlio import fast_safe_load
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -118,7 +118,7 @@ class ComputeEfficiency(BaseModel):
 @memo(maxsize=64, loaded=True)
 def _tables() -> dict[str, ComputeEfficiency]:
     text = (resources.files("simulator.compute") / "data" / "compute_efficiency.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = fast_safe_load(text)
     return {arch: ComputeEfficiency(architecture=arch, **entry) for arch, entry in raw.items()}
 
 

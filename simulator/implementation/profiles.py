@@ -242,23 +242,28 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _raw_shipped() -> dict[str, tuple[dict, Path]]:
-    out = {}
-    for path in sorted(FRAMEWORKS_DIR.glob("*.yaml")):
-        data, _ = _read(path)
-        out[path.stem] = (data, path)
-    return out
+@memo(maxsize=None, loaded=True)
+def shipped_names() -> tuple[str, ...]:
+    """The names of the shipped profiles: the stems of ``frameworks/*.yaml``, sorted (no file is read)."""
+    return tuple(sorted(path.stem for path in FRAMEWORKS_DIR.glob("*.yaml")))
 
 
-def _expanded(name: str, raw: dict[str, tuple[dict, Path]], seen: tuple[str, ...] = ()) -> dict:
-    """The data of shipped profile ``name`` with its ``base:`` chain merged under it."""
-    data, path = raw[name]
+@memo(maxsize=None, loaded=True)
+def _raw(name: str) -> tuple[dict, Path]:
+    """The data of shipped profile ``name`` as its file gives it (read once; never mutated: :func:`_merge` copies)."""
+    path = FRAMEWORKS_DIR / f"{name}.yaml"
+    return _read(path)[0], path
+
+
+def _expanded(name: str, seen: tuple[str, ...] = ()) -> dict:
+    """The data of shipped profile ``name`` with its ``base:`` chain merged under it (reading only that chain)."""
+    data, path = _raw(name)
     base = data.get("base")
     if base is None:
         return data
-    if base not in raw or base in seen + (name,):
+    if base not in shipped_names() or base in seen + (name,):
         raise UserError(f"base {base!r} is not a shipped profile (or forms a cycle)", file=str(path), key_path="base")
-    return _merge(_merged_base(_expanded(base, raw, seen + (name,))), data)
+    return _merge(_merged_base(_expanded(base, seen + (name,))), data)
 
 
 def _merged_base(data: dict) -> dict:
@@ -269,16 +274,11 @@ def _merged_base(data: dict) -> dict:
 
 @memo(maxsize=None, loaded=True)
 def shipped_profiles() -> dict[str, Profile]:
-    """Every profile in ``frameworks/``, by name (its file stem), with ``base:`` chains merged."""
-    raw = _raw_shipped()
-    out = {}
-    for name, (_, path) in raw.items():
-        profile = _build(_expanded(name, raw), str(path))
-        if profile.name != name:
-            raise UserError(f"profile name {profile.name!r} differs from its file name {name!r}", file=str(path),
-                            key_path="name")
-        out[name] = profile
-    return out
+    """Every profile in ``frameworks/``, by name (its file stem), with ``base:`` chains merged: every file is read
+    first (a malformed one is reported before any profile is built), then each is built and checked."""
+    for name in shipped_names():
+        _raw(name)
+    return {name: profile_named(name) for name in shipped_names()}
 
 
 def profile_names() -> tuple[str, ...]:
@@ -286,12 +286,23 @@ def profile_names() -> tuple[str, ...]:
 
 
 def profile_named(name: str) -> Profile:
-    """The shipped profile ``name``; an unknown name is a :class:`UserError` listing the names."""
-    profiles = shipped_profiles()
-    if name not in profiles:
-        raise UserError(f"unknown framework {name!r} (shipped implementation profiles: {', '.join(profiles)}; or "
-                        "give a profile file with `implementation: path.yaml`)", key_path="training.framework")
-    return profiles[name]
+    """The shipped profile ``name``, built from its file and its ``base:`` chain's only (a scenario needs one
+    profile, not all); an unknown name is a :class:`UserError` listing the names."""
+    if name not in shipped_names():
+        raise UserError(f"unknown framework {name!r} (shipped implementation profiles: {', '.join(shipped_names())}; "
+                        "or give a profile file with `implementation: path.yaml`)", key_path="training.framework")
+    return _shipped(name)
+
+
+@memo(maxsize=None, loaded=True)
+def _shipped(name: str) -> Profile:
+    """Shipped profile ``name`` built, and checked to carry its file's name."""
+    path = _raw(name)[1]
+    profile = _build(_expanded(name), str(path))
+    if profile.name != name:
+        raise UserError(f"profile name {profile.name!r} differs from its file name {name!r}", file=str(path),
+                        key_path="name")
+    return profile
 
 
 def _data_of(profile: Profile) -> dict:

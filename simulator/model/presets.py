@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from importlib import resources
 
-import yaml
-
 from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
+from simulator.yamlio import fast_safe_load
 
 
 def preset_names() -> list[str]:
@@ -29,5 +28,5 @@ def load_model_preset(name: str) -> ModelSpec:
     if name not in names:
         raise UserError(f"unknown model preset {name!r}; accepted: {', '.join(names)}", key_path="model.preset")
     path = resources.files("simulator.model") / "presets" / f"{name}.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = fast_safe_load(path.read_text(encoding="utf-8"))
     return build(ModelSpec, data, key_prefix="model", file=str(path))

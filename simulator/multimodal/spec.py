@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.model.spec import ModelSpec
 from simulator.model.strict import build
+from simulator.yamlio import fast_safe_load
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -357,7 +357,7 @@ def load_multimodal_preset(name: str) -> MultimodalSpec:
         raise UserError(f"unknown multimodal preset {name!r}; accepted: {', '.join(names)}",
                         key_path="multimodal.model.preset")
     path = resources.files("simulator.multimodal") / "presets" / f"{name}.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = fast_safe_load(path.read_text(encoding="utf-8"))
     return build_spec(data, key_prefix="multimodal.model", file=str(path))
 
 

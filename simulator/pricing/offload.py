@@ -18,21 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-import yaml
-
 from simulator.caching import memo
 from simulator.errors import UserError
 from simulator.plan.offload import HOST_GRAD_BYTES, Offload
 from simulator.plan.recipe import Recipe
 from simulator.topology import Topology
 from simulator.topology.host import host_link_Bps
+from simulator.yamlio import fast_safe_load
 
 
 @memo(maxsize=8, loaded=True)
 def offload_coefficients() -> dict[str, float]:
     """``host_copy_efficiency`` and ``cpu_optimizer_efficiency`` from ``data/offload.yaml``."""
     text = (resources.files("simulator.pricing") / "data" / "offload.yaml").read_text(encoding="utf-8")
-    return {k: float(v["value"]) for k, v in yaml.safe_load(text).items()}
+    return {k: float(v["value"]) for k, v in fast_safe_load(text).items()}
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 from importlib import resources
 
-import yaml
-
 from simulator.caching import memo
+from simulator.yamlio import fast_safe_load
 
 
 @memo(maxsize=64, loaded=True)
 def coefficients() -> dict[str, float]:
     """``overlap_interference`` and ``grad_bucket_elements`` from ``data/overlap.yaml``."""
     text = (resources.files("simulator.pricing") / "data" / "overlap.yaml").read_text(encoding="utf-8")
-    return {k: float(v["value"]) for k, v in yaml.safe_load(text).items()}
+    return {k: float(v["value"]) for k, v in fast_safe_load(text).items()}
 
 
 def exposed(comm_s: float, window_s: float, interference: float | None = None) -> float:

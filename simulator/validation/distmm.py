@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from simulator.errors import UserError
 from simulator.hardware import load_cluster
 from simulator.model import param_counts
@@ -24,13 +22,14 @@ from simulator.multimodal.compose import MultimodalStep
 from simulator.multimodal.monolithic import MonolithicStep, monolithic_plan
 from simulator.multimodal.spec import MultimodalSpec, load_multimodal_preset
 from simulator.topology import Topology
+from simulator.yamlio import fast_safe_load
 
 DATA = Path(__file__).parent / "data" / "distmm_nsdi24.yaml"
 
 
 def paper() -> dict:
     """The paper's figures and our comparison settings (``data/distmm_nsdi24.yaml``)."""
-    return yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    return fast_safe_load(DATA.read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import yaml
-
 from simulator.caching import memo
 from simulator.entries.simulate import simulate
 from simulator.scenario.document import merge
 from simulator.scenario.load import load_scenario
 from simulator.validation import VALIDATION_DATA
 from simulator.wholerun.units import HOUR
+from simulator.yamlio import fast_safe_load
 
 DATA = VALIDATION_DATA / "whole_run_published.yaml"
 #: issue 31's tolerance on every published figure
@@ -79,7 +78,7 @@ def _scenario(spec: dict, bases: dict):
 @memo(maxsize=1, loaded=True)
 def whole_run_rows() -> tuple[WholeRunRow, ...]:
     """Every row of the data file with the model's value."""
-    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    data = fast_safe_load(DATA.read_text(encoding="utf-8"))
     rows = []
     for row in data["rows"]:
         run = simulate(_scenario(row["scenario"], data["bases"])).run.to_dict()
