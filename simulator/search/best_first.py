@@ -13,9 +13,9 @@ Now one heap holds three kinds of item, each with a lower bound of the step of t
   and :func:`~simulator.search.bound.step_lower_bound`), each of which goes back on the heap as
 - a *plan* timed alone, bounded by its own lower bound; evaluated by timing it.
 
-Rounds take items best bound first (ties by the outer point's values and the part's key, or the point's values)
-up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after each round the
-threshold is the ``exact_top``-th best plan timed so far (:func:`~simulator.search.bound.bound_of`). Once the
+Rounds take items best bound first (ties: parts before plans, parts by their outer values and key, plans by
+their point's values) up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after
+each round the threshold is the ``exact_top``-th best plan timed so far (:func:`~simulator.search.bound.bound_of`). Once the
 next item's bound is excluded, it and every item after it are pruned: a part's members counted under
 :data:`~simulator.search.group_bound.GROUP_REASON`, a plan under
 :data:`~simulator.search.bound.BOUND_REASON`. Every pruned plan is slower than ``exact_top`` timed plans (each
@@ -91,7 +91,7 @@ def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group]
             waiting, first.bounds = first.bounds, []
             out.merge(first)
             for lower, tokens, gpus, point in waiting:
-                key = (reachable(lower, tokens, gpus, larger), "", repr(tuple(point.items())))
+                key = (reachable(lower, tokens, gpus, larger), 1, tuple(point.values()))
                 heapq.heappush(heap, (key, made, Item(lower, tokens, gpus, plan=point)))
                 made += 1
     for _, _, item in heap:
@@ -112,11 +112,11 @@ def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) ->
         members: dict[tuple, list[dict[str, Any]]] = {}
         for p in g.points:
             members.setdefault(part_key(p), []).append(p)
-        outer, split = repr(tuple(g.outer.items())), alone(g)
+        outer, split = tuple(g.outer.values()), alone(g)
         for k, points in members.items():
             lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
             item = Item(lower, g.tokens, g.outer["gpus"], points, split, group=g)
-            heap.append(((reachable(lower, g.tokens, g.outer["gpus"], larger), outer, repr(k)), len(heap), item))
+            heap.append(((reachable(lower, g.tokens, g.outer["gpus"], larger), 0, outer, k), len(heap), item))
     heapq.heapify(heap)
     return heap
 
