@@ -15,8 +15,8 @@ Now one heap holds three kinds of item, each with a lower bound of the step of t
 
 Rounds take items best bound first (ties: parts before plans, parts by their outer values and key, plans by
 their point's values) up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after
-each round the threshold is the ``exact_top``-th best plan timed so far (:func:`~simulator.search.bound.bound_of`). Once the
-next item's bound is excluded, it and every item after it are pruned: a part's members counted under
+each round the threshold is the ``exact_top``-th best plan timed so far
+(:func:`~simulator.search.bound.bound_of`). Once the next item's bound is excluded, it and every item after it are pruned: a part's members counted under
 :data:`~simulator.search.group_bound.GROUP_REASON`, a plan under
 :data:`~simulator.search.bound.BOUND_REASON`. Every pruned plan is slower than ``exact_top`` timed plans (each
 bound is a lower bound of its plans' steps), so the first ``exact_top`` plans are those of a search that times
