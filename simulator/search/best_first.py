@@ -13,16 +13,15 @@ Now one heap holds three kinds of item, each with a lower bound of the step of t
   and :func:`~simulator.search.bound.step_lower_bound`), each of which goes back on the heap as
 - a *plan* timed alone, bounded by its own lower bound; evaluated by timing it.
 
-Rounds take items best bound first (ties: parts before plans, parts by their outer values and key, plans by
-their point's values) up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after
-each round the threshold is the ``exact_top``-th best plan timed so far
-(:func:`~simulator.search.bound.bound_of`). Once the next item's bound is excluded, it and every item after it are pruned: a part's members counted under
-:data:`~simulator.search.group_bound.GROUP_REASON`, a plan under
-:data:`~simulator.search.bound.BOUND_REASON`. Every pruned plan is slower than ``exact_top`` timed plans (each
-bound is a lower bound of its plans' steps), so the first ``exact_top`` plans are those of a search that times
-everything. Until ``exact_top`` plans are timed there is no threshold, so a search where nothing fits evaluates
-every item (and names memory, as before). The order and the rounds depend only on bounds and values, not on the
-executor.
+Rounds take items best bound first (ties: parts before plans, parts by their outer values and key, plans by their
+point's values) up to about ``batch`` candidates (a plan timed alone counts :data:`ALONE_WEIGHT`); after each round
+the threshold is the ``exact_top``-th best plan timed so far (:func:`~simulator.search.bound.bound_of`). Once the
+next item's bound is excluded, it and every item after it are pruned: a part's members counted under
+:data:`~simulator.search.group_bound.GROUP_REASON`, a plan under :data:`~simulator.search.bound.BOUND_REASON`. Every
+pruned plan is slower than ``exact_top`` timed plans (each bound is a lower bound of its plans' steps), so the first
+``exact_top`` plans are those of a search that times everything. Until ``exact_top`` plans are timed there is no
+threshold, so a search where nothing fits evaluates every item (and names memory, as before). The order and the
+rounds depend only on bounds and values, not on the executor.
 
 The memory bound (:func:`~simulator.search.memory_bound.skip_no_fit`) runs on a group when its first part is
 taken (``admit``), not on every group up front: on the Korthikanti problems the order reaches 12-30 of 74-229

@@ -36,8 +36,8 @@ variant's representative plan. Why it holds (points 4 and 5, the communication: 
 3. The step is the latest stage end plus that stage's tail (exposed per-step communication, the optimizer: both
    >= 0) (:func:`simulator.schedule.step.finish_step`), so it is at least the latest stage end.
 
-The batched schedules' groups are evaluated by *parts*, the members of one (recompute value, micro-batch, TP
-overlap value) of a group, best bound first (:func:`simulator.search.best_first.time_best_first`); a part is pruned (counted under
+Every group is evaluated by *parts*, the members of one (recompute value, micro-batch, TP overlap value) of a
+group, best bound first (:func:`simulator.search.best_first.time_best_first`); a part is pruned (counted under
 :data:`GROUP_REASON`, one per candidate, none of them resolved) only when its bound exceeds the threshold of
 :class:`~simulator.search.bound.Bound`, the ``exact_top``-th best of the plans timed so far; such a threshold
 exists only once ``exact_top`` plans fit and were timed, so a search where nothing fits never prunes a group by
@@ -72,12 +72,13 @@ from simulator.search.exposed_bound import chunk_exposure
 GROUP_REASON = ("bound: a group of plans (one outer structure) whose step time is provably worse than the "
                 "search's exact_top-th plan (not resolved)")
 
-#: candidates per round of :func:`~simulator.search.best_first.time_best_first` (whole items: a round may hold more). The members that reach the
-#: rounds passed the inner rules (:mod:`.inner_rules`), so a round of 64 holds ~64 plans; a smaller round times fewer
-#: plans before the threshold tightens, a larger one batches more timelines together. Cold whole-default-space
-#: searches, CPU s, rounds of 32 / 64 / 128 / 2,048 (2026-12-05 00:0x UTC, docs/search/time_to_answer.md, round 11):
-#: 1T 1.17 / 1.22 / 1.22 / 2.38, (a) 0.56 / 0.58 / 0.59 / 1.20, (c) 2.94 / 2.93 / 3.02 / 4.36, (d) 3.20 / 3.12 /
-#: 3.08 / 3.61
+#: candidates per round of :func:`~simulator.search.best_first.time_best_first` (whole items: a round may hold
+#: more). The members that reach the rounds passed the inner rules (:mod:`.inner_rules`), so a round of 64 holds ~64
+#: plans; a smaller round times fewer plans before the threshold tightens, a larger one batches more timelines
+#: together. Cold whole-default-space searches, CPU s, rounds of 32 / 64 / 128 / 2,048 (2026-12-04 23:25 UTC, with
+#: the inner rules, batched groups before split ones): 1T 1.17 / 1.22 / 1.22 / 2.38, (a) 0.56 / 0.58 / 0.59 / 1.20,
+#: (c) 2.94 / 2.93 / 3.02 / 4.36, (d) 3.20 / 3.12 / 3.08 / 3.61; with the best-first order (23:35 UTC) 32 and 64
+#: within noise of each other on the three Korthikanti problems
 GROUP_ROUND = 64
 
 #: rule rejections that depend only on the outer point and the micro-batch (the batch divisibility, the schedule's
