@@ -15,9 +15,10 @@ micro-batch's (:func:`simulator.plan.resolve.batch_free_rules`), a member's verd
    representative;
 3. :func:`~simulator.plan.rules.check_batch`, a function of (micro-batch, dp, pp, vpp, schedule) (round 10).
 
-So per (pp, vpp, schedule, dp, collapse flags) the search keeps which inner combinations pass and how many each
-rejection rejects (:func:`inner_verdicts`); the rejected members are counted under the rule's reason without a
-point, a ``parallel:`` config or a group slot, and only the others become the group's members.
+So the search keeps, per (pp, collapse flags), which inner combinations pass the first two and how many each of
+their rejections rejects, and per (micro-batch, dp, pp, vpp, schedule) the micro-batch's verdict
+(:func:`inner_verdicts`); the rejected members are counted under the rule's reason without a point, a
+``parallel:`` config or a group slot, and only the others become the group's members.
 ``tests/search/test_inner_rules.py`` checks the verdicts candidate by candidate against the user's path
 (:func:`simulator.plan.resolve_plan`) on spaces with every offload, recompute and sharding choice.
 
