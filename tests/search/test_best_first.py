@@ -4,10 +4,17 @@ first; the first item the threshold excludes stops the search, and what is left 
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from simulator.search.best_first import ALONE_WEIGHT, time_best_first
 from simulator.search.bound import BOUND_REASON, bound_of
 from simulator.search.evaluated import Evaluated
 from simulator.search.group_bound import GROUP_REASON, Group
+from simulator.search.run import NoPlanFits, search
+
+from .test_inner_rules import _megatron, _pytorch
 
 STEP = {"a1": 1.2, "a2": 1.5, "s1": 0.7, "c1": 5.5}        # seconds, the fake timing
 LOWER = {"s1": 0.6, "s2": 3.0}                                # the split plans' own lower bounds
@@ -98,3 +105,28 @@ def test_admit_runs_once_per_reached_group_and_what_it_leaves_out_is_counted_onc
     assert admitted == ["s1", "a1"] and timed == ["s1", "a1", "a2"]
     assert out.rejected == {"memory bound": 1, BOUND_REASON: 1, GROUP_REASON: 1}     # a3; s2; c1
     assert out.evaluated == 6          # every point once (s1's timing, after its bound, is not a second count)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(framework=st.sampled_from(["megatron", "pytorch"]),
+       schedules=st.sets(st.sampled_from(["1f1b", "gpipe", "zb1p", "zbv", "dualpipev"]), min_size=1),
+       pp=st.sets(st.sampled_from([1, 2, 4]), min_size=1), micro=st.sets(st.sampled_from([1, 2]), min_size=1),
+       batch=st.sampled_from([8, 16, 32]), top=st.sampled_from([1, 3, 5]),
+       objective=st.sampled_from(["step_time", "tokens_per_s_per_gpu"]))
+def test_the_first_plans_equal_those_of_a_search_that_times_everything(framework, schedules, pp, micro, batch, top,
+                                                                       objective):
+    """On random small spaces (the 22B model on 32 H100s, every sharding, recompute and offload choice), the
+    best-first search's first ``top`` plans (every column) and its points equal those of a search that times every
+    plan, and each point is counted once."""
+    data = _megatron() if framework == "megatron" else _pytorch()
+    data["training"] = {**data["training"], "global_batch": batch}
+    data["search"] = {**data["search"], "schedule": sorted(schedules), "pp": sorted(pp), "micro_batch": sorted(micro)}
+    try:
+        every = search(data, exact_top=None, objective=objective)
+    except NoPlanFits:
+        with pytest.raises(NoPlanFits):
+            search(data, exact_top=top, objective=objective)
+        return
+    bounded = search(data, exact_top=top, objective=objective)
+    assert bounded.plans[:top] == every.plans[:top] and bounded.evaluated == every.evaluated
+    assert bounded.evaluated == bounded.valid + sum(bounded.rejected.values())
