@@ -162,8 +162,9 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
     rejections into ``skipped``."""
     for outer in space.outer():
         first = {**outer, **next(space.inner(False))}
+        key = plan_key(ctx, first)
         try:
-            plan = resolve(ctx, first)
+            plan = resolve(ctx, first, key)
         except UserError as exc:
             if exc.key_path in STRUCTURAL:
                 skipped.rejected[reason_of(exc)] += inner
@@ -172,7 +173,6 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
             plan = None
         flags = (plan is not None and plan.dense_shard_degree == 1
                  and (plan.model.moe is None or plan.expert_shard_degree == 1), outer["tp"] == 1)
-        key = plan_key(ctx, first)
         rules = kept_rules(ctx, key)
         if not decide_inner or rules is None or isinstance(rules, UserError):   # (a batch-free rule rejects it)
             members = space.members(outer, *flags)

@@ -208,8 +208,8 @@ def test_groups_are_built_and_bounded_without_the_cycle_collector(monkeypatch):
 
     seen = []
     real_resolve, real_variants = run_module.resolve, run_module.group_variants
-    monkeypatch.setattr(run_module, "resolve", lambda ctx, point: (seen.append(gc.isenabled()),
-                                                                   real_resolve(ctx, point))[1])
+    monkeypatch.setattr(run_module, "resolve", lambda ctx, point, key=None: (seen.append(gc.isenabled()),
+                                                                             real_resolve(ctx, point, key))[1])
     monkeypatch.setattr(run_module, "group_variants", lambda ctx, g, resolve: (seen.append(gc.isenabled()),
                                                                                real_variants(ctx, g, resolve))[1])
     data = {**DENSE, "search": {"schedule": ["1f1b"], "micro_batch": [1], "pp": [1, 2], "tp": [1, 2], "vpp": [1],
