@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.arrays import distinct
 from simulator.collectives import algorithms as alg
 from simulator.collectives.coefficients import DEFAULT_COEFFICIENTS, Coefficients
 from simulator.collectives.curves import pool_points
@@ -84,7 +85,7 @@ def split_points(x: np.ndarray) -> np.ndarray:
     if len(every) <= MAX_SPLITS:
         return every
     marks = np.geomspace(x[2], x[n - 2], MAX_SPLITS)
-    return np.unique(np.clip(np.searchsorted(x, marks), 2, n - 2))
+    return distinct(np.clip(np.searchsorted(x, marks), 2, n - 2))
 
 
 def fit_two_regime(sizes: np.ndarray, times: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:

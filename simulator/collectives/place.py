@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
+from simulator.arrays import distinct
 from simulator.caching import memo
 from simulator.collectives.placement import GroupPlacement, NetIssue
 from simulator.errors import UserError
@@ -168,7 +169,7 @@ def _nic_sharing(topology: Topology, names: list[str], concurrent: Sequence[Sequ
     starts = np.cumsum(sizes) - sizes
     spanning = np.minimum.reduceat(domain, starts) != np.maximum.reduceat(domain, starts)
     member_of = np.repeat(np.arange(len(groups)), sizes)
-    used = np.unique((member_of * len(codes) + nic)[np.repeat(spanning, sizes)])  # (group, NIC) pairs, once each
+    used = distinct((member_of * len(codes) + nic)[np.repeat(spanning, sizes)])  # (group, NIC) pairs, once each
     users = np.bincount(used % len(codes), minlength=len(codes))
     return int(users[nic[:len(names)]].max())
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.arrays import distinct
 from simulator.caching import memo
 from simulator.plan.schedules import Schedule
 from simulator.plan.split_arrays import KIND
@@ -188,7 +189,7 @@ def split_periods(schedule: Schedule, pp: int, m: int) -> Periods | None:
     gap = raw[into] - raw[src[inside]]
     low_gap = int(gap.min(initial=0))
     wide = int(gap.max(initial=0)) - low_gap + 1
-    code = np.unique((rank[into] * pp + rank[src[inside]]) * wide + gap - low_gap)   # lexicographic, as the rows
+    code = distinct((rank[into] * pp + rank[src[inside]]) * wide + gap - low_gap)   # lexicographic, as the rows
     pairs = np.stack([code // wide // pp, code // wide % pp, code % wide + low_gap], axis=1).tolist()
     # (waiting rank, posting rank, periods between them)
     offset = [0] * pp                                  # o_src <= o_dst + (t_dst - t_src): no op waits ahead

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from simulator.arrays import distinct
 from simulator.plan import Batch, ResolvedPlan
 from simulator.serving.speculative import speculative_decode_time
 from simulator.serving.step import StepContext, StepTime, captured, step_time
@@ -60,6 +61,6 @@ def mean_decode_s(ctx: StepContext, rp: ResolvedPlan, seqs: int) -> float:
     s = ctx.serving
     if s.output_len == 1:
         return decode_time(ctx, rp, seqs, s.input_len).step_s
-    points = np.unique(np.linspace(0, s.output_len - 1, min(MEAN_SAMPLES, s.output_len)).round().astype(int))
+    points = distinct(np.linspace(0, s.output_len - 1, min(MEAN_SAMPLES, s.output_len)).round().astype(int))
     times = np.array([decode_time(ctx, rp, seqs, s.input_len + int(i)).step_s for i in points])
     return float(np.trapezoid(times, points) / (points[-1] - points[0]))
