@@ -52,7 +52,7 @@ def _closure(package: str, seen: frozenset = frozenset()) -> set[str]:
 
 
 ALLOWED = {package: _closure(package) for package in LAYERS}
-SHARED_LEAVES = {"errors", "yamlio", "resources", "limits", "caching"}
+SHARED_LEAVES = {"errors", "yamlio", "resources", "limits", "caching", "arrays"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -60,6 +60,10 @@ class Item:
     plan: dict[str, Any] | None = None
     group: Group | None = None
     """a part's group (:func:`time_best_first`'s ``admit`` runs once per group, at its first part)"""
+    key: tuple = ()
+    """a part's :func:`~simulator.search.group_bound.part_key`"""
+    refined: bool = False
+    """a part whose bound ``refine`` already tightened (:func:`time_best_first`)"""
 
     @property
     def size(self) -> int:
@@ -68,19 +72,28 @@ class Item:
 
 def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group], bool], objective: str,
                     exact_top: int, run: Callable[..., Evaluated], bound_of: Callable[..., Bound | None],
-                    batch: int, admit: Callable[[Group], None] | None = None) -> None:
+                    batch: int, admit: Callable[[Group], None] | None = None,
+                    refine: Callable[[Group, tuple, set[str]], dict[str, float]] | None = None) -> None:
     """Time the plans of ``groups`` into ``out`` best bound first (module docstring); ``alone(g)``: whether the
     group's schedule is timed plan by plan; ``run(points, **kwargs)`` evaluates on the executor (``recount``: the
     points were counted before, by their lower bounds). ``admit(g)`` runs once per group, when its first part is
     taken, and may leave members out of ``g.points`` (the memory bound, which counts them: so it runs only for the
-    groups the time bound reaches); the group's parts then keep only those."""
+    groups the time bound reaches); the group's parts then keep only those. ``refine(g, key, shardings)``, called
+    when a batched part is first taken, may return a larger lower bound for the members of some of its shardings
+    (:mod:`~simulator.search.dp_floor`): those members go back on the heap as a part of their own with it."""
     larger = OBJECTIVES[objective][1]
     heap = _parts(groups, alone, larger)
     made = len(heap)
     admitted: dict[int, set[int] | None] = {}      # id(group) -> ids of the members admit() kept (None: all)
     while heap:
-        parts, plans, bounded, taken = _round(heap, bound_of(out.rows, objective, exact_top), batch, admit, admitted)
-        if not taken:
+        parts, plans, bounded, taken, later = _round(heap, bound_of(out.rows, objective, exact_top), batch, admit,
+                                                     admitted, refine)
+        for item in later:      # members with a tighter bound (refine): after this round's
+            sort = (reachable(item.lower, item.tokens, item.gpus, larger), 0, tuple(item.group.outer.values()),
+                    item.key)
+            heapq.heappush(heap, (sort, made, item))
+            made += 1
+        if not taken and not later:
             break
         if parts:           # in the order the parts were made (the space's: a smaller micro-batch first)
             out.merge(run([p for _, points in sorted(parts, key=itemgetter(0)) for p in points]))
@@ -115,18 +128,19 @@ def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) ->
         outer, split = tuple(g.outer.values()), alone(g)
         for k, points in members.items():
             lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
-            item = Item(lower, g.tokens, g.outer["gpus"], points, split, group=g)
+            item = Item(lower, g.tokens, g.outer["gpus"], points, split, group=g, key=k)
             heap.append(((reachable(lower, g.tokens, g.outer["gpus"], larger), 0, outer, k), len(heap), item))
     heapq.heapify(heap)
     return heap
 
 
-def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: dict[int, set[int] | None]
-           ) -> tuple[list, list, list, int]:
+def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: dict[int, set[int] | None],
+           refine=None) -> tuple[list, list, list, int, list[Item]]:
     """The next round's items off ``heap``, best first up to about ``batch`` candidates (a part's members that
     ``admit`` keeps, :func:`time_best_first`), stopping at the first one ``bound`` excludes (left on the heap):
-    (batched parts with their sequence, plans timed alone, split parts' members, how many items were taken)."""
-    parts, plans, bounded, size, taken = [], [], [], 0, 0
+    (batched parts with their sequence, plans timed alone, split parts' members, how many items were taken, the
+    parts of members whose bound ``refine`` tightened, for the heap)."""
+    parts, plans, bounded, size, taken, later = [], [], [], 0, 0, []
     while heap and (not size or size + heap[0][2].size <= batch):
         item = heap[0][2]
         if bound is not None and item.lower > 0 and bound.excludes(item.lower, item.tokens, item.gpus):
@@ -138,12 +152,30 @@ def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: 
             size += item.size
             continue
         points = _admitted(item, admit, admitted)
+        if refine is not None and not item.alone and not item.refined and points:
+            points = _refine(item, points, refine, later)
         size += len(points)
         if item.alone:
             bounded += points
         elif points:
             parts.append((place, points))
-    return parts, plans, bounded, taken
+    return parts, plans, bounded, taken, later
+
+
+def _refine(item: Item, points: list[dict[str, Any]], refine, later: list[Item]) -> list[dict[str, Any]]:
+    """The members of part ``item`` whose bound ``refine`` does not tighten; the others, per sharding, as parts of
+    their own with the tighter bound into ``later``."""
+    tighter = {h: lower for h, lower in refine(item.group, item.key, {p["sharding"] for p in points}).items()
+               if lower > item.lower}
+    if not tighter:
+        return points
+    now: list[dict[str, Any]] = []
+    by: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        (by.setdefault(p["sharding"], []) if p["sharding"] in tighter else now).append(p)
+    later += [Item(tighter[h], item.tokens, item.gpus, members, group=item.group, key=(*item.key, h), refined=True)
+              for h, members in by.items()]
+    return now
 
 
 def _admitted(item: Item, admit, admitted: dict[int, set[int] | None]) -> list[dict[str, Any]]:

@@ -105,6 +105,14 @@ class Group:
     """when no member passes the rules: each member's rejection (they were all resolved to find a representative)"""
     plans: dict[tuple[int, str], Any] = field(default_factory=dict)
     """the first member of each (micro-batch, sharding) that passes the rules (:mod:`.memory_bound`)"""
+    variant_plan: dict[tuple[int, str], Any] = field(default_factory=dict)
+    """per (micro-batch, sharding) with a plan, the representative of its compute variant (:func:`group_variants`)"""
+    variants: list = field(default_factory=list)
+    """its compute variants (:func:`set_lowers`), for :mod:`.dp_floor`"""
+    dp_floor: dict[str, Any] = field(default_factory=dict)
+    """per sharding, :mod:`.dp_floor`'s per-chunk DP seconds once computed (None: none)"""
+    refined: dict[tuple[int, bool, str], Any] = field(default_factory=dict)
+    """per (micro-batch, TP overlap value, sharding), :mod:`.dp_floor`'s bound of each recompute value (None: none)"""
 
 
 class _Seconds(NamedTuple):
@@ -135,7 +143,8 @@ class Variant:
     """the TP overlap value whose members' least exposed communication ``f`` and ``b`` hold"""
 
 
-def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndarray | None = None) -> list[float]:
+def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndarray | None = None,
+                  floor: tuple[np.ndarray, np.ndarray] | None = None) -> list[float]:
     """Lower bounds of the step of the plans of compute variant ``v`` (module docstring), one per ``recompute``
     value (a search's ``recompute`` dimension: ``none``, ``full``, ``selective[:modules]``), whose re-run seconds
     of the dense layers join each backward; seconds. Split schedules: :mod:`simulator.search.bound`'s release plus
@@ -147,7 +156,9 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
 
         step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c} + r_{s,c}) + min_c sum_{j<s} b_{j,c} ].
 
-    For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk."""
+    For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk. ``floor``: per stage
+    and chunk, seconds a forward and a backward last at least besides (:mod:`simulator.search.dp_floor`, batched
+    schedules only); each duration above is then the larger of the two."""
     schedule, m = v.plan.schedule, v.plan.num_microbatches
     if v.paired:
         return [0.0] * len(recompute)
@@ -159,7 +170,11 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
                   for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
         forward, busy = rank_seconds(schedule, chunks, 0.0)
         return list(np.max([a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)], axis=0))
-    busy = (f + b).sum(axis=1) + r.sum(axis=2)                     # (values, pp)
+    if floor is None:
+        busy = (f + b).sum(axis=1) + r.sum(axis=2)                 # (values, pp)
+    else:          # each forward at least its floor, each backward (with its re-run) too
+        f, back = np.maximum(f, floor[0]), np.maximum(b + r, floor[1])     # back: (values, pp, vpp)
+        busy, b = f.sum(axis=1) + back.sum(axis=2), np.maximum(b, floor[1])
     if schedule.fast is None:     # the replay only: each stage's own work, one after another
         return list((m * busy).max(axis=1))
     release = np.concatenate(([0.0], np.cumsum(f[:-1, 0])))
@@ -296,7 +311,8 @@ def group_variants(ctx, group: Group, resolve) -> list[Variant]:
         errors.append(None)
         found.add((mb, point["sharding"]))
         group.plans[mb, point["sharding"]] = plan
-        variants.setdefault((mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
+        group.variant_plan[mb, point["sharding"]] = variants.setdefault(
+            (mb, layer_inputs(plan, plan.gemm_dtype(gpu), settings)), plan)
     if not variants:           # every member rejected: their reasons, as evaluating them would count them
         group.rejected = [exc if exc is not None else _error(resolve, ctx, point)
                           for exc, point in zip(errors, group.points, strict=True)]
@@ -313,6 +329,7 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
     of that micro-batch and overlap value of :func:`compute_lower` (``Group.sub``), and the group's, the least of
     those."""
     for g, v in zip(groups, variants, strict=True):
+        g.variants = v
         values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
         rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
         for variant in v:

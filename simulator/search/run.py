@@ -29,6 +29,7 @@ from simulator.search.bound import (
     timed_alone,
 )
 from simulator.search.caches import without_cycle_collector
+from simulator.search.dp_floor import refined_lowers
 from simulator.search.evaluate import OOM_REASON, Context, Evaluated, resolve
 from simulator.search.evaluated import reason_of
 from simulator.search.group_bound import (
@@ -242,7 +243,8 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
 
     if exact_top is not None and objective in BOUNDED:     # every plan best bound first, pruned by the bounds
         time_best_first(out, bound_groups(ctx, groups, out), lambda g: alone[g.outer["schedule"]], objective,
-                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g: skip_no_fit(ctx, out, [g]))
+                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g: skip_no_fit(ctx, out, [g]),
+                        refine=lambda g, key, shardings: refined_lowers(ctx, g, key, shardings))
     else:
         out.merge(run([p for g in groups for p in g.points]))
     if not out.rows:

@@ -107,6 +107,32 @@ def test_admit_runs_once_per_reached_group_and_what_it_leaves_out_is_counted_onc
     assert out.evaluated == 6          # every point once (s1's timing, after its bound, is not a second count)
 
 
+def test_refine_defers_the_members_whose_bound_it_tightens():
+    """A part of a zero1 member (a1, step 1.2 s) and a zero3 one (z1): refine raises z1's bound to 4.0 s, so the
+    round times a1 alone; z1 goes back on the heap as a part of its own, and the threshold (1.2 s, exact_top 1)
+    then excludes it unresolved. The refined part is not refined again."""
+    group = _group("1f1b", 1.0, ["a1", "z1"])
+    for p, sharding in zip(group.points, ["zero1", "zero3"], strict=True):
+        p["sharding"] = sharding
+    timed, asked = [], []
+
+    def run(points, recount=False, bound=None, lower_only=False):
+        timed.extend(p["name"] for p in points)
+        out = Evaluated()
+        out.evaluated = len(points)
+        out.rows = [{"step_s": STEP.get(p["name"], 9.0), "name": p["name"]} for p in points]
+        return out
+
+    def refine(g, key, shardings):
+        asked.append((key, sorted(shardings)))
+        return {"zero3": 4.0, "zero1": 0.5}         # zero1's is below the part's 1.0: ignored
+
+    out = Evaluated()
+    time_best_first(out, [group], lambda g: False, "step_time", 1, run, bound_of, 64, refine=refine)
+    assert timed == ["a1"] and asked == [(("none", 1, False), ["zero1", "zero3"])]
+    assert out.rejected == {GROUP_REASON: 1} and out.evaluated == 2
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(framework=st.sampled_from(["megatron", "pytorch"]),
        schedules=st.sets(st.sampled_from(["1f1b", "gpipe", "zb1p", "zbv", "dualpipev"]), min_size=1),
