@@ -64,15 +64,19 @@ class SplitGraph:
     keys: np.ndarray
     by_level: tuple[np.ndarray, np.ndarray, list[int]]
     position: np.ndarray
+    rank_sweeps: bool = False
+    """whether :func:`all_ends` sweeps rank by rank (:func:`_swept_ends`) rather than level by level: where the
+    levels settled in one downward and one upward sweep (ZB-H1, ZB-V), so the ends settle in a few"""
 
 
-def _levels(edges: np.ndarray, start: np.ndarray, n: int) -> np.ndarray:
+def _levels(edges: np.ndarray, start: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     """Longest chain of predecessors of every op (its level), by rank sweeps in numpy, as
     :func:`simulator.schedule.fast_timeline.sweep_levels` (its docstring has the argument): on rank i, with
     ``a_g`` = 1 + the largest level of op g's posters (0 without), L[g] = max(L[g - 1] + 1, a_g) is
     g + a running maximum of a_g - g. The ranks are swept downwards, then upwards, each recomputed from the current
     levels, until a sweep changes nothing: from below every level, a fixed point of the recurrence, which on a DAG
-    is its one solution (the levels of the walk each rank advancing while its next op's posters have one)."""
+    is its one solution (the levels of the walk each rank advancing while its next op's posters have one). Also
+    returns how many sweeps changed something."""
     level = np.full(n + 1, -1, dtype=np.int64)
     cross = edges[:, 1:]
     bounds = list(zip(start[:-1].tolist(), start[1:].tolist(), strict=True))
@@ -88,7 +92,7 @@ def _levels(edges: np.ndarray, start: np.ndarray, n: int) -> np.ndarray:
                 level[lo:hi] = row
                 changed = True
         if not changed:
-            return level[:n]
+            return level[:n], sweep
         sweep += 1
         if sweep > n:        # each sweep settles at least one more op of every path: only a cycle gets here
             raise RuntimeError("split pipeline schedule deadlocked (internal error)")
@@ -107,18 +111,21 @@ def split_graph(schedule: Schedule, pp: int, m: int) -> SplitGraph:
     column = np.select([kind == KIND["F"], kind == KIND["B"], kind == KIND["W"]],
                        [phase, 2 + 2 * keys[:, 5] + phase, 6 + phase], 8 + 2 * phase + keys[:, 3])
     col = np.repeat(np.arange(pp), np.diff(start)) * NCOL + column
-    level = _levels(edges, start, n)
+    level, sweeps = _levels(edges, start, n)
     order = np.argsort(level, kind="stable")
     position = np.empty(n + 1, dtype=np.int64)
     position[order], position[n] = np.arange(n), n
     return SplitGraph(n, start, edges, col, keys, (position[edges[order]], col[order], np.bincount(level).tolist()),
-                      position[:n])
+                      position[:n], sweeps <= 1)
 
 
 def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
     """End of every op ``(n,)`` for ``table`` ``(pp * NCOL,)`` of seconds, level by level (the replay's max and
     + on the same operands: the maximum of its predecessors' ends is exact in any order, so the ends are the
-    replay's bit for bit)."""
+    replay's bit for bit), or where the graph's levels settle in two rank sweeps, rank by rank
+    (:func:`_swept_ends`)."""
+    if graph.rank_sweeps:
+        return _swept_ends(graph, table)
     edges, col, sizes = graph.by_level
     seconds = table[col]
     done = np.zeros(graph.n + 1)
@@ -128,6 +135,35 @@ def all_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
         done[a:b] = done[edges[a:b]].max(axis=1) + seconds[a:b]
         a = b
     return done[graph.position]
+
+
+def _swept_ends(graph: SplitGraph, table: np.ndarray) -> np.ndarray:
+    """:func:`all_ends` by rank sweeps, as :func:`_levels` finds the levels: on a rank, with a_g the latest end of op
+    g's posters on other ranks (0 without) and S_g its seconds, E_g = max(E_(g-1), a_g) + S_g is
+    P_g + max over k <= g of (a_k - P_(k-1)), P the rank's running sum of seconds: one running maximum. The ranks
+    are swept downwards, then upwards, each from the current ends of the others, until a sweep changes nothing: from
+    below the ends, the fixed point of the recurrence, its one solution on a DAG. The running sums round differently
+    from the replay's one addition per op (within ~1e-14 relative; the hypothesis test holds every end within
+    1e-9). ZB-V's pp 35 x 140 graph (29,400 ops, 874 levels) settles in 3 sweeps: 1.2 ms instead of 3.0 ms; DualPipeV's
+    levels take 4 sweeps and its ends 7, slower than its 454 levels, so it keeps the level sweep."""
+    seconds = table[graph.col]
+    ends = np.zeros(graph.n + 1)                   # the last: the 0 of a missing poster
+    ranks = []
+    for lo, hi in zip(graph.start[:-1].tolist(), graph.start[1:].tolist(), strict=True):
+        after = np.cumsum(seconds[lo:hi])
+        ranks.append((lo, hi, after, after - seconds[lo:hi], graph.edges[lo:hi, 1:]))
+    for sweep in range(graph.n + 1):
+        changed = False
+        for lo, hi, after, before, cross in ranks if sweep % 2 == 0 else ranks[::-1]:
+            row = ends[cross].max(axis=1) - before
+            np.maximum.accumulate(row, out=row)
+            row += after
+            if changed or (row != ends[lo:hi]).any():
+                ends[lo:hi] = row
+                changed = True
+        if not changed:
+            return ends[:graph.n]
+    raise RuntimeError("split pipeline schedule deadlocked (internal error)")     # pragma: no cover
 
 
 def _runs(keys: np.ndarray, start: np.ndarray) -> list[tuple[int, int, int] | None]:
