@@ -152,7 +152,7 @@ def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: 
             size += item.size
             continue
         points = _admitted(item, admit, admitted)
-        if refine is not None and not item.alone and not item.refined and points:
+        if refine is not None and not item.refined and points:
             points = _refine(item, points, refine, later)
         size += len(points)
         if item.alone:
@@ -173,8 +173,8 @@ def _refine(item: Item, points: list[dict[str, Any]], refine, later: list[Item])
     by: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         (by.setdefault(p["sharding"], []) if p["sharding"] in tighter else now).append(p)
-    later += [Item(tighter[h], item.tokens, item.gpus, members, group=item.group, key=(*item.key, h), refined=True)
-              for h, members in by.items()]
+    later += [Item(tighter[h], item.tokens, item.gpus, members, item.alone, group=item.group, key=(*item.key, h),
+                   refined=True) for h, members in by.items()]
     return now
 
 

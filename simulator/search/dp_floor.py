@@ -23,11 +23,14 @@ reason as before (every stage end is non-decreasing in every op's duration).
 **What it reads.** The ops are :func:`~simulator.traffic.step.data_parallel_traffic`'s, a function of the model,
 the outer point and the recipe (of the inner knobs, only the sharding: not the micro-batch, the recompute mode, the
 TP overlap or the offload), and their seconds come from the DP group's placement (outer). So H + P is computed once
-per (group, sharding), from the chunk costs (:func:`~simulator.schedule.step.prepare_step`, whose ``comm["dp"]``
-holds exactly those ops' seconds: no other op of a chunk is a ``dp`` one) of the first plan of that sharding the
-group's bound resolved; the step cache keeps those costs for the members timed later. Only batched schedules (the
-split ones are bounded plan by plan, :mod:`.bound`) and plans whose slowest GPU's pace is at least 1 and whose MoE
-layers do not pair micro-batches are refined.
+per (group, sharding) (:func:`dp_seconds`: the chunk costs' own pricing of those ops alone, on the first plan of
+that sharding the group's bound resolved), and only where the order reaches a part with such members.
+
+**Split schedules** (DualPipe, DualPipeV, ZB-H1, ZB-V) take the floor in the work of a rank per micro-batch
+(:func:`~simulator.search.group_bound.split_floor`): every F, B and W op of a chunk is part of that chunk's forward
+or backward total, each at least its floor, and an overlapped F&B pair hides only EP seconds, so where a plan has no
+EP all-to-all the sum holds. Plans whose slowest GPU's pace is below 1, whose MoE layers pair micro-batches, or
+(split schedules) with EP are not refined.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from simulator.memory.offload import offloaded_activation_bytes
-from simulator.schedule.step import prepare_step
+from simulator.moe import DEFAULT_MOE_SETTINGS
+from simulator.pricing.groups import GroupTimer
+from simulator.schedule.costs import Cost, microbatch_dp_cost
 from simulator.search.group_bound import Group, compute_lower, recompute_seconds
+from simulator.traffic.step import stage_traffic
 
 #: sharding stages with per-micro-batch DP ops (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers too)
 PER_MICROBATCH_STAGE = 2
@@ -69,13 +74,18 @@ def _lowers(ctx, g: Group, mb: int, overlap: bool, sharding: str) -> dict[str, f
     if plan is None or represent is None or plan.recipe.stage < PER_MICROBATCH_STAGE:
         return None
     variant = next((v for v in g.variants if v.plan is represent and v.overlap == overlap), None)
-    if variant is None or variant.paired or variant.slowest < 1 or plan.schedule.replay == "split":
+    if variant is None or variant.paired or variant.slowest < 1:
         return None
+    if plan.schedule.replay == "split" and plan.model.moe is not None and plan.parallel.ep > 1:
+        return None            # an overlapped pair may hide EP seconds: split_floor's sum does not hold
     floor = _floor(ctx, g, sharding, plan)
     if floor is None:
         return None
-    values = tuple(dict.fromkeys(k[0] for k in g.sub))
-    lowers = compute_lower(variant, values, recompute_seconds(variant, values), floor)
+    values = g.recompute_values        # set_lowers' (the members may have shrunk since: memory_bound)
+    rerun = g.rerun.get(id(represent))
+    if rerun is None:
+        rerun = g.rerun[id(represent)] = recompute_seconds(variant, values)
+    lowers = compute_lower(variant, values, rerun, floor)
     g.refined[slot] = dict(zip(values, lowers, strict=True))
     return g.refined[slot]
 
@@ -84,10 +94,24 @@ def _floor(ctx, g: Group, sharding: str, plan: Any) -> tuple[np.ndarray, np.ndar
     """H + P of every chunk's forward and backward (stage, chunk) for ``sharding`` in ``g`` (module docstring),
     once per (group, sharding); None where no chunk has per-micro-batch DP seconds."""
     if sharding not in g.dp_floor:
-        parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
-                             gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
-                             offload_activation_bytes=offloaded_activation_bytes(plan))
-        f = np.array([[x.comm["dp"] for x, _ in c] for c in parts.chunks])
-        b = np.array([[x.comm["dp"] for _, x in c] for c in parts.chunks])
-        g.dp_floor[sharding] = (f, b) if (f.any() or b.any()) else None
+        g.dp_floor[sharding] = dp_seconds(ctx, plan)
     return g.dp_floor[sharding]
+
+
+def dp_seconds(ctx, plan: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per stage and chunk of ``plan``, the seconds of its per-micro-batch DP ops in a forward and in a backward
+    (``comm["dp"]`` of :func:`~simulator.schedule.costs.microbatch_dp_cost`, the code the chunk costs run, on empty
+    costs: only those ops are priced, on the plan's group timer with the search's shared placements); None where
+    there are none."""
+    stages, _ = stage_traffic(plan)
+    timer = GroupTimer(plan, ctx.topology, ctx.calibration, ctx.fixed.moe or DEFAULT_MOE_SETTINGS,
+                       shared=ctx.step_cache.layout(plan))
+    f, b = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0]))), np.zeros((plan.parallel.pp,
+                                                                               len(plan.stage_chunks[0])))
+    for s, ops in enumerate(stages):
+        mine = tuple(o for o in ops if o.scope == "microbatch")
+        for c, n in enumerate(plan.stage_chunks[s] if mine else ()):
+            fwd, bwd = Cost(), Cost()       # the chunk's share of the stage's parameters, as its chunk costs take
+            microbatch_dp_cost(mine, timer, s, n / max(len(plan.stage_layers[s]), 1), fwd, bwd)
+            f[s, c], b[s, c] = fwd.comm["dp"], bwd.comm["dp"]
+    return (f, b) if f.any() or b.any() else None

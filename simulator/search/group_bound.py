@@ -111,6 +111,10 @@ class Group:
     """its compute variants (:func:`set_lowers`), for :mod:`.dp_floor`"""
     dp_floor: dict[str, Any] = field(default_factory=dict)
     """per sharding, :mod:`.dp_floor`'s per-chunk DP seconds once computed (None: none)"""
+    recompute_values: tuple[str, ...] = ()
+    """its members' recompute values when it was bounded (:func:`set_lowers`)"""
+    rerun: dict[int, np.ndarray] = field(default_factory=dict)
+    """per representative plan (by id; the group holds it), :func:`recompute_seconds` of ``recompute_values``"""
     refined: dict[tuple[int, bool, str], Any] = field(default_factory=dict)
     """per (micro-batch, TP overlap value, sharding), :mod:`.dp_floor`'s bound of each recompute value (None: none)"""
 
@@ -157,8 +161,9 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
         step >= max_s [ sum_{j<s} f_{j,0} + m sum_c (f_{s,c} + b_{s,c} + r_{s,c}) + min_c sum_{j<s} b_{j,c} ].
 
     For equal stages it is the schedule's whole fill and drain, (p - 1)(f + b) / v per chunk. ``floor``: per stage
-    and chunk, seconds a forward and a backward last at least besides (:mod:`simulator.search.dp_floor`, batched
-    schedules only); each duration above is then the larger of the two."""
+    and chunk, seconds a forward and a backward last at least besides (:mod:`simulator.search.dp_floor`); each
+    duration above is then the larger of the two, and a split schedule's work per micro-batch at least
+    :func:`split_floor`'s."""
     schedule, m = v.plan.schedule, v.plan.num_microbatches
     if v.paired:
         return [0.0] * len(recompute)
@@ -169,6 +174,8 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
         chunks = [[(_Seconds(fx), _Seconds(bx + e)) for fx, bx, e in zip(fr, br, er, strict=True)]
                   for fr, br, er in zip(f.tolist(), b.tolist(), extra, strict=True)]
         forward, busy = rank_seconds(schedule, chunks, 0.0)
+        if floor is not None:         # a rank's work per micro-batch is at least its ops' floors
+            busy = [np.maximum(w, x) for w, x in zip(busy, split_floor(schedule, floor), strict=True)]
         return list(np.max([a + m * w for a, w in zip(releases(schedule, forward), busy, strict=True)], axis=0))
     if floor is None:
         busy = (f + b).sum(axis=1) + r.sum(axis=2)                 # (values, pp)
@@ -180,6 +187,20 @@ def compute_lower(v: Variant, recompute: tuple[str, ...] = ("none",), r: np.ndar
     release = np.concatenate(([0.0], np.cumsum(f[:-1, 0])))
     drain = np.concatenate((np.zeros((1, b.shape[1])), np.cumsum(b[:-1], axis=0))).min(axis=1)
     return list((release + m * busy + drain).max(axis=1))
+
+
+def split_floor(schedule, floor: tuple[np.ndarray, np.ndarray]) -> list[float]:
+    """Per rank of a split schedule (one chunk per stage), the least seconds of one micro-batch's work given each
+    stage's forward and backward floor (:mod:`simulator.search.dp_floor`), as
+    :func:`~simulator.schedule.dual_timeline.rank_costs` weighs the phases: a V (DualPipeV, ZB-V) runs both halves
+    of its stage's forward and backward (their seconds add to at least the stage's: each half is half of everything
+    but the pipeline transfers, which it keeps whole); DualPipe half of its own stage's and half of its mirror's
+    (pp - 1 - s); ZB-H1 its stage's. Valid where overlapped pairs hide nothing (no EP seconds): the caller's
+    condition."""
+    per = floor[0][:, 0] + floor[1][:, 0]
+    if schedule.mirrored:
+        return list(0.5 * (per + per[::-1]))
+    return list(per)
 
 
 def recompute_seconds(v: Variant, recompute: tuple[str, ...]) -> np.ndarray:
@@ -330,8 +351,8 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
     those."""
     for g, v in zip(groups, variants, strict=True):
         g.variants = v
-        values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
-        rerun: dict[int, np.ndarray] = {}      # the variants of one representative share its re-run seconds
+        values = g.recompute_values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
+        rerun = g.rerun                        # the variants of one representative share its re-run seconds
         for variant in v:
             mb = variant.plan.training.micro_batch
             r = rerun.get(id(variant.plan))
