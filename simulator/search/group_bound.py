@@ -354,15 +354,33 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
         values = g.recompute_values = tuple(dict.fromkeys(map(itemgetter("recompute"), g.points)))
         rerun = g.rerun                        # the variants of one representative share its re-run seconds
         for variant in v:
+            if id(variant.plan) not in rerun:
+                rerun[id(variant.plan)] = recompute_seconds(variant, values)
+        for variant, lowers in zip(v, _lowers_of(v, values, rerun), strict=True):
             mb = variant.plan.training.micro_batch
-            r = rerun.get(id(variant.plan))
-            if r is None:
-                r = rerun[id(variant.plan)] = recompute_seconds(variant, values)
-            for value, lower in zip(values, compute_lower(variant, values, r), strict=True):
+            for value, lower in zip(values, lowers, strict=True):
                 key = (value, mb, variant.overlap)
                 g.sub[key] = min(g.sub.get(key, math.inf), lower)
         if v:
             g.lower = min(g.sub.values())
+
+
+def _lowers_of(v: list[Variant], values: tuple[str, ...], rerun: dict[int, np.ndarray]) -> list:
+    """:func:`compute_lower` of each variant of one group (one schedule): for a batched schedule with a fast
+    evaluator and no paired MoE layers, all the variants at once (the same operations on stacked arrays: the same
+    bounds, one numpy call each instead of one per variant)."""
+    if not v:
+        return []
+    schedule = v[0].plan.schedule
+    if schedule.replay == "split" or schedule.fast is None or any(x.paired for x in v):
+        return [compute_lower(x, values, rerun[id(x.plan)]) for x in v]
+    f, b = np.stack([x.f for x in v]), np.stack([x.b for x in v])                    # (V, pp, vpp)
+    r = np.stack([rerun[id(x.plan)] for x in v])                                      # (V, values, pp, vpp)
+    m = np.array([x.plan.num_microbatches for x in v], dtype=float)[:, None, None]
+    busy = (f + b).sum(axis=2)[:, None, :] + r.sum(axis=3)                           # (V, values, pp)
+    release = np.concatenate((np.zeros((len(v), 1)), np.cumsum(f[:, :-1, 0], axis=1)), axis=1)
+    drain = np.concatenate((np.zeros((len(v), 1, b.shape[2])), np.cumsum(b[:, :-1], axis=1)), axis=1).min(axis=2)
+    return (release[:, None, :] + m * busy + drain[:, None, :]).max(axis=2).tolist()
 
 
 def part_key(point: dict[str, Any]) -> tuple[str, int, bool]:
