@@ -30,10 +30,13 @@ of whole backwards) the bound keeps r_s = 0 and compute only: m (forward compute
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from simulator.pricing.overlap import coefficients
 from simulator.schedule.dual_timeline import half_total, phase_costs, rank_costs
@@ -158,10 +161,10 @@ def rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
 
 def releases(schedule, forward: list[tuple[float, ...]]) -> list[float]:
     """Per rank, a lower bound of its first op's start (module docstring): the forwards of the ranks before it
-    (``forward``: per rank, its phases' forward seconds)."""
-    f = [min(x) for x in forward]
+    (``forward``: per rank, its phases' forward seconds: floats, or arrays of many plans' at once)."""
+    f = [functools.reduce(np.minimum, x) for x in forward]      # (np.minimum: the seconds may be arrays)
     below = list(itertools.accumulate(f, initial=0.0))          # below[s] = sum_{j<s} f_j
     if not schedule.mirrored:
         return below[:-1]
     total = below[-1]
-    return [min(below[s], total - below[s + 1]) for s in range(len(f))]
+    return [np.minimum(below[s], total - below[s + 1]) for s in range(len(f))]

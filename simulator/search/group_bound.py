@@ -366,17 +366,22 @@ def set_lowers(groups: list[Group], variants: list[list[Variant]]) -> None:
 
 
 def _lowers_of(v: list[Variant], values: tuple[str, ...], rerun: dict[int, np.ndarray]) -> list:
-    """:func:`compute_lower` of each variant of one group (one schedule): for a batched schedule with a fast
-    evaluator and no paired MoE layers, all the variants at once (the same operations on stacked arrays: the same
-    bounds, one numpy call each instead of one per variant)."""
+    """:func:`compute_lower` of each variant of one group (one schedule): for a schedule with a fast evaluator and
+    no paired MoE layers, all the variants at once (the same operations on stacked arrays: the same bounds, one
+    numpy call each instead of one per variant; a split schedule's ranks' seconds as arrays over the variants)."""
     if not v:
         return []
     schedule = v[0].plan.schedule
-    if schedule.replay == "split" or schedule.fast is None or any(x.paired for x in v):
+    if schedule.fast is None or any(x.paired for x in v):
         return [compute_lower(x, values, rerun[id(x.plan)]) for x in v]
     f, b = np.stack([x.f for x in v]), np.stack([x.b for x in v])                    # (V, pp, vpp)
     r = np.stack([rerun[id(x.plan)] for x in v])                                      # (V, values, pp, vpp)
     m = np.array([x.plan.num_microbatches for x in v], dtype=float)[:, None, None]
+    if schedule.replay == "split":     # compute_lower's release plus busy, each second an array over the variants
+        chunks = [[(_Seconds(f[:, s, 0, None]), _Seconds(b[:, s, 0, None] + r[:, :, s, 0]))] for s in range(f.shape[1])]
+        forward, busy = rank_seconds(schedule, chunks, 0.0)
+        return np.max([a + m[:, 0] * w for a, w in zip(releases(schedule, forward), busy, strict=True)],
+                      axis=0).tolist()
     busy = (f + b).sum(axis=2)[:, None, :] + r.sum(axis=3)                           # (V, values, pp)
     release = np.concatenate((np.zeros((len(v), 1)), np.cumsum(f[:, :-1, 0], axis=1)), axis=1)
     drain = np.concatenate((np.zeros((len(v), 1, b.shape[2])), np.cumsum(b[:, :-1], axis=1)), axis=1).min(axis=2)

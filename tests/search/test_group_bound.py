@@ -241,3 +241,27 @@ def test_the_smallest_peak_kept_does_not_depend_on_the_order():
             merged.merge(part)
         for out in (one, merged):
             assert out.least_oom[2]["tp"] == plans[0].parallel.tp and out.least_oom_at == ctx.space.place(first)
+
+
+def test_the_stacked_bounds_equal_each_variants_own():
+    """set_lowers bounds a group's variants at once (stacked arrays; a split schedule's ranks' seconds as arrays):
+    every key's bound equals, bit for bit, the least of compute_lower over its variants one at a time, on every
+    schedule."""
+    data = {**DENSE, "search": {"schedule": ["1f1b", "gpipe", "zb1p", "zbv", "dualpipev", "dualpipe"],
+                                "pp": [2, 4], "tp": [2, 8], "vpp": [1, 2], "micro_batch": [1, 2],
+                                "recompute": ["none", "selective", "full"], "sharding": ["none", "zero3"],
+                                "offload": ["none"], "tp_comm_overlap": [False, True]}}
+    ctx = search_context(data)
+    groups, _ = candidate_groups(ctx, 10**6)
+    schedules, keys = set(), 0
+    for g in bound_groups(ctx, groups, Evaluated()):
+        expected: dict[tuple, float] = {}
+        for v in g.variants:
+            lowers = compute_lower(v, g.recompute_values, g.rerun[id(v.plan)])
+            for value, lower in zip(g.recompute_values, lowers, strict=True):
+                key = (value, v.plan.training.micro_batch, v.overlap)
+                expected[key] = min(expected.get(key, np.inf), lower)
+        assert g.sub == expected
+        schedules.add(g.outer["schedule"])
+        keys += len(expected)
+    assert schedules == {"1f1b", "gpipe", "zb1p", "zbv", "dualpipev", "dualpipe"} and keys > 100
