@@ -23,10 +23,11 @@ pruned plan is slower than ``exact_top`` timed plans (each bound is a lower boun
 threshold, so a search where nothing fits evaluates every item (and names memory, as before). The order and the
 rounds depend only on bounds and values, not on the executor.
 
-The memory bound (:func:`~simulator.search.memory_bound.skip_no_fit`) runs on a group when its first part is
-taken (``admit``), not on every group up front: on the Korthikanti problems 113 of 183 (175B), 40 of 74 (530B)
-and 142 of 230 (1T) groups are reached. What it leaves out is counted under its reason then, and neither timed nor
-counted again.
+The memory bound (:func:`~simulator.search.memory_bound.skip_key`) runs on a (recompute value, micro-batch) of a
+group when its first part is taken (``admit``), not on every group up front: on the Korthikanti problems 531 of
+1,285 (175B), 228 of 530 (530B) and 775 of 1,755 (1T) keys of the groups reached are taken (round 12; round 11 bounded
+every key of a reached group). What it leaves out is counted under its reason then, and neither timed nor counted
+again; the members of keys never taken are counted under :data:`~simulator.search.group_bound.GROUP_REASON`.
 """
 
 from __future__ import annotations
@@ -72,22 +73,22 @@ class Item:
 
 def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group], bool], objective: str,
                     exact_top: int, run: Callable[..., Evaluated], bound_of: Callable[..., Bound | None],
-                    batch: int, admit: Callable[[Group], None] | None = None,
+                    batch: int, admit: Callable[[Group, tuple, list], set[int]] | None = None,
                     refine: Callable[[Group, tuple, set[str]], dict[str, float]] | None = None) -> None:
     """Time the plans of ``groups`` into ``out`` best bound first (module docstring); ``alone(g)``: whether the
     group's schedule is timed plan by plan; ``run(points, **kwargs)`` evaluates on the executor (``recount``: the
-    points were counted before, by their lower bounds). ``admit(g)`` runs once per group, when its first part is
-    taken, and may leave members out of ``g.points`` (the memory bound, which counts them: so it runs only for the
-    groups the time bound reaches); the group's parts then keep only those. ``refine(g, key, shardings)``, called
+    points were counted before, by their lower bounds). ``admit(g, (value, mb), members)`` runs once per
+    (recompute value, micro-batch) of a group, when its first part is taken, with every member of it (all TP
+    overlap values), and returns the ids of those it leaves out (the memory bound, which counts them: so it runs
+    only for the keys the time bound reaches); the parts of that key then keep the others. ``refine(g, key, shardings)``, called
     when a batched part is first taken, may return a larger lower bound for the members of some of its shardings
     (:mod:`~simulator.search.dp_floor`): those members go back on the heap as a part of their own with it."""
     larger = OBJECTIVES[objective][1]
-    heap = _parts(groups, alone, larger)
+    heap, admitted = _parts(groups, alone, larger), _Admission(admit)
     made = len(heap)
-    admitted: dict[int, set[int] | None] = {}      # id(group) -> ids of the members admit() kept (None: all)
     while heap:
-        parts, plans, bounded, taken, later = _round(heap, bound_of(out.rows, objective, exact_top), batch, admit,
-                                                     admitted, refine)
+        parts, plans, bounded, taken, later = _round(heap, bound_of(out.rows, objective, exact_top), batch, admitted,
+                                                     refine)
         for item in later:      # members with a tighter bound (refine): after this round's
             sort = (reachable(item.lower, item.tokens, item.gpus, larger), 0, tuple(item.group.outer.values()),
                     item.key)
@@ -111,10 +112,35 @@ def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group]
         if item.plan is not None:
             out.rejected[BOUND_REASON] += 1
             continue
-        kept = admitted.get(id(item.group))      # a part of an admitted group: what admit() left out is counted
-        n = len(item.points) if kept is None else sum(id(p) in kept for p in item.points)
+        gone = admitted.gone.get(_slot(item))   # a part of an admitted key: what admit() left out is counted
+        n = len(item.points) if not gone else sum(id(p) not in gone for p in item.points)
         out.rejected[GROUP_REASON] += n
         out.evaluated += n
+
+
+@dataclass
+class _Admission:
+    """``admit`` (:func:`time_best_first`) once per (group, recompute value, micro-batch), what it left out kept."""
+
+    admit: Callable[[Group, tuple, list], set[int]] | None
+    gone: dict[tuple, set[int]] = field(default_factory=dict)
+    """(id of the group, value, micro-batch) -> ids of the members admit() left out"""
+
+    def members(self, item: Item) -> list[dict[str, Any]]:
+        """The members of part ``item`` that ``admit`` keeps (a refined part's were admitted before it was)."""
+        if self.admit is None or item.group is None or item.refined:
+            return item.points
+        slot = _slot(item)
+        if (gone := self.gone.get(slot)) is None:
+            value, mb = item.key[:2]
+            members = [p for p in item.group.points if p["recompute"] == value and p["micro_batch"] == mb]
+            gone = self.gone[slot] = self.admit(item.group, (value, mb), members)
+        return [p for p in item.points if id(p) not in gone] if gone else item.points
+
+
+def _slot(item: Item) -> tuple:
+    """(id of its group, recompute value, micro-batch) of a part (:class:`_Admission`)."""
+    return id(item.group), item.key[0], item.key[1]
 
 
 def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) -> list[tuple]:
@@ -134,8 +160,8 @@ def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) ->
     return heap
 
 
-def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: dict[int, set[int] | None],
-           refine=None) -> tuple[list, list, list, int, list[Item]]:
+def _round(heap: list[tuple], bound: Bound | None, batch: int, admitted: _Admission, refine=None
+           ) -> tuple[list, list, list, int, list[Item]]:
     """The next round's items off ``heap``, best first up to about ``batch`` candidates (a part's members that
     ``admit`` keeps, :func:`time_best_first`), stopping at the first one ``bound`` excludes (left on the heap):
     (batched parts with their sequence, plans timed alone, split parts' members, how many items were taken, the
@@ -151,7 +177,7 @@ def _round(heap: list[tuple], bound: Bound | None, batch: int, admit, admitted: 
             plans.append(item.plan)
             size += item.size
             continue
-        points = _admitted(item, admit, admitted)
+        points = admitted.members(item)
         if refine is not None and not item.refined and points:
             points = _refine(item, points, refine, later)
         size += len(points)
@@ -176,17 +202,3 @@ def _refine(item: Item, points: list[dict[str, Any]], refine, later: list[Item])
     later += [Item(tighter[h], item.tokens, item.gpus, members, item.alone, group=item.group, key=(*item.key, h),
                    refined=True) for h, members in by.items()]
     return now
-
-
-def _admitted(item: Item, admit, admitted: dict[int, set[int] | None]) -> list[dict[str, Any]]:
-    """The members of part ``item`` that ``admit`` keeps; it runs once per group, what it kept noted in
-    ``admitted``."""
-    group = item.group
-    if admit is None or group is None:
-        return item.points
-    if id(group) not in admitted:
-        before = len(group.points)
-        admit(group)
-        admitted[id(group)] = None if len(group.points) == before else {id(p) for p in group.points}
-    kept = admitted[id(group)]
-    return item.points if kept is None else [p for p in item.points if id(p) in kept]

@@ -113,6 +113,8 @@ class Group:
     """per sharding, :mod:`.dp_floor`'s per-chunk DP seconds once computed (None: none)"""
     recompute_values: tuple[str, ...] = ()
     """its members' recompute values when it was bounded (:func:`set_lowers`)"""
+    memory_parts: dict[Any, Any] = field(default_factory=dict)
+    """what :func:`~simulator.search.memory_bound.memory_lowers` keeps across the keys it bounds"""
     rerun: dict[int, np.ndarray] = field(default_factory=dict)
     """per representative plan (by id; the group holds it), :func:`recompute_seconds` of ``recompute_values``"""
     refined: dict[tuple[int, bool, str], Any] = field(default_factory=dict)

@@ -44,7 +44,8 @@ r has no member that passes the rules, so it gets no bound. The members whose B 
 exceeds HBM by more than rounding (1e-9 relative: the terms are added in another order than the report's), and
 every member of a (recompute value, micro-batch) where each B does, hold no plan that both passes the rules and
 fits: they are counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a
-rule or by memory). The search's no-fit report keeps the smallest such B as a lower bound of the smallest peak
+rule or by memory). The search bounds a key when its best-first order first takes a part of it
+(:func:`skip_key`); :func:`skip_no_fit` bounds whole groups. The search's no-fit report keeps the smallest such B as a lower bound of the smallest peak
 (``Evaluated.least_oom``, ``exact`` False) where it is below every peak it saw.
 """
 
@@ -135,21 +136,27 @@ def _layer_bytes(ctx, plan, base, value: str, kind: tuple[bool, str]) -> float:
     return got
 
 
-def memory_lowers(ctx, group) -> dict[tuple[str, int], dict[tuple[str, str], float]]:
-    """Per (recompute value, micro-batch) of ``group`` that has a representative, and per (sharding, offload value)
-    of it that a member passing the rules can take, the lower bound of those members' device peak (bytes, without
-    the headroom; module docstring)."""
+def memory_lowers(ctx, group, key: tuple[str, int] | None = None
+                  ) -> dict[tuple[str, int], dict[tuple[str, str], float]]:
+    """Per (recompute value, micro-batch) of ``group`` that has a representative (only ``key`` where given), and
+    per (sharding, offload value) of it that a member passing the rules can take, the lower bound of those members'
+    device peak (bytes, without the headroom; module docstring). What several keys share (each representative's
+    bounding stages, NCCL bytes and activation context, the states and activations per stage) is kept on the
+    group."""
     outer = tuple(group.outer[k] for k in OUTER)
     out: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
-    acts: dict[tuple, tuple[float, ...]] = {}     # A_s per stage by (micro-batch, residual dtype, value, drop)
-    floors: dict[tuple, tuple[float, ...]] = {}   # F_s per stage by (sharding, keep, m = 1)
+    kept = group.memory_parts
+    acts = kept.setdefault("acts", {})        # A_s per stage by (micro-batch, residual dtype, value, drop)
+    floors = kept.setdefault("floors", {})    # F_s per stage by (sharding, keep, m = 1)
+    values = ctx.space.values["recompute"] if key is None else (key[0],)
     for (mb, sharding), plan in group.plans.items():
-        if plan.training.mode != "train":
+        if plan.training.mode != "train" or (key is not None and mb != key[1]):
             continue
-        stages = bounding_stages(plan)
-        nccl = stage_nccl(ctx, plan, outer, stages, mb)
-        base = activation_context(plan)
-        for value in ctx.space.values["recompute"]:
+        if (per_plan := kept.get(id(plan))) is None:
+            stages = bounding_stages(plan)
+            per_plan = kept[id(plan)] = (stages, stage_nccl(ctx, plan, outer, stages, mb), activation_context(plan))
+        stages, nccl, base = per_plan
+        for value in values:
             point = {**group.points[0], "recompute": value, "sharding": sharding}
             for name, keep, drop in offload_terms(ctx, plan, point):
                 k = (sharding, keep, plan.num_microbatches == 1)
@@ -163,6 +170,34 @@ def memory_lowers(ctx, group) -> dict[tuple[str, int], dict[tuple[str, str], flo
     return out
 
 
+def skip_key(ctx, out, group, key: tuple[str, int], members: list[dict[str, Any]]) -> set[int]:
+    """:func:`skip_no_fit` for the members of one (recompute value, micro-batch) ``key`` of ``group`` (``members``:
+    all of them, every TP overlap value): the ids of those it leaves out, counted into ``out``. The best-first
+    order (:func:`~simulator.search.best_first.time_best_first`) runs it when it first takes a part of that key,
+    so the keys it never reaches are never bounded."""
+    gone = _over(ctx, memory_lowers(ctx, group, key))
+    if not gone:
+        return set()
+    left = {id(p) for p in members if (p["recompute"], p["micro_batch"], None, None) in gone
+            or (p["recompute"], p["micro_batch"], p["sharding"], p["offload"]) in gone}
+    out.rejected[MEMORY_BOUND_REASON] += len(left)
+    out.evaluated += len(left)
+    _note_least(ctx, out, group, gone, members)
+    return left
+
+
+def _over(ctx, lowers: dict[tuple[str, int], dict[tuple[str, str], float]]) -> dict[tuple, float]:
+    """Of :func:`memory_lowers`' bounds, those above HBM with the headroom (beyond rounding) by (value, mb,
+    sharding, offload value), and (value, mb, None, None) where every bound of the key is."""
+    gone: dict[tuple, float] = {}
+    for (value, mb), bounds in lowers.items():
+        over = {k: b for k, b in bounds.items() if b * (1 - FLOOR_MARGIN) + ctx.headroom_bytes > ctx.capacity}
+        if len(over) == len(bounds):
+            gone[value, mb, None, None] = min(over.values())
+        gone.update(((value, mb, *k), b) for k, b in over.items())
+    return gone
+
+
 def skip_no_fit(ctx, out, groups: list) -> list:
     """Leave out of each group of ``groups`` the members whose :func:`memory_lowers` bound (of their recompute
     value, micro-batch, sharding and offload value) plus the headroom exceeds HBM, and every member of a key
@@ -171,12 +206,7 @@ def skip_no_fit(ctx, out, groups: list) -> list:
     exact). Returns the groups that keep members."""
     kept = []
     for g in groups:
-        gone: dict[tuple, float] = {}       # (value, mb, sharding or None: the whole key, offload) -> bound
-        for (value, mb), bounds in memory_lowers(ctx, g).items():
-            over = {k: b for k, b in bounds.items() if b * (1 - FLOOR_MARGIN) + ctx.headroom_bytes > ctx.capacity}
-            if len(over) == len(bounds):
-                gone[value, mb, None, None] = min(over.values())
-            gone.update(((value, mb, *k), b) for k, b in over.items())
+        gone = _over(ctx, memory_lowers(ctx, g))  # (value, mb, sharding or None: the whole key, offload) -> bound
         if not gone:
             kept.append(g)
             continue
@@ -184,20 +214,21 @@ def skip_no_fit(ctx, out, groups: list) -> list:
                   and (p["recompute"], p["micro_batch"], p["sharding"], p["offload"]) not in gone]
         out.rejected[MEMORY_BOUND_REASON] += len(g.points) - len(points)
         out.evaluated += len(g.points) - len(points)
-        _note_least(ctx, out, g, gone)
+        _note_least(ctx, out, g, gone, g.points)
         g.points = points
         if points:
             kept.append(g)
     return kept
 
 
-def _note_least(ctx, out, group, gone: dict[tuple, float]) -> None:
+def _note_least(ctx, out, group, gone: dict[tuple, float], members: list[dict[str, Any]]) -> None:
     """Note the smallest bound of ``gone`` (:func:`skip_no_fit`) of ``group`` in ``out.least_oom`` (a lower bound,
-    with the first member of its (recompute value, micro-batch, sharding, offload value) in the space's order)."""
+    with the first of ``members`` of its (recompute value, micro-batch, sharding, offload value) in the space's
+    order)."""
     (value, mb, sharding, offload), peak = min(((k, b) for k, b in gone.items() if k[2] is not None),
                                                key=lambda kb: kb[1])
     if out.least_oom is not None and peak > out.least_oom[0]:
         return
-    first = next(p for p in group.points if (p["recompute"], p["micro_batch"], p["sharding"], p["offload"])
+    first = next(p for p in members if (p["recompute"], p["micro_batch"], p["sharding"], p["offload"])
                  == (value, mb, sharding, offload))
     out.note_oom(peak, False, group.plans[mb, sharding], sharding, ctx.space.place(first), value.partition(":")[0])

@@ -40,7 +40,7 @@ from simulator.search.group_bound import (
     set_lowers,
 )
 from simulator.search.inner_rules import inner_verdicts
-from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_no_fit
+from simulator.search.memory_bound import MEMORY_BOUND_REASON, skip_key
 from simulator.search.rank import OBJECTIVES, TERMS, rank
 from simulator.search.resolving import kept_rules, plan_key, reason_for
 from simulator.search.space import SHARDING, build_space
@@ -243,7 +243,7 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
 
     if exact_top is not None and objective in BOUNDED:     # every plan best bound first, pruned by the bounds
         time_best_first(out, bound_groups(ctx, groups, out), lambda g: alone[g.outer["schedule"]], objective,
-                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g: skip_no_fit(ctx, out, [g]),
+                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g, key, members: skip_key(ctx, out, g, key, members),
                         refine=lambda g, key, shardings: refined_lowers(ctx, g, key, shardings))
     else:
         out.merge(run([p for g in groups for p in g.points]))

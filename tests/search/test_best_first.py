@@ -71,22 +71,25 @@ def test_without_a_threshold_every_item_is_timed():
     assert sorted(timed) == ["a1", "a2", "c1", "s1", "s2"] and not out.rejected
 
 
-def test_admit_runs_once_per_reached_group_and_what_it_leaves_out_is_counted_once():
-    """``admit`` (the memory bound) runs when a group's first part is taken, never for a group the threshold prunes
-    unreached; the members it leaves out are neither timed nor counted again when the rest is pruned."""
-    g1 = _group("1f1b", 1.0, ["a1", "a2"])
-    g1.points.append({**g1.points[0], "name": "a3", "micro_batch": 2})       # a second part of g1, bound 1.0
+def test_admit_runs_once_per_reached_key_and_what_it_leaves_out_is_counted_once():
+    """``admit`` (the memory bound) runs once per (recompute value, micro-batch) of a group, when its first part is
+    taken, with every member of that key, never for a key or group the threshold prunes unreached; the members it
+    leaves out are neither timed nor counted again when the rest is pruned."""
+    g1 = _group("1f1b", 1.0, ["a1", "a2", "a4"])
+    g1.points[2]["tp_comm_overlap"] = True             # a4: the same key (none, 1), another part (bound 1.1)
+    g1.sub[("none", 1, True)] = 1.1
+    g1.points.append({**g1.points[0], "name": "a3", "micro_batch": 2})       # another key of g1, bound 1.0
     g1.sub[("none", 2, False)] = 1.0
     groups = [g1, _group("zbv", 0.5, ["s1", "s2"]), _group("1f1b", 5.0, ["c1"])]
     admitted, timed = [], []
     out = Evaluated()
 
-    def admit(g):
-        admitted.append(g.points[0]["name"])
-        kept = [p for p in g.points if p["name"] != "a3"]       # a3 "out of memory"
-        out.rejected["memory bound"] += len(g.points) - len(kept)
-        out.evaluated += len(g.points) - len(kept)
-        g.points = kept
+    def admit(g, key, members):
+        admitted.append((g.points[0]["name"], key, sorted(p["name"] for p in members)))
+        gone = {id(p) for p in members if p["name"] in ("a3", "a4")}     # a3 and a4 "out of memory"
+        out.rejected["memory bound"] += len(gone)
+        out.evaluated += len(gone)
+        return gone
 
     def run(points, recount=False, bound=None, lower_only=False):
         r = Evaluated()
@@ -100,11 +103,14 @@ def test_admit_runs_once_per_reached_group_and_what_it_leaves_out_is_counted_onc
         return r
 
     time_best_first(out, groups, lambda g: g.outer["schedule"] == "zbv", "step_time", 2, run, bound_of, 2, admit)
-    # zbv part -> bounds; s1 (0.6) timed; g1's first part (a1, a2: 1.0) admitted and timed -> threshold: the 2nd
-    # best, 1.2 s; s2 (3.0) and c1 (5.0) excluded; g1's second part (a3) was left out by admit
-    assert admitted == ["s1", "a1"] and timed == ["s1", "a1", "a2"]
-    assert out.rejected == {"memory bound": 1, BOUND_REASON: 1, GROUP_REASON: 1}     # a3; s2; c1
-    assert out.evaluated == 6          # every point once (s1's timing, after its bound, is not a second count)
+    # zbv part -> bounds (its key admitted); s1 (0.6) timed; g1's part (none, 1, False) (a1, a2: 1.0) admits key
+    # (none, 1) with a4 too, then (none, 2) (a3: 1.0) is admitted and left empty; a1, a2 timed -> threshold 1.2 s (the
+    # 2nd best); a4's part (1.1) is taken with nothing left; s2 (3.0) and c1 (5.0) excluded, c1's key never admitted
+    assert admitted == [("s1", ("none", 1), ["s1", "s2"]), ("a1", ("none", 1), ["a1", "a2", "a4"]),
+                        ("a1", ("none", 2), ["a3"])]
+    assert timed == ["s1", "a1", "a2"]
+    assert out.rejected == {"memory bound": 2, BOUND_REASON: 1, GROUP_REASON: 1}     # a3, a4; s2; c1
+    assert out.evaluated == 7          # every point once (s1's timing, after its bound, is not a second count)
 
 
 def test_refine_defers_the_members_whose_bound_it_tightens():

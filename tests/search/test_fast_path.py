@@ -306,7 +306,7 @@ def test_the_states_floor_changes_no_search_result(monkeypatch):
     real = evaluate.estimate_memory
     monkeypatch.setattr(evaluate, "estimate_memory", lambda *a, **k: itemised.append(1) or real(*a, **k))
     # without the memory bound (search/memory_bound.py), which would skip the plans the floor prunes here
-    monkeypatch.setattr(run_module, "skip_no_fit", lambda ctx, out, groups: groups)
+    monkeypatch.setattr(run_module, "skip_key", lambda ctx, out, group, key, members: set())
     with_floor = search(data)
     built_with_floor = len(itemised)
     monkeypatch.setattr(evaluate, "state_floor_bytes", lambda plan, stages: 0.0)
