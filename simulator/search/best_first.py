@@ -84,7 +84,8 @@ def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group]
     when a batched part is first taken, may return a larger lower bound for the members of some of its shardings
     (:mod:`~simulator.search.dp_floor`): those members go back on the heap as a part of their own with it."""
     larger = OBJECTIVES[objective][1]
-    heap, admitted = _parts(groups, alone, larger), _Admission(admit)
+    admitted = _Admission(admit)
+    heap = _parts(groups, alone, larger, admitted.by_key)
     made = len(heap)
     while heap:
         parts, plans, bounded, taken, later = _round(heap, bound_of(out.rows, objective, exact_top), batch, admitted,
@@ -125,6 +126,8 @@ class _Admission:
     admit: Callable[[Group, tuple, list], set[int]] | None
     gone: dict[tuple, set[int]] = field(default_factory=dict)
     """(id of the group, value, micro-batch) -> ids of the members admit() left out"""
+    by_key: dict[tuple, list[dict[str, Any]]] = field(default_factory=dict)
+    """(id of the group, value, micro-batch) -> its members (:func:`_parts` fills it)"""
 
     def members(self, item: Item) -> list[dict[str, Any]]:
         """The members of part ``item`` that ``admit`` keeps (a refined part's were admitted before it was)."""
@@ -132,9 +135,7 @@ class _Admission:
             return item.points
         slot = _slot(item)
         if (gone := self.gone.get(slot)) is None:
-            value, mb = item.key[:2]
-            members = [p for p in item.group.points if p["recompute"] == value and p["micro_batch"] == mb]
-            gone = self.gone[slot] = self.admit(item.group, (value, mb), members)
+            gone = self.gone[slot] = self.admit(item.group, item.key[:2], self.by_key[slot])
         return [p for p in item.points if id(p) not in gone] if gone else item.points
 
 
@@ -143,15 +144,18 @@ def _slot(item: Item) -> tuple:
     return id(item.group), item.key[0], item.key[1]
 
 
-def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool) -> list[tuple]:
+def _parts(groups: list[Group], alone: Callable[[Group], bool], larger: bool,
+           by_key: dict[tuple, list[dict[str, Any]]]) -> list[tuple]:
     """The heap of every group's parts: (sort key, sequence, :class:`Item`); the sequence is unique, so items are
-    never compared."""
+    never compared. ``by_key``: filled with each (group, recompute value, micro-batch)'s members."""
     heap = []
     for g in groups:
         members: dict[tuple, list[dict[str, Any]]] = {}
         for p in g.points:
             members.setdefault(part_key(p), []).append(p)
         outer, split = tuple(g.outer.values()), alone(g)
+        for (value, mb, _), points in members.items():
+            by_key.setdefault((id(g), value, mb), []).extend(points)
         for k, points in members.items():
             lower = g.sub.get(k, g.lower)       # no bound of its own: no member passes the rules
             item = Item(lower, g.tokens, g.outer["gpus"], points, split, group=g, key=k)

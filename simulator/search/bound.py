@@ -146,11 +146,16 @@ def rank_seconds(schedule, chunks: list, hide: float) -> tuple[list, list]:
         return half_total(cost) - hide * cost.exposed["ep"] / 2
 
     pp = len(chunks)
-    if schedule.v_shape:            # both phases halves of the rank's own stage, every micro-batch runs both
-        forward = [(half(c[0][0]),) for c in chunks]
-        return forward, [2 * (half(c[0][0]) + half(c[0][1])) for c in chunks]
-    if not schedule.mirrored:       # ZB-H1: one phase
-        return [(whole(c[0][0]),) for c in chunks], [whole(c[0][0]) + whole(c[0][1]) for c in chunks]
+    if not schedule.mirrored:       # a rank's seconds from its own chunk costs: once per cost list (the middle
+        seen: dict[int, tuple] = {}     # stages of one signature share theirs, simulator.schedule.chunks)
+        for c in chunks:
+            if id(c) not in seen:
+                f, b = c[0]
+                if schedule.v_shape:    # both phases halves of the rank's own stage, every micro-batch runs both
+                    seen[id(c)] = ((half(f),), 2 * (half(f) + half(b)))
+                else:                   # ZB-H1: one phase
+                    seen[id(c)] = ((whole(f),), whole(f) + whole(b))
+        return [seen[id(c)][0] for c in chunks], [seen[id(c)][1] for c in chunks]
     forward, busy = [], []
     for s in range(pp):              # DualPipe: stage s (phase 0) and pp - 1 - s (phase 1), m / 2 each
         (f0, b0), (f1, b1) = chunks[s][0], chunks[pp - 1 - s][0]
