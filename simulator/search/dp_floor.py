@@ -108,9 +108,16 @@ def dp_seconds(ctx, plan: Any) -> tuple[np.ndarray, np.ndarray] | None:
                        shared=ctx.step_cache.layout(plan))
     f, b = np.zeros((plan.parallel.pp, len(plan.stage_chunks[0]))), np.zeros((plan.parallel.pp,
                                                                                len(plan.stage_chunks[0])))
+    seen: dict[tuple, int] = {}     # stages with one op tuple, chunk split and groups (the middle ones): priced once
     for s, ops in enumerate(stages):
         mine = tuple(o for o in ops if o.scope == "microbatch")
-        for c, n in enumerate(plan.stage_chunks[s] if mine else ()):
+        if not mine:
+            continue
+        key = (id(ops), plan.stage_chunks[s], len(plan.stage_layers[s]), tuple(timer.key_id(o.group, s) for o in mine))
+        if (same := seen.setdefault(key, s)) != s:      # an op's seconds read the stage only through its group's key
+            f[s], b[s] = f[same], b[same]
+            continue
+        for c, n in enumerate(plan.stage_chunks[s]):
             fwd, bwd = Cost(), Cost()       # the chunk's share of the stage's parameters, as its chunk costs take
             microbatch_dp_cost(mine, timer, s, n / max(len(plan.stage_layers[s]), 1), fwd, bwd)
             f[s, c], b[s, c] = fwd.comm["dp"], bwd.comm["dp"]

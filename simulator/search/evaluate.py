@@ -87,6 +87,7 @@ class Context:
         self.fixed_bytes: dict = {}     # fixed bytes and states floor per stage, per point without recompute, mb
         self.nccl_floor: dict = {}      # bounding stages per point without sharding
         self.nccl: dict = {}            # NCCL's bytes per stage, per outer point and gradient reduction
+        self.bounded: dict = {}         # id(point) -> (point, parts, memory) of a plan whose lower bound is waiting
 
 
 def _monotone(plan) -> bool:
@@ -95,6 +96,10 @@ def _monotone(plan) -> bool:
     / (b dp); the rest does not read b). Not so for a recipe that frees gradients between steps, nor inference."""
     return plan.training.mode == "train" and not plan.recipe.grads_freed_between_steps
 
+
+#: prepared plans whose lower bound waits on the best-first heap kept for their timing (a pp 64 plan's chunk costs
+#: are ~10^2 KB: at most ~50 MB)
+BOUNDED_KEPT = 512
 
 #: ... and but the values that change only the step time (:data:`~simulator.search.space.TIME_ONLY`): the key under
 #: which a smaller micro-batch's overflow and a point's fixed bytes are kept (plans equal on it have one memory)
@@ -112,6 +117,8 @@ def _prepare(ctx: Context, point: dict[str, Any], out: Evaluated, overflow: dict
     its micro-batch, the smallest micro-batch whose plan overflowed HBM by more than rounding with a peak that
     grows with the micro-batch (:func:`_monotone`): a larger one overflows too, and its memory is not built."""
     out.evaluated += 1
+    if (kept := ctx.bounded.pop(id(point), None)) is not None and kept[0] is point:
+        return kept             # prepared when its lower bound was (_lower_bounds): the same plan, parts and memory
     key = plan_key(ctx, point)
     if isinstance(plan := kept_rules(ctx, key), UserError):     # a kept rejection: no resolving
         out.rejected[reason_for(ctx, plan)] += 1
@@ -260,7 +267,16 @@ def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | Non
             out.rejected[BOUND_REASON] += 1
         else:
             out.bounds.append((lower, tokens, gpus, point))
+            keep_bounded(ctx, item)
     return out
+
+
+def keep_bounded(ctx: Context, item: tuple[dict, StepParts, Any]) -> None:
+    """Keep a prepared plan whose lower bound goes on the best-first heap, for its timing in this process if the
+    order reaches it (:func:`_prepare` takes it back: the same plan, chunk costs and memory, not prepared twice)."""
+    if len(ctx.bounded) >= BOUNDED_KEPT:      # most waiting plans are never timed
+        ctx.bounded.clear()
+    ctx.bounded[id(item[0])] = item
 
 
 def _evaluate_points(ctx: Context, points: list[dict[str, Any]]) -> Evaluated:

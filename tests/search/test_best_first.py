@@ -162,3 +162,22 @@ def test_the_first_plans_equal_those_of_a_search_that_times_everything(framework
     bounded = search(data, exact_top=top, objective=objective)
     assert bounded.plans[:top] == every.plans[:top] and bounded.evaluated == every.evaluated
     assert bounded.evaluated == bounded.valid + sum(bounded.rejected.values())
+
+
+def test_a_plan_timed_alone_is_prepared_once(monkeypatch):
+    """A split-schedule plan prepared for its lower bound is not prepared again when the order times it (the
+    evaluation keeps its chunk costs and memory, evaluate.keep_bounded): as many step preparations fewer as plans
+    timed, the same plans."""
+    from simulator.search import evaluate
+
+    data = _megatron()
+    data["search"] = {**data["search"], "schedule": ["zb1p"]}
+    calls = []
+    real = evaluate.prepare_step
+    monkeypatch.setattr(evaluate, "prepare_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    kept = search(data, exact_top=3)
+    with_keep = len(calls)
+    monkeypatch.setattr(evaluate, "keep_bounded", lambda ctx, item: None)
+    again = search(data, exact_top=3)
+    assert again.plans == kept.plans and kept.valid > 3
+    assert len(calls) - with_keep == with_keep + again.valid

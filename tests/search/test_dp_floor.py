@@ -79,3 +79,32 @@ def test_the_first_plans_equal_those_of_a_search_that_times_everything(top):
     data = _530b()
     every, bounded = search(data, exact_top=None), search(data, exact_top=top)
     assert bounded.plans[:top] == every.plans[:top] and bounded.evaluated == every.evaluated
+
+
+def test_the_floor_is_the_chunk_costs_dp_seconds():
+    """dp_seconds prices the per-micro-batch DP ops alone (middle stages once): equal, chunk by chunk, to the
+    ``comm["dp"]`` of the plan's own chunk costs (prepare_step), on pp 5 with 3 chunks per stage and on ZB-V."""
+    from simulator.memory.offload import offloaded_activation_bytes
+    from simulator.schedule.step import prepare_step
+    from simulator.search.dp_floor import dp_seconds
+
+    data = _530b()
+    ctx = search_context(data)
+    groups, _ = candidate_groups(ctx, 10**9)
+    checked = 0
+    for g in bound_groups(ctx, groups, Evaluated()):
+        if g.outer["pp"] != 5:
+            continue
+        for (_, sharding), plan in g.plans.items():
+            parts = prepare_step(ctx.fixed.model, plan, ctx.topology, calibration=ctx.calibration, moe=ctx.fixed.moe,
+                                 gpu_speed_sigma=ctx.fixed.system.gpu_speed_sigma, cache=ctx.step_cache,
+                                 offload_activation_bytes=offloaded_activation_bytes(plan))
+            f = [[x.comm["dp"] for x, _ in c] for c in parts.chunks]
+            b = [[x.comm["dp"] for _, x in c] for c in parts.chunks]
+            got = dp_seconds(ctx, plan)
+            if sharding == "distributed_optimizer":
+                assert got is None and not any(map(any, f + b))
+                continue
+            assert got[0].tolist() == f and got[1].tolist() == b
+            checked += 1
+    assert checked >= 4
