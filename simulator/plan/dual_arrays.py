@@ -8,6 +8,8 @@ against :meth:`Schedule.split_orders` for random (pp, m)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from simulator.plan.split_arrays import KIND, SplitColumns
@@ -28,13 +30,19 @@ def _send(kind: int, phase: int) -> tuple[int, int, int, int, int]:
     return (2, kind, phase, -1, 0)
 
 
+@functools.lru_cache(maxsize=64)
+def _pattern(events: tuple[tuple[int, int, int, int, int], ...]) -> np.ndarray:
+    """``events`` as the columns of a ``(5, E)`` array (the steps' patterns are few: made once)."""
+    return np.array(events, dtype=np.int64).reshape(-1, 5).T.copy()
+
+
 def _block(events: list[tuple[int, int, int, int, int]], times: int = 1) -> np.ndarray:
-    """``events`` repeated ``times`` times, as rows of an ``(E, 5)`` array."""
-    return np.tile(np.array(events, dtype=np.int64).reshape(-1, 5), (max(times, 0), 1))
+    """``events`` repeated ``times`` times, as the columns of a ``(5, E)`` array."""
+    return np.tile(_pattern(tuple(events)), (1, max(times, 0)))
 
 
 def _events(big_p: int, h: int, n: int) -> np.ndarray:
-    """One rank's events ``(E, 5)``, the eight steps of :func:`simulator.plan.dualpipe.dual_rank` (its module
+    """One rank's events ``(5, E)`` (a row per field), the eight steps of :func:`simulator.plan.dualpipe.dual_rank` (its module
     docstring); each step a short pattern repeated, so the rows are tiled rather than listed (a pp 35 DualPipeV of
     140 micro-batches has ~10^5 events)."""
     middle = h == big_p - 1
@@ -58,10 +66,10 @@ def _events(big_p: int, h: int, n: int) -> np.ndarray:
     # else from its phase-0 B (so the phase-1 B's from round k + 1)
     six = _block([_recv(_B, 1), _op(_B, 1), _send(_B, 1), _recv(_B, 0), _op(_B, 0), _send(_B, 0)], h + 1)
     rounds, k = np.arange(h + 1), (h + 1) // 2
-    six[1::6, 4], six[4::6, 4] = rounds >= k + (h % 2 == 0), rounds >= k
+    six[4, 1::6], six[4, 4::6] = rounds >= k + (h % 2 == 0), rounds >= k
     ev += [six, _block([_op(_W, 0), _recv(_B, 0), _op(_B, 0, 1), _send(_B, 0)], big_p - h - 1),      # 7
            _block([_op(_W, 0)], h + 1)]                                                             # 8
-    return np.concatenate(ev)
+    return np.concatenate(ev, axis=1)
 
 
 def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
@@ -70,9 +78,10 @@ def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
     shapes = [(pp // 2, min(rank, pp - 1 - rank), m // 2) if mirrored else (pp, rank, m) for rank in range(pp)]
     made: dict[tuple[int, int, int], np.ndarray] = {}     # DualPipe's mirrored ranks share their events
     events = [made[s] if s in made else made.setdefault(s, _events(*s)) for s in shapes]
-    rank = np.repeat(np.arange(pp), [len(e) for e in events])
-    et, kd, lp, blp, sp = np.concatenate(events).T
-    first = np.concatenate(([0], np.cumsum([len(e) for e in events])[:-1]))[rank]    # each event's rank's first
+    sizes_e = [e.shape[1] for e in events]
+    rank = np.repeat(np.arange(pp), sizes_e)
+    et, kd, lp, blp, sp = np.concatenate(events, axis=1)
+    first = np.concatenate(([0], np.cumsum(sizes_e)[:-1]))[rank]    # each event's rank's first
 
     def count(mask: np.ndarray) -> np.ndarray:
         """How many earlier events of its rank the mask holds, at every event."""
@@ -108,14 +117,15 @@ def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
     lanes = {}
     for kind_, sign in ((1, -1), (2, 1)):           # receives come from the far side, sends go ahead
         other = np.where(up, rank + sign, rank - sign)
-        live = (et == kind_) & (other >= 0) & (other < pp)
-        cnt = np.zeros(et.size, dtype=np.int64)
-        for k in (_F, _B):
-            for p_ in (0, 1):
-                sel = live & (kd == k) & (ph == p_)
-                cnt[sel] = count(sel)[sel]
-        lanes[kind_] = (other[live] if kind_ == 1 else rank[live], kd[live], ph[live], cnt[live],
-                        opnum[live] - (kind_ == 2))
+        at = np.flatnonzero((et == kind_) & (other >= 0) & (other < pp))
+        # each one's count of earlier ones of its rank, kind (F, B) and phase: its place in a stable sort by them
+        lane = (rank[at] * 2 + kd[at]) * 2 + ph[at]
+        order = np.argsort(lane, kind="stable")
+        ordered = lane[order]
+        first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        cnt = np.empty(at.size, dtype=np.int64)
+        cnt[order] = np.arange(at.size) - np.repeat(first, np.diff(np.append(first, at.size)))
+        lanes[kind_] = (other[at] if kind_ == 1 else rank[at], kd[at], ph[at], cnt, opnum[at] - (kind_ == 2))
     total = int(sizes.sum())
     width = m + 1
     table = np.full(pp * 4 * width, total, dtype=np.int64)
