@@ -13,6 +13,7 @@ columns of its own has its :meth:`split_orders` read (:func:`orders_columns`). A
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,10 +49,8 @@ def _finish(ranks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], pp: int, m: 
     rank = np.repeat(np.arange(pp), sizes)
     code = kind * 2 + phase                              # F0 F1 B0 B1 (W: 4, 5)
     onehot = code[:, None] == np.arange(4)
-    counts = np.zeros((n, 4), dtype=np.int64)
-    for r in range(pp):
-        lo, hi = start[r], start[r + 1]
-        counts[lo:hi] = np.cumsum(onehot[lo:hi], axis=0) - onehot[lo:hi]
+    before = np.cumsum(onehot, axis=0) - onehot          # earlier ops of each code, over all ranks
+    counts = before - before[np.repeat(start[:-1], sizes)]      # ... on the op's own rank
     mb = np.where(code < 4, counts[np.arange(n), np.minimum(code, 3)], 0)
     is_w = kind == KIND["W"]
     src = np.concatenate([s + start[r] for r, (_, _, s) in enumerate(ranks)])
@@ -72,12 +71,15 @@ def _finish(ranks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], pp: int, m: 
 
 def _blocks(*parts: tuple[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Kind and phase columns of repeated blocks: ``(block, times)``, a block like ``"F0 B0 W"``."""
-    kind, phase = [], []
-    for block, times in parts:
-        ops = block.split()
-        kind += [KIND[o[0]] for o in ops] * times
-        phase += [int(o[1]) if len(o) > 1 else 0 for o in ops] * times
-    return np.array(kind, dtype=np.int64), np.array(phase, dtype=np.int64)
+    both = np.concatenate([np.tile(_block(block), (1, max(times, 0))) for block, times in parts], axis=1)
+    return both[0], both[1]
+
+
+@functools.lru_cache(maxsize=64)
+def _block(block: str) -> np.ndarray:
+    """A block's (kind, phase) rows ``(2, ops)`` (the schedules' blocks are few: made once)."""
+    ops = block.split()
+    return np.array([[KIND[o[0]] for o in ops], [int(o[1]) if len(o) > 1 else 0 for o in ops]], dtype=np.int64)
 
 
 def _previous_b(kind: np.ndarray) -> np.ndarray:
