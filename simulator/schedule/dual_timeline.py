@@ -88,12 +88,25 @@ def phase_costs(schedule: Schedule, chunks: list[list[tuple[Cost, Cost]]]
     pp = len(chunks)
     if schedule.mirrored:                   # DualPipe: the rank's stage of each copy
         return [(chunks[i][0], chunks[pp - 1 - i][0]) for i in range(pp)]
-    if not schedule.v_shape:                # ZB-H1: 1F1B's stages, no second phase
-        return [(c[0], (Cost(), Cost())) for c in chunks]
-    out = []
+    seen: dict[int, tuple] = {}             # stages that share their chunk costs (one signature) share these
     for c in chunks:
-        half = (_half(c[0][0]), _half(c[0][1]))
-        out.append((half, half))
+        if id(c) not in seen:
+            if not schedule.v_shape:        # ZB-H1: 1F1B's stages, no second phase
+                seen[id(c)] = (c[0], (Cost(), Cost()))
+            else:
+                half = (_half(c[0][0]), _half(c[0][1]))
+                seen[id(c)] = (half, half)
+    return [seen[id(c)] for c in chunks]
+
+
+def phase_seconds(schedule: Schedule, chunks: list[list[tuple[Cost, Cost]]]) -> list[PhaseCosts]:
+    """:class:`PhaseCosts` of every rank (:func:`phase_costs`), once per distinct rank."""
+    seen: dict[int, PhaseCosts] = {}
+    out = []
+    for ph in phase_costs(schedule, chunks):
+        if id(ph) not in seen:
+            seen[id(ph)] = PhaseCosts.of(ph)
+        out.append(seen[id(ph)])
     return out
 
 

@@ -41,7 +41,7 @@ from simulator.pricing.overlap import coefficients
 from simulator.schedule.cache import StepCache
 from simulator.schedule.chunks import all_chunk_costs, middle_signatures
 from simulator.schedule.costs import Cost, layer_costs
-from simulator.schedule.dual_timeline import PhaseCosts, phase_costs, rank_costs, run_dual_timeline
+from simulator.schedule.dual_timeline import phase_costs, phase_seconds, rank_costs, run_dual_timeline
 from simulator.schedule.fast_timeline import fast_timelines
 from simulator.schedule.inputs import StepInputs, build_inputs
 from simulator.schedule.result import StepResult
@@ -159,7 +159,7 @@ def fast_or_replay(parts: StepParts) -> list[StageTimeline]:
     if schedule.fast is None:
         return replay_timelines(parts)
     if schedule.replay == "split":     # F&B pairs are part of its orders: the evaluator prices them as the replay
-        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        costs = phase_seconds(schedule, parts.chunks)
         return split_timelines(schedule, p.pp, m, costs, coefficients()["overlap_interference"])
     if parts.pairing() is not None:
         return replay_timelines(parts)
@@ -172,7 +172,7 @@ def replay_timelines(parts: StepParts) -> list[StageTimeline]:
     (bidirectional and zero-bubble: :func:`simulator.schedule.dual_timeline.run_dual_timeline`)."""
     p, schedule = parts.ctx.plan.parallel, parts.ctx.plan.schedule
     if schedule.replay == "split":
-        costs = [PhaseCosts.of(ph) for ph in phase_costs(schedule, parts.chunks)]
+        costs = phase_seconds(schedule, parts.chunks)
         return run_dual_timeline(schedule.split_orders(p.pp, parts.ctx.plan.num_microbatches), costs,
                                  coefficients()["overlap_interference"])
     durations = parts.durations()

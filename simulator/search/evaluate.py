@@ -259,10 +259,8 @@ def _lower_bounds(ctx: Context, points: list[dict[str, Any]], bound: Bound | Non
         plan = item[1].ctx.plan
         tokens, gpus = plan.training.global_batch * plan.training.seq_len, plan.world_size
         # the bound without the tails first: where that is excluded already, no tail is priced
-        if bound is not None and bound.excludes(step_lower_bound(item[1], tails=False), tokens, gpus):
-            out.rejected[BOUND_REASON] += 1
-            continue
-        lower = step_lower_bound(item[1])
+        lower = step_lower_bound(item[1], enough=None if bound is None else
+                                 lambda x, t=tokens, g=gpus: bound.excludes(x, t, g))
         if bound is not None and bound.excludes(lower, tokens, gpus):
             out.rejected[BOUND_REASON] += 1
         else:
