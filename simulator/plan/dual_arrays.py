@@ -8,10 +8,9 @@ against :meth:`Schedule.split_orders` for random (pp, m)."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from simulator.caching import memo
 from simulator.plan.split_arrays import KIND, SplitColumns
 
 _F, _B, _W, _FB = KIND["F"], KIND["B"], KIND["W"], KIND["FB"]
@@ -30,10 +29,12 @@ def _send(kind: int, phase: int) -> tuple[int, int, int, int, int]:
     return (2, kind, phase, -1, 0)
 
 
-@functools.lru_cache(maxsize=64)
+@memo(maxsize=64)
 def _pattern(events: tuple[tuple[int, int, int, int, int], ...]) -> np.ndarray:
     """``events`` as the columns of a ``(5, E)`` array (the steps' patterns are few: made once)."""
-    return np.array(events, dtype=np.int64).reshape(-1, 5).T.copy()
+    out = np.array(events, dtype=np.int64).reshape(-1, 5).T.copy()
+    out.flags.writeable = False        # shared: _block tiles copies of it
+    return out
 
 
 def _block(events: list[tuple[int, int, int, int, int]], times: int = 1) -> np.ndarray:

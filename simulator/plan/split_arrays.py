@@ -13,11 +13,11 @@ columns of its own has its :meth:`split_orders` read (:func:`orders_columns`). A
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.caching import memo
 from simulator.plan.dualpipe import DualOp
 
 #: kind codes of the key columns (kind, phase, mb, b_phase, b_mb, split)
@@ -75,11 +75,13 @@ def _blocks(*parts: tuple[str, int]) -> tuple[np.ndarray, np.ndarray]:
     return both[0], both[1]
 
 
-@functools.lru_cache(maxsize=64)
+@memo(maxsize=64)
 def _block(block: str) -> np.ndarray:
     """A block's (kind, phase) rows ``(2, ops)`` (the schedules' blocks are few: made once)."""
     ops = block.split()
-    return np.array([[KIND[o[0]] for o in ops], [int(o[1]) if len(o) > 1 else 0 for o in ops]], dtype=np.int64)
+    out = np.array([[KIND[o[0]] for o in ops], [int(o[1]) if len(o) > 1 else 0 for o in ops]], dtype=np.int64)
+    out.flags.writeable = False        # shared: _blocks tiles copies of it
+    return out
 
 
 def _previous_b(kind: np.ndarray) -> np.ndarray:
