@@ -43,9 +43,9 @@ def _block(events: list[tuple[int, int, int, int, int]], times: int = 1) -> np.n
 
 
 def _events(big_p: int, h: int, n: int) -> np.ndarray:
-    """One rank's events ``(5, E)`` (a row per field), the eight steps of :func:`simulator.plan.dualpipe.dual_rank` (its module
-    docstring); each step a short pattern repeated, so the rows are tiled rather than listed (a pp 35 DualPipeV of
-    140 micro-batches has ~10^5 events)."""
+    """One rank's events ``(5, E)`` (a row per field), the eight steps of
+    :func:`simulator.plan.dualpipe.dual_rank` (its module docstring); each step a short pattern repeated, so the
+    rows are tiled rather than listed (a pp 35 DualPipeV of 140 micro-batches has ~5 x 10^4 events)."""
     middle = h == big_p - 1
     ev = [_block([_recv(_F, 0), _op(_F, 0), _send(_F, 0)], 2 * (big_p - h - 1)), _block([_recv(_F, 0)])]  # 1, 2
     if middle:
@@ -123,9 +123,9 @@ def dual_columns(mirrored: bool, pp: int, m: int) -> SplitColumns:
         lane = (rank[at] * 2 + kd[at]) * 2 + ph[at]
         order = np.argsort(lane, kind="stable")
         ordered = lane[order]
-        first = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
         cnt = np.empty(at.size, dtype=np.int64)
-        cnt[order] = np.arange(at.size) - np.repeat(first, np.diff(np.append(first, at.size)))
+        cnt[order] = np.arange(at.size) - np.repeat(starts, np.diff(np.append(starts, at.size)))
         lanes[kind_] = (other[at] if kind_ == 1 else rank[at], kd[at], ph[at], cnt, opnum[at] - (kind_ == 2))
     total = int(sizes.sum())
     width = m + 1

@@ -60,7 +60,7 @@ class Item:
     alone: bool = False
     plan: dict[str, Any] | None = None
     group: Group | None = None
-    """a part's group (:func:`time_best_first`'s ``admit`` runs once per group, at its first part)"""
+    """a part's group (:func:`time_best_first`'s ``admit`` runs once per (group, recompute value, micro-batch))"""
     key: tuple = ()
     """a part's :func:`~simulator.search.group_bound.part_key`"""
     refined: bool = False
@@ -80,9 +80,10 @@ def time_best_first(out: Evaluated, groups: list[Group], alone: Callable[[Group]
     points were counted before, by their lower bounds). ``admit(g, (value, mb), members)`` runs once per
     (recompute value, micro-batch) of a group, when its first part is taken, with every member of it (all TP
     overlap values), and returns the ids of those it leaves out (the memory bound, which counts them: so it runs
-    only for the keys the time bound reaches); the parts of that key then keep the others. ``refine(g, key, shardings)``, called
-    when a batched part is first taken, may return a larger lower bound for the members of some of its shardings
-    (:mod:`~simulator.search.dp_floor`): those members go back on the heap as a part of their own with it."""
+    only for the keys the time bound reaches); the parts of that key then keep the others. ``refine(g, key,
+    shardings)``, called when a part is first taken, may return a larger lower bound for the members of some of its
+    shardings (:mod:`~simulator.search.dp_floor`): those members go back on the heap as a part of their own with
+    it."""
     larger = OBJECTIVES[objective][1]
     admitted = _Admission(admit)
     heap = _parts(groups, alone, larger, admitted.by_key)

@@ -45,8 +45,9 @@ exceeds HBM by more than rounding (1e-9 relative: the terms are added in another
 every member of a (recompute value, micro-batch) where each B does, hold no plan that both passes the rules and
 fits: they are counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a
 rule or by memory). The search bounds a key when its best-first order first takes a part of it
-(:func:`skip_key`); :func:`skip_no_fit` bounds whole groups. The search's no-fit report keeps the smallest such B as a lower bound of the smallest peak
-(``Evaluated.least_oom``, ``exact`` False) where it is below every peak it saw.
+(:func:`skip_key`); :func:`skip_no_fit` bounds whole groups. The search's no-fit report keeps the smallest such B
+as a lower bound of the smallest peak (``Evaluated.least_oom``, ``exact`` False) where it is below every peak it
+saw.
 """
 
 from __future__ import annotations
