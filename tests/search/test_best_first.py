@@ -14,7 +14,7 @@ from simulator.search.evaluated import Evaluated
 from simulator.search.group_bound import GROUP_REASON, Group
 from simulator.search.run import NoPlanFits, search
 
-from .test_inner_rules import _megatron, _pytorch
+from .spaces import megatron_space, pytorch_space
 
 STEP = {"a1": 1.2, "a2": 1.5, "s1": 0.7, "c1": 5.5}        # seconds, the fake timing
 LOWER = {"s1": 0.6, "s2": 3.0}                                # the split plans' own lower bounds
@@ -150,7 +150,7 @@ def test_the_first_plans_equal_those_of_a_search_that_times_everything(framework
     """On random small spaces (the 22B model on 32 H100s, every sharding, recompute and offload choice), the
     best-first search's first ``top`` plans (every column) and its points equal those of a search that times every
     plan, and each point is counted once."""
-    data = _megatron() if framework == "megatron" else _pytorch()
+    data = megatron_space() if framework == "megatron" else pytorch_space()
     data["training"] = {**data["training"], "global_batch": batch}
     data["search"] = {**data["search"], "schedule": sorted(schedules), "pp": sorted(pp), "micro_batch": sorted(micro)}
     try:
@@ -170,7 +170,7 @@ def test_a_plan_timed_alone_is_prepared_once(monkeypatch):
     timed, the same plans."""
     from simulator.search import evaluate
 
-    data = _megatron()
+    data = megatron_space()
     data["search"] = {**data["search"], "schedule": ["zb1p"]}
     calls = []
     real = evaluate.prepare_step

@@ -15,7 +15,7 @@ from simulator.search.evaluated import Evaluated
 from simulator.search.group_bound import part_key
 from simulator.search.run import bound_groups, candidate_groups, search, search_context
 
-from .test_inner_rules import _megatron, _pytorch
+from .spaces import megatron_space, pytorch_space
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_the_floor_is_a_lower_bound_of_every_step_and_tight_where_dp_dominates()
     assert max(r for _, r, _ in checked) > 0.98 and max(t for _, _, t in checked) > 4, checked
 
 
-@pytest.mark.parametrize("space", [_megatron, _pytorch])
+@pytest.mark.parametrize("space", [megatron_space, pytorch_space])
 def test_no_floor_below_the_group_bound(space):
     """The floor never lowers a part's bound (beyond the rounding of summing the same seconds in another order)."""
     refined = _refined(space())

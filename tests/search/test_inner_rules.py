@@ -6,7 +6,6 @@ recompute modules' rule and the micro-batch's rules."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -15,33 +14,13 @@ from simulator.model.strict import build
 from simulator.plan import resolve_plan
 from simulator.plan.config import ParallelPlan
 from simulator.plan.rules import check_batch, check_recompute_modules, check_switches, derive_dp
-from simulator.scenario.document import read_document
 from simulator.search.evaluated import reason_of
 from simulator.search.run import candidates, search, search_context
 from simulator.search.space import INNER, OUTER, parallel_of
 
-ROOT = Path(__file__).resolve().parents[2]
+from .spaces import megatron_space, pytorch_space
+
 KEY = (*OUTER, *INNER)
-
-
-def _megatron():
-    """22B (scenarios/korthikanti_22b.yaml), every sharding, recompute and offload choice (Megatron: optimizer and
-    activation offload), tp 4 and 8, pp 1, 2 and 4, vpp 1 and 2, micro-batches 1 and 2, 1F1B and ZB-H1, global
-    batch 6 (micro-batch 2 at dp 2 does not divide it; 3 micro-batches are not a multiple of interleaved pp 2)."""
-    data = read_document(ROOT / "scenarios" / "korthikanti_22b.yaml").data
-    data.pop("parallel")
-    data["training"] = {**data["training"], "global_batch": 6}
-    data["search"] = {"tp": [4, 8], "pp": [1, 2, 4], "vpp": [1, 2], "micro_batch": [1, 2],
-                      "schedule": ["1f1b", "zb1p"]}
-    return data
-
-
-def _pytorch():
-    """The same space under framework pytorch (ZeRO 1-3, optimizer offload needs a ZeRO stage, ZeRO-Infinity's
-    parameter offload needs ZeRO 3) with global batch 8."""
-    data = _megatron()
-    data["training"] = {**data["training"], "framework": "pytorch", "precision": "amp_bf16", "global_batch": 8}
-    return data
 
 
 def _user_verdict(ctx, point):
@@ -65,7 +44,7 @@ def _passes_inner_rules(ctx, point) -> bool:
     return True
 
 
-@pytest.mark.parametrize("scenario", [_megatron, _pytorch])
+@pytest.mark.parametrize("scenario", [megatron_space, pytorch_space])
 def test_left_out_members_are_the_user_paths_rejections(scenario):
     data = scenario()
     every, before = candidates(search_context(data), 10**6, decide_inner=False)
@@ -86,7 +65,7 @@ def test_left_out_members_are_the_user_paths_rejections(scenario):
     assert +added == left_out      # the counts the filter added are the user path's reasons of what it left out
     assert after.evaluated == before.evaluated + sum(left_out.values())
     assert any(r.startswith("parallel.optimizer_cpu_offload") for r in left_out)
-    if scenario is _megatron:       # both kinds of inner rule fire
+    if scenario is megatron_space:       # both kinds of inner rule fire
         assert any(r.startswith("training.global_batch") for r in left_out)
         assert any(r.startswith("parallel.cpu_offloading_num_layers") for r in left_out)
     else:
@@ -96,7 +75,7 @@ def test_left_out_members_are_the_user_paths_rejections(scenario):
 def test_the_first_plans_do_not_change():
     """A search that decides the inner rules per group keeps the first ten plans (every column) of one that resolves
     every member, and the same count of points."""
-    data = _megatron()
+    data = megatron_space()
     data["training"] = {**data["training"], "global_batch": 64}
     import simulator.search.run as run
 
