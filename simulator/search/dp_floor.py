@@ -42,7 +42,8 @@ import numpy as np
 from simulator.moe import DEFAULT_MOE_SETTINGS
 from simulator.pricing.groups import GroupTimer
 from simulator.schedule.costs import Cost, microbatch_dp_cost
-from simulator.search.group_bound import Group, compute_lower, recompute_seconds
+from simulator.search.group_bound import Group, compute_lower
+from simulator.search.variants import recompute_seconds
 from simulator.traffic.step import stage_traffic
 
 #: sharding stages with per-micro-batch DP ops (ZeRO-2's gradient reduce-scatter, ZeRO-3's gathers too)

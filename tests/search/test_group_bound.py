@@ -21,8 +21,9 @@ from simulator.schedule.timeline import run_timeline
 from simulator.search import search
 from simulator.search.evaluate import Evaluated, evaluate_points, resolve
 from simulator.search.exposed_bound import with_overlap
-from simulator.search.group_bound import Variant, compute_lower, dense_layer_time
+from simulator.search.group_bound import compute_lower
 from simulator.search.run import NoPlanFits, bound_groups, candidate_groups, search_context
+from simulator.search.variants import Variant, dense_layer_time
 from simulator.traffic import layer_traffic
 
 REL = 1e-9
