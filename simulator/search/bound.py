@@ -99,10 +99,10 @@ def bound_of(rows: list[dict[str, Any]], objective: str, exact_top: int | None) 
     return Bound(column, larger, values[exact_top - 1])
 
 
-def step_lower_bound(parts: StepParts, tails: bool = True, enough=None) -> float:
-    """A lower bound of the step time of ``parts`` (module docstring), in seconds; ``tails`` False: without the
-    ranks' tails (a lower one, cheaper: no tail is priced). ``enough(lower)``: where it holds for the bound without
-    the tails, that one is returned (the caller needs no tighter one: e.g. the threshold already excludes it)."""
+def step_lower_bound(parts: StepParts, enough=None) -> float:
+    """A lower bound of the step time of ``parts`` (module docstring), in seconds. ``enough(lower)``: where it holds
+    for the bound without the ranks' tails (a lower one, cheaper: no tail is priced), that one is returned (the
+    caller needs no tighter one: e.g. the threshold already excludes it)."""
     ctx, plan = parts.ctx, parts.ctx.plan
     chunks, schedule = parts.chunks, plan.schedule
     m, seen, out = plan.num_microbatches, {}, 0.0
@@ -115,9 +115,9 @@ def step_lower_bound(parts: StepParts, tails: bool = True, enough=None) -> float
         ranks = rank_costs(schedule, phase_costs(schedule, chunks)) if split else chunks
         busy = [sum(f.compute + b.compute + b.recompute for f, b in c) for c in ranks]
         release = [0.0] * plan.parallel.pp
-    if not tails or enough is not None:
+    if enough is not None:
         lower = max(r + m * b for r, b in zip(release, busy, strict=True))
-        if not tails or enough(lower):
+        if enough(lower):
             return lower
     phases = phase_costs(schedule, chunks) if split and not schedule.v_shape else None
     for s in range(plan.parallel.pp):

@@ -45,7 +45,7 @@ exceeds HBM by more than rounding (1e-9 relative: the terms are added in another
 every member of a (recompute value, micro-batch) where each B does, hold no plan that both passes the rules and
 fits: they are counted under :data:`MEMORY_BOUND_REASON` and never resolved (each would have been rejected by a
 rule or by memory). The search bounds a key when its best-first order first takes a part of it
-(:func:`skip_key`); :func:`skip_no_fit` bounds whole groups. The search's no-fit report keeps the smallest such B
+(:func:`skip_key`). The search's no-fit report keeps the smallest such B
 as a lower bound of the smallest peak (``Evaluated.least_oom``, ``exact`` False) where it is below every peak it
 saw.
 """
@@ -172,10 +172,12 @@ def memory_lowers(ctx, group, key: tuple[str, int] | None = None
 
 
 def skip_key(ctx, out, group, key: tuple[str, int], members: list[dict[str, Any]]) -> set[int]:
-    """:func:`skip_no_fit` for the members of one (recompute value, micro-batch) ``key`` of ``group`` (``members``:
-    all of them, every TP overlap value): the ids of those it leaves out, counted into ``out``. The best-first
-    order (:func:`~simulator.search.best_first.time_best_first`) runs it when it first takes a part of that key,
-    so the keys it never reaches are never bounded."""
+    """Of the members of one (recompute value, micro-batch) ``key`` of ``group`` (``members``: all of them, every TP
+    overlap value), those whose :func:`memory_lowers` bound (of their sharding and offload value) plus the headroom
+    exceeds HBM, and all of them where each bound of the key does: their ids, counted into ``out`` under
+    :data:`MEMORY_BOUND_REASON`, never resolved; the smallest bound left out is a lower bound of the smallest peak
+    (``out.least_oom``, not exact). The best-first order (:func:`~simulator.search.best_first.time_best_first`) runs
+    it when it first takes a part of that key, so the keys it never reaches are never bounded."""
     gone = _over(ctx, memory_lowers(ctx, group, key))
     if not gone:
         return set()
@@ -199,31 +201,8 @@ def _over(ctx, lowers: dict[tuple[str, int], dict[tuple[str, str], float]]) -> d
     return gone
 
 
-def skip_no_fit(ctx, out, groups: list) -> list:
-    """Leave out of each group of ``groups`` the members whose :func:`memory_lowers` bound (of their recompute
-    value, micro-batch, sharding and offload value) plus the headroom exceeds HBM, and every member of a key
-    (recompute value, micro-batch) where each bound does: counted into ``out`` under :data:`MEMORY_BOUND_REASON`,
-    never resolved; the smallest bound left out is a lower bound of the smallest peak (``out.least_oom``, not
-    exact). Returns the groups that keep members."""
-    kept = []
-    for g in groups:
-        gone = _over(ctx, memory_lowers(ctx, g))  # (value, mb, sharding or None: the whole key, offload) -> bound
-        if not gone:
-            kept.append(g)
-            continue
-        points = [p for p in g.points if (p["recompute"], p["micro_batch"], None, None) not in gone
-                  and (p["recompute"], p["micro_batch"], p["sharding"], p["offload"]) not in gone]
-        out.rejected[MEMORY_BOUND_REASON] += len(g.points) - len(points)
-        out.evaluated += len(g.points) - len(points)
-        _note_least(ctx, out, g, gone, g.points)
-        g.points = points
-        if points:
-            kept.append(g)
-    return kept
-
-
 def _note_least(ctx, out, group, gone: dict[tuple, float], members: list[dict[str, Any]]) -> None:
-    """Note the smallest bound of ``gone`` (:func:`skip_no_fit`) of ``group`` in ``out.least_oom`` (a lower bound,
+    """Note the smallest bound of ``gone`` (:func:`skip_key`) of ``group`` in ``out.least_oom`` (a lower bound,
     with the first of ``members`` of its (recompute value, micro-batch, sharding, offload value) in the space's
     order)."""
     (value, mb, sharding, offload), peak = min(((k, b) for k, b in gone.items() if k[2] is not None),

@@ -189,9 +189,8 @@ def groups_of(ctx: Context, space, groups: list[Group], skipped: Evaluated, inne
 
 def bound_groups(ctx: Context, groups: list[Group], out: Evaluated) -> list[Group]:
     """Each group's bound (:func:`~simulator.search.group_bound.group_variants`); the groups without a plan (every
-    member rejected by the rules) are counted into ``out`` under their reasons and left out, and the members of the
-    keys whose device peak bound exceeds HBM under :data:`~simulator.search.memory_bound.MEMORY_BOUND_REASON`
-    (:func:`~simulator.search.memory_bound.skip_no_fit`)."""
+    member rejected by the rules) are counted into ``out`` under their reasons and left out (the memory bound runs
+    later, per key the best-first order reaches: :func:`~simulator.search.memory_bound.skip_key`)."""
     kept, variants = [], []
     with without_cycle_collector():      # as a batch's evaluation (docs/search/time_to_answer.md, round 5b)
         for g in groups:
@@ -243,7 +242,8 @@ def search(source: str | Path | dict | Document, *, objective: str = "step_time"
 
     if exact_top is not None and objective in BOUNDED:     # every plan best bound first, pruned by the bounds
         time_best_first(out, bound_groups(ctx, groups, out), lambda g: alone[g.outer["schedule"]], objective,
-                        exact_top, run, bound_of, GROUP_ROUND, admit=lambda g, key, members: skip_key(ctx, out, g, key, members),
+                        exact_top, run, bound_of, GROUP_ROUND,
+                        admit=lambda g, key, members: skip_key(ctx, out, g, key, members),
                         refine=lambda g, key, shardings: refined_lowers(ctx, g, key, shardings))
     else:
         out.merge(run([p for g in groups for p in g.points]))

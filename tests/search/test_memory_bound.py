@@ -14,7 +14,7 @@ from simulator.memory.nccl import nccl_bytes
 from simulator.search import search
 from simulator.search.evaluate import RUNTIME, Evaluated, resolve
 from simulator.search.group_bound import group_variants
-from simulator.search.memory_bound import MEMORY_BOUND_REASON, memory_lowers, skip_no_fit
+from simulator.search.memory_bound import MEMORY_BOUND_REASON, memory_lowers, skip_key
 from simulator.search.run import bound_groups, candidate_groups, search_context
 
 REL = 1e-9
@@ -52,8 +52,12 @@ def test_a_key_above_hbm_and_one_under_it_by_hand():
     assert result.rejected == {MEMORY_BOUND_REASON: 1} and [p["recompute"] for p in result.plans] == ["full"]
     assert result.plans[0]["device_peak_bytes"] >= bounds["full", 8]["none", "none"]
     out = Evaluated()
-    (kept,) = skip_no_fit(ctx, out, bound_groups(ctx, candidate_groups(ctx, 10**6)[0], out))
-    assert [p["recompute"] for p in kept.points] == ["full"] and out.rejected == {MEMORY_BOUND_REASON: 1}
+    (fresh,) = bound_groups(ctx, candidate_groups(ctx, 10**6)[0], out)
+    gone = set()
+    for key in dict.fromkeys((p["recompute"], p["micro_batch"]) for p in fresh.points):   # as the search admits
+        gone |= skip_key(ctx, out, fresh, key, [p for p in fresh.points if (p["recompute"], p["micro_batch"]) == key])
+    kept = [p for p in fresh.points if id(p) not in gone]
+    assert [p["recompute"] for p in kept] == ["full"] and out.rejected == {MEMORY_BOUND_REASON: 1}
     # the skipped key's bound is noted as a lower bound of the smallest peak (a no-fit report would name it)
     peak, exact, named = out.least_oom
     assert peak == bounds["none", 8]["none", "none"] and not exact and named["recompute"] == "none"
